@@ -1,0 +1,31 @@
+"""The source side of Pysolate: pure Python, no I/O, no event loop.
+
+Streaming prefix parsing, fence extraction, occurrence discovery and the exact argument
+evaluator, and the values they produce.
+"""
+
+from ._callkey import CallKey as CallKey
+from ._callkey import canonical as canonical
+from ._callkey import canonical_arguments as canonical_arguments
+from ._exceptions import NotKnown as NotKnown
+from ._exceptions import OccurrencesError as OccurrencesError
+from ._exceptions import SealError as SealError
+from ._exceptions import StreamError as StreamError
+from ._plain import NotPlain as NotPlain
+from ._plain import check_plain as check_plain
+from ._plain import fresh_copy as fresh_copy
+from ._snapshot import Snapshot as Snapshot
+
+__all__ = [
+    "CallKey",
+    "NotKnown",
+    "NotPlain",
+    "OccurrencesError",
+    "SealError",
+    "Snapshot",
+    "StreamError",
+    "canonical",
+    "canonical_arguments",
+    "check_plain",
+    "fresh_copy",
+]

@@ -1,0 +1,38 @@
+"""Exceptions of the source side.
+
+    OccurrencesError
+    ├── SealError (also a SyntaxError)    the sealed source does not parse
+    └── StreamError                       the stream itself is malformed (e.g. NUL, bad text)
+
+``NotKnown`` is deliberately *not* in this tree: it is the argument evaluator's ordinary
+"cannot compute this exactly" signal, not a failure.
+"""
+
+from __future__ import annotations
+
+
+class OccurrencesError(Exception):
+    """Root of every error raised by the ``occurrences`` package."""
+
+
+class SealError(OccurrencesError, SyntaxError):
+    """The complete source does not parse.
+
+    Carries the same ``msg``, ``lineno``, ``offset``, ``end_lineno``, ``end_offset`` and
+    ``text`` that CPython's ``ast.parse`` gives for the whole source, so callers can report
+    it exactly as the interpreter would.
+    """
+
+    @classmethod
+    def from_syntax_error(cls, exc: SyntaxError) -> SealError:
+        err = cls(exc.msg, (exc.filename, exc.lineno, exc.offset, exc.text, exc.end_lineno, exc.end_offset))
+        err.__cause__ = exc
+        return err
+
+
+class StreamError(OccurrencesError):
+    """The streamed text cannot be source code at all (not a syntax error in it)."""
+
+
+class NotKnown(Exception):
+    """The evaluator cannot compute a value exactly in the Host (unknown, unsafe or too big)."""

@@ -1,0 +1,123 @@
+"""Plain data: the only values that cross between Guest, Host and tools.
+
+Plain means ``None``, ``bool``, ``int``, ``float``, ``str``, ``bytes``, and ``tuple``,
+``list`` and ``dict`` of plain values (dict keys: hashable plain values). Exact types only:
+a subclass could carry behaviour (``__eq__``, ``__hash__``, ``__reduce__``) across.
+
+The wire and key form is *tagged*: every value becomes a small JSON array whose first item
+names its type, so ``1``, ``1.0`` and ``True``, or ``(1,)`` and ``[1]``, never collide and
+decode back to exactly what was encoded. Floats travel as ``float.hex`` (bit-exact, keeps
+``-0.0``, ``inf``; NaN is one value).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+
+from ._exceptions import NotKnown
+
+MAX_DEPTH = 64
+"""Nesting bound for plain values; deeper values are refused rather than recursed into."""
+
+
+class NotPlain(NotKnown, TypeError):
+    """A value is not plain data (or is nested too deeply)."""
+
+
+def to_tagged(value: object, _depth: int = 0) -> object:
+    """The tagged form of a plain value; raises ``NotPlain`` for anything else."""
+    if _depth > MAX_DEPTH:
+        raise NotPlain(f"value nested deeper than {MAX_DEPTH}")
+    t = type(value)
+    if value is None:
+        return ["n"]
+    if t is bool:
+        return ["b", value]
+    if t is int:
+        return ["i", str(value)]
+    if t is float:
+        assert isinstance(value, float)
+        return ["f", "nan" if math.isnan(value) else value.hex()]
+    if t is str:
+        return ["s", value]
+    if t is bytes:
+        assert isinstance(value, bytes)
+        return ["y", value.hex()]
+    d = _depth + 1
+    if t is tuple:
+        assert isinstance(value, tuple)
+        return ["t", [to_tagged(v, d) for v in value]]
+    if t is list:
+        assert isinstance(value, list)
+        return ["l", [to_tagged(v, d) for v in value]]
+    if t is dict:
+        assert isinstance(value, dict)
+        # Insertion order is observable (iteration), so it is part of the value.
+        return ["d", [[to_tagged(k, d), to_tagged(v, d)] for k, v in value.items()]]
+    raise NotPlain(f"not plain data: {t.__qualname__}")
+
+
+def from_tagged(tagged: object, _depth: int = 0) -> object:
+    """Inverse of ``to_tagged``; raises ``ValueError`` on anything it did not produce."""
+    if _depth > MAX_DEPTH + 1 or not isinstance(tagged, list) or not tagged:
+        raise ValueError("malformed plain value")
+    tag, *rest = tagged
+    try:
+        if tag == "n" and not rest:
+            return None
+        (body,) = rest
+        if tag == "b" and type(body) is bool:
+            return body
+        if tag == "i" and type(body) is str:
+            return int(body)
+        if tag == "f" and type(body) is str:
+            return math.nan if body == "nan" else float.fromhex(body)
+        if tag == "s" and type(body) is str:
+            return body
+        if tag == "y" and type(body) is str:
+            return bytes.fromhex(body)
+        d = _depth + 1
+        if tag == "t" and type(body) is list:
+            return tuple(from_tagged(v, d) for v in body)
+        if tag == "l" and type(body) is list:
+            return [from_tagged(v, d) for v in body]
+        if tag == "d" and type(body) is list:
+            out = {}
+            for pair in body:
+                k, v = pair
+                out[from_tagged(k, d)] = from_tagged(v, d)
+            return out
+    except (TypeError, ValueError) as exc:
+        raise ValueError(f"malformed plain value: {exc}") from None
+    raise ValueError("malformed plain value")
+
+
+def dumps(value: object) -> str:
+    """Encode a plain value as compact JSON text (deterministic)."""
+    return json.dumps(to_tagged(value), separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+
+
+def loads(text: str | bytes) -> object:
+    """Decode text made by ``dumps``."""
+    return from_tagged(json.loads(text))
+
+
+def check_plain(value: object) -> None:
+    """Raise ``NotPlain`` unless ``value`` is plain data."""
+    to_tagged(value)
+
+
+def fresh_copy(value: object) -> object:
+    """A deep copy sharing no mutable container with ``value`` (immutables are shared)."""
+    t = type(value)
+    if t is list:
+        assert isinstance(value, list)
+        return [fresh_copy(v) for v in value]
+    if t is dict:
+        assert isinstance(value, dict)
+        return {k: fresh_copy(v) for k, v in value.items()}
+    if t is tuple:
+        assert isinstance(value, tuple)
+        return tuple(fresh_copy(v) for v in value)
+    return value

@@ -1,0 +1,108 @@
+"""The seam between the Host and whatever executes the sealed source.
+
+The Host (``_host.py``) talks to a Guest only through these types, so the isolated
+subprocess Guest (``_guest/``) and the in-process Guest for fast tests
+(``pysolate.testing``) are interchangeable. Only plain data crosses (``occurrences._plain``).
+
+Lifecycle of one Guest: ``start`` (may happen while tokens still stream) → ``run(source,
+handler)`` exactly once → ``aclose``. The Guest calls ``handler(capability, method, args,
+kwargs)`` for every capability call the program makes, in program order, one at a time.
+The handler returns a plain result, or raises ``ToolFailure`` to make the call raise inside
+the program at that point.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Literal, Protocol
+
+CallHandler = Callable[[str, str, tuple[object, ...], dict[str, object]], Awaitable[object]]
+"""``await handler(capability, method, args, kwargs)`` → plain result, or raises ToolFailure."""
+
+
+class ToolFailure(Exception):
+    """A capability call failed; the Guest raises it inside the program at the call.
+
+    ``type_name`` names the exception class the program sees: a builtin exception class of
+    that name when one exists (so ``except FileNotFoundError`` works), otherwise
+    ``pysolate.ToolError`` carrying the name. ``args`` are plain data.
+    """
+
+    def __init__(self, type_name: str, message: str, args: tuple[object, ...] = ()) -> None:
+        super().__init__(f"{type_name}: {message}")
+        self.type_name = type_name
+        self.message = message
+        self.exc_args = args or (message,)
+
+
+@dataclass(frozen=True, slots=True)
+class ErrorInfo:
+    """An exception as the program saw it: class name, ``str(exc)``, line in the agent source."""
+
+    type: str
+    message: str
+    line: int | None
+
+
+@dataclass(frozen=True, slots=True)
+class GuestLimits:
+    """Resource limits of one Guest run; exceeding one ends the run with a clear error."""
+
+    wall_time: float = 30.0
+    """Seconds from ``run`` to the end of the program, tool time included."""
+    cpu_time: float = 10.0
+    """Seconds of CPU the Guest process may use."""
+    memory_bytes: int = 512 * 1024 * 1024
+    """Address-space bound of the Guest process."""
+    output_bytes: int = 1024 * 1024
+    """Bytes of stdout the program may print."""
+    max_calls: int = 10_000
+    """Capability calls one run may make."""
+    max_frame_bytes: int = 8 * 1024 * 1024
+    """Largest broker frame in either direction."""
+
+
+@dataclass(frozen=True, slots=True)
+class Isolation:
+    """Which isolation was in force for a run (``level`` is the strongest that applied)."""
+
+    level: Literal["in_process", "process", "rlimits", "seccomp", "namespaces"]
+    mechanisms: tuple[str, ...] = ()
+
+
+GuestStatus = Literal["ok", "error", "limit", "crashed", "protocol_error"]
+
+
+@dataclass(frozen=True, slots=True)
+class GuestOutcome:
+    """What one Guest run produced.
+
+    ``status``: ``ok`` (program finished), ``error`` (program raised; ``error`` set),
+    ``limit`` (a limit ended it; ``error.type`` names the limit), ``crashed`` (the process
+    died), ``protocol_error`` (the Guest broke the broker protocol).
+    """
+
+    status: GuestStatus
+    value: object = None
+    stdout: str = ""
+    error: ErrorInfo | None = None
+    isolation: Isolation = field(default_factory=lambda: Isolation("process"))
+
+
+class Guest(Protocol):
+    """One Guest interpreter, started ahead of its source."""
+
+    async def run(self, source: str, handler: CallHandler) -> GuestOutcome:
+        """Execute the sealed ``source`` once. Cancellation kills the Guest and re-raises."""
+        ...
+
+    async def aclose(self) -> None:
+        """Stop the Guest and release its resources; idempotent."""
+        ...
+
+
+class GuestFactory(Protocol):
+    async def __call__(self, capabilities: Mapping[str, Sequence[str]], limits: GuestLimits) -> Guest:
+        """Start a Guest that will expose ``capabilities`` (name → method names)."""
+        ...

@@ -1,0 +1,8 @@
+"""Shared test configuration."""
+
+import pytest
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
