@@ -7,6 +7,7 @@ evaluator, and the values they produce.
 from ._callkey import CallKey as CallKey
 from ._callkey import canonical as canonical
 from ._callkey import canonical_arguments as canonical_arguments
+from ._effect import Effect as Effect
 from ._exceptions import NotKnown as NotKnown
 from ._exceptions import OccurrencesError as OccurrencesError
 from ._exceptions import SealError as SealError
@@ -18,6 +19,7 @@ from ._snapshot import Snapshot as Snapshot
 
 __all__ = [
     "CallKey",
+    "Effect",
     "NotKnown",
     "NotPlain",
     "OccurrencesError",

@@ -4,12 +4,15 @@ See DESIGN.md for the correctness contract: a run is observationally equal to ru
 sealed source sequentially.
 """
 
+from occurrences import Effect as Effect
+
 from ._guest_api import ErrorInfo as ErrorInfo
 from ._guest_api import GuestLimits as GuestLimits
 from ._guest_api import Isolation as Isolation
 from ._guest_api import ToolFailure as ToolFailure
 
 __all__ = [
+    "Effect",
     "ErrorInfo",
     "GuestLimits",
     "Isolation",
