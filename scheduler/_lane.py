@@ -1,0 +1,286 @@
+"""The speculative lane: runs ready, eligible occurrences early and keeps the claim table.
+
+Prior art: LLMCompiler's ready queue over a task DAG (hidden submit, blocking materialize),
+and Pydantic AI code mode's speculation (launch early, claim FIFO by call key, evict at the
+end). Differences that matter for the correctness contract:
+
+- Eligibility is re-checked here, not trusted from the graph: only ``pure`` and
+  ``immutable_read`` effects, only pre-write occurrences with a known key, discardable ones
+  only when the policy allows, within the run's budget (contract 2).
+- The claim table is keyed by the exact ``CallKey`` (contract 3). A claim returns the
+  observation itself; the broker hands out a fresh copy of its value or re-raises its error
+  where the Guest made the call (contracts 4 and 5).
+- Everything runs in one anyio task group owned by the lane, so closing the lane (or
+  cancelling the run) leaves no task behind. Threads cannot be interrupted; those are
+  accounted ``late`` rather than pretended cancelled.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from types import TracebackType
+from typing import TYPE_CHECKING, Protocol, Self
+
+import anyio
+from anyio.abc import TaskGroup
+
+from occurrences import CallKey
+
+from ._observation import Disposition, Observation, ObservationState, Probe
+
+if TYPE_CHECKING:
+    from ._graph import EventGraph, Node
+
+Execute = Callable[["Node", Probe], Awaitable[object]]
+"""Runs one early call against the frozen root; sets ``probe.in_thread`` when it uses a thread."""
+
+
+class LaneHooks(Protocol):
+    """Observability hooks; every method must be cheap and must not raise."""
+
+    def observation_started(self, obs: Observation) -> None: ...
+    def observation_ended(self, obs: Observation) -> None: ...
+    def claimed(self, obs: Observation, waited: float) -> None: ...
+
+
+class _NoHooks:
+    def observation_started(self, obs: Observation) -> None:
+        pass
+
+    def observation_ended(self, obs: Observation) -> None:
+        pass
+
+    def claimed(self, obs: Observation, waited: float) -> None:
+        pass
+
+
+@dataclass(frozen=True, slots=True)
+class LanePolicy:
+    """How much early work one run may do."""
+
+    concurrency: int = 8
+    """Early calls executing at once; further dispatched calls queue in source order."""
+    budget: int = 64
+    """Early physical calls per run; past it, ready occurrences are left to the Guest."""
+    allow_discardable: bool = False
+    """Whether occurrences under an unresolved branch may run early (wasted if not taken)."""
+    share_formal: bool = True
+    """Whether an equal-key Guest call may reuse a completed formal observation
+    (``effectful_cse`` on a frozen root; pure and immutable_read only)."""
+
+
+@dataclass(frozen=True, slots=True)
+class LaneStatistics:
+    """An immutable snapshot of the lane's accounting."""
+
+    dispatched: int
+    physical: int
+    claimed: int
+    shared: int
+    cancelled: int
+    late: int
+    orphaned: int
+    time_saved: float
+
+
+class SpeculativeLane:
+    """Dispatches the graph's ready frontier and serves claims.
+
+    Use as ``async with SpeculativeLane(...) as lane:``; leaving the block cancels all
+    unfinished early work, waits for it to stop, and fixes every early observation's
+    disposition (``dispositions()``). Cancelling the enclosing scope does the same.
+    """
+
+    def __init__(
+        self,
+        graph: EventGraph,
+        execute: Execute,
+        policy: LanePolicy | None = None,
+        *,
+        may_dispatch: Callable[[Node], bool] | None = None,
+        hooks: LaneHooks | None = None,
+        clock: Callable[[], float] = anyio.current_time,
+    ) -> None:
+        self._graph = graph
+        self._execute = execute
+        self._policy = policy or LanePolicy()
+        self._may_dispatch = may_dispatch
+        self._hooks: LaneHooks = hooks or _NoHooks()
+        self._clock = clock
+        self._limiter = anyio.CapacityLimiter(self._policy.concurrency)
+        self._tg: TaskGroup | None = None
+        self._closed = False
+        # key -> the observation serving it; one per key (later equal keys attach to it).
+        self._table: dict[CallKey, Observation] = {}
+        self._early: list[Observation] = []
+        self._formal: list[Observation] = []
+        self._time_saved = 0.0
+
+    async def __aenter__(self) -> Self:
+        self._tg = anyio.create_task_group()
+        await self._tg.__aenter__()
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> bool | None:
+        assert self._tg is not None
+        self._closed = True
+        for obs in self._early:
+            if not obs.done.is_set():
+                obs.cancel_requested = True
+        self._tg.cancel_scope.cancel()
+        return await self._tg.__aexit__(exc_type, exc, tb)
+
+    # -- dispatch ---------------------------------------------------------------------
+
+    def pump(self) -> None:
+        """Dispatch every newly ready occurrence the policy admits (source order)."""
+        if self._closed or self._tg is None:
+            return
+        for node in self._graph.take_ready():
+            self._consider(node)
+
+    def _eligible(self, node: Node) -> bool:
+        if node.key is None or not node.effect.speculable or not node.pre_write:
+            return False
+        if node.discardable and not self._policy.allow_discardable:
+            return False
+        return self._may_dispatch is None or self._may_dispatch(node)
+
+    def _consider(self, node: Node) -> None:
+        if not self._eligible(node):
+            return
+        assert node.key is not None
+        existing = self._table.get(node.key)
+        if existing is not None and existing.lane == "speculative":
+            # Equal keys share one physical observation; the graph normally dedups already.
+            existing.node_ids.append(node.id)
+            self._graph.mark_dispatched(node.id)
+            if existing.settled:
+                self._deliver(existing, node.id)
+            return
+        if len(self._early) >= self._policy.budget:
+            return
+        obs = Observation(id=self._next_id(), key=node.key, lane="speculative", node_ids=[node.id])
+        self._table[node.key] = obs
+        self._early.append(obs)
+        self._graph.mark_dispatched(node.id)
+        assert self._tg is not None
+        self._tg.start_soon(self._observe, obs, node)
+
+    def _next_id(self) -> int:
+        return len(self._early) + len(self._formal) + 1
+
+    async def _observe(self, obs: Observation, node: Node) -> None:
+        try:
+            async with self._limiter:
+                obs.move(ObservationState.RUNNING)
+                obs.started = self._clock()
+                self._hooks.observation_started(obs)
+                obs.value = await self._execute(node, obs.probe)
+        except anyio.get_cancelled_exc_class():
+            obs.cancel_requested = True
+            if obs.state is ObservationState.QUEUED:
+                obs.move(ObservationState.CANCELLED)
+            elif obs.probe.in_thread and not obs.probe.thread_done:
+                obs.move(ObservationState.ABANDONED)
+            else:
+                obs.move(ObservationState.CANCELLED)
+            raise
+        except Exception as exc:  # the tool's failure is a settled outcome, held for claims
+            obs.error = exc
+            obs.move(ObservationState.FAILED)
+        else:
+            obs.move(ObservationState.SUCCEEDED)
+        finally:
+            obs.finished = self._clock()
+            obs.done.set()
+            if obs.physical:
+                self._hooks.observation_ended(obs)
+        for node_id in obs.node_ids:
+            self._deliver(obs, node_id)
+        self.pump()
+
+    def _deliver(self, obs: Observation, node_id: object) -> None:
+        if obs.state is ObservationState.SUCCEEDED:
+            self._graph.complete(node_id, obs.value)
+        else:
+            self._graph.fail(node_id)
+
+    # -- claims -----------------------------------------------------------------------
+
+    async def claim(self, key: CallKey) -> Observation | None:
+        """The settled observation for ``key``, waiting while it runs; ``None`` if there is none.
+
+        ``None`` also when the observation was stopped without a result (the caller then runs
+        the call itself). Cancellation while waiting propagates; the observation is untouched.
+        """
+        obs = self._table.get(key)
+        if obs is None:
+            return None
+        start = self._clock()
+        await obs.done.wait()
+        if not obs.settled:
+            return None
+        waited = self._clock() - start
+        obs.claims += 1
+        assert obs.started is not None and obs.finished is not None
+        self._time_saved += (obs.finished - obs.started) - waited
+        self._hooks.claimed(obs, waited)
+        return obs
+
+    def begin_formal(self, key: CallKey) -> Observation:
+        """Register a Guest call that runs now; equal keys later may claim it (if sharing)."""
+        obs = Observation(id=self._next_id(), key=key, lane="formal", claims=1)
+        obs.move(ObservationState.RUNNING)
+        obs.started = self._clock()
+        self._formal.append(obs)
+        if self._policy.share_formal:
+            self._table[key] = obs
+        self._hooks.observation_started(obs)
+        return obs
+
+    def end_formal(self, obs: Observation, value: object = None, error: BaseException | None = None) -> None:
+        """Settle a formal observation. A failed one is not shared: the next equal call runs
+        again, exactly as it would in a sequential run."""
+        obs.value, obs.error = value, error
+        if error is not None:
+            obs.move(ObservationState.FAILED)
+            if self._table.get(obs.key) is obs:
+                del self._table[obs.key]
+        else:
+            obs.move(ObservationState.SUCCEEDED)
+        obs.finished = self._clock()
+        obs.done.set()
+        self._hooks.observation_ended(obs)
+
+    # -- accounting -------------------------------------------------------------------
+
+    def observations(self) -> list[Observation]:
+        """Early then formal observations, each in creation order."""
+        return [*self._early, *self._formal]
+
+    def dispositions(self) -> dict[int, Disposition]:
+        """Disposition of every early observation, by observation id (after close)."""
+        return {obs.id: obs.disposition() for obs in self._early}
+
+    def statistics(self) -> LaneStatistics:
+        counts = dict.fromkeys(Disposition, 0)
+        for obs in self._early:
+            counts[obs.disposition()] += 1
+        every = self.observations()
+        return LaneStatistics(
+            dispatched=len(self._early),
+            physical=sum(obs.physical for obs in every),
+            claimed=counts[Disposition.CLAIMED],
+            shared=sum(max(0, obs.claims - 1) for obs in every),
+            cancelled=counts[Disposition.CANCELLED],
+            late=counts[Disposition.LATE],
+            orphaned=counts[Disposition.ORPHANED],
+            time_saved=self._time_saved,
+        )

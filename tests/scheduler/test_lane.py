@@ -1,0 +1,259 @@
+"""The speculative lane against a scripted frontier: eligibility, budget, claims, dispositions.
+
+The graph here is a minimal stand-in with the frontier interface, so each property of the
+lane is checked in isolation from discovery; the end-to-end tests use the real graph.
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass, field
+
+import anyio
+import pytest
+from trio.testing import MockClock
+
+from occurrences import CallKey, Effect
+from scheduler._lane import LanePolicy, SpeculativeLane
+from scheduler._observation import Disposition, Probe
+
+pytestmark = pytest.mark.anyio
+
+
+def key(name: str, view: str = "root") -> CallKey:
+    return CallKey("docs", "search", "1", name, view)
+
+
+@dataclass(eq=False)
+class FakeNode:
+    id: str
+    key: CallKey | None
+    effect: Effect = Effect.PURE
+    discardable: bool = False
+    pre_write: bool = True
+
+
+@dataclass
+class FakeGraph:
+    ready: list[FakeNode] = field(default_factory=list)
+    dispatched: list[str] = field(default_factory=list)
+    completed: dict[str, object] = field(default_factory=dict)
+    failed: list[str] = field(default_factory=list)
+    on_complete: dict[str, list[FakeNode]] = field(default_factory=dict)
+
+    def take_ready(self) -> list[FakeNode]:
+        out, self.ready = self.ready, []
+        return out
+
+    def mark_dispatched(self, node_id: str) -> None:
+        self.dispatched.append(node_id)
+
+    def complete(self, node_id: str, result: object) -> None:
+        self.completed[node_id] = result
+        self.ready.extend(self.on_complete.pop(node_id, []))
+
+    def fail(self, node_id: str) -> None:
+        self.failed.append(node_id)
+
+
+class Tools:
+    """Executes nodes; each call waits for its own gate so tests decide completion order."""
+
+    def __init__(self) -> None:
+        self.calls: list[str] = []
+        self.gates: dict[str, anyio.Event] = {}
+
+    def gate(self, node_id: str) -> anyio.Event:
+        return self.gates.setdefault(node_id, anyio.Event())
+
+    async def execute(self, node: FakeNode, probe: Probe) -> object:
+        self.calls.append(node.id)
+        await self.gate(node.id).wait()
+        if node.id.startswith("fail"):
+            raise FileNotFoundError(node.id)
+        return {"result": node.id}
+
+
+async def test_only_pure_and_immutable_reads_are_dispatched() -> None:
+    graph, tools = FakeGraph(), Tools()
+    graph.ready = [
+        FakeNode("pure", key("a"), Effect.PURE),
+        FakeNode("imm", key("b"), Effect.IMMUTABLE_READ),
+        FakeNode("live", key("c"), Effect.LIVE_READ),
+        FakeNode("write", key("d"), Effect.WRITE),
+        FakeNode("unknown", key("e"), Effect.UNKNOWN),
+        FakeNode("post-write", key("f"), pre_write=False),
+        FakeNode("no-key", None),
+        FakeNode("discardable", key("g"), discardable=True),
+    ]
+    async with SpeculativeLane(graph, tools.execute) as lane:
+        lane.pump()
+        await anyio.wait_all_tasks_blocked()
+        assert sorted(tools.calls) == ["imm", "pure"]
+        for gate in tools.gates.values():
+            gate.set()
+    assert graph.dispatched == ["pure", "imm"]
+
+
+async def test_discardable_only_when_policy_allows() -> None:
+    graph, tools = FakeGraph(), Tools()
+    graph.ready = [FakeNode("discardable", key("g"), discardable=True)]
+    async with SpeculativeLane(graph, tools.execute, LanePolicy(allow_discardable=True)) as lane:
+        lane.pump()
+        await anyio.wait_all_tasks_blocked()
+        assert tools.calls == ["discardable"]
+        tools.gate("discardable").set()
+
+
+async def test_budget_limits_early_physical_calls() -> None:
+    graph, tools = FakeGraph(), Tools()
+    graph.ready = [FakeNode(f"n{i}", key(f"k{i}")) for i in range(5)]
+    async with SpeculativeLane(graph, tools.execute, LanePolicy(budget=3)) as lane:
+        lane.pump()
+        await anyio.wait_all_tasks_blocked()
+        assert tools.calls == ["n0", "n1", "n2"]
+        for gate in tools.gates.values():
+            gate.set()
+    assert lane.statistics().dispatched == 3
+
+
+async def test_concurrency_limit_queues_in_source_order() -> None:
+    graph, tools = FakeGraph(), Tools()
+    graph.ready = [FakeNode(f"n{i}", key(f"k{i}")) for i in range(4)]
+    async with SpeculativeLane(graph, tools.execute, LanePolicy(concurrency=2)) as lane:
+        lane.pump()
+        await anyio.wait_all_tasks_blocked()
+        assert tools.calls == ["n0", "n1"]
+        tools.gate("n1").set()
+        await anyio.wait_all_tasks_blocked()
+        assert tools.calls == ["n0", "n1", "n2"]
+        for name in ("n0", "n2", "n3"):
+            tools.gate(name).set()
+            await anyio.wait_all_tasks_blocked()
+    assert tools.calls == ["n0", "n1", "n2", "n3"]
+
+
+async def test_claim_waits_for_running_result_and_results_flow_back() -> None:
+    graph, tools = FakeGraph(), Tools()
+    graph.ready = [FakeNode("a", key("a"))]
+    graph.on_complete["a"] = [FakeNode("b", key("b"))]
+    async with SpeculativeLane(graph, tools.execute) as lane:
+        lane.pump()
+        await anyio.wait_all_tasks_blocked()
+        claimed = []
+
+        async def claimer() -> None:
+            claimed.append(await lane.claim(key("a")))
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(claimer)
+            await anyio.wait_all_tasks_blocked()
+            assert claimed == []  # still running: the claim waits
+            tools.gate("a").set()
+        (obs,) = claimed
+        assert obs is not None and obs.value == {"result": "a"}
+        await anyio.wait_all_tasks_blocked()
+        assert tools.calls == ["a", "b"], "a completed result made its dependent ready"
+        tools.gate("b").set()
+        await anyio.wait_all_tasks_blocked()
+    stats = lane.statistics()
+    assert (stats.claimed, stats.orphaned) == (1, 1)
+
+
+async def test_failure_is_held_until_claimed() -> None:
+    graph, tools = FakeGraph(), Tools()
+    graph.ready = [FakeNode("fail1", key("x"))]
+    async with SpeculativeLane(graph, tools.execute) as lane:
+        lane.pump()
+        tools.gate("fail1").set()
+        await anyio.wait_all_tasks_blocked()
+        assert graph.failed == ["fail1"]
+        obs = await lane.claim(key("x"))
+        assert obs is not None and isinstance(obs.error, FileNotFoundError)
+    assert lane.dispositions() == {obs.id: Disposition.CLAIMED}
+
+
+async def test_unequal_key_never_claims() -> None:
+    graph, tools = FakeGraph(), Tools()
+    graph.ready = [FakeNode("a", key("a", view="root"))]
+    async with SpeculativeLane(graph, tools.execute) as lane:
+        lane.pump()
+        tools.gate("a").set()
+        await anyio.wait_all_tasks_blocked()
+        assert await lane.claim(key("a", view="after-write")) is None
+    assert lane.statistics().orphaned == 1
+
+
+async def test_unfinished_work_is_cancelled_at_close() -> None:
+    graph, tools = FakeGraph(), Tools()
+    graph.ready = [FakeNode("slow", key("s")), FakeNode("queued", key("q"))]
+    async with SpeculativeLane(graph, tools.execute, LanePolicy(concurrency=1)) as lane:
+        lane.pump()
+        await anyio.wait_all_tasks_blocked()
+    stats = lane.statistics()
+    assert (stats.cancelled, stats.physical) == (2, 1), "queued work never ran, so it is not physical"
+
+
+async def test_uninterruptible_thread_is_late() -> None:
+    release = threading.Event()
+
+    async def in_thread(node: FakeNode, probe: Probe) -> object:
+        def work() -> str:
+            try:
+                release.wait(5)
+                return "done"
+            finally:
+                probe.thread_done = True
+
+        probe.in_thread = True
+        return await anyio.to_thread.run_sync(work, abandon_on_cancel=True)
+
+    graph = FakeGraph(ready=[FakeNode("t", key("t"))])
+    async with SpeculativeLane(graph, in_thread) as lane:
+        lane.pump()
+        await anyio.sleep(0.01)
+    release.set()
+    assert lane.statistics().late == 1
+
+
+async def test_equal_keys_share_one_observation_and_count_shared() -> None:
+    graph, tools = FakeGraph(), Tools()
+    graph.ready = [FakeNode("a1", key("a")), FakeNode("a2", key("a"))]
+    async with SpeculativeLane(graph, tools.execute) as lane:
+        lane.pump()
+        tools.gate("a1").set()
+        first = await lane.claim(key("a"))
+        second = await lane.claim(key("a"))
+        assert first is second
+    stats = lane.statistics()
+    assert tools.calls == ["a1"]
+    assert (stats.physical, stats.claimed, stats.shared) == (1, 1, 1)
+    assert graph.completed == {"a1": {"result": "a1"}, "a2": {"result": "a1"}}
+
+
+async def test_formal_results_are_shared_but_failures_are_not() -> None:
+    graph, tools = FakeGraph(), Tools()
+    async with SpeculativeLane(graph, tools.execute) as lane:
+        ok = lane.begin_formal(key("a"))
+        lane.end_formal(ok, value=[1])
+        assert await lane.claim(key("a")) is ok
+        bad = lane.begin_formal(key("b"))
+        lane.end_formal(bad, error=TimeoutError("slow"))
+        assert await lane.claim(key("b")) is None
+    assert lane.statistics().shared == 1
+
+
+@pytest.mark.parametrize("anyio_backend", [("trio", {"clock": MockClock(autojump_threshold=0)})])
+async def test_time_saved_under_a_controlled_clock() -> None:
+    """Claiming after the early call finished saves its whole latency (virtual time)."""
+    graph = FakeGraph(ready=[FakeNode("a", key("a"))])
+
+    async def half_second(node: FakeNode, probe: Probe) -> object:
+        await anyio.sleep(0.5)
+        return 1
+
+    async with SpeculativeLane(graph, half_second) as lane:
+        lane.pump()
+        await anyio.sleep(2)
+        assert await lane.claim(key("a")) is not None
+    assert lane.statistics().time_saved == pytest.approx(0.5)
