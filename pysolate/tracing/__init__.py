@@ -1,0 +1,39 @@
+"""Tracing: one small instrument interface, OpenTelemetry its implementation.
+
+The Host calls the hooks of an ``Instrument`` (see ``_interface.py`` for the sequence);
+``NULL_INSTRUMENT`` records nothing, ``OTelInstrument`` records GenAI-convention spans.
+"""
+
+from . import _attributes as attributes
+from ._interface import NO_RESULT as NO_RESULT
+from ._interface import ClaimTrace as ClaimTrace
+from ._interface import Disposition as Disposition
+from ._interface import Instrument as Instrument
+from ._interface import Lane as Lane
+from ._interface import ObservationTrace as ObservationTrace
+from ._interface import RunStatus as RunStatus
+from ._interface import RunTrace as RunTrace
+from ._interface import source_hash as source_hash
+from ._null import NULL_INSTRUMENT as NULL_INSTRUMENT
+from ._null import NullInstrument as NullInstrument
+from ._otel import MAX_PAYLOAD_CHARS as MAX_PAYLOAD_CHARS
+from ._otel import OTelInstrument as OTelInstrument
+from ._otel import error_type as error_type
+
+__all__ = [
+    "MAX_PAYLOAD_CHARS",
+    "NO_RESULT",
+    "NULL_INSTRUMENT",
+    "ClaimTrace",
+    "Disposition",
+    "Instrument",
+    "Lane",
+    "NullInstrument",
+    "OTelInstrument",
+    "ObservationTrace",
+    "RunStatus",
+    "RunTrace",
+    "attributes",
+    "error_type",
+    "source_hash",
+]

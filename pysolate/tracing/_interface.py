@@ -1,0 +1,142 @@
+"""The instrument interface: the hooks the Host calls, and nothing about how they record.
+
+Prior art: anyio keeps its ``abc`` apart from its backends, and OpenTelemetry itself splits
+API from SDK. Here the Host depends only on these protocols; ``_otel.py`` implements them
+with OpenTelemetry spans and ``_null.py`` with nothing at all, so a Host without tracing
+pays one method call per hook and never imports a tracer.
+
+Shape of one run, as the Host drives it::
+
+    run = instrument.run_started(run_id="r1")
+    run.snapshot_accepted(statements=2, new_statements=1, chars=80)   # per accepted snapshot
+    obs = run.observation_started("docs", "search", call_id="p1", lane="speculative", ...)
+    with obs.activated():                    # the tool's own spans nest under it
+        ...
+    obs.completed()                          # or completed(error=exc)
+    run.sealed(source_hash, statements=5, chars=300)
+    claim = run.claimed("docs", "search", call_id="c1", observation=obs, ...)
+    claim.ended()
+    obs.settled("claimed")                   # final disposition of early work
+    run.ended("ok", counts={"logical": 3, ...})
+
+Every hook may be called from the Host's event loop only (they are not thread-safe), and
+none of them raises on misuse: a hook out of order is ignored and logged, because a tracing
+mistake must never change a run's outcome.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Mapping
+from contextlib import AbstractContextManager
+from typing import Final, Literal, Protocol
+
+Lane = Literal["speculative", "formal"]
+"""Which lane ran a physical observation: early (before seal) or for the Guest's own call."""
+
+Disposition = Literal["claimed", "cancelled", "late", "orphaned"]
+"""The end of early physical work (DESIGN.md glossary). Formal work has none."""
+
+RunStatus = Literal["ok", "error", "rejected", "aborted"]
+
+
+class _NoResult:
+    """Sentinel type: "no result to record" (``None`` is a legitimate tool result)."""
+
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return "NO_RESULT"
+
+
+NO_RESULT: Final = _NoResult()
+
+
+class ClaimTrace(Protocol):
+    """One logical Guest call served by an early physical observation."""
+
+    def ended(
+        self, *, error: BaseException | str | None = None, result: object = NO_RESULT
+    ) -> None:
+        """The Guest received the claimed value (or the claimed failure, ``error``)."""
+
+
+class ObservationTrace(Protocol):
+    """One physical execution of a capability method."""
+
+    def activated(self) -> AbstractContextManager[object]:
+        """Make this observation the current span while the tool runs, so spans the tool
+        itself creates (an HTTP client's, say) nest under it."""
+
+    def completed(
+        self, *, error: BaseException | str | None = None, result: object = NO_RESULT
+    ) -> None:
+        """The execution finished: returned ``result`` or raised ``error``.
+
+        ``error`` is the exception (a ``ToolFailure`` records its ``type_name``) or a type
+        name. A ``BaseException`` that is not an ``Exception`` (cancellation) is not an
+        error. Formal work ends its span here; early work ends it once also settled.
+        """
+
+    def settled(self, disposition: Disposition) -> None:
+        """Early work only: its final disposition. ``cancelled`` ends the span at once;
+        otherwise the span ends at its completion time (now, or when it completes)."""
+
+
+class RunTrace(Protocol):
+    """One run: from the first chunk to the result."""
+
+    def snapshot_accepted(self, *, statements: int, new_statements: int, chars: int) -> None:
+        """The accepted complete prefix grew (``Snapshot.statements``, ``.new_statements``,
+        ``.end``)."""
+
+    def sealed(self, source_hash: str, *, statements: int, chars: int) -> None:
+        """The complete source parsed and is sealed (see ``source_hash()``)."""
+
+    def observation_started(
+        self,
+        capability: str,
+        method: str,
+        *,
+        call_id: str,
+        lane: Lane,
+        effect: str,
+        call_key: str | None = None,
+        arguments: Mapping[str, object] | None = None,
+    ) -> ObservationTrace:
+        """A physical observation starts. ``call_key`` is ``CallKey.digest()``;
+        ``arguments`` (bound to parameter names) are recorded only on opt-in."""
+
+    def claimed(
+        self,
+        capability: str,
+        method: str,
+        *,
+        call_id: str,
+        observation: ObservationTrace,
+        call_key: str | None = None,
+        arguments: Mapping[str, object] | None = None,
+    ) -> ClaimTrace:
+        """A logical Guest call claims ``observation`` (linked to its span)."""
+
+    def ended(
+        self,
+        status: RunStatus,
+        *,
+        counts: Mapping[str, int] | None = None,
+        error_type: str | None = None,
+    ) -> None:
+        """The run is over. Any observation or claim still open is ended now (a thread
+        that finishes later reports into an ended span, which records nothing)."""
+
+
+class Instrument(Protocol):
+    """Factory of run traces; one per Host, shared by concurrent runs."""
+
+    def run_started(self, *, run_id: str, agent_name: str | None = None) -> RunTrace:
+        """A run starts (first chunk, or ``run_source``)."""
+
+
+def source_hash(source: str) -> str:
+    """The sealed source's identity in traces and reports: 16 hex digits of its SHA-256."""
+    return hashlib.sha256(source.encode("utf-8", "surrogatepass")).hexdigest()[:16]
