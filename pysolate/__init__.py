@@ -6,15 +6,45 @@ sealed source sequentially.
 
 from occurrences import Effect as Effect
 
+from ._capability import EffectProposal as EffectProposal
+from ._capability import MethodSpec as MethodSpec
+from ._capability import capability as capability
+from ._capability import propose_effect as propose_effect
+from ._exceptions import CommitError as CommitError
+from ._exceptions import PysolateError as PysolateError
+from ._exceptions import RegistrationError as RegistrationError
+from ._exceptions import ToolError as ToolError
+from ._exceptions import WorkspaceError as WorkspaceError
 from ._guest_api import ErrorInfo as ErrorInfo
 from ._guest_api import GuestLimits as GuestLimits
 from ._guest_api import Isolation as Isolation
 from ._guest_api import ToolFailure as ToolFailure
+from ._host import Host as Host
+from ._result import CallRecord as CallRecord
+from ._result import RunReport as RunReport
+from ._result import RunResult as RunResult
+from ._result import RunStatus as RunStatus
+from ._workspace import Workspace as Workspace
 
 __all__ = [
+    "CallRecord",
+    "CommitError",
     "Effect",
+    "EffectProposal",
     "ErrorInfo",
     "GuestLimits",
+    "Host",
     "Isolation",
+    "MethodSpec",
+    "PysolateError",
+    "RegistrationError",
+    "RunReport",
+    "RunResult",
+    "RunStatus",
+    "ToolError",
     "ToolFailure",
+    "Workspace",
+    "WorkspaceError",
+    "capability",
+    "propose_effect",
 ]

@@ -1,0 +1,343 @@
+"""The Host side of Guest calls: binding, views, one physical-execution path, receipts.
+
+Every real execution of a capability method, early (``Host.call_root``) or formal
+(``RunScope.call``), goes through ``execute``, so both lanes check plain data, copy values
+and translate failures identically:
+
+- arguments are plain data and are copied before the tool sees them, results are checked,
+  bounded (``MAX_RESULT_CHARS``) and copied before anyone else does (contract 4: no
+  aliasing between the program, the receipts and Host state);
+- sync methods run in a worker thread under the Host's capacity limiter, async ones are
+  awaited; cancellation is never wrapped (a sync call is abandoned, not interrupted);
+- a tool exception becomes ``ToolFailure(type name, str, plain args)``, which the Guest
+  re-raises as the matching builtin (``_guest_errors.rebuild_exception``);
+- a call slower than ``call_timeout`` raises ``TimeoutError`` in the program when it only
+  reads; when it may write, its outcome is unknown (``OutcomeUnknown``) and it is never
+  retried (contract 6).
+
+A ``RunScope`` is everything one run owns: run-scoped capability objects (a workspace
+branch; stateless capabilities are shared), per-capability write epochs, the call log.
+Nothing about a run lives on the Host, so runs share a Host freely.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, Protocol, runtime_checkable
+
+import anyio
+
+from occurrences import CallKey, NotPlain, canonical_arguments, check_plain, fresh_copy
+from occurrences._plain import dumps
+
+from ._capability import CapabilityMethod, MethodSpec
+from ._guest_api import ErrorInfo, ToolFailure
+from ._result import CallOutcome, CallRecord
+
+CALL_TIMEOUT = 30.0
+"""Seconds one physical call may take before it fails (reads) or is declared unknown."""
+
+MAX_RESULT_CHARS = 8 * 1024 * 1024
+"""Largest result, in characters of its tagged wire form; bigger is an error in the program."""
+
+
+class OutcomeUnknown(ToolFailure):
+    """A call that may write did not finish in time: it may or may not have taken effect."""
+
+
+@runtime_checkable
+class RunScoped(Protocol):
+    """A capability with per-run state: each run calls a fresh ``for_run()`` object."""
+
+    def for_run(self) -> object: ...
+
+
+@runtime_checkable
+class Viewed(Protocol):
+    """A capability that knows which version of its state a call would see."""
+
+    def view_of(self, method: str, arguments: Mapping[str, object]) -> str: ...
+
+
+@dataclass(frozen=True, slots=True)
+class Registration:
+    """A registered capability: its name, the shared (root) object, its methods."""
+
+    name: str
+    obj: object
+    methods: Mapping[str, CapabilityMethod]
+
+
+@dataclass(frozen=True, slots=True)
+class BoundCall:
+    """A call bound to its method's signature, defaults applied.
+
+    ``arguments`` (parameter name → value) is what the call key is made of, so ``f("a")``
+    and ``f(path="a")`` are one call; ``args``/``kwargs`` are how the method is invoked.
+    All values are the broker's own plain copies.
+    """
+
+    capability: str
+    method: str
+    spec: MethodSpec
+    arguments: dict[str, object]
+    args: tuple[object, ...]
+    kwargs: dict[str, object]
+
+
+def bind(registration: Registration, method: str, args: tuple[object, ...], kwargs: Mapping[str, object]) -> BoundCall:
+    """Bind a call exactly as calling the method would.
+
+    Raises ``AttributeError`` for a method that is not a capability method, ``TypeError``
+    when the arguments do not fit the signature or are not plain data.
+    """
+    cap = registration.methods.get(method)
+    if cap is None:
+        raise AttributeError(f"capability {registration.name!r} has no method {method!r}")
+    try:
+        check_plain(args)
+        check_plain(dict(kwargs))
+    except NotPlain as exc:
+        raise TypeError(f"{registration.name}.{method}: arguments must be plain data ({exc})") from None
+    own_args, own_kwargs = fresh_copy(args), fresh_copy(dict(kwargs))
+    assert isinstance(own_args, tuple) and isinstance(own_kwargs, dict)
+    bound = cap.signature.bind(*own_args, **own_kwargs)
+    bound.apply_defaults()
+    return BoundCall(
+        capability=registration.name,
+        method=method,
+        spec=cap.spec,
+        arguments=dict(bound.arguments),
+        args=tuple(bound.args),
+        kwargs=dict(bound.kwargs),
+    )
+
+
+def failure_from(exc: Exception) -> ToolFailure:
+    """The ``ToolFailure`` the program sees for an exception a tool raised."""
+    if isinstance(exc, ToolFailure):
+        return exc
+    args: tuple[object, ...] = exc.args
+    try:
+        check_plain(args)
+    except NotPlain:
+        args = ()
+    try:
+        message = str(exc)
+    except Exception:
+        message = f"<{type(exc).__name__} with unprintable message>"
+    return ToolFailure(type(exc).__name__, message, args)
+
+
+async def execute(
+    target: object,
+    method: CapabilityMethod,
+    call: BoundCall,
+    *,
+    limiter: anyio.CapacityLimiter,
+    timeout: float,
+) -> object:
+    """Run ``call`` once on ``target``; the result is checked, bounded and a fresh copy.
+
+    Raises ``ToolFailure`` for every failure of the tool (``OutcomeUnknown`` when a call
+    that may write timed out). Cancellation propagates unchanged: an async method is
+    cancelled, a sync one is abandoned in its thread (it may still finish later).
+    """
+    fn: Any = getattr(target, call.method)
+    args, kwargs = fresh_copy(call.args), fresh_copy(call.kwargs)
+    assert isinstance(args, tuple) and isinstance(kwargs, dict)
+    with anyio.move_on_after(timeout) as deadline:
+        try:
+            if method.is_async:
+                raw = await fn(*args, **kwargs)
+            else:
+                raw = await anyio.to_thread.run_sync(
+                    functools.partial(fn, *args, **kwargs), abandon_on_cancel=True, limiter=limiter
+                )
+        except Exception as exc:
+            raise failure_from(exc) from None
+    if deadline.cancelled_caught:
+        where = f"{call.capability}.{call.method}"
+        if method.effect.may_write:
+            raise OutcomeUnknown(
+                "OutcomeUnknown",
+                f"{where} did not finish within {timeout}s; it may or may not have taken effect",
+            )
+        raise ToolFailure("TimeoutError", f"{where} did not finish within {timeout}s")
+    try:
+        size = len(dumps(raw))
+    except NotPlain as exc:
+        raise ToolFailure("TypeError", f"{call.capability}.{call.method} returned non-plain data: {exc}") from None
+    if size > MAX_RESULT_CHARS:
+        raise ToolFailure(
+            "ValueError", f"{call.capability}.{call.method} returned {size} characters (limit {MAX_RESULT_CHARS})"
+        )
+    return fresh_copy(raw)
+
+
+class RunScope:
+    """Everything one run owns; its ``handler`` is what the Guest calls.
+
+    The Guest makes one call at a time (``_guest_api``), so a scope needs no lock.
+    """
+
+    def __init__(
+        self,
+        registrations: Mapping[str, Registration],
+        *,
+        limiter: anyio.CapacityLimiter,
+        call_timeout: float = CALL_TIMEOUT,
+    ) -> None:
+        self._registrations = dict(registrations)
+        # Run-scoped objects (a workspace branch) replace the shared one for formal calls.
+        self._targets: dict[str, object] = {
+            name: reg.obj.for_run() if isinstance(reg.obj, RunScoped) else reg.obj
+            for name, reg in self._registrations.items()
+        }
+        self._epochs: dict[str, int] = dict.fromkeys(self._registrations, 0)  # may-write calls started
+        self._calls: list[CallRecord] = []
+        self._physical = 0
+        self._limiter = limiter
+        self._timeout = call_timeout
+        self._t0: float | None = None  # anyio.current_time() at the first call or start()
+
+    def start(self) -> None:
+        """Start the run's clock (receipt times are relative to it)."""
+        self._t0 = anyio.current_time()
+
+    @property
+    def calls(self) -> tuple[CallRecord, ...]:
+        return tuple(self._calls)
+
+    @property
+    def physical(self) -> int:
+        """Physical executions this scope made."""
+        return self._physical
+
+    def targets(self) -> dict[str, object]:
+        """The objects formal calls run against, by capability name."""
+        return dict(self._targets)
+
+    def bind(self, capability: str, method: str, args: tuple[object, ...], kwargs: Mapping[str, object]) -> BoundCall:
+        """``bind`` against this run's registrations (same errors)."""
+        reg = self._registrations.get(capability)
+        if reg is None:
+            raise NameError(f"name {capability!r} is not defined")
+        return bind(reg, method, args, kwargs)
+
+    def view_of(self, capability: str, method: str, call: BoundCall) -> str:
+        """The id of the state ``call`` would see now (see the module docstring)."""
+        target = self._targets[capability]
+        if isinstance(target, Viewed):
+            return target.view_of(method, call.arguments)
+        return f"epoch:{self._epochs[capability]}"
+
+    def key_for(self, capability: str, method: str, args: tuple[object, ...], kwargs: Mapping[str, object]) -> CallKey | None:
+        """The call key the call would have now, or None when it cannot be bound."""
+        try:
+            call = self.bind(capability, method, args, kwargs)
+        except (AttributeError, NameError, TypeError):
+            return None
+        return self._key(call)
+
+    def _key(self, call: BoundCall) -> CallKey:
+        return CallKey(
+            call.capability,
+            call.method,
+            call.spec.version,
+            canonical_arguments(call.arguments),
+            self.view_of(call.capability, call.method, call),
+        )
+
+    async def call(self, capability: str, method: str, call: BoundCall) -> object:
+        """Execute ``call`` formally, against this run's objects (``execute``'s errors)."""
+        cap = self._registrations[capability].methods[method]
+        if cap.effect.may_write:
+            self._epochs[capability] += 1
+        self._physical += 1
+        return await execute(self._targets[capability], cap, call, limiter=self._limiter, timeout=self._timeout)
+
+    async def handler(self, capability: str, method: str, args: tuple[object, ...], kwargs: dict[str, object]) -> object:
+        """The ``CallHandler`` given to the Guest: bind, run, record, hand back a copy.
+
+        Raises ``ToolFailure`` for whatever the program must see raised at the call.
+        """
+        now = self._now()
+        try:
+            call = self.bind(capability, method, args, kwargs)
+        except (AttributeError, NameError, TypeError) as exc:
+            refused = failure_from(exc)
+            self._record(capability, method, args, kwargs, None, None, "error", None, refused, now)
+            raise refused from None
+        key = self._key(call)
+        try:
+            result = await self.call(capability, method, call)
+        except ToolFailure as failure:
+            outcome: CallOutcome = "unknown" if isinstance(failure, OutcomeUnknown) else "error"
+            self._record(capability, method, call.args, call.kwargs, call, key, outcome, None, failure, now)
+            raise
+        self._record(capability, method, call.args, call.kwargs, call, key, "ok", result, None, now)
+        return fresh_copy(result)
+
+    def _now(self) -> float:
+        if self._t0 is None:
+            self.start()
+        assert self._t0 is not None
+        return anyio.current_time() - self._t0
+
+    def _record(
+        self,
+        capability: str,
+        method: str,
+        args: tuple[object, ...],
+        kwargs: Mapping[str, object],
+        call: BoundCall | None,
+        key: CallKey | None,
+        outcome: CallOutcome,
+        result: object,
+        failure: ToolFailure | None,
+        started: float,
+    ) -> None:
+        spec = call.spec if call is not None else _spec_or_none(self._registrations.get(capability), method)
+        plain_args, plain_kwargs = _plain_or_repr(args), _plain_or_repr(dict(kwargs))
+        assert isinstance(plain_args, tuple) and isinstance(plain_kwargs, dict)
+        self._calls.append(
+            CallRecord(
+                index=len(self._calls),
+                capability=capability,
+                method=method,
+                args=plain_args,
+                kwargs=plain_kwargs,
+                effect=spec.effect if spec else None,
+                version=spec.version if spec else None,
+                outcome=outcome,
+                result=result,
+                error=None if failure is None else ErrorInfo(failure.type_name, failure.message, None),
+                started=started,
+                ended=self._now(),
+                key=key,
+            )
+        )
+
+
+def _spec_or_none(reg: Registration | None, method: str) -> MethodSpec | None:
+    cap = reg.methods.get(method) if reg is not None else None
+    return cap.spec if cap is not None else None
+
+
+def _plain_or_repr(value: tuple[object, ...] | dict[str, object]) -> object:
+    """A copy of call arguments for the receipt; non-plain ones (refused calls) as repr."""
+    if isinstance(value, tuple):
+        return tuple(_plain_or_repr_item(v) for v in value)
+    return {k: _plain_or_repr_item(v) for k, v in value.items()}
+
+
+def _plain_or_repr_item(value: object) -> object:
+    try:
+        check_plain(value)
+    except NotPlain:
+        return repr(value)
+    return fresh_copy(value)
+

@@ -1,0 +1,187 @@
+"""Capabilities: Host methods the Guest may call, each with a declared effect.
+
+Only the Host qualifies a method (DESIGN.md, contract 2). The ``capability`` decorator
+records the declaration on the function; ``capability_methods`` reads the declarations of
+an object once, at registration, and refuses anything the broker could not call exactly
+(a private name, a default that is not plain data, since defaults become part of the call
+key).
+
+MCP tool annotations (``readOnlyHint``, ``openWorldHint``, ``idempotentHint``,
+``destructiveHint``) are hints from the tool's author, not the Host's qualification.
+``propose_effect`` turns them into an ``EffectProposal``, which ``capability`` refuses
+until the Host calls ``confirm()``: a hint alone never makes a tool eligible to run early.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any, TypeVar, overload
+
+from occurrences import Effect, NotPlain, check_plain
+
+from ._exceptions import RegistrationError
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+_MARKER = "__pysolate_capability__"
+"""Attribute the decorator sets on a function; its value is the ``Declaration``."""
+
+
+@dataclass(frozen=True, slots=True)
+class MethodSpec:
+    """What the speculation lane needs to know of a method: its effect and version."""
+
+    effect: Effect
+    version: str
+
+
+@dataclass(frozen=True, slots=True)
+class Declaration:
+    """What ``@capability(...)`` declared on one function."""
+
+    effect: Effect
+    version: str
+    cost: float | None
+
+
+@dataclass(frozen=True, slots=True)
+class CapabilityMethod:
+    """One callable capability method of a registered object, as the broker sees it."""
+
+    name: str
+    effect: Effect
+    version: str
+    cost: float | None
+    signature: inspect.Signature  # without ``self``; call keys bind against it
+    is_async: bool
+
+    @property
+    def spec(self) -> MethodSpec:
+        return MethodSpec(self.effect, self.version)
+
+
+@overload
+def capability(fn: F, /) -> F: ...
+@overload
+def capability(
+    *, effect: Effect = Effect.UNKNOWN, version: str = "0", cost: float | None = None
+) -> Callable[[F], F]: ...
+
+
+def capability(
+    fn: F | None = None,
+    /,
+    *,
+    effect: Effect = Effect.UNKNOWN,
+    version: str = "0",
+    cost: float | None = None,
+) -> F | Callable[[F], F]:
+    """Mark a method as callable from the Guest, with its effect, version and cost.
+
+    ``effect`` defaults to ``Effect.UNKNOWN`` (treated as a write: never early). Bump
+    ``version`` whenever results for the same arguments may change, so no stale early
+    result is ever claimed. ``cost`` (optional) is what one call charges the speculation
+    budget. Usable bare (``@capability``) or called.
+
+    Raises ``RegistrationError`` when ``effect`` is not an ``Effect`` (in particular an
+    unconfirmed ``EffectProposal``), ``version`` is not a str, or ``cost`` is negative.
+    """
+    if isinstance(effect, EffectProposal):
+        raise RegistrationError(
+            f"effect {effect.effect.value!r} is only proposed (from MCP hints); "
+            "the Host must confirm it with .confirm()"
+        )
+    if type(effect) is not Effect:
+        raise RegistrationError(f"effect must be an Effect, not {type(effect).__qualname__}")
+    if type(version) is not str:
+        raise RegistrationError("version must be a str")
+    if cost is not None and not cost >= 0:
+        raise RegistrationError("cost must be a non-negative number")
+    declaration = Declaration(effect, version, None if cost is None else float(cost))
+
+    def mark(f: F) -> F:
+        if not callable(f):
+            raise RegistrationError("@capability decorates functions")
+        setattr(f, _MARKER, declaration)
+        return f
+
+    return mark if fn is None else mark(fn)
+
+
+def capability_methods(obj: object) -> dict[str, CapabilityMethod]:
+    """The capability methods of ``obj``, by name, read from its class's declarations.
+
+    Raises ``RegistrationError`` when ``obj`` has none, when one has a private name, or
+    when a parameter default is not plain data (defaults are part of the call key).
+    """
+    methods: dict[str, CapabilityMethod] = {}
+    for name, attr in inspect.getmembers_static(type(obj)):
+        function = attr.__func__ if isinstance(attr, staticmethod | classmethod) else attr
+        declaration = getattr(function, _MARKER, None)
+        if not isinstance(declaration, Declaration):
+            continue
+        if name.startswith("_"):
+            raise RegistrationError(f"capability method {name!r} has a private name")
+        bound = getattr(obj, name)
+        signature = inspect.signature(bound)
+        for param in signature.parameters.values():
+            if param.default is inspect.Parameter.empty:
+                continue
+            try:
+                check_plain(param.default)
+            except NotPlain as exc:
+                raise RegistrationError(
+                    f"default of {name}({param.name}=...) is not plain data: {exc}"
+                ) from None
+        methods[name] = CapabilityMethod(
+            name=name,
+            effect=declaration.effect,
+            version=declaration.version,
+            cost=declaration.cost,
+            signature=signature,
+            is_async=inspect.iscoroutinefunction(bound),
+        )
+    if not methods:
+        raise RegistrationError(f"{type(obj).__qualname__} has no @capability methods")
+    return methods
+
+
+@dataclass(frozen=True, slots=True)
+class EffectProposal:
+    """An effect suggested by a tool's MCP annotations; not usable until confirmed.
+
+    ``capability(effect=proposal)`` raises: the Host must look at the tool and call
+    ``confirm()`` (or choose another effect). ``reason`` says which hints led here.
+    """
+
+    effect: Effect
+    reason: str
+
+    def confirm(self) -> Effect:
+        """The Host's decision to trust the proposal."""
+        return self.effect
+
+
+def propose_effect(annotations: Mapping[str, object] | None) -> EffectProposal:
+    """Map MCP tool annotations to a proposed effect.
+
+    MCP defaults apply to missing hints (``readOnlyHint`` false, ``openWorldHint`` true).
+    A read-only tool of a closed world is proposed as ``immutable_read`` (the Host must
+    know that what it reads is frozen for the run); a read-only tool of an open world as
+    ``live_read``; anything that is not read-only as ``write`` whatever its other hints
+    (idempotent or not, a call that changes state is never run early or replayed). No
+    annotations at all propose ``unknown``.
+    """
+    if not annotations:
+        return EffectProposal(Effect.UNKNOWN, "no annotations")
+    read_only = annotations.get("readOnlyHint", False) is True
+    open_world = annotations.get("openWorldHint", True) is not False
+    if not read_only:
+        destructive = annotations.get("destructiveHint", True) is not False
+        kind = "destructive" if destructive else "additive"
+        return EffectProposal(Effect.WRITE, f"not read-only ({kind})")
+    if open_world:
+        return EffectProposal(Effect.LIVE_READ, "read-only, open world")
+    return EffectProposal(Effect.IMMUTABLE_READ, "read-only, closed world")

@@ -1,0 +1,209 @@
+"""The Host: the capability registry, and the sequential reference run.
+
+``run_source(src, speculate=False)`` is the reference every speculative run must equal
+(DESIGN.md): compile-check the whole source (nothing runs if it is rejected), start a
+Guest, run the source once against a fresh ``RunScope``, and turn the Guest's outcome and
+the scope's receipts into a ``RunResult``.
+
+The Host holds configuration only (registrations, limits, the Guest factory, a thread
+limiter per event loop); everything about one run lives in its ``RunScope``, so any
+number of runs may share a Host concurrently.
+"""
+
+from __future__ import annotations
+
+import keyword
+from collections.abc import Mapping
+from typing import cast
+
+import anyio
+import anyio.lowlevel
+
+from occurrences import CallKey, SealError, canonical_arguments
+
+from ._broker import CALL_TIMEOUT, BoundCall, Registration, RunScope, Viewed, bind, execute
+from ._capability import MethodSpec, capability_methods
+from ._exceptions import RegistrationError
+from ._guest_api import ErrorInfo, GuestFactory, GuestLimits, GuestOutcome
+from ._guest_errors import AGENT_FILENAME
+from ._result import RunReport, RunResult, RunStatus
+from ._workspace import Workspace
+
+DEFAULT_THREADS = 16
+"""Worker threads the Host's sync capability methods may occupy at once (per event loop)."""
+
+_STATUS = {"ok": RunStatus.OK, "error": RunStatus.ERROR}
+"""Guest statuses that are outcomes of the program; every other one aborts the run."""
+
+
+class Host:
+    """Owns the capabilities a Guest may call, and runs sealed sources against them."""
+
+    def __init__(
+        self,
+        *,
+        guest_factory: GuestFactory | None = None,
+        limits: GuestLimits | None = None,
+        threads: int = DEFAULT_THREADS,
+        call_timeout: float = CALL_TIMEOUT,
+    ) -> None:
+        """``guest_factory`` defaults to the isolated subprocess Guest."""
+        self._registrations: dict[str, Registration] = {}
+        self._guest_factory = guest_factory
+        self.limits = limits or GuestLimits()
+        self._threads = threads
+        self.call_timeout = call_timeout
+        # One limiter per event loop: an anyio limiter binds to the first loop using it.
+        self._limiters: dict[anyio.lowlevel.EventLoopToken, anyio.CapacityLimiter] = {}
+
+    # -- registry -------------------------------------------------------------------------
+
+    def register(self, name: str, obj: object) -> None:
+        """Expose ``obj``'s ``@capability`` methods to the Guest as the global ``name``.
+
+        Raises ``RegistrationError`` for a name that is not a public identifier or is
+        taken, or an object the broker cannot call exactly (see ``capability_methods``).
+        """
+        if not name.isidentifier() or keyword.iskeyword(name) or name.startswith("_"):
+            raise RegistrationError(f"capability name {name!r} is not a public identifier")
+        if name in self._registrations:
+            raise RegistrationError(f"capability {name!r} is already registered")
+        self._registrations[name] = Registration(name, obj, capability_methods(obj))
+
+    def capabilities(self) -> dict[str, list[str]]:
+        """Capability name → its method names (what a Guest exposes)."""
+        return {name: sorted(reg.methods) for name, reg in self._registrations.items()}
+
+    def method_specs(self) -> dict[str, dict[str, MethodSpec]]:
+        """Capability name → method name → (effect, version)."""
+        return {
+            name: {m: cap.spec for m, cap in reg.methods.items()}
+            for name, reg in self._registrations.items()
+        }
+
+    def bind(self, capability: str, method: str, args: tuple[object, ...], kwargs: Mapping[str, object]) -> BoundCall:
+        """Bind a call to its method's signature (``_broker.bind``'s errors; ``KeyError``
+        for an unknown capability)."""
+        return bind(self._registrations[capability], method, args, kwargs)
+
+    def root_view(self, capability: str, method: str, call: BoundCall) -> str:
+        """The view id of ``call`` against the shared root object (the speculative lane's)."""
+        obj = self._registrations[capability].obj
+        if isinstance(obj, Viewed):
+            return obj.view_of(method, call.arguments)
+        return "epoch:0"
+
+    def root_key(self, call: BoundCall) -> CallKey:
+        """The call key of an early execution of ``call`` against the root."""
+        return CallKey(
+            call.capability,
+            call.method,
+            call.spec.version,
+            canonical_arguments(call.arguments),
+            self.root_view(call.capability, call.method, call),
+        )
+
+    async def call_root(self, capability: str, method: str, call: BoundCall) -> object:
+        """Execute a pure or immutable-read ``call`` against the shared root object.
+
+        Raises ``PermissionError`` for any other effect (only those may run early),
+        otherwise ``_broker.execute``'s errors and cancellation behaviour.
+        """
+        reg = self._registrations[capability]
+        cap = reg.methods[method]
+        if not cap.effect.speculable:
+            raise PermissionError(f"{capability}.{method} is {cap.effect.value}: never run early")
+        return await execute(reg.obj, cap, call, limiter=self.limiter(), timeout=self.call_timeout)
+
+    def limiter(self) -> anyio.CapacityLimiter:
+        """The thread limiter of the current event loop."""
+        token = anyio.lowlevel.current_token()
+        limiter = self._limiters.get(token)
+        if limiter is None:
+            limiter = self._limiters[token] = anyio.CapacityLimiter(self._threads)
+        return limiter
+
+    def new_scope(self) -> RunScope:
+        """A fresh per-run scope (run-scoped objects, epochs, call log)."""
+        return RunScope(self._registrations, limiter=self.limiter(), call_timeout=self.call_timeout)
+
+    # -- runs -----------------------------------------------------------------------------
+
+    async def run_source(
+        self, source: str, *, speculate: bool = False, limits: GuestLimits | None = None
+    ) -> RunResult:
+        """Run the complete ``source`` once, sequentially, in a fresh Guest.
+
+        A source that does not compile is ``rejected`` and nothing runs (no Guest is
+        started, no tool is called). The run's workspace branches are returned open in
+        ``result.workspaces``. Cancellation stops the Guest and propagates; writes already
+        made stay in the (dropped) branch and are never replayed.
+        """
+        if speculate:
+            raise NotImplementedError("speculation arrives with run_stream (issue 5)")
+        t0 = anyio.current_time()
+        try:
+            seal(source)
+        except SealError as exc:
+            return RunResult(
+                status=RunStatus.REJECTED,
+                error=ErrorInfo(type(exc.__cause__ or exc).__name__, exc.msg, exc.lineno),
+                report=RunReport(wall_seconds=anyio.current_time() - t0),
+            )
+        scope = self.new_scope()
+        scope.start()
+        run_limits = limits or self.limits
+        factory = self._guest_factory or _default_guest_factory()
+        guest = await factory(self.capabilities(), run_limits)
+        try:
+            g0 = anyio.current_time()
+            outcome = await guest.run(source, scope.handler)
+            guest_seconds = anyio.current_time() - g0
+        finally:
+            with anyio.CancelScope(shield=True):
+                await guest.aclose()
+        return self._result(outcome, scope, wall=anyio.current_time() - t0, guest=guest_seconds)
+
+    def _result(self, outcome: GuestOutcome, scope: RunScope, *, wall: float, guest: float) -> RunResult:
+        calls = scope.calls
+        report = RunReport(
+            logical=len(calls),
+            physical=scope.physical,
+            direct=sum(1 for c in calls if c.lane == "direct"),
+            claimed=sum(1 for c in calls if c.lane == "claimed"),
+            wall_seconds=wall,
+            guest_seconds=guest,
+            tool_seconds=sum(c.duration for c in calls),
+        )
+        return RunResult(
+            status=_STATUS.get(outcome.status, RunStatus.ABORTED),
+            value=outcome.value,
+            stdout=outcome.stdout,
+            error=outcome.error,
+            calls=calls,
+            report=report,
+            isolation=outcome.isolation,
+            guest_status=outcome.status,
+            workspaces={n: t for n, t in scope.targets().items() if isinstance(t, Workspace)},
+        )
+
+
+def seal(source: str) -> None:
+    """Check that ``source`` compiles as a whole; raise ``SealError`` when it does not.
+
+    ``compile``, not only ``ast.parse``: some errors (``return`` outside a function, a
+    top-level ``await``) are only found by the compiler, and the Guest must never start
+    on a source it would reject.
+    """
+    try:
+        compile(source, AGENT_FILENAME, "exec", dont_inherit=True)
+    except SyntaxError as exc:
+        raise SealError.from_syntax_error(exc)  # noqa: B904 (it sets __cause__ itself)
+    except ValueError as exc:  # NUL bytes in the source
+        raise SealError(str(exc), (AGENT_FILENAME, 1, 1, None, 1, 1)) from None
+
+
+def _default_guest_factory() -> GuestFactory:
+    from ._guest import start_subprocess_guest  # type: ignore[import-not-found,attr-defined,unused-ignore]
+
+    return cast(GuestFactory, start_subprocess_guest)

@@ -1,0 +1,139 @@
+"""What a run returns: its outcome, the receipts of its calls, and its report.
+
+Results are built once per run, as frozen dataclasses; ``to_json()`` gives the JSON form
+the CLI prints (plain values made JSON-safe: tuples as lists, bytes as ``{"$bytes": hex}``,
+non-finite floats and non-str dict keys as their repr). A run's workspace branches travel
+with the result (so the caller can commit or discard them) but not in its JSON.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+import math
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Literal
+
+from occurrences import CallKey, Effect
+
+from ._guest_api import ErrorInfo, Isolation
+
+if TYPE_CHECKING:
+    from ._workspace import Workspace
+
+
+class RunStatus(enum.StrEnum):
+    """How a run ended (compares equal to its string value)."""
+
+    OK = "ok"
+    """The program finished."""
+    ERROR = "error"
+    """The program raised; ``error`` says what and where."""
+    REJECTED = "rejected"
+    """The source does not compile; nothing ran."""
+    ABORTED = "aborted"
+    """The run was stopped: a limit, a crashed Guest, a protocol error, a cut stream."""
+
+
+Lane = Literal["direct", "claimed"]
+CallOutcome = Literal["ok", "error", "unknown"]
+
+
+@dataclass(frozen=True, slots=True)
+class CallRecord:
+    """The receipt of one logical call the program made, in program order.
+
+    ``outcome`` is ``unknown`` when a call that may write did not finish in time: it may or
+    may not have taken effect, and it is never retried. Times are seconds since the run
+    started. ``occurrence_id``, ``lane``, ``observation_id`` and ``budget_charged`` are the
+    speculation lane's; a call run by the broker itself is ``direct``.
+    """
+
+    index: int
+    capability: str
+    method: str
+    args: tuple[object, ...]
+    kwargs: dict[str, object]
+    effect: Effect | None  # None when the method does not exist
+    version: str | None
+    outcome: CallOutcome
+    result: object = None
+    error: ErrorInfo | None = None
+    started: float = 0.0
+    ended: float = 0.0
+    key: CallKey | None = None  # None when the call could not be bound
+    occurrence_id: str | None = None
+    lane: Lane = "direct"
+    observation_id: int | None = None
+    budget_charged: float = 0.0
+
+    @property
+    def duration(self) -> float:
+        return self.ended - self.started
+
+
+@dataclass(frozen=True, slots=True)
+class RunReport:
+    """Counts and timings of one run (speculation counts stay zero without speculation).
+
+    ``logical``: calls the program made; ``physical``: real executions of capability
+    methods; ``claimed``/``direct``: logical calls served by early work / run on demand;
+    ``shared``: logical calls that shared a physical observation with another;
+    ``cancelled``/``late``/``orphaned``: dispositions of early work nobody claimed.
+    """
+
+    logical: int = 0
+    physical: int = 0
+    claimed: int = 0
+    direct: int = 0
+    shared: int = 0
+    cancelled: int = 0
+    late: int = 0
+    orphaned: int = 0
+    wall_seconds: float = 0.0
+    """From the start of the run to its result."""
+    guest_seconds: float = 0.0
+    """From handing the sealed source to the Guest to its outcome."""
+    tool_seconds: float = 0.0
+    """Sum of the logical calls' durations, as the program waited for them."""
+
+
+@dataclass(frozen=True, slots=True)
+class RunResult:
+    """The outcome of one run; see DESIGN.md, "Public API"."""
+
+    status: RunStatus
+    value: object = None
+    stdout: str = ""
+    error: ErrorInfo | None = None
+    calls: tuple[CallRecord, ...] = ()
+    report: RunReport = field(default_factory=RunReport)
+    isolation: Isolation | None = None  # None when no Guest ran (rejected)
+    guest_status: str | None = None  # the Guest's own status, finer than ``status``
+    workspaces: dict[str, Workspace] = field(default_factory=dict, compare=False)
+    """This run's open workspace branches by capability name: commit or discard them."""
+
+    def to_json(self) -> dict[str, object]:
+        """A JSON-safe dict of everything but ``workspaces``."""
+        out = {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.name != "workspaces"}
+        return _jsonable(out)  # type: ignore[return-value]
+
+
+def _jsonable(value: object) -> object:
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return {f.name: _jsonable(getattr(value, f.name)) for f in dataclasses.fields(value)}
+    if isinstance(value, enum.Enum):
+        return value.value
+    if value is None or type(value) in (bool, int, str):
+        return value
+    if type(value) is float:
+        assert isinstance(value, float)
+        return value if math.isfinite(value) else repr(value)
+    if type(value) is bytes:
+        assert isinstance(value, bytes)
+        return {"$bytes": value.hex()}
+    if isinstance(value, tuple | list):
+        return [_jsonable(v) for v in value]
+    if isinstance(value, dict):
+        return {k if type(k) is str else repr(k): _jsonable(v) for k, v in value.items()}
+    return repr(value)

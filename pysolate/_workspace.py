@@ -1,0 +1,392 @@
+"""The workspace capability: a frozen, content-addressed root and per-run branches.
+
+``Workspace.frozen(path)`` reads a directory once into memory. Reads of that root are
+``immutable_read`` (DESIGN.md): nothing can change them during a run, so the speculative
+lane may run them early and a claim keyed by the root id is exact. The root id is a hash
+of the content, so it changes exactly when the content does.
+
+Writes never reach the root, nor the source directory. Each run gets a *branch*
+(``for_run()``): a copy-on-write overlay of the root where ``write_text``,
+``write_bytes`` and ``delete`` land and where later reads see them. ``view_of`` gives
+each read the id of what it would see: the root id while nothing the read depends on has
+been written in this branch, else an id that changes with every affecting write (so a
+read after a write never claims a pre-write result, contract 3). At the end of the run
+the caller commits the branch to a *new* directory, or discards it.
+
+Paths are relative, ``/``-separated. Absolute paths, any ``..`` component and paths
+through a symlink that led out of the root when it was frozen are refused with
+``PermissionError`` inside the program; other failures are the builtin ``OSError``
+subclasses a real file system would raise, with the same ``errno``.
+
+Prior art: git's content-addressed trees; overlayfs' upper/lower layers.
+"""
+
+from __future__ import annotations
+
+import enum
+import errno
+import hashlib
+import os
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+
+from occurrences import Effect
+
+from ._capability import capability
+from ._exceptions import CommitError, WorkspaceError
+
+MAX_FROZEN_BYTES = 256 * 1024 * 1024
+"""Largest total file content ``Workspace.frozen`` will hold in memory."""
+
+VERSION = "1"
+"""Capability version of the workspace methods (bump when their results change)."""
+
+
+class BranchState(enum.Enum):
+    """Lifecycle of a branch: OPEN → COMMITTED | DISCARDED; a root is always ROOT."""
+
+    ROOT = "root"
+    OPEN = "open"
+    COMMITTED = "committed"
+    DISCARDED = "discarded"
+
+
+def _advance(state: BranchState, to: BranchState) -> BranchState:
+    if state is not BranchState.OPEN or to not in (BranchState.COMMITTED, BranchState.DISCARDED):
+        raise WorkspaceError(f"cannot go from {state.value} to {to.value}")
+    return to
+
+
+class _Tree:
+    """The frozen content: immutable after construction, shared by every branch."""
+
+    __slots__ = ("children", "dirs", "files", "refused", "root_id", "source")
+
+    def __init__(
+        self,
+        files: dict[str, bytes],
+        dirs: set[str],
+        refused: dict[str, str],
+        source: Path | None,
+    ) -> None:
+        dirs.add("")
+        for path in (*files, *refused, *dirs):
+            parts = path.split("/")
+            for i in range(1, len(parts)):
+                dirs.add("/".join(parts[:i]))
+        self.files = files  # path -> content; never mutated
+        self.dirs = frozenset(dirs)  # "" is the root
+        self.refused = refused  # path -> why (symlink out, loop, special file)
+        self.source = source
+        children: dict[str, set[str]] = {}
+        for path in (*files, *refused, *self.dirs):
+            if path:
+                parent, _, name = path.rpartition("/")
+                children.setdefault(parent, set()).add(name)
+        self.children = children
+        digest = hashlib.sha256()
+        for path in sorted(files):
+            digest.update(b"f\0" + path.encode() + b"\0" + hashlib.sha256(files[path]).digest())
+        for path in sorted(self.dirs):
+            digest.update(b"d\0" + path.encode() + b"\0")
+        for path in sorted(refused):
+            digest.update(b"x\0" + path.encode() + b"\0")
+        self.root_id = "ws-" + digest.hexdigest()[:32]
+
+
+def _freeze_directory(source: Path) -> _Tree:
+    root = Path(os.path.realpath(source))
+    if not root.is_dir():
+        raise WorkspaceError(f"not a directory: {source}")
+    files: dict[str, bytes] = {}
+    dirs: set[str] = set()
+    refused: dict[str, str] = {}
+    total = 0
+
+    def inside(real: str) -> bool:
+        return real == str(root) or real.startswith(str(root) + os.sep)
+
+    def walk(real_dir: str, rel: str, chain: tuple[str, ...]) -> None:
+        nonlocal total
+        with os.scandir(real_dir) as entries:
+            for entry in entries:
+                path = f"{rel}/{entry.name}" if rel else entry.name
+                real = os.path.realpath(entry.path)
+                if entry.is_symlink() and not inside(real):
+                    refused[path] = "a symlink that leads out of the workspace"
+                elif os.path.isdir(real):
+                    if real in chain:
+                        refused[path] = "a symlink loop"
+                        continue
+                    dirs.add(path)
+                    walk(real, path, (*chain, real))
+                elif os.path.isfile(real):
+                    data = Path(real).read_bytes()
+                    total += len(data)
+                    if total > MAX_FROZEN_BYTES:
+                        raise WorkspaceError(f"{source} holds more than {MAX_FROZEN_BYTES} bytes")
+                    files[path] = data
+                elif entry.is_symlink():
+                    continue  # a dangling link inside the root: like a missing file
+                else:
+                    refused[path] = "not a regular file or directory"
+
+    walk(str(root), "", (str(root),))
+    return _Tree(files, dirs, refused, root)
+
+
+def _not_found(path: str) -> FileNotFoundError:
+    return FileNotFoundError(errno.ENOENT, os.strerror(errno.ENOENT), path)
+
+
+def _is_a_directory(path: str) -> IsADirectoryError:
+    return IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR), path)
+
+
+def _not_a_directory(path: str) -> NotADirectoryError:
+    return NotADirectoryError(errno.ENOTDIR, os.strerror(errno.ENOTDIR), path)
+
+
+def _related(a: str, b: str) -> bool:
+    """True when one path is the other or an ancestor of it ("" is everyone's ancestor)."""
+    return a == b or not a or not b or a.startswith(b + "/") or b.startswith(a + "/")
+
+
+class Workspace:
+    """A frozen directory (the root) or one run's copy-on-write branch of it.
+
+    Both expose the same capability methods; on a root the writes raise
+    ``PermissionError`` (writes belong to a run's branch, see ``for_run``).
+    """
+
+    __slots__ = ("_deleted_or_written", "_dirs_added", "_seq", "_state", "_touched", "_tree")
+
+    def __init__(self, tree: _Tree, state: BranchState = BranchState.ROOT) -> None:
+        self._tree = tree
+        self._state = state
+        # Branch-only; empty on a root. Invariant: the visible tree is the root's files
+        # overridden by _deleted_or_written (None = deleted), plus _dirs_added.
+        self._deleted_or_written: dict[str, bytes | None] = {}
+        self._dirs_added: set[str] = set()
+        self._touched: dict[str, int] = {}  # path -> _seq of the last write to it
+        self._seq = 0
+
+    @classmethod
+    def frozen(cls, path: str | os.PathLike[str]) -> Workspace:
+        """Snapshot the directory at ``path`` into memory (it is never written to).
+
+        Symlinks that resolve inside the directory are followed; ones that lead out, loops
+        and special files are kept only as names whose use is refused. Raises
+        ``WorkspaceError`` when ``path`` is not a directory or holds more than
+        ``MAX_FROZEN_BYTES``.
+        """
+        return cls(_freeze_directory(Path(path)))
+
+    @classmethod
+    def from_files(cls, files: Mapping[str, str | bytes], dirs: Iterable[str] = ()) -> Workspace:
+        """A frozen root built from ``{relative path: content}`` (str is UTF-8 encoded)."""
+        contents: dict[str, bytes] = {}
+        for path, content in files.items():
+            contents[_normalize(path)] = content.encode() if isinstance(content, str) else bytes(content)
+        return cls(_Tree(contents, {_normalize(d) for d in dirs}, {}, None))
+
+    # -- identity, lifecycle --------------------------------------------------------------
+
+    @property
+    def root_id(self) -> str:
+        """Content hash of the frozen root (equal roots, equal ids)."""
+        return self._tree.root_id
+
+    @property
+    def source(self) -> Path | None:
+        """The directory the root was frozen from (never written to), if any."""
+        return self._tree.source
+
+    @property
+    def state(self) -> BranchState:
+        return self._state
+
+    def for_run(self) -> Workspace:
+        """A fresh private branch of this root, for one run."""
+        return Workspace(self._tree, BranchState.OPEN)
+
+    def view_of(self, method: str, arguments: Mapping[str, object]) -> str:
+        """The id of what ``method(**arguments)`` would see now (root id if unaffected)."""
+        raw = arguments.get("path", "")
+        try:
+            path = self._resolve(raw) if isinstance(raw, str) else None
+        except OSError:
+            path = None  # the call fails identically whatever was written
+        if path is None:
+            return self._tree.root_id
+        last = max((seq for p, seq in self._touched.items() if _related(p, path)), default=0)
+        return self._tree.root_id if last == 0 else f"{self._tree.root_id}+w{last}"
+
+    def state_files(self) -> dict[str, bytes]:
+        """The files this branch (or root) holds now: path → content."""
+        out = dict(self._tree.files)
+        for path, data in self._deleted_or_written.items():
+            if data is None:
+                out.pop(path, None)
+            else:
+                out[path] = data
+        return dict(sorted(out.items()))
+
+    def changes(self) -> dict[str, bytes | None]:
+        """Paths written (content) or deleted (None) in this branch, relative to its root."""
+        out: dict[str, bytes | None] = {}
+        for path, data in self._deleted_or_written.items():
+            before = self._tree.files.get(path)
+            if data != before:
+                out[path] = data
+        return dict(sorted(out.items()))
+
+    def commit(self, target: str | os.PathLike[str]) -> Path:
+        """Write the branch's whole tree into the new or empty directory ``target``.
+
+        Refused symlinks are not materialised. Raises ``CommitError`` when ``target`` is
+        not empty, is or lies inside the source directory; ``WorkspaceError`` on a root or
+        a branch already committed or discarded.
+        """
+        out = Path(os.path.realpath(target))
+        source = self._tree.source
+        if source is not None and (out == source or source in out.parents):
+            raise CommitError(f"refusing to commit into the source directory {source}")
+        if out.exists() and (not out.is_dir() or any(out.iterdir())):
+            raise CommitError(f"commit target {out} exists and is not an empty directory")
+        self._state = _advance(self._state, BranchState.COMMITTED)
+        out.mkdir(parents=True, exist_ok=True)
+        for d in sorted(self._visible_dirs()):
+            (out / d).mkdir(parents=True, exist_ok=True)
+        for path, data in self.state_files().items():
+            (out / path).write_bytes(data)
+        return out
+
+    def discard(self) -> None:
+        """Drop the branch's writes. Raises ``WorkspaceError`` unless the branch is open."""
+        self._state = _advance(self._state, BranchState.DISCARDED)
+        self._deleted_or_written.clear()
+        self._dirs_added.clear()
+
+    # -- capability methods ---------------------------------------------------------------
+
+    @capability(effect=Effect.IMMUTABLE_READ, version=VERSION)
+    async def read_bytes(self, path: str) -> bytes:
+        """The content of file ``path``."""
+        p = self._resolve(path)
+        if self._is_dir(p):
+            raise _is_a_directory(path)
+        data = self._file(p)
+        if data is None:
+            raise _not_found(path)
+        return data
+
+    @capability(effect=Effect.IMMUTABLE_READ, version=VERSION)
+    async def read_text(self, path: str, encoding: str = "utf-8") -> str:
+        """The content of file ``path``, decoded."""
+        return (await self.read_bytes(path)).decode(encoding)
+
+    @capability(effect=Effect.IMMUTABLE_READ, version=VERSION)
+    async def list_dir(self, path: str = ".") -> list[str]:
+        """The sorted names in directory ``path``."""
+        p = self._resolve(path)
+        if self._file(p) is not None:
+            raise _not_a_directory(path)
+        if not self._is_dir(p):
+            raise _not_found(path)
+        names = set(self._tree.children.get(p, ()))
+        for q in (*self._deleted_or_written, *self._dirs_added):
+            parent, _, name = q.rpartition("/")
+            if parent == p:
+                names.add(name)
+        prefix = f"{p}/" if p else ""
+        return sorted(n for n in names if self._exists(prefix + n))
+
+    @capability(effect=Effect.IMMUTABLE_READ, version=VERSION)
+    async def exists(self, path: str) -> bool:
+        """True when ``path`` is a file or directory."""
+        return self._exists(self._resolve(path))
+
+    @capability(effect=Effect.WRITE, version=VERSION)
+    async def write_bytes(self, path: str, data: bytes) -> None:
+        """Create or replace file ``path`` (parent directories are created)."""
+        if type(data) is not bytes:
+            raise TypeError(f"data must be bytes, not {type(data).__name__}")
+        self._write(path, data)
+
+    @capability(effect=Effect.WRITE, version=VERSION)
+    async def write_text(self, path: str, text: str, encoding: str = "utf-8") -> None:
+        """Create or replace file ``path`` with ``text`` encoded."""
+        if type(text) is not str:
+            raise TypeError(f"text must be str, not {type(text).__name__}")
+        self._write(path, text.encode(encoding))
+
+    @capability(effect=Effect.WRITE, version=VERSION)
+    async def delete(self, path: str) -> None:
+        """Delete file ``path`` (directories are not deleted)."""
+        p = self._writable(path)
+        if self._is_dir(p):
+            raise _is_a_directory(path)
+        if self._file(p) is None:
+            raise _not_found(path)
+        self._record(p, None)
+
+    # -- internals --------------------------------------------------------------------------
+
+    def _resolve(self, path: object) -> str:
+        if type(path) is not str:
+            raise TypeError(f"path must be str, not {type(path).__name__}")
+        p = _normalize(path)
+        parts = p.split("/") if p else []
+        for i in range(1, len(parts) + 1):
+            why = self._tree.refused.get("/".join(parts[:i]))
+            if why is not None:
+                raise PermissionError(errno.EACCES, f"refused: {why}", path)
+        return p
+
+    def _writable(self, path: object) -> str:
+        if self._state is not BranchState.OPEN:
+            raise PermissionError(errno.EROFS, "the workspace root is frozen; writes go to a run's branch", path)
+        return self._resolve(path)
+
+    def _file(self, p: str) -> bytes | None:
+        if p in self._deleted_or_written:
+            return self._deleted_or_written[p]
+        return self._tree.files.get(p)
+
+    def _is_dir(self, p: str) -> bool:
+        return p in self._tree.dirs or p in self._dirs_added
+
+    def _exists(self, p: str) -> bool:
+        return self._is_dir(p) or self._file(p) is not None
+
+    def _visible_dirs(self) -> set[str]:
+        return {d for d in (*self._tree.dirs, *self._dirs_added) if d}
+
+    def _write(self, path: str, data: bytes) -> None:
+        p = self._writable(path)
+        if self._is_dir(p):
+            raise _is_a_directory(path)
+        parts = p.split("/")
+        ancestors = ["/".join(parts[:i]) for i in range(1, len(parts))]
+        if any(self._file(a) is not None for a in ancestors):
+            raise _not_a_directory(path)
+        self._dirs_added.update(a for a in ancestors if a not in self._tree.dirs)
+        self._record(p, data)
+
+    def _record(self, p: str, data: bytes | None) -> None:
+        self._seq += 1
+        self._touched[p] = self._seq
+        self._deleted_or_written[p] = data
+
+
+def _normalize(path: str) -> str:
+    """The canonical relative form of ``path``; ``PermissionError`` when it would escape."""
+    if "\0" in path:
+        raise ValueError("embedded null byte")
+    if path.startswith("/") or (len(path) > 1 and path[1] == ":"):
+        raise PermissionError(errno.EACCES, "refused: absolute paths are outside the workspace", path)
+    parts = [part for part in path.split("/") if part not in ("", ".")]
+    if ".." in parts:
+        raise PermissionError(errno.EACCES, "refused: '..' leaves the workspace", path)
+    return "/".join(parts)

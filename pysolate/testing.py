@@ -1,0 +1,336 @@
+"""Test doubles shipped with Pysolate: scripted tools, an in-memory workspace, an
+in-process Guest.
+
+- ``scripted_tool(name=Script(...), ...)`` builds a capability object whose methods have a
+  set latency, effect and version, compute their result (or raise) with a plain Python
+  function whose signature they take, and record every call: arguments, start and end on
+  anyio's clock (so a mock clock makes them exact), outcome.
+- ``memory_workspace({"a.txt": "..."})`` is a frozen ``Workspace`` built from a dict.
+- ``InProcessGuest`` implements the Guest seam (``_guest_api``) inside the Host process:
+  the program runs in a worker thread, in a fresh namespace whose globals are capability
+  proxies; ``print`` writes to the run's captured stdout. It shows the program exactly
+  what the subprocess Guest shows (``_guest_errors``), so Host tests run fast against it.
+
+``InProcessGuest`` is NOT a security boundary: the program shares the Host's interpreter
+and can reach anything in it (``import os`` works). Its limits are cooperative: the wall
+time ends the run but a thread stuck in pure computation keeps running until it next
+prints or calls a tool; there is no CPU or memory limit. Output written to ``sys.stdout``
+directly (not through ``print``) is not captured. Use it only for trusted test programs.
+"""
+
+from __future__ import annotations
+
+import builtins
+import inspect
+import io
+import threading
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+import anyio
+import anyio.from_thread
+
+from occurrences import Effect, NotPlain, check_plain, fresh_copy
+
+from ._capability import capability
+from ._guest_api import CallHandler, ErrorInfo, GuestLimits, GuestOutcome, Isolation, ToolFailure
+from ._guest_errors import error_line, rebuild_exception, split_program
+from ._workspace import Workspace
+
+__all__ = [
+    "InProcessGuest",
+    "Script",
+    "ScriptedCall",
+    "ScriptedTool",
+    "in_process_guest",
+    "memory_workspace",
+    "scripted_tool",
+]
+
+
+# -- scripted tools ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Script:
+    """How one scripted method behaves.
+
+    ``behaviour`` gives the method its signature and computes its result from the
+    arguments; raising from it makes the call fail. ``latency`` seconds pass before it is
+    called (``anyio.sleep`` for async methods, so a mock clock skips them; ``time.sleep``
+    for sync ones, which run in a worker thread).
+    """
+
+    behaviour: Callable[..., object]
+    effect: Effect = Effect.UNKNOWN
+    version: str = "0"
+    latency: float = 0.0
+    sync: bool = False
+
+
+@dataclass(slots=True, eq=False)
+class ScriptedCall:
+    """One call of a scripted method; ``ended``/``outcome`` are set when it ends."""
+
+    method: str
+    args: tuple[object, ...]
+    kwargs: dict[str, object]
+    started: float
+    ended: float | None = None
+    outcome: Literal["running", "ok", "error", "cancelled"] = "running"
+
+
+class ScriptedTool:
+    """Base of the classes ``scripted_tool`` builds; holds the call record."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()  # sync methods record from worker threads
+        self._calls: list[ScriptedCall] = []
+
+    @property
+    def calls(self) -> list[ScriptedCall]:
+        """Every call so far, in the order they started."""
+        with self._lock:
+            return list(self._calls)
+
+    def calls_to(self, method: str) -> list[ScriptedCall]:
+        return [c for c in self.calls if c.method == method]
+
+    def _begin(self, method: str, args: tuple[object, ...], kwargs: dict[str, object], now: float) -> ScriptedCall:
+        call = ScriptedCall(method, args, kwargs, now)
+        with self._lock:
+            self._calls.append(call)
+        return call
+
+
+def _thread_time() -> float:
+    """anyio's clock from a worker thread anyio started; the monotonic clock otherwise."""
+    try:
+        return anyio.from_thread.run_sync(anyio.current_time)
+    except RuntimeError:
+        return time.monotonic()
+
+
+def _scripted_method(name: str, script: Script) -> Callable[..., Any]:
+    params = list(inspect.signature(script.behaviour).parameters.values())
+    self_param = inspect.Parameter("self", inspect.Parameter.POSITIONAL_ONLY)
+    signature = inspect.Signature([self_param, *params])
+    behaviour, latency = script.behaviour, script.latency
+
+    def finish(call: ScriptedCall, outcome: Literal["ok", "error", "cancelled"], now: float) -> None:
+        call.ended, call.outcome = now, outcome
+
+    method: Callable[..., Any]
+    if script.sync:
+
+        def method(self: ScriptedTool, *args: object, **kwargs: object) -> object:
+            call = self._begin(name, args, kwargs, _thread_time())
+            try:
+                if latency:
+                    time.sleep(latency)
+                result = behaviour(*args, **kwargs)
+            except BaseException:
+                finish(call, "error", _thread_time())
+                raise
+            finish(call, "ok", _thread_time())
+            return result
+
+    else:
+
+        async def method(self: ScriptedTool, *args: object, **kwargs: object) -> object:
+            call = self._begin(name, args, kwargs, anyio.current_time())
+            try:
+                if latency:
+                    await anyio.sleep(latency)
+                result = behaviour(*args, **kwargs)
+                if inspect.isawaitable(result):
+                    result = await result
+            except anyio.get_cancelled_exc_class():
+                finish(call, "cancelled", anyio.current_time())
+                raise
+            except BaseException:
+                finish(call, "error", anyio.current_time())
+                raise
+            finish(call, "ok", anyio.current_time())
+            return result
+
+    method.__name__ = method.__qualname__ = name
+    method.__signature__ = signature  # type: ignore[attr-defined]
+    return capability(effect=script.effect, version=script.version)(method)
+
+
+def scripted_tool(**scripts: Script) -> ScriptedTool:
+    """A capability object with one scripted method per keyword (name → ``Script``)."""
+    namespace = {name: _scripted_method(name, script) for name, script in scripts.items()}
+    cls = type("ScriptedTool", (ScriptedTool,), namespace)
+    return cls()
+
+
+def memory_workspace(files: Mapping[str, str | bytes], dirs: Sequence[str] = ()) -> Workspace:
+    """A frozen in-memory workspace holding ``files`` (str content is UTF-8) and ``dirs``."""
+    return Workspace.from_files(files, dirs)
+
+
+# -- the in-process Guest ----------------------------------------------------------------------
+
+
+class _Abort(BaseException):
+    """Unwinds the program when a limit ends it or the run is abandoned (not catchable by
+    ``except Exception``)."""
+
+    def __init__(self, type_name: str, message: str) -> None:
+        super().__init__(message)
+        self.type_name = type_name
+        self.message = message
+
+
+class _Proxy:
+    """A capability as the program sees it: one attribute per method."""
+
+    def __init__(self, name: str, methods: Mapping[str, Callable[..., object]]) -> None:
+        self.__dict__.update(methods)
+        self._name = name
+
+    def __repr__(self) -> str:
+        return f"<capability {self._name}>"
+
+
+@dataclass(slots=True, eq=False)
+class _Program:
+    """One execution of a program in a worker thread, and what it has produced so far."""
+
+    capabilities: Mapping[str, Sequence[str]]
+    limits: GuestLimits
+    handler: CallHandler
+    output: list[str] = field(default_factory=list)
+    output_bytes: int = 0
+    call_count: int = 0
+    abandoned: bool = False  # set by the Host side when it stops waiting for the thread
+
+    def execute(self, source: str) -> GuestOutcome:
+        namespace: dict[str, object] = {"__name__": "__main__", "__builtins__": self._builtins()}
+        for name, methods in self.capabilities.items():
+            namespace[name] = _Proxy(name, {m: self._proxy_method(name, m) for m in methods})
+        try:
+            body, final = split_program(source)
+            exec(body, namespace)
+            value = eval(final, namespace) if final is not None else None
+        except _Abort as abort:
+            return self.outcome("limit", error=ErrorInfo(abort.type_name, abort.message, None))
+        except BaseException as exc:
+            return self.outcome("error", error=ErrorInfo(type(exc).__name__, _safe_str(exc), error_line(exc)))
+        return self.outcome("ok", value=_final_value(value))
+
+    def outcome(self, status: Literal["ok", "error", "limit"], value: object = None, error: ErrorInfo | None = None) -> GuestOutcome:
+        return GuestOutcome(status, value, "".join(self.output), error, Isolation("in_process"))
+
+    def _builtins(self) -> dict[str, object]:
+        names = dict(vars(builtins))
+
+        def print_(*values: object, sep: str | None = " ", end: str | None = "\n", file: Any = None, flush: bool = False) -> None:
+            if file is not None:
+                builtins.print(*values, sep=sep, end=end, file=file, flush=flush)
+                return
+            buffer = io.StringIO()
+            builtins.print(*values, sep=sep, end=end, file=buffer)
+            self._write(buffer.getvalue())
+
+        names["print"] = print_
+        return names
+
+    def _write(self, text: str) -> None:
+        self._check_abandoned()
+        self.output_bytes += len(text.encode("utf-8", "surrogatepass"))
+        if self.output_bytes > self.limits.output_bytes:
+            raise _Abort("OutputLimitExceeded", f"the program printed more than {self.limits.output_bytes} bytes")
+        self.output.append(text)
+
+    def _proxy_method(self, capability_name: str, method: str) -> Callable[..., object]:
+        def call(*args: object, **kwargs: object) -> object:
+            self._check_abandoned()
+            self.call_count += 1
+            if self.call_count > self.limits.max_calls:
+                raise _Abort("CallLimitExceeded", f"the program made more than {self.limits.max_calls} calls")
+            try:
+                return anyio.from_thread.run(self._call_handler, capability_name, method, args, kwargs)
+            except ToolFailure as failure:
+                raise rebuild_exception(failure.type_name, failure.message, failure.exc_args) from None
+
+        call.__name__ = call.__qualname__ = method
+        return call
+
+    async def _call_handler(self, capability_name: str, method: str, args: tuple[object, ...], kwargs: dict[str, object]) -> object:
+        return await self.handler(capability_name, method, args, kwargs)
+
+    def _check_abandoned(self) -> None:
+        if self.abandoned:
+            raise _Abort("Abandoned", "the Host stopped this run")
+
+
+def _final_value(value: object) -> object:
+    """The run's value: a copy of plain data, else its repr (like the subprocess Guest)."""
+    try:
+        check_plain(value)
+    except NotPlain:
+        return _safe_repr(value)
+    return fresh_copy(value)
+
+
+def _safe_str(exc: BaseException) -> str:
+    try:
+        return str(exc)
+    except Exception:
+        return f"<unprintable {type(exc).__name__}>"
+
+
+def _safe_repr(value: object) -> str:
+    try:
+        return repr(value)
+    except Exception:
+        return object.__repr__(value)
+
+
+class InProcessGuest:
+    """A Guest that runs the program in a thread of the Host process (NOT a boundary)."""
+
+    def __init__(self, capabilities: Mapping[str, Sequence[str]], limits: GuestLimits) -> None:
+        self._capabilities = {name: tuple(methods) for name, methods in capabilities.items()}
+        self._limits = limits
+        self._program: _Program | None = None  # set by the one ``run``
+
+    @classmethod
+    async def start(cls, capabilities: Mapping[str, Sequence[str]], limits: GuestLimits) -> InProcessGuest:
+        """The ``GuestFactory``: nothing to start ahead of the source."""
+        return cls(capabilities, limits)
+
+    async def run(self, source: str, handler: CallHandler) -> GuestOutcome:
+        """Execute ``source`` once.
+
+        The wall-time limit ends the run with status ``limit``. Cancellation abandons the
+        program thread (it stops at its next tool call or print) and re-raises.
+        """
+        if self._program is not None:
+            raise RuntimeError("a Guest runs exactly one program")
+        program = self._program = _Program(self._capabilities, self._limits, handler)
+        try:
+            with anyio.move_on_after(self._limits.wall_time) as deadline:
+                outcome = await anyio.to_thread.run_sync(program.execute, source, abandon_on_cancel=True)
+        except BaseException:
+            program.abandoned = True
+            raise
+        if deadline.cancelled_caught:
+            program.abandoned = True
+            message = f"the run took longer than {self._limits.wall_time}s"
+            return program.outcome("limit", error=ErrorInfo("WallTimeExceeded", message, None))
+        return outcome
+
+    async def aclose(self) -> None:
+        """Abandon the program thread if it still runs; idempotent."""
+        if self._program is not None:
+            self._program.abandoned = True
+
+
+in_process_guest = InProcessGuest.start
+"""``Host(guest_factory=in_process_guest)``: run programs in-process (tests only)."""
