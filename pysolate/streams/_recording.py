@@ -1,0 +1,249 @@
+"""Recorded streams: the JSONL format, recording while passing through, and replay.
+
+A recording is the trust boundary between a model's stream and every later run of it
+(tests, demos, benchmarks), so every line is validated with pydantic and a bad file fails
+as a whole, before any chunk is yielded, with a ``RecordingError`` naming file and line.
+
+Format (DESIGN.md, "Recorded streams")::
+
+    {"format": "pysolate-stream", "version": 1, ...free metadata...}
+    {"t": 0.41, "text": "x = docs"}
+    {"t": 0.43, "text": ".search("}
+
+``t`` is seconds since the stream started (so the first chunk's ``t`` is the time to first
+token) and never decreases. Prior art: asciinema's asciicast v2 (a JSON header line, then
+``[time, type, data]`` events), which showed that line-delimited events make a recording
+that survives a crash mid-stream.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from collections.abc import AsyncIterable, AsyncIterator, Awaitable, Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Final, Literal
+
+import anyio
+import anyio.lowlevel
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from .._exceptions import PysolateError
+
+FORMAT: Final = "pysolate-stream"
+VERSION: Final = 1
+
+
+class RecordingError(PysolateError, ValueError):
+    """A recording file is not a valid pysolate stream.
+
+    ``path`` and ``line`` (1-based; None when the file as a whole is wrong, e.g. empty) say
+    where; the pydantic ``ValidationError`` or ``OSError`` behind it is the ``__cause__``.
+    """
+
+    def __init__(self, path: str | os.PathLike[str], line: int | None, problem: str) -> None:
+        self.path = os.fspath(path)
+        self.line = line
+        self.problem = problem
+        where = f"{self.path}:{line}" if line is not None else self.path
+        super().__init__(f"{where}: {problem}")
+
+
+class RecordingHeader(BaseModel):
+    """Line 1. Unknown keys are kept: they are the recorder's free metadata."""
+
+    model_config = ConfigDict(extra="allow", frozen=True)
+
+    format: Literal["pysolate-stream"]
+    version: Literal[1]
+
+
+class _ChunkLine(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    t: float = Field(ge=0, allow_inf_nan=False)
+    text: str
+
+
+@dataclass(frozen=True, slots=True)
+class Chunk:
+    """One chunk of a stream and when it arrived, in seconds since the stream started."""
+
+    t: float
+    text: str
+
+
+@dataclass(frozen=True, slots=True)
+class Recording:
+    """A whole recording: its header metadata and its chunks in order."""
+
+    chunks: tuple[Chunk, ...]
+    metadata: Mapping[str, Any] = field(default_factory=dict)
+
+    @property
+    def text(self) -> str:
+        """The streamed text, all chunks joined."""
+        return "".join(c.text for c in self.chunks)
+
+    @property
+    def duration(self) -> float:
+        """Seconds from the stream's start to its last chunk."""
+        return self.chunks[-1].t if self.chunks else 0.0
+
+
+def _header_line(metadata: Mapping[str, Any] | None) -> str:
+    header = dict(metadata or {})
+    header.pop("format", None)
+    header.pop("version", None)
+    return json.dumps({"format": FORMAT, "version": VERSION, **header}, ensure_ascii=False)
+
+
+def _chunk_line(t: float, text: str) -> str:
+    return json.dumps({"t": round(t, 6), "text": text}, ensure_ascii=False)
+
+
+def write_recording(
+    path: str | os.PathLike[str],
+    chunks: Iterable[Chunk],
+    *,
+    metadata: Mapping[str, Any] | None = None,
+) -> None:
+    """Write ``chunks`` (e.g. from ``source_to_stream``) as a recording file.
+
+    Raises ``ValueError`` when times decrease or are negative, ``TypeError`` for a
+    non-str text, ``OSError`` when the file cannot be written.
+    """
+    lines = [_header_line(metadata)]
+    last = 0.0
+    for chunk in chunks:
+        if not isinstance(chunk.text, str):
+            raise TypeError(f"chunk text must be str, not {type(chunk.text).__name__}")
+        if not (chunk.t >= last and math.isfinite(chunk.t)):
+            raise ValueError(f"chunk times must be finite and non-decreasing from 0: {chunk.t}")
+        last = chunk.t
+        lines.append(_chunk_line(chunk.t, chunk.text))
+    Path(path).write_text("\n".join(lines) + "\n", encoding="utf-8", newline="\n")
+
+
+def read_recording(path: str | os.PathLike[str]) -> Recording:
+    """Read and validate a whole recording.
+
+    Raises ``RecordingError`` (file and line in the message) for an unreadable file, a
+    missing or wrong header, a malformed chunk line, or times that go backwards.
+    """
+    try:
+        # Split on "\n" only: JSON text may hold U+2028 and other characters that
+        # str.splitlines() would treat as line ends.
+        with open(path, encoding="utf-8", newline="") as f:
+            lines = f.read().split("\n")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise RecordingError(path, None, f"cannot read recording: {exc}") from exc
+    if not any(line.strip() for line in lines):
+        raise RecordingError(path, None, "empty file, expected a pysolate-stream header")
+    try:
+        header = RecordingHeader.model_validate_json(lines[0])
+    except ValidationError as exc:
+        raise RecordingError(path, 1, f"bad header: {_explain(exc)}") from exc
+    chunks: list[Chunk] = []
+    last = 0.0
+    for number, line in enumerate(lines[1:], start=2):
+        if not line.strip():
+            continue
+        try:
+            parsed = _ChunkLine.model_validate_json(line)
+        except ValidationError as exc:
+            raise RecordingError(path, number, f"bad chunk: {_explain(exc)}") from exc
+        if parsed.t < last:
+            raise RecordingError(path, number, f"time goes backwards: {parsed.t} < {last}")
+        last = parsed.t
+        chunks.append(Chunk(parsed.t, parsed.text))
+    metadata = {k: v for k, v in header.model_dump().items() if k not in ("format", "version")}
+    return Recording(tuple(chunks), metadata)
+
+
+def _explain(exc: ValidationError) -> str:
+    """One line per pydantic error: ``location: message``."""
+    parts = []
+    for error in exc.errors():
+        location = ".".join(str(p) for p in error["loc"]) or "line"
+        parts.append(f"{location}: {error['msg']}")
+    return "; ".join(parts)
+
+
+async def record(
+    chunks: AsyncIterable[str],
+    path: str | os.PathLike[str],
+    *,
+    metadata: Mapping[str, Any] | None = None,
+    clock: Callable[[], float] = anyio.current_time,
+) -> AsyncIterator[str]:
+    """Pass ``chunks`` through unchanged while writing them to a recording at ``path``.
+
+    Times are measured with ``clock`` from the moment iteration starts. Each line is
+    flushed as it is written, so a stream that fails, is cancelled or is abandoned midway
+    leaves a valid recording of what arrived; the exception (or cancellation) then
+    propagates unchanged. Close it (``contextlib.aclosing``) when leaving the loop early,
+    or the file stays open until the generator is collected. Raises ``TypeError`` for a chunk that is not ``str`` and
+    ``OSError`` when the file cannot be written.
+    """
+    with open(path, "w", encoding="utf-8", newline="\n") as out:
+        start = clock()
+        out.write(_header_line(metadata) + "\n")
+        out.flush()
+        async for text in chunks:
+            if not isinstance(text, str):
+                raise TypeError(f"stream chunks must be str, not {type(text).__name__}")
+            out.write(_chunk_line(max(0.0, clock() - start), text) + "\n")
+            out.flush()
+            yield text
+
+
+async def play(
+    chunks: Iterable[Chunk],
+    *,
+    speed: float | None = 1.0,
+    sleep: Callable[[float], Awaitable[object]] = anyio.sleep,
+    clock: Callable[[], float] = anyio.current_time,
+) -> AsyncIterator[str]:
+    """Yield each chunk's text at its time divided by ``speed`` (``None``: at once).
+
+    The schedule is absolute (chunk *i* is due ``t_i / speed`` after the first step), so a
+    slow consumer does not accumulate drift; a chunk already overdue is yielded after a
+    checkpoint. ``sleep`` and ``clock`` are injectable for tests (defaults: anyio's). With
+    ``speed=None`` it never sleeps but still checkpoints per chunk, so other tasks (the
+    speculative lane) run between chunks. Cancellation propagates out of the pending sleep.
+    Raises ``ValueError`` for a speed that is not a positive finite number.
+    """
+    if speed is not None and not (math.isfinite(speed) and speed > 0):
+        raise ValueError(f"speed must be a positive finite number or None, not {speed!r}")
+    start = clock()
+    for chunk in chunks:
+        if speed is not None:
+            delay = start + chunk.t / speed - clock()
+            if delay > 0:
+                await sleep(delay)
+            else:
+                await anyio.lowlevel.checkpoint()
+        else:
+            await anyio.lowlevel.checkpoint()
+        yield chunk.text
+
+
+async def replay(
+    path: str | os.PathLike[str],
+    *,
+    speed: float | None = 1.0,
+    sleep: Callable[[float], Awaitable[object]] = anyio.sleep,
+    clock: Callable[[], float] = anyio.current_time,
+) -> AsyncIterator[str]:
+    """Replay a recording file at recorded speed, scaled by ``speed``, or instantly (None).
+
+    The whole file is validated before the first chunk is yielded, so a bad recording
+    raises ``RecordingError`` without any chunk reaching the consumer. See ``play`` for
+    timing, ``sleep``/``clock`` and cancellation.
+    """
+    recording = read_recording(path)
+    async for text in play(recording.chunks, speed=speed, sleep=sleep, clock=clock):
+        yield text
