@@ -8,6 +8,11 @@ from ._callkey import CallKey as CallKey
 from ._callkey import canonical as canonical
 from ._callkey import canonical_arguments as canonical_arguments
 from ._effect import Effect as Effect
+from ._evaluator import UNKNOWN as UNKNOWN
+from ._evaluator import Limits as Limits
+from ._evaluator import evaluate as evaluate
+from ._evaluator import evaluate_call_arguments as evaluate_call_arguments
+from ._evaluator import free_names as free_names
 from ._exceptions import NotKnown as NotKnown
 from ._exceptions import OccurrencesError as OccurrencesError
 from ._exceptions import SealError as SealError
@@ -18,8 +23,10 @@ from ._plain import fresh_copy as fresh_copy
 from ._snapshot import Snapshot as Snapshot
 
 __all__ = [
+    "UNKNOWN",
     "CallKey",
     "Effect",
+    "Limits",
     "NotKnown",
     "NotPlain",
     "OccurrencesError",
@@ -29,5 +36,8 @@ __all__ = [
     "canonical",
     "canonical_arguments",
     "check_plain",
+    "evaluate",
+    "evaluate_call_arguments",
+    "free_names",
     "fresh_copy",
 ]
