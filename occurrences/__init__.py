@@ -17,6 +17,8 @@ from ._exceptions import NotKnown as NotKnown
 from ._exceptions import OccurrencesError as OccurrencesError
 from ._exceptions import SealError as SealError
 from ._exceptions import StreamError as StreamError
+from ._parser import ParserStatistics as ParserStatistics
+from ._parser import PrefixParser as PrefixParser
 from ._plain import NotPlain as NotPlain
 from ._plain import check_plain as check_plain
 from ._plain import fresh_copy as fresh_copy
@@ -30,6 +32,8 @@ __all__ = [
     "NotKnown",
     "NotPlain",
     "OccurrencesError",
+    "ParserStatistics",
+    "PrefixParser",
     "SealError",
     "Snapshot",
     "StreamError",

@@ -1,0 +1,274 @@
+"""The exact, incremental complete-prefix parser.
+
+While a program streams in, Pysolate needs the top-level statements that no later text can
+change, as exactly the AST nodes ``ast.parse(final_source)`` will hold. Asking ``codeop``
+"does this compile yet" answers a different question (``if x: a = 1`` compiles, yet an
+``else`` may follow), and re-parsing the prefix per chunk is quadratic. Instead:
+
+* ``LineScanner`` consumes each complete physical line once and says where logical lines
+  end (outside strings, f-string frames, brackets and backslash continuations).
+* Top-level statements are cut into *groups* at lines that begin, at column 0, a new
+  logical line whose first token cannot continue the group: not ``elif``/``else``/
+  ``except``/``finally``, and not anything after a decorator line. Blank and comment lines
+  never cut. A cut is only made where it is certain; when in doubt (a line opening with a
+  form feed or a backslash) lines are merged into the group, which is always safe.
+* Each finished group is parsed once with ``ast.parse`` on its own text and shifted with
+  ``ast.increment_lineno``. Groups start at line starts, so columns (UTF-8 byte offsets
+  within a line) need no shift. The last group is only parsed at ``close()``.
+
+If any group fails to parse, the whole source cannot parse either: the parser stops
+producing snapshots, and ``close()`` parses the whole source once to raise CPython's exact
+error. The same single whole-source parse settles any other doubt at the end of the stream
+(text ending inside a string, a bracket or a continuation).
+
+Warnings the compiler emits while parsing groups (``SyntaxWarning`` for invalid escapes)
+are suppressed: their line numbers would be group-relative, and the Guest compiles the
+sealed source itself, where they surface correctly.
+"""
+
+from __future__ import annotations
+
+import ast
+import enum
+import re
+import warnings
+from dataclasses import dataclass
+from typing import Final
+
+from ._exceptions import SealError
+from ._scanner import LineScanner
+from ._snapshot import Snapshot
+
+_LINE = re.compile(r"[^\r\n]*(?:\r\n|\r|\n)")
+_WORD = re.compile(r"\w*")
+_CONTINUATIONS: Final = ("elif", "else", "except", "finally")
+_NOT_A_CUT: Final = frozenset(" \t\x0c\\#\r\n")
+"""First characters of a line that never start a new group: indentation (a form feed can
+reset the column to 0, so it is treated as indentation too), a backslash continuation inside
+indentation, comments and blank lines."""
+
+
+@dataclass(frozen=True, slots=True)
+class ParserStatistics:
+    statements: int  # accepted statements
+    groups: int  # groups parsed on their own (each exactly once)
+    whole_parses: int  # 1 when close() had to parse the whole source (error or doubt), else 0
+
+
+class _Phase(enum.Enum):
+    OPEN = "open"  # accepting text and producing snapshots
+    DOOMED = "doomed"  # some group failed to parse: the final source cannot parse
+    CLOSED = "closed"  # sealed; no more text
+
+
+class PrefixParser:
+    """Turns streamed source text into growing snapshots of final top-level statements.
+
+    ``feed`` costs time proportional to its text plus one ``ast.parse`` of each group it
+    finishes; nothing is rescanned. ``close`` parses the last group, or, when the stream is
+    in error or in doubt, the whole source once.
+    """
+
+    __slots__ = (
+        "_after_decorator",
+        "_decided",
+        "_end",
+        "_group",
+        "_group_len",
+        "_group_line",
+        "_groups",
+        "_parts",
+        "_phase",
+        "_scanner",
+        "_statements",
+        "_tail",
+        "_whole_parses",
+    )
+
+    def __init__(self) -> None:
+        self._parts: list[str] = []  # every fed chunk; joined (and compacted) on demand
+        self._phase = _Phase.OPEN
+        self._scanner = LineScanner()
+        self._tail: list[str] = []  # the current physical line, not yet terminated
+        self._decided = False  # the tail line's group decision is made
+        self._group: list[str] = []  # complete lines of the unfinished group
+        self._group_len = 0  # characters in _group
+        self._group_line = 1  # 1-based line number where the unfinished group starts
+        self._after_decorator = False  # the group's last column-0 logical line began with '@'
+        self._statements: list[ast.stmt] = []  # accepted statements; append-only
+        self._end = 0  # characters covered by _statements (the groups parsed so far)
+        self._groups = 0  # groups parsed successfully
+        self._whole_parses = 0  # whole-source parses at close (errors and doubt)
+
+    @property
+    def source(self) -> str:
+        """All text fed so far."""
+        parts = self._parts
+        if len(parts) > 1:
+            parts[:] = ["".join(parts)]
+        return parts[0] if parts else ""
+
+    @property
+    def closed(self) -> bool:
+        return self._phase is _Phase.CLOSED
+
+    def statistics(self) -> ParserStatistics:
+        """Counters for tests and benchmarks."""
+        return ParserStatistics(
+            statements=len(self._statements),
+            groups=self._groups,
+            whole_parses=self._whole_parses,
+        )
+
+    def feed(self, text: str) -> Snapshot | None:
+        """Add streamed text; return a new snapshot if the accepted prefix grew.
+
+        Raises ``RuntimeError`` after ``close()``. Never raises for bad source: errors are
+        reported by ``close()``.
+        """
+        if self._phase is _Phase.CLOSED:
+            raise RuntimeError("PrefixParser.feed() after close()")
+        if not text:
+            return None
+        self._parts.append(text)
+        if self._phase is _Phase.DOOMED:
+            return None
+        if "\0" in text:
+            self._phase = _Phase.DOOMED  # CPython rejects any source holding a NUL
+            return None
+        before = len(self._statements)
+        tail = self._tail
+        if "\n" in text or "\r" in text or (tail and tail[-1][-1] == "\r"):
+            self._lines("".join(tail) + text if tail else text)
+        else:
+            tail.append(text)
+        if not self._decided and self._tail and self._phase is _Phase.OPEN:
+            self._decide_tail()
+        if len(self._statements) == before:
+            return None
+        return Snapshot.view(self._statements, before, self._end, self._source_text)
+
+    def close(self) -> Snapshot:
+        """Seal the stream: the whole source's statements, exactly as ``ast.parse`` gives them.
+
+        Raises ``SealError`` (a ``SyntaxError`` with CPython's message and position) when
+        the whole source does not parse, and ``RuntimeError`` if already closed.
+        """
+        if self._phase is _Phase.CLOSED:
+            raise RuntimeError("PrefixParser.close() called twice")
+        doomed = self._phase is _Phase.DOOMED
+        self._phase = _Phase.CLOSED
+        before = len(self._statements)
+        if not doomed:
+            last = "".join(self._tail)
+            self._tail.clear()
+            if last:
+                self._scanner.scan(last)
+                self._group.append(last)
+                self._group_len += len(last)
+            if self._scanner.between and self._parse_group():
+                return Snapshot.view(self._statements, before, self._end, self._source_text)
+        return self._whole()
+
+    def _source_text(self) -> str:
+        return self.source
+
+    def _whole(self) -> Snapshot:
+        """Parse the whole source once: the exact error, or (should the scanner ever be in
+        doubt on valid source) the exact statements."""
+        source = self.source
+        try:
+            module = _parse(source)
+        except SyntaxError as exc:
+            raise SealError.from_syntax_error(exc) from exc
+        except (ValueError, UnicodeError) as exc:
+            # NUL bytes (a ValueError on some 3.11 releases) and lone surrogates.
+            raise SealError(str(exc)) from exc
+        self._whole_parses += 1
+        self._statements = list(module.body)  # a new list: earlier snapshots keep theirs
+        self._end = len(source)
+        return Snapshot(module.body, source, 0)
+
+    def _lines(self, text: str) -> None:
+        """Consume every complete physical line of ``text``; keep the rest as the tail."""
+        self._tail.clear()
+        pos = 0
+        size = len(text)
+        for m in _LINE.finditer(text):
+            line = m.group()
+            if m.end() == size and line[-1] == "\r":
+                break  # may be half of a "\r\n" split across chunks
+            if not self._decided and self._scanner.between:
+                self._decide(line, complete=True)
+                if self._phase is not _Phase.OPEN:
+                    return
+            self._decided = False
+            self._group.append(line)
+            self._group_len += len(line)
+            self._scanner.scan(line)
+            pos = m.end()
+        if pos < size:
+            self._tail.append(text[pos:])
+
+    def _decide_tail(self) -> None:
+        if self._scanner.between:
+            head = "".join(self._tail)
+            if len(self._tail) > 1:
+                self._tail[:] = [head]
+            self._decide(head[:9], complete=False)
+
+    def _decide(self, head: str, complete: bool) -> None:
+        """Decide whether the line starting with ``head`` starts a new group.
+
+        Called only at the start of a logical line. Leaves ``_decided`` false when the
+        first token is still a possible prefix of a continuation keyword.
+        """
+        first = head[0]
+        if first in _NOT_A_CUT:
+            self._decided = True
+            return
+        if self._after_decorator:
+            continues = True
+        elif first == "e" or first == "f":
+            word = _WORD.match(head)
+            assert word is not None
+            token = word.group()
+            if word.end() == len(head) and not complete:
+                if any(k.startswith(token) for k in _CONTINUATIONS):
+                    return  # the first token may still become a continuation keyword
+                continues = False
+            else:
+                continues = token in _CONTINUATIONS
+        else:
+            continues = False
+        self._decided = True
+        self._after_decorator = first == "@"
+        if not continues and self._group:
+            self._parse_group()
+
+    def _parse_group(self) -> bool:
+        """Parse the finished group and accept its statements; on failure, doom the stream."""
+        text = "".join(self._group)
+        try:
+            module = _parse(text)
+        except Exception:
+            self._phase = _Phase.DOOMED
+            return False
+        body = module.body
+        if self._group_line > 1:
+            shift = self._group_line - 1
+            for stmt in body:
+                ast.increment_lineno(stmt, shift)
+        self._statements.extend(body)
+        self._groups += 1
+        self._end += self._group_len
+        self._group_line += len(self._group)
+        self._group.clear()
+        self._group_len = 0
+        return True
+
+
+def _parse(source: str) -> ast.Module:
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return ast.parse(source)

@@ -1,0 +1,286 @@
+"""PrefixParser: finality rules, exactness and sealing, one small source per rule.
+
+Each case states the property it checks; ``accepted_after`` streams a source in the given
+pieces and records how many statements were accepted after each piece, so a case reads as
+"source, where it is cut, and what must be final at each cut".
+"""
+
+from __future__ import annotations
+
+import ast
+
+import pytest
+
+from occurrences import PrefixParser, SealError, Snapshot
+
+
+def dumps(statements: object) -> list[str]:
+    assert isinstance(statements, (list, tuple))
+    return [ast.dump(s, include_attributes=True) for s in statements]
+
+
+def accepted_after(*pieces: str) -> list[int]:
+    """Accepted statement count after each piece; the last entry is after close()."""
+    parser = PrefixParser()
+    counts = []
+    count = 0
+    for piece in pieces:
+        snap = parser.feed(piece)
+        if snap is not None:
+            assert len(snap.statements) > count, "a snapshot must grow"
+            count = len(snap.statements)
+        counts.append(count)
+    final = parser.close()
+    source = "".join(pieces)
+    assert dumps(final.statements) == dumps(ast.parse(source).body)
+    assert parser.statistics().whole_parses == 0
+    counts.append(len(final.statements))
+    return counts
+
+
+def stream(source: str, size: int = 1) -> tuple[list[Snapshot], Snapshot]:
+    parser = PrefixParser()
+    snaps = []
+    for i in range(0, len(source), size):
+        snap = parser.feed(source[i : i + size])
+        if snap is not None:
+            snaps.append(snap)
+    return snaps, parser.close()
+
+
+def test_simple_statement_waits_for_the_next_line_to_begin() -> None:
+    """A statement is final only once the next column-0 line has begun."""
+    assert accepted_after("x = 1\n", "\n", "# c\n", "y", " = 2\n") == [0, 0, 0, 1, 1, 2]
+
+
+def test_last_statement_is_accepted_only_at_close() -> None:
+    assert accepted_after("x = 1\ny = 2\n") == [1, 2]
+
+
+def test_else_after_comments_and_blank_lines_continues_the_if() -> None:
+    src = ["if x:\n    a = 1\n", "# note\n\n", "else", ":\n    a = 2\n", "z = 3\n"]
+    assert accepted_after(*src) == [0, 0, 0, 0, 1, 2]
+
+
+def test_continuation_keyword_needs_a_complete_first_token() -> None:
+    """``els`` may still become ``else``; ``elsewhere`` finalizes the ``if``."""
+    assert accepted_after("if x:\n    pass\n", "els", "ewhere = 1\n") == [0, 0, 1, 2]
+    assert accepted_after("if x:\n    pass\n", "e", "lif y:\n    pass\n") == [0, 0, 0, 1]
+
+
+def test_first_token_that_cannot_start_a_keyword_finalizes_at_once() -> None:
+    assert accepted_after("if x:\n    pass\n", "y") == [0, 1, 2]
+    assert accepted_after("for a in b:\n    pass\n", "(y)") == [0, 1, 2]
+
+
+def test_finally_and_except_continue_try() -> None:
+    src = ["try:\n    pass\n", "except E:\n    pass\n", "finally:\n    pass\n", "x = 1\n"]
+    assert accepted_after(*src) == [0, 0, 0, 1, 2]
+
+
+def test_for_while_else() -> None:
+    assert accepted_after("while x:\n    pass\n", "else:\n    pass\n", "f = 1\n") == [0, 0, 1, 2]
+
+
+def test_decorator_joins_the_following_definition() -> None:
+    src = ["@dec\n", "@other(1)\n", "def f():\n    pass\n", "x = 1\n"]
+    assert accepted_after(*src) == [0, 0, 0, 1, 2]
+
+
+def test_multiline_strings_hide_column_zero_text() -> None:
+    src = 'x = """\ny = 2\nelse:\n"""\n', "z = 3\n"
+    assert accepted_after(*src) == [0, 1, 2]
+
+
+def test_brackets_continue_at_column_zero() -> None:
+    src = "x = [\n1,\n2,\n]\n", "y = (\n'a'\n)\n", "z = 0\n"
+    assert accepted_after(*src) == [0, 1, 2, 3]
+
+
+def test_backslash_continuation_joins_lines() -> None:
+    src = "x = 1 + \\\n", "2\n", "y = 3\n"
+    assert accepted_after(*src) == [0, 0, 1, 2]
+
+
+def test_backslash_in_indentation_keeps_the_line_inside_the_block() -> None:
+    """``\\`` + newline inside indentation: the next line's column continues from it."""
+    source = "def f():\n    pass\n\\\n    x = 1\ny = 2\n"
+    snaps, final = stream(source)
+    assert [type(s).__name__ for s in final.statements] == ["FunctionDef", "Assign"]
+    assert dumps(final.statements) == dumps(ast.parse(source).body)
+    assert accepted_after("\\\n", "x = 1\n", "y = 2\n") == [0, 0, 1, 2]
+
+
+def test_semicolons_give_several_statements_per_line() -> None:
+    assert accepted_after("a = 1; b = 2\n", "c = 3; d = 4\n") == [0, 2, 4]
+
+
+def test_match_statement_and_soft_keywords_as_names() -> None:
+    src = [
+        "match = 3\n",
+        "match command:\n    case [x]:\n        pass\n    case _:\n        pass\n",
+        "case = 1\n",
+        "type = 2\n",
+    ]
+    assert accepted_after(*src) == [0, 1, 2, 3, 4]
+
+
+@pytest.mark.parametrize("newline", ["\r\n", "\r"])
+def test_crlf_and_cr_line_endings(newline: str) -> None:
+    source = newline.join(["if x:", "    a = 1", "else:", "    a = 2", "b = 'z'", "c = 3", ""])
+    for size in (1, 2, 3, 7):
+        snaps, final = stream(source, size)
+        assert dumps(final.statements) == dumps(ast.parse(source).body)
+        assert [len(s.statements) for s in snaps] == [1, 2]
+
+
+def test_cr_at_chunk_end_waits_for_a_possible_lf() -> None:
+    """A trailing ``\\r`` may be half of ``\\r\\n``: the line count must not double."""
+    assert accepted_after("x = 1\r", "\ny = 2\r", "\n", "z = 3") == [0, 1, 1, 2, 3]
+
+
+def test_only_line_breaks_cpython_knows_end_lines() -> None:
+    """Form feed, vertical tab and U+2028 are not line breaks for the tokenizer."""
+    source = "x = '\x0b\u2028\x1c'\ny = 1\n"
+    assert accepted_after(source) == [1, 2]
+
+
+def test_form_feed_in_indentation_resets_the_column() -> None:
+    source = "def f():\n    pass\n \x0cx = 1\ny = 2\n"
+    _, final = stream(source)
+    assert dumps(final.statements) == dumps(ast.parse(source).body)
+
+
+def test_tabs_and_unicode_columns_are_exact() -> None:
+    source = "if x:\n\tя = 'ü'; b = 'é'\nz = 'ß' + f'{я}'\n"
+    snaps, final = stream(source)
+    assert dumps(final.statements) == dumps(ast.parse(source).body)
+
+
+def test_string_prefixes_and_escaped_quotes() -> None:
+    source = "a = r'\\'' + b\"\\\"\" + rb'''x'''\nb = 'it\\'s'\nc = '''a\\'''b'''\nd = 1\n"
+    assert accepted_after(source) == [3, 4]
+
+
+def test_fstrings_with_nested_quotes_and_fields() -> None:
+    parts = [
+        "a = f'{x!r:>{width}}' + f'{{literal}}'\n",
+        'b = f"{d[\'k\']}" + rf"\\{x}"\n',
+        "c = f'''\n{y}\n'''\n",
+        "d = 1\n",
+    ]
+    assert accepted_after(*parts) == [0, 1, 2, 3, 4]
+
+
+def test_snapshot_reports_new_statements_and_covered_source() -> None:
+    parser = PrefixParser()
+    assert parser.feed("a = 1\nb = 2\n") is not None  # "b" began after "a = 1"
+    snap = parser.feed("c")
+    assert snap is not None
+    assert snap.first_new == 1
+    assert [s.lineno for s in snap.statements] == [1, 2]
+    assert [s.lineno for s in snap.new_statements] == [2]
+    assert snap.source == "a = 1\nb = 2\n"
+    assert snap.end == len(snap.source)
+    parser.feed(" = 3\n")
+    assert parser.source == "a = 1\nb = 2\nc = 3\n"
+    final = parser.close()
+    assert final.first_new == 2
+    assert [s.lineno for s in final.new_statements] == [3]
+    assert final.source == parser.source
+
+
+def test_snapshots_are_views_that_do_not_change_later() -> None:
+    parser = PrefixParser()
+    first = parser.feed("a = 1\nb")
+    assert first is not None
+    parser.feed(" = 2\nc = 3\n")
+    parser.close()
+    assert len(first.statements) == 1
+    assert first.source == "a = 1\n"
+
+
+def test_empty_and_comment_only_sources() -> None:
+    assert stream("")[1].statements == ()
+    assert stream("# only a comment\n\n")[1].statements == ()
+    assert PrefixParser().feed("") is None
+
+
+def test_feed_after_close_is_a_programmer_error() -> None:
+    parser = PrefixParser()
+    parser.close()
+    with pytest.raises(RuntimeError):
+        parser.feed("x")
+    with pytest.raises(RuntimeError):
+        parser.close()
+
+
+def seal_error(source: str, size: int = 3) -> SealError:
+    parser = PrefixParser()
+    for i in range(0, len(source), size):
+        parser.feed(source[i : i + size])
+    with pytest.raises(SealError) as info:
+        parser.close()
+    return info.value
+
+
+def cpython_error(source: str) -> tuple[object, ...]:
+    with pytest.raises(SyntaxError) as info:
+        ast.parse(source)
+    e = info.value
+    return (type(e).__name__, e.msg, e.lineno, e.offset, e.end_lineno, e.end_offset, e.text)
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        "x = (1,\ny = 2\n",  # a bracket never closed
+        "x = '''abc\n",  # a string never closed
+        "s = 'abc\nt = 1\n",  # a newline in a single-quoted string
+        "x = 1 + \\",  # ends in a backslash continuation
+        "\\",  # ends in a continuation inside indentation
+        "if x:\n",  # a block with no body
+        "@dec\n",  # a decorator with nothing to decorate
+        "x = 1\n  y = 2\n",  # unexpected indent
+        "x = 1\nelse:\n    pass\n",  # else with no if
+        "def f(:\n    pass\nx = 1\ny = 2\n",  # an error in the middle
+        "a = 1\nb = )\nc = 'unterminated\n",  # two errors: CPython reports the first
+        "print 'hi'\n",
+        "x = 1\r\ny = (\r\n",
+    ],
+)
+def test_seal_error_matches_cpython(source: str) -> None:
+    err = seal_error(source)
+    assert isinstance(err, SyntaxError)
+    got = (type(err.__cause__).__name__, err.msg, err.lineno, err.offset)
+    assert got + (err.end_lineno, err.end_offset, err.text) == cpython_error(source)
+
+
+def test_no_snapshots_after_an_error() -> None:
+    """Once a group fails, the whole source cannot parse: nothing more is accepted."""
+    parser = PrefixParser()
+    snap = parser.feed("a = 1\nb = )\nc = 2\n")
+    assert snap is not None
+    assert len(snap.statements) == 1
+    assert parser.feed("d = 3\ne = 4\n") is None
+    with pytest.raises(SealError):
+        parser.close()
+
+
+def test_nul_byte_is_a_seal_error() -> None:
+    parser = PrefixParser()
+    parser.feed("x = 1\n")
+    assert parser.feed("y = '\0'\nz = 1\n") is None
+    with pytest.raises(SealError, match="null bytes"):
+        parser.close()
+
+
+def test_lone_surrogate_is_a_seal_error() -> None:
+    assert "surrogates" in seal_error("x = '\ud800'\ny = 1\n").msg
+
+
+def test_group_warnings_are_not_emitted_with_wrong_lines(recwarn: pytest.WarningsRecorder) -> None:
+    source = "a = 1\nb = '\\d'\nc = 2\n"
+    _, final = stream(source)
+    assert len(final.statements) == 3
+    assert not [w for w in recwarn if issubclass(w.category, (SyntaxWarning, DeprecationWarning))]
