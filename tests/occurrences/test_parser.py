@@ -105,7 +105,7 @@ def test_backslash_continuation_joins_lines() -> None:
 def test_backslash_in_indentation_keeps_the_line_inside_the_block() -> None:
     """``\\`` + newline inside indentation: the next line's column continues from it."""
     source = "def f():\n    pass\n\\\n    x = 1\ny = 2\n"
-    snaps, final = stream(source)
+    _snaps, final = stream(source)
     assert [type(s).__name__ for s in final.statements] == ["FunctionDef", "Assign"]
     assert dumps(final.statements) == dumps(ast.parse(source).body)
     assert accepted_after("\\\n", "x = 1\n", "y = 2\n") == [0, 0, 1, 2]
@@ -153,7 +153,7 @@ def test_form_feed_in_indentation_resets_the_column() -> None:
 
 def test_tabs_and_unicode_columns_are_exact() -> None:
     source = "if x:\n\tя = 'ü'; b = 'é'\nz = 'ß' + f'{я}'\n"
-    snaps, final = stream(source)
+    _snaps, final = stream(source)
     assert dumps(final.statements) == dumps(ast.parse(source).body)
 
 
@@ -253,7 +253,7 @@ def test_seal_error_matches_cpython(source: str) -> None:
     err = seal_error(source)
     assert isinstance(err, SyntaxError)
     got = (type(err.__cause__).__name__, err.msg, err.lineno, err.offset)
-    assert got + (err.end_lineno, err.end_offset, err.text) == cpython_error(source)
+    assert (*got, err.end_lineno, err.end_offset, err.text) == cpython_error(source)
 
 
 def test_no_snapshots_after_an_error() -> None:
