@@ -1,0 +1,67 @@
+"""A pytest plugin for testing agents offline against recorded model streams.
+
+Enable it with ``-p pysolate.streams.pytest_plugin`` on the command line, or in the
+root ``conftest.py``::
+
+    pytest_plugins = ["pysolate.streams.pytest_plugin"]
+
+Then, with tools from ``pysolate.testing`` standing in for the real ones::
+
+    @pytest.mark.anyio
+    async def test_agent(pysolate_replay):
+        host = Host(guest_factory=in_process_guest)
+        host.register("docs", scripted_tool(search=Script(lambda q: [q], effect=Effect.PURE)))
+        result = await host.run_stream(pysolate_replay("recordings/search.jsonl"))
+        assert result.status == "ok"
+
+Relative paths resolve against the directory of the requesting test file, so recordings
+live next to the tests that use them.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import AsyncIterator, Callable
+from pathlib import Path
+
+import pytest
+
+from ._recording import Recording, play, read_recording
+
+ReplayFactory = Callable[..., AsyncIterator[str]]
+RecordingFactory = Callable[[str | os.PathLike[str]], Recording]
+
+
+def _resolver(request: pytest.FixtureRequest) -> Callable[[str | os.PathLike[str]], Path]:
+    base = Path(request.path).parent
+
+    def resolve(path: str | os.PathLike[str]) -> Path:
+        return base / path  # an absolute ``path`` replaces ``base``
+
+    return resolve
+
+
+@pytest.fixture
+def pysolate_recording(request: pytest.FixtureRequest) -> RecordingFactory:
+    """``pysolate_recording(path) -> Recording``: a validated recording, for assertions.
+
+    Raises ``RecordingError`` (file and line) for a missing or malformed file.
+    """
+    resolve = _resolver(request)
+    return lambda path: read_recording(resolve(path))
+
+
+@pytest.fixture
+def pysolate_replay(request: pytest.FixtureRequest) -> ReplayFactory:
+    """``pysolate_replay(path, *, speed=None) -> AsyncIterator[str]``: replay a recording.
+
+    ``speed=None`` (the default here) replays instantly, chunk boundaries intact, so tests
+    do not wait; pass ``speed=1.0`` for recorded timing. The file is read and validated at
+    the call, so a bad recording fails the test there with a ``RecordingError``.
+    """
+    resolve = _resolver(request)
+
+    def replay(path: str | os.PathLike[str], *, speed: float | None = None) -> AsyncIterator[str]:
+        return play(read_recording(resolve(path)).chunks, speed=speed)
+
+    return replay

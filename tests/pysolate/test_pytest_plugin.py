@@ -1,0 +1,73 @@
+"""The shipped pytest plugin, enabled as a user enables it (``-p``), in a child pytest."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+from pysolate.streams import source_to_stream, write_recording
+
+REPO = Path(__file__).resolve().parents[2]
+
+AGENT_TEST = """
+import pytest
+
+from pysolate import Effect
+from pysolate._host import Host
+from pysolate.testing import Script, in_process_guest, scripted_tool
+
+
+@pytest.mark.anyio
+async def test_agent_offline(pysolate_replay, pysolate_recording):
+    docs = scripted_tool(search=Script(lambda query: [query.upper()], effect=Effect.PURE))
+    host = Host(guest_factory=in_process_guest)
+    host.register("docs", docs)
+    chunks = [c async for c in pysolate_replay("recordings/agent.jsonl")]
+    assert len(chunks) > 5  # token-sized chunks, boundaries kept
+    assert "".join(chunks) == pysolate_recording("recordings/agent.jsonl").text
+    result = await host.run_source("".join(chunks))
+    assert result.status == "ok", result.error
+    assert result.value == ["NOTES"]
+    assert [c.args for c in docs.calls] == [("notes",)]
+
+
+def test_bad_recording_fails_at_the_call(pysolate_replay):
+    from pysolate.streams import RecordingError
+
+    with pytest.raises(RecordingError, match="bad.jsonl:1: bad header"):
+        pysolate_replay("recordings/bad.jsonl")
+"""
+
+
+def test_plugin_replays_recordings_next_to_the_test(tmp_path: Path):
+    recordings = tmp_path / "recordings"
+    recordings.mkdir()
+    source = 'hits = docs.search("notes")\nhits\n'
+    write_recording(recordings / "agent.jsonl", source_to_stream(source, tokens_per_second=1000))
+    (recordings / "bad.jsonl").write_text('{"format": "x"}\n', encoding="utf-8")
+    (tmp_path / "test_agent.py").write_text(textwrap.dedent(AGENT_TEST), encoding="utf-8")
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-q",
+            "-p",
+            "pysolate.streams.pytest_plugin",
+            "-p",
+            "no:cacheprovider",
+            "--rootdir",
+            str(tmp_path),
+            str(tmp_path),
+        ],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        env={**os.environ, "PYTHONPATH": str(REPO)},  # as the CI's fresh install would see it
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert " passed" in done.stdout and "skipped" not in done.stdout
