@@ -120,6 +120,9 @@ def failure_from(exc: Exception) -> ToolFailure:
     if isinstance(exc, ToolFailure):
         return exc
     args: tuple[object, ...] = exc.args
+    if isinstance(exc, OSError) and exc.filename is not None:
+        # OSError keeps the file names out of .args; its constructor takes them back.
+        args = (exc.errno, exc.strerror, exc.filename, None, exc.filename2)
     try:
         check_plain(args)
     except NotPlain:

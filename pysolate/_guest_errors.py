@@ -57,7 +57,7 @@ def rebuild_exception(type_name: str, message: str, args: tuple[object, ...]) ->
     cls = _builtin_exception(type_name)
     if cls is None:
         return ToolError(type_name, message)
-    for attempt in (args, (message,)):
+    for attempt in (args, (message,)) if args else ((message,),):
         try:
             return cls(*attempt)
         except Exception:
