@@ -158,7 +158,11 @@ class _OTelObservation:
         self._completed_at: int | None = None  # set exactly when phase left RUNNING by COMPLETE
 
     def activated(self) -> AbstractContextManager[object]:
-        return trace.use_span(self.span, end_on_exit=False)
+        # The Host reports the outcome through ``completed``; ``use_span`` must not add an
+        # exception event or a status (with the message) of its own.
+        return trace.use_span(
+            self.span, end_on_exit=False, record_exception=False, set_status_on_exception=False
+        )
 
     def _move(self, move: _Move, what: str) -> bool:
         nxt = _next_phase(self._phase, move, early=self._early)

@@ -15,8 +15,7 @@ REPO = Path(__file__).resolve().parents[2]
 AGENT_TEST = """
 import pytest
 
-from pysolate import Effect
-from pysolate._host import Host
+from pysolate import Effect, Host
 from pysolate.testing import Script, in_process_guest, scripted_tool
 
 

@@ -348,6 +348,20 @@ def test_activated_observation_parents_the_tools_own_spans(provider, exporter):
     assert inner.parent.span_id == by_call_id(exporter)["p"].context.span_id
 
 
+def test_exception_inside_activated_is_reported_only_through_completed(provider, exporter):
+    run = OTelInstrument(provider).run_started(run_id="r")
+    obs = run.observation_started("d", "m", call_id="p", lane="formal", effect="pure")
+    with pytest.raises(FileNotFoundError), obs.activated():
+        raise FileNotFoundError("secret/path")
+    obs.completed(error=FileNotFoundError("secret/path"))
+    run.ended("ok")
+    span = by_call_id(exporter)["p"]
+    assert not span.events
+    assert span.status.status_code is StatusCode.ERROR
+    assert span.status.description is None
+    assert span.attributes[A.ERROR_TYPE] == "FileNotFoundError"
+
+
 def test_run_span_nests_under_the_callers_current_span(provider, exporter):
     with provider.get_tracer("agent").start_as_current_span("agent loop") as outer:
         run = OTelInstrument(provider).run_started(run_id="r")
