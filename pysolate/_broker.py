@@ -255,7 +255,11 @@ class RunScope:
         )
 
     async def call(self, capability: str, method: str, call: BoundCall) -> object:
-        """Execute ``call`` formally, against this run's objects (``execute``'s errors)."""
+        """Execute ``call`` formally, against this run's objects.
+
+        ``execute``'s errors and cancellation behaviour; a call that may write counts
+        in its capability's epoch from the moment it starts, whatever its outcome.
+        """
         cap = self._registrations[capability].methods[method]
         if cap.effect.may_write:
             self._epochs[capability] += 1
@@ -266,6 +270,7 @@ class RunScope:
         """The ``CallHandler`` given to the Guest: bind, run, record, hand back a copy.
 
         Raises ``ToolFailure`` for whatever the program must see raised at the call.
+        Cancellation propagates and leaves no receipt for the interrupted call.
         """
         now = self._now()
         try:

@@ -207,7 +207,8 @@ class Workspace:
         return self._state
 
     def for_run(self) -> Workspace:
-        """A fresh private branch of this root, for one run."""
+        """A fresh private branch of the frozen root, for one run (a branch's own writes
+        are not carried over: every run starts from the root)."""
         return Workspace(self._tree, BranchState.OPEN)
 
     def view_of(self, method: str, arguments: Mapping[str, object]) -> str:
@@ -345,8 +346,10 @@ class Workspace:
         return p
 
     def _writable(self, path: object) -> str:
-        if self._state is not BranchState.OPEN:
+        if self._state is BranchState.ROOT:
             raise PermissionError(errno.EROFS, "the workspace root is frozen; writes go to a run's branch", path)
+        if self._state is not BranchState.OPEN:
+            raise PermissionError(errno.EROFS, f"the run's branch is {self._state.value}", path)
         return self._resolve(path)
 
     def _file(self, p: str) -> bytes | None:
@@ -384,7 +387,7 @@ def _normalize(path: str) -> str:
     """The canonical relative form of ``path``; ``PermissionError`` when it would escape."""
     if "\0" in path:
         raise ValueError("embedded null byte")
-    if path.startswith("/") or (len(path) > 1 and path[1] == ":"):
+    if path.startswith("/"):
         raise PermissionError(errno.EACCES, "refused: absolute paths are outside the workspace", path)
     parts = [part for part in path.split("/") if part not in ("", ".")]
     if ".." in parts:

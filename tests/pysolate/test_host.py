@@ -7,6 +7,7 @@ subprocess one (the default) once ``pysolate._guest`` provides it.
 from __future__ import annotations
 
 import json
+import threading
 from collections.abc import Mapping, Sequence
 
 import anyio
@@ -276,3 +277,26 @@ async def test_call_root_runs_only_early_eligible_methods(factory: GuestFactory)
 async def test_speculation_is_not_part_of_run_source_yet() -> None:
     with pytest.raises(NotImplementedError):
         await Host(guest_factory=in_process_guest).run_source("1", speculate=True)
+
+
+async def test_sync_methods_share_the_host_thread_limit() -> None:
+    lock = threading.Lock()
+    pair = threading.Barrier(2, timeout=5)  # two calls must overlap; a third never may
+    running, peak = 0, 0
+
+    def slow(i: int) -> int:
+        nonlocal running, peak
+        with lock:
+            running += 1
+            peak = max(peak, running)
+        pair.wait()
+        with lock:
+            running -= 1
+        return i
+
+    host = Host(threads=2)
+    host.register("t", scripted_tool(slow=Script(slow, effect=Effect.PURE, sync=True)))
+    async with anyio.create_task_group() as tg:
+        for i in range(6):
+            tg.start_soon(host.call_root, "t", "slow", host.bind("t", "slow", (i,), {}))
+    assert peak == 2
