@@ -37,7 +37,6 @@ from ._pure import (
     BuiltinRef,
     Lazy,
     Limits,
-    ViewTypes,
     binary,
     call_builtin,
     call_method,
@@ -293,13 +292,13 @@ class _Walker:
         return out
 
     def _tuple(self, node: ast.Tuple, scope: Scope) -> object:
-        return tuple(self.plain_all(self.elements(node.elts, scope)))
+        return tuple(self.stored_all(self.elements(node.elts, scope)))
 
     def _list(self, node: ast.List, scope: Scope) -> object:
-        return self.plain_all(self.elements(node.elts, scope))
+        return self.stored_all(self.elements(node.elts, scope))
 
     def _set(self, node: ast.Set, scope: Scope) -> object:
-        items = self.plain_all(self.elements(node.elts, scope))
+        items = self.stored_all(self.elements(node.elts, scope))
         for item in items:
             self._budget.size(item)
         return set(items)
@@ -317,38 +316,43 @@ class _Walker:
                 out.update(mapping)
             else:
                 key = self.eval(key_node, scope)
-                value = self.plain(self.eval(value_node, scope))
+                value = self.stored(self.eval(value_node, scope))
                 self._budget.size(key)
                 out[key] = value
             if len(out) > self._limits.max_container_len:
                 raise NotKnown("dict display too long")
         return out
 
-    def plain(self, value: object) -> object:
-        """Refuse internal iterators and builtin references as elements of a value."""
-        if type(value) is Lazy or type(value) is BuiltinRef or type(value) in ViewTypes:
-            raise NotKnown(f"{type(value).__name__} stored in a container")
+    def stored(self, value: object) -> object:
+        """Refuse a drained iterator where a value is kept (element, comprehension item).
+
+        Invariant: a ``Lazy`` is consumed exactly once, by the expression that contains it.
+        Stored and read twice it would replay items a real, exhausted iterator no longer has.
+        """
+        if type(value) is Lazy:
+            raise NotKnown("iterator stored in a container")
         return value
 
-    def plain_all(self, values: list[object]) -> list[object]:
+    def stored_all(self, values: list[object]) -> list[object]:
         for v in values:
-            self.plain(v)
+            self.stored(v)
         return values
 
     # --- comprehensions -------------------------------------------------------------------
 
     def _listcomp(self, node: ast.ListComp, scope: Scope) -> object:
-        return [self.plain(v) for v in self.comprehension(node.generators, (node.elt,), scope)]
+        return [self.stored(v) for v in self.comprehension(node.generators, (node.elt,), scope)]
 
     def _setcomp(self, node: ast.SetComp, scope: Scope) -> object:
         out = set()
         for value in self.comprehension(node.generators, (node.elt,), scope):
-            self._budget.size(self.plain(value))
+            self._budget.size(self.stored(value))
             out.add(value)
         return out
 
     def _generatorexp(self, node: ast.GeneratorExp, scope: Scope) -> object:
-        return Lazy(list(self.comprehension(node.generators, (node.elt,), scope)))
+        items = self.comprehension(node.generators, (node.elt,), scope)
+        return Lazy([self.stored(v) for v in items])
 
     def _dictcomp(self, node: ast.DictComp, scope: Scope) -> object:
         out: dict[object, object] = {}
@@ -356,7 +360,7 @@ class _Walker:
         for key in values:  # the generator yields key, then value, for each iteration
             value = next(values)
             self._budget.size(key)
-            out[key] = self.plain(value)
+            out[key] = self.stored(value)
         return out
 
     def comprehension(

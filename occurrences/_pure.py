@@ -149,6 +149,29 @@ class Budget:
         self._sizes[id(value)] = (value, total)
         return total
 
+    def printable(self, value: Any) -> None:
+        """Refuse to turn ``value`` into text if it is too long or shows a set's order.
+
+        ``repr`` of a set lists it in hash order, which for ``str`` elements differs from
+        process to process; only sets of numbers (fixed hashes) print the same everywhere.
+        """
+        if self.size(value) > self.limits.max_str_len:
+            raise NotKnown("text form too long")
+        stack = [value]
+        while stack:
+            v = stack.pop()
+            t = type(v)
+            if t is set or t is frozenset:
+                if not hash_stable(v):
+                    raise NotKnown("set order shows in its text form")
+            elif t is tuple or t is list:
+                self.charge(len(v))
+                stack.extend(v)
+            elif t is dict:
+                self.charge(len(v))
+                stack.extend(v.keys())
+                stack.extend(v.values())
+
     def check(self, value: Any) -> object:
         """Shallow bounds on a freshly computed value; charges its allocation. Returns it."""
         lim = self.limits
@@ -392,8 +415,7 @@ def _str(b: Budget, args: tuple[Any, ...], kwargs: dict[str, Any]) -> object:
         raise NotKnown("str() decoding form is not evaluated")
     if not args:
         return ""
-    if b.size(args[0]) > b.limits.max_str_len:
-        raise NotKnown("str() result too long")
+    b.printable(args[0])
     return str(args[0])
 
 
@@ -404,8 +426,7 @@ for _name in ("repr", "ascii"):
         b: Budget, args: tuple[Any, ...], kwargs: dict[str, Any], _inner: Handler = _inner
     ) -> object:
         for a in args:
-            if b.size(a) > b.limits.max_str_len:
-                raise NotKnown("repr() result too long")
+            b.printable(a)
         return _inner(b, args, kwargs)
 
     BUILTINS[_name] = _sized
@@ -424,8 +445,7 @@ def _format(b: Budget, args: tuple[Any, ...], kwargs: dict[str, Any]) -> object:
 def format_value(b: Budget, value: Any, spec: Any) -> str:
     """``format(value, spec)`` with the width and size checks done first."""
     check_format_spec(spec, b.limits)
-    if b.size(value) > b.limits.max_str_len:
-        raise NotKnown("formatted value too long")
+    b.printable(value)
     return format(value, spec)
 
 
@@ -650,9 +670,6 @@ _LINEAR_STR = [
     "strip",
     "lstrip",
     "rstrip",
-    "split",
-    "rsplit",
-    "splitlines",
     "partition",
     "rpartition",
     "startswith",
@@ -686,9 +703,6 @@ _LINEAR_BYTES = [
     "strip",
     "lstrip",
     "rstrip",
-    "split",
-    "rsplit",
-    "splitlines",
     "partition",
     "rpartition",
     "startswith",
@@ -807,6 +821,39 @@ def _join(b: Budget, receiver: Any, args: tuple[Any, ...], kwargs: dict[str, Any
     return receiver.join(parts)
 
 
+def _split(method_name: str) -> MethodHandler:
+    def handler(b: Budget, receiver: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> object:
+        if len(args) > 2 or set(kwargs) - {"sep", "maxsplit"}:
+            raise NotKnown(f"{method_name}() arguments")
+        sep = kwargs.get("sep", args[0] if args else None)
+        maxsplit = kwargs.get("maxsplit", args[1] if len(args) > 1 else -1)
+        if type(maxsplit) not in (int, bool):
+            raise NotKnown(f"{method_name}() maxsplit is not an int")
+        # Split at most `cap` times: fewer parts than that means the split was complete,
+        # so the result equals the unbounded one without ever building a huge list.
+        cap = b.limits.max_container_len - 1
+        bounded = maxsplit < 0 or maxsplit > cap
+        parts = getattr(receiver, method_name)(sep, cap if bounded else maxsplit)
+        if bounded and len(parts) > cap:
+            raise NotKnown(f"{method_name}() gives too many parts")
+        return parts
+
+    return handler
+
+
+_LINE_BREAKS: dict[type, Any] = {str: "\n\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029", bytes: b"\n\r"}
+
+
+def _splitlines(b: Budget, receiver: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> object:
+    breaks = _LINE_BREAKS[type(receiver)]
+    if (
+        sum(receiver.count(breaks[i : i + 1]) for i in range(len(breaks)))
+        >= b.limits.max_container_len
+    ):
+        raise NotKnown("splitlines() gives too many lines")
+    return receiver.splitlines(*args, **kwargs)
+
+
 def _codec(method_name: str) -> MethodHandler:
     def handler(b: Budget, receiver: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> object:
         if set(kwargs) - {"encoding", "errors"} or len(args) > 2:
@@ -824,6 +871,9 @@ for _text_type in (str, bytes):
     METHODS[(_text_type, "replace")] = _replace
     METHODS[(_text_type, "expandtabs")] = _expandtabs
     METHODS[(_text_type, "join")] = _join
+    METHODS[(_text_type, "split")] = _split("split")
+    METHODS[(_text_type, "rsplit")] = _split("rsplit")
+    METHODS[(_text_type, "splitlines")] = _splitlines
 del _text_type
 METHODS[(str, "encode")] = _codec("encode")
 METHODS[(bytes, "decode")] = _codec("decode")
@@ -888,8 +938,7 @@ def binary(b: Budget, op: str, x: Any, y: Any) -> object:
             raise NotKnown("shift too large")
     elif op == "Mod" and tx in (str, bytes):
         check_percent_format(x, lim)
-        if b.size(y) > lim.max_str_len:
-            raise NotKnown("%-format arguments too large")
+        b.printable(y)
     elif tx in _CONTAINERS or ty in _CONTAINERS:
         b.size(x)
         b.size(y)

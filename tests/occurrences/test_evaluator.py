@@ -1,0 +1,262 @@
+"""The argument evaluator on ordinary expressions: snippet -> value CPython computes, or NotKnown.
+
+Each `EXACT` snippet is evaluated both by `evaluate` and by CPython's `eval` on a copy of
+the same environment; the two must agree in value, type and repr.
+"""
+
+from __future__ import annotations
+
+import ast
+import copy
+
+import pytest
+
+from occurrences import UNKNOWN, Limits, NotKnown, evaluate, evaluate_call_arguments, free_names
+
+ENV: dict[str, object] = {
+    "name": "report",
+    "n": 7,
+    "ratio": 0.25,
+    "blob": b"ab\x00",
+    "pair": (1, "two"),
+    "items": [3, 1, 2],
+    "cfg": {"path": "docs/a.md", "tags": ["x", "y"], "depth": 2},
+    "rows": [{"id": 1, "title": "A"}, {"id": 2, "title": "B"}],
+    "nums": {1.5, 2.5},
+}
+
+
+def expr(source: str) -> ast.expr:
+    return ast.parse(source, mode="eval").body
+
+
+def ev(source: str, env: dict[str, object] | None = None, **kwargs: object) -> object:
+    return evaluate(expr(source), ENV if env is None else env, **kwargs)  # type: ignore[arg-type]
+
+
+def cpython(source: str, env: dict[str, object] | None = None) -> object:
+    namespace = copy.deepcopy(ENV if env is None else env)
+    return eval(compile(ast.Expression(expr(source)), "<test>", "eval"), namespace)
+
+
+def assert_same(got: object, want: object) -> None:
+    assert type(got) is type(want)
+    assert repr(got) == repr(want)
+
+
+EXACT = [
+    # literals and names
+    "None", "True", "42", "-0.0", "1e300 * 10", "'s'", "b'\\xff'", "name", "pair",
+    # operators
+    "n + 1", "n / 2", "n // 2", "-n % 3", "2 ** 10", "2 ** -2", "n << 3", "~n", "n & 3 | 8 ^ 1",
+    "ratio * 3", "True + True", "'ab' * 3", "3 * 'ab'", "[0] * 4", "(1,) * 0", "'a' + name",
+    "items + [4]", "pair + (3,)", "{'a': 1} | {'b': 2}", "{1, 2} - {2}", "nums | {3.5}",
+    "not items", "-True", "+ratio", "divmod(n, 3)",
+    # comparisons and boolean logic, short-circuiting exactly
+    "1 < n < 10", "1 < n > 10", "n == 7.0", "'a' in name", "'path' in cfg", "3 in items",
+    "2 not in nums", "name is None", "cfg is not None", "n and name", "0 or items",
+    "0 and 1 / 0", "1 or 1 / 0", "'x' if n > 3 else 'y'", "1 / 0 if False else 2",
+    "(1, 2) < (1, 3)", "[1, 2] == [1, 2]", "5 in range(10)",
+    # f-strings: conversions and format specs, nested specs included
+    "f'{name}-{n:03d}-{ratio:.1%}'", "f'{name!r:>10}|{pair!s}|{blob!a}'", "f'{n:{n}}'",
+    "f'{ratio:e}'", "f'{n:,}'", "f'{cfg}'", "f'{items!r}'", "f'{3.0}'", "f'{True}'",
+    # %-formatting
+    "'%s-%04d' % (name, n)", "'%(path)s' % cfg", "'%.3f' % ratio", "b'%s' % blob",
+    # subscripts and slices
+    "name[0]", "name[-1]", "name[::-1]", "name[1:3]", "pair[1]", "items[::2]", "cfg['path']",
+    "cfg['tags'][1]", "rows[1]['title']", "range(10)[2:8:3]", "range(10**12)[5]", "blob[1]",
+    # displays, starred included
+    "[n, name]", "(n,)", "{n, 1}", "{'k': n, **cfg}", "[*items, *pair]", "(*'ab',)", "{*items}",
+    # comprehensions, nested and with CPython's scoping
+    "[i * i for i in range(5) if i % 2]", "[c for c in name if c > 'm']",
+    "{k: v for k, v in cfg.items() if k != 'tags'}", "{x % 3 for x in items}",
+    "[(i, j) for i in range(3) for j in range(i)]", "[[y for y in range(x)] for x in range(3)]",
+    "[r['title'] for r in rows if r['id'] > 1]", "[(a, b) for a, *b in [(1, 2, 3), (4, 5)] if b]",
+    "[x for x in sorted(nums)]", "sum(x * 2 for x in items)", "[n for n in range(3)] + [n]",
+    # builtins
+    "len(name)", "len(cfg)", "len(range(10**12))", "str(n)", "str(items)", "repr(name)",
+    "int('12')", "int('ff', 16)", "int(2.9)", "float('1.5')", "float('nan')", "bool('')",
+    "abs(-3)", "round(2.675, 2)", "round(7, -1)", "round(2.5)", "min(items)", "max(items)",
+    "max('a', 'b', key=len)", "min([], default=0)", "max(rows, key=len)", "sorted(items)",
+    "sorted(name, reverse=True)", "sorted(cfg, key=len)", "sorted(['bb', 'a', 'cc'], key=len)",
+    "sorted({'b', 'a'})", "sum(items)", "sum(items, 10)", "sum([0.1] * 10)", "any(items)",
+    "all([])", "list(range(3))", "tuple(name)", "dict(a=1, b=n)", "dict(zip('ab', items))",
+    "dict([('x', 1)])", "set(items)", "frozenset(items)", "list(enumerate(name, 1))",
+    "list(zip(name, items))", "list(reversed(items))", "''.join(reversed(name))",
+    "list(map(str, items))", "list(filter(None, [0, 1, '', 'a']))", "list(filter(bool, items))",
+    "isinstance(name, str)", "isinstance(n, (str, float))", "isinstance(True, int)",
+    "chr(65)", "ord('a')", "hex(255)", "oct(8)", "bin(5)", "pow(2, 10)", "pow(3, 4, 5)",
+    "format(ratio, '.2f')", "ascii('é')", "range(1, 10, 2)",
+    # methods
+    "name.upper()", "name.replace('r', 'R', 1)", "name.startswith(('re', 'x'))",
+    "'-'.join(['a', 'b'])", "', '.join(str(i) for i in items)", "'a,b,,c'.split(',')",
+    "' x y '.split()", "'a b c'.rsplit(None, 1)", "'l1\\nl2\\r\\n'.splitlines(True)",
+    "name.center(11, '*')", "name.zfill(9)", "'a\\tb'.expandtabs(4)", "name.encode()",
+    "blob.decode('latin-1')", "blob.hex()", "name.find('p')", "name.count('r')",
+    "name.partition('p')", "name.removeprefix('re')", "'Ab'.swapcase()", "'x'.isidentifier()",
+    "cfg.get('depth')", "cfg.get('missing', 0)", "list(cfg.keys())", "list(cfg.values())",
+    "items.index(2)", "items.count(3)", "pair.index('two')", "n.bit_length()",
+    "ratio.is_integer()", "len(cfg.items())", "'path' in cfg.keys()", "items.copy()",
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("source", EXACT)
+def test_value_equals_cpython(source: str) -> None:
+    """Whatever the evaluator computes is exactly what CPython computes."""
+    assert_same(ev(source), cpython(source))
+
+
+NOT_KNOWN = [
+    # CPython itself raises: the Guest raises it for real at run time
+    "1 / 0", "cfg['missing']", "items[10]", "int('x')", "name + 1", "max([])", "[].index(1)",
+    "chr(-1)", "'%d' % 'x'", "pair[0:1:0]", "{[]: 1}", "undefined_name", "(1, 2)[1.0]",
+    # values the Host must not compute
+    "print('x')", "open('f')", "eval('1')", "exec('1')", "getattr(name, 'upper')", "vars()",
+    "type(name)", "id(name)", "hash(name)", "iter(items)", "next(iter(items))", "input()",
+    "name.format()", "'{}'.format(1)", "name.__len__()", "name.upper", "(lambda: 1)()",
+    "(x := 1)", "cfg.update({})", "items.append(1)", "items.sort()", "items.pop()",
+    "rows[0].setdefault('k', 1)", "cfg.pop('path')", "blob.decode('rot13')", "name.encode('idna')",
+    # iterators are consumed inside the expression, never handed out or stored
+    "zip(name, items)", "(i for i in items)", "map(str, items)", "reversed(items)",
+    "cfg.keys()", "[(i for i in items)]", "len", "str",
+    # set orders that differ between processes
+    "list({'a', 'b'})", "''.join({'a', 'b'})", "str({'a', 'b'})", "[x for x in {'a', 'b'}]",
+    # identity is only exact against singletons
+    "n is 7", "name is name",
+    # comprehension variables do not leak, and are local before assignment
+    "[x for x in range(3)] and x", "[y for x in range(3) if y for y in range(x)]",
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("source", NOT_KNOWN)
+def test_not_known(source: str) -> None:
+    with pytest.raises(NotKnown):
+        ev(source)
+
+
+def test_set_of_numbers_iterates_because_its_order_is_fixed() -> None:
+    assert_same(ev("list(nums)"), cpython("list(nums)"))
+    assert_same(ev("[x * 2 for x in {3, 1, 2}]"), cpython("[x * 2 for x in {3, 1, 2}]"))
+
+
+def test_unknown_binding_gives_not_known_and_shadows_the_builtin() -> None:
+    with pytest.raises(NotKnown):
+        ev("len(name)", {"len": UNKNOWN, "name": "x"})
+    with pytest.raises(NotKnown):
+        ev("name", {"name": UNKNOWN})
+
+
+def test_shadowing_value_is_not_the_builtin() -> None:
+    assert ev("str", {"str": "a string"}) == "a string"
+    with pytest.raises(NotKnown):
+        ev("len('abc')", {"len": 3})
+    assert ev("sorted", {"sorted": [1]}) == [1]
+
+
+def test_comprehension_variable_shadows_env_only_inside() -> None:
+    env = {"x": "outer"}
+    assert ev("[x for x in range(2)] + [x]", env) == [0, 1, "outer"]
+    # The first iterable is read in the enclosing scope, later ones in the comprehension.
+    assert ev("[x for x in x]", env) == list("outer")
+
+
+def test_result_never_aliases_env() -> None:
+    env = {"cfg": {"tags": ["a"], "nested": ({"k": [1]},)}, "items": [1]}
+    for source in ("cfg", "cfg['tags']", "cfg['nested']", "[cfg]", "items", "items[:]", "cfg.copy()"):
+        value = ev(source, env)
+        _assert_no_shared_mutable(value, env)
+    env_before = copy.deepcopy(env)
+    ev("sorted(items) + list(cfg)", env)
+    assert env == env_before
+
+
+def _assert_no_shared_mutable(value: object, env: dict[str, object]) -> None:
+    env_ids: set[int] = set()
+    stack: list[object] = list(env.values())
+    while stack:
+        v = stack.pop()
+        if isinstance(v, list | dict):
+            env_ids.add(id(v))
+        if isinstance(v, list | tuple):
+            stack.extend(v)
+        elif isinstance(v, dict):
+            stack.extend(v.values())
+    stack = [value]
+    while stack:
+        v = stack.pop()
+        assert not (isinstance(v, list | dict) and id(v) in env_ids)
+        if isinstance(v, list | tuple):
+            stack.extend(v)
+        elif isinstance(v, dict):
+            stack.extend(v.values())
+
+
+def test_env_values_must_be_exactly_plain() -> None:
+    class Str(str):
+        def upper(self) -> str:  # pragma: no cover - must never run
+            raise AssertionError("subclass method ran")
+
+    with pytest.raises(NotKnown):
+        ev("s.upper()", {"s": Str("x")})
+    with pytest.raises(NotKnown):
+        ev("xs[0] + 1", {"xs": [object()]})
+
+
+def test_call_arguments_expand_star_and_double_star() -> None:
+    call = expr("f(1, *items, k=n, **{'j': name})")
+    assert isinstance(call, ast.Call)
+    assert evaluate_call_arguments(call, ENV) == ((1, 3, 1, 2), {"k": 7, "j": "report"})
+
+
+@pytest.mark.parametrize(
+    "source",
+    ["f(a=1, **{'a': 2})", "f(**{1: 2})", "f(**items)", "f(unknown)", "f(*n)", "f(*{'a', 'b'})"],
+)
+def test_call_arguments_not_known(source: str) -> None:
+    call = expr(source)
+    assert isinstance(call, ast.Call)
+    with pytest.raises(NotKnown):
+        evaluate_call_arguments(call, ENV)
+
+
+def test_call_arguments_are_fresh() -> None:
+    call = expr("f(cfg, tags=cfg['tags'])")
+    assert isinstance(call, ast.Call)
+    args, kwargs = evaluate_call_arguments(call, ENV)
+    assert args == (ENV["cfg"],)
+    assert args[0] is not ENV["cfg"]
+    assert kwargs["tags"] is not ENV["cfg"]["tags"]  # type: ignore[index]
+
+
+@pytest.mark.parametrize(
+    ("source", "names"),
+    [
+        ("a + b.c(d)", {"a", "b", "d"}),
+        ("[x + y for x in xs if z]", {"y", "xs", "z"}),
+        ("[x for x in x]", {"x"}),
+        ("{k: v for k, v in d.items()}", {"d"}),
+        ("[y for x in a for y in x]", {"a"}),
+        ("[[y for y in x] for x in a]", {"a"}),
+        ("(lambda p, q=r: p + s)", {"r", "s"}),
+        ("f'{a!r:{w}}'", {"a", "w"}),
+        ("len(name)", {"len", "name"}),
+        ("[a for a[i] in b]", {"a", "b", "i"}),
+    ],
+)
+def test_free_names(source: str, names: set[str]) -> None:
+    assert free_names(expr(source)) == frozenset(names)
+
+
+def test_free_names_handles_any_depth() -> None:
+    node: ast.expr = ast.Name("leaf", ast.Load())
+    for _ in range(20_000):
+        node = ast.UnaryOp(ast.USub(), node)
+    assert free_names(node) == {"leaf"}
+
+
+def test_limits_are_configurable() -> None:
+    small = Limits(max_str_len=5, max_container_len=3, max_int_bits=16, max_steps=50)
+    assert ev("'ab' * 2", limits=small) == "abab"
+    for source in ("'ab' * 3", "[0] * 4", "2 ** 16", "list(range(4))", "[i for i in range(40)]"):
+        with pytest.raises(NotKnown):
+            ev(source, limits=small)
