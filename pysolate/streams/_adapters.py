@@ -10,6 +10,9 @@ Duck-typed on the event *shapes* of the SDKs, so none of them is a dependency:
 - OpenAI Responses events: ``type == "response.output_text.delta"`` carries ``.delta``;
   every other event type (created, in_progress, output_item.added, ...done, completed,
   function-call argument deltas, reasoning) is ignored;
+- the OpenAI SDK's chat helper stream (``client.chat.completions.stream``): its
+  ``content.delta`` events carry ``.delta``; ``chunk`` events (the raw chunk again),
+  ``content.done`` and tool-argument events are ignored;
 - Anthropic Messages events: ``type == "content_block_delta"`` with
   ``delta.type == "text_delta"`` carries ``delta.text``; ``input_json_delta`` (tool use),
   ``thinking_delta``, ``signature_delta``, ``ping``, ``message_start`` and the rest are
@@ -33,6 +36,7 @@ from .._exceptions import PysolateError
 _ABSENT = object()
 
 OPENAI_RESPONSES_TEXT_DELTA = "response.output_text.delta"
+OPENAI_CHAT_HELPER_TEXT_DELTA = "content.delta"
 ANTHROPIC_BLOCK_DELTA = "content_block_delta"
 ANTHROPIC_TEXT_DELTA = "text_delta"
 
@@ -81,7 +85,7 @@ def event_text(event: object, index: int = 0) -> str | None:
         return content if isinstance(content, str) else None
     kind = _get(event, "type")
     if isinstance(kind, str):
-        if kind == OPENAI_RESPONSES_TEXT_DELTA:
+        if kind in (OPENAI_RESPONSES_TEXT_DELTA, OPENAI_CHAT_HELPER_TEXT_DELTA):
             delta = _get(event, "delta")
             return delta if isinstance(delta, str) else None
         if kind == ANTHROPIC_BLOCK_DELTA:

@@ -142,6 +142,28 @@ async def test_openai_responses_dict_shaped():
     assert await collect(aiter_of(events)) == ["a", "b"]
 
 
+async def test_openai_chat_helper_stream_content_deltas_only():
+    """``client.chat.completions.stream`` yields a ``chunk`` event (the raw chunk) and a
+    ``content.delta`` event per text chunk: the text must come out once."""
+    events = [
+        NS(type="chunk", chunk=chat_chunk("a"), snapshot=NS()),
+        NS(type="content.delta", delta="a", snapshot="a", parsed=None),
+        NS(type="chunk", chunk=chat_chunk(None, tool_calls=[]), snapshot=NS()),
+        NS(
+            type="tool_calls.function.arguments.delta",
+            name="f",
+            index=0,
+            arguments="{",
+            parsed_arguments=None,
+            arguments_delta="{",
+        ),
+        NS(type="chunk", chunk=chat_chunk("b"), snapshot=NS()),
+        NS(type="content.delta", delta="b", snapshot="ab", parsed=None),
+        NS(type="content.done", content="ab", parsed=None),
+    ]
+    assert await collect(aiter_of(events)) == ["a", "b"]
+
+
 # Anthropic -----------------------------------------------------------------------------
 
 
