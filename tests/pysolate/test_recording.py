@@ -85,6 +85,15 @@ async def test_record_passes_through_and_round_trips(tmp_path: Path):
 
 
 @anyio_mark
+async def test_record_keeps_microseconds_of_measured_times(tmp_path: Path):
+    path = tmp_path / "s.jsonl"
+    time = FakeTime()
+    async for _ in record(timed_stream(time, [(0.123456789, "a")]), path, clock=time.clock):
+        pass
+    assert read_recording(path).chunks == (Chunk(0.123457, "a"),)
+
+
+@anyio_mark
 async def test_record_keeps_what_arrived_when_the_stream_fails(tmp_path: Path):
     async def failing() -> AsyncIterator[str]:
         yield "a = 1\n"
@@ -232,6 +241,26 @@ def test_write_recording_round_trips_awkward_text(tmp_path: Path):
     recording = read_recording(path)
     assert recording.chunks == tuple(chunks)
     assert recording.metadata == {"note": "n"}
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.lists(
+        st.tuples(st.floats(0, 1e6, allow_nan=False, allow_infinity=False), st.text()),
+        max_size=20,
+    ),
+    st.dictionaries(st.text(max_size=5), st.integers() | st.text(max_size=5), max_size=3),
+)
+def test_any_recording_round_trips_exactly(tmp_path_factory, items, metadata):
+    times = sorted(t for t, _ in items)
+    chunks = [Chunk(t, text) for t, (_, text) in zip(times, items, strict=True)]
+    path = tmp_path_factory.mktemp("rt") / "s.jsonl"
+    write_recording(path, chunks, metadata=metadata)
+    recording = read_recording(path)
+    assert recording.chunks == tuple(chunks)
+    assert recording.metadata == {
+        k: v for k, v in metadata.items() if k not in ("format", "version")
+    }
 
 
 def test_blank_lines_are_tolerated(tmp_path: Path):
