@@ -35,6 +35,8 @@ from occurrences._plain import dumps
 from ._capability import CapabilityMethod, MethodSpec
 from ._guest_api import ErrorInfo, ToolFailure
 from ._result import CallOutcome, CallRecord
+from .tracing import RunTrace
+from .tracing._null import NULL_RUN
 
 CALL_TIMEOUT = 30.0
 """Seconds one physical call may take before it fails (reads) or is declared unknown."""
@@ -192,8 +194,10 @@ class RunScope:
         *,
         limiter: anyio.CapacityLimiter,
         call_timeout: float = CALL_TIMEOUT,
+        trace: RunTrace = NULL_RUN,
     ) -> None:
         self._registrations = dict(registrations)
+        self.trace = trace
         # Run-scoped objects (a workspace branch) replace the shared one for formal calls.
         self._targets: dict[str, object] = {
             name: reg.obj.for_run() if isinstance(reg.obj, RunScoped) else reg.obj
@@ -254,17 +258,36 @@ class RunScope:
             self.view_of(call.capability, call.method, call),
         )
 
-    async def call(self, capability: str, method: str, call: BoundCall) -> object:
-        """Execute ``call`` formally, against this run's objects.
+    async def call(self, capability: str, method: str, call: BoundCall, key: CallKey | None = None) -> object:
+        """Execute ``call`` formally, against this run's objects, traced as ``formal``.
 
         ``execute``'s errors and cancellation behaviour; a call that may write counts
         in its capability's epoch from the moment it starts, whatever its outcome.
+        ``key`` (optional) labels the trace.
         """
         cap = self._registrations[capability].methods[method]
         if cap.effect.may_write:
             self._epochs[capability] += 1
         self._physical += 1
-        return await execute(self._targets[capability], cap, call, limiter=self._limiter, timeout=self._timeout)
+        observation = self.trace.observation_started(
+            capability,
+            method,
+            call_id=f"formal-{self._physical}",
+            lane="formal",
+            effect=cap.effect.value,
+            call_key=key.digest() if key is not None else None,
+            arguments=call.arguments,
+        )
+        try:
+            with observation.activated():
+                result = await execute(
+                    self._targets[capability], cap, call, limiter=self._limiter, timeout=self._timeout
+                )
+        except BaseException as exc:
+            observation.completed(error=exc)
+            raise
+        observation.completed(result=result)
+        return result
 
     async def handler(self, capability: str, method: str, args: tuple[object, ...], kwargs: dict[str, object]) -> object:
         """The ``CallHandler`` given to the Guest: bind, run, record, hand back a copy.
@@ -281,7 +304,7 @@ class RunScope:
             raise refused from None
         key = self._key(call)
         try:
-            result = await self.call(capability, method, call)
+            result = await self.call(capability, method, call, key)
         except ToolFailure as failure:
             outcome: CallOutcome = "unknown" if isinstance(failure, OutcomeUnknown) else "error"
             self._record(capability, method, call.args, call.kwargs, call, key, outcome, None, failure, now)

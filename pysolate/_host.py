@@ -12,7 +12,9 @@ number of runs may share a Host concurrently.
 
 from __future__ import annotations
 
+import ast
 import keyword
+import uuid
 from collections.abc import Mapping
 from typing import cast
 
@@ -28,6 +30,7 @@ from ._guest_api import ErrorInfo, GuestFactory, GuestLimits, GuestOutcome
 from ._guest_errors import AGENT_FILENAME
 from ._result import RunReport, RunResult, RunStatus
 from ._workspace import Workspace
+from .tracing import NULL_INSTRUMENT, Instrument, RunTrace, source_hash
 
 DEFAULT_THREADS = 16
 """Worker threads the Host's sync capability methods may occupy at once (per event loop)."""
@@ -46,13 +49,16 @@ class Host:
         limits: GuestLimits | None = None,
         threads: int = DEFAULT_THREADS,
         call_timeout: float = CALL_TIMEOUT,
+        instrument: Instrument = NULL_INSTRUMENT,
     ) -> None:
-        """``guest_factory`` defaults to the isolated subprocess Guest."""
+        """``guest_factory`` defaults to the isolated subprocess Guest; ``instrument``
+        (default: none) traces runs, e.g. ``pysolate.tracing.OTelInstrument()``."""
         self._registrations: dict[str, Registration] = {}
         self._guest_factory = guest_factory
         self.limits = limits or GuestLimits()
         self._threads = threads
         self.call_timeout = call_timeout
+        self.instrument = instrument
         # One limiter per event loop: an anyio limiter binds to the first loop using it.
         self._limiters: dict[anyio.lowlevel.EventLoopToken, anyio.CapacityLimiter] = {}
 
@@ -123,9 +129,14 @@ class Host:
             limiter = self._limiters[token] = anyio.CapacityLimiter(self._threads)
         return limiter
 
-    def new_scope(self) -> RunScope:
-        """A fresh per-run scope (run-scoped objects, epochs, call log)."""
-        return RunScope(self._registrations, limiter=self.limiter(), call_timeout=self.call_timeout)
+    def new_scope(self, trace: RunTrace | None = None) -> RunScope:
+        """A fresh per-run scope (run-scoped objects, epochs, call log, its trace)."""
+        return RunScope(
+            self._registrations,
+            limiter=self.limiter(),
+            call_timeout=self.call_timeout,
+            trace=trace or self.instrument.run_started(run_id=uuid.uuid4().hex[:16]),
+        )
 
     # -- runs -----------------------------------------------------------------------------
 
@@ -142,27 +153,40 @@ class Host:
         if speculate:
             raise NotImplementedError("speculation arrives with run_stream (issue 5)")
         t0 = anyio.current_time()
+        trace = self.instrument.run_started(run_id=uuid.uuid4().hex[:16])
         try:
-            seal(source)
+            tree = seal(source)
         except SealError as exc:
-            return RunResult(
+            result = RunResult(
                 status=RunStatus.REJECTED,
                 error=ErrorInfo(type(exc.__cause__ or exc).__name__, exc.msg, exc.lineno),
                 report=RunReport(wall_seconds=anyio.current_time() - t0),
             )
-        scope = self.new_scope()
+            trace.ended("rejected", error_type=result.error.type if result.error else None)
+            return result
+        trace.sealed(source_hash(source), statements=len(tree.body), chars=len(source))
+        scope = self.new_scope(trace)
         scope.start()
-        run_limits = limits or self.limits
-        factory = self._guest_factory or _default_guest_factory()
-        guest = await factory(self.capabilities(), run_limits)
         try:
-            g0 = anyio.current_time()
-            outcome = await guest.run(source, scope.handler)
-            guest_seconds = anyio.current_time() - g0
-        finally:
-            with anyio.CancelScope(shield=True):
-                await guest.aclose()
-        return self._result(outcome, scope, wall=anyio.current_time() - t0, guest=guest_seconds)
+            factory = self._guest_factory or _default_guest_factory()
+            guest = await factory(self.capabilities(), limits or self.limits)
+            try:
+                g0 = anyio.current_time()
+                outcome = await guest.run(source, scope.handler)
+                guest_seconds = anyio.current_time() - g0
+            finally:
+                with anyio.CancelScope(shield=True):
+                    await guest.aclose()
+        except BaseException:
+            trace.ended("aborted", counts={"logical": len(scope.calls), "physical": scope.physical})
+            raise
+        result = self._result(outcome, scope, wall=anyio.current_time() - t0, guest=guest_seconds)
+        counts = {
+            name: getattr(result.report, name)
+            for name in ("logical", "physical", "claimed", "direct", "shared", "cancelled", "late", "orphaned")
+        }
+        trace.ended(result.status.value, counts=counts, error_type=result.error.type if result.error else None)
+        return result
 
     def _result(self, outcome: GuestOutcome, scope: RunScope, *, wall: float, guest: float) -> RunResult:
         calls = scope.calls
@@ -188,15 +212,18 @@ class Host:
         )
 
 
-def seal(source: str) -> None:
-    """Check that ``source`` compiles as a whole; raise ``SealError`` when it does not.
+def seal(source: str) -> ast.Module:
+    """Check that ``source`` compiles as a whole and return its tree; raise ``SealError``
+    when it does not.
 
     ``compile``, not only ``ast.parse``: some errors (``return`` outside a function, a
     top-level ``await``) are only found by the compiler, and the Guest must never start
     on a source it would reject.
     """
     try:
-        compile(source, AGENT_FILENAME, "exec", dont_inherit=True)
+        tree = ast.parse(source, AGENT_FILENAME, "exec")
+        compile(tree, AGENT_FILENAME, "exec", dont_inherit=True)
+        return tree
     except SyntaxError as exc:
         raise SealError.from_syntax_error(exc)  # noqa: B904 (it sets __cause__ itself)
     except ValueError as exc:  # NUL bytes in the source

@@ -12,11 +12,15 @@ from collections.abc import Mapping, Sequence
 
 import anyio
 import pytest
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from occurrences import Effect, canonical_arguments
 from pysolate import Host, RunStatus, ToolError, capability
 from pysolate._guest_api import Guest, GuestFactory, GuestLimits
 from pysolate.testing import Script, in_process_guest, memory_workspace, scripted_tool
+from pysolate.tracing import OTelInstrument
 
 pytestmark = pytest.mark.anyio
 
@@ -300,3 +304,23 @@ async def test_sync_methods_share_the_host_thread_limit() -> None:
         for i in range(6):
             tg.start_soon(host.call_root, "t", "slow", host.bind("t", "slow", (i,), {}))
     assert peak == 2
+
+
+async def test_runs_are_traced_through_the_host_instrument() -> None:
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    host = Host(guest_factory=in_process_guest, instrument=OTelInstrument(provider))
+    store = Store()
+    host.register("store", store)
+    result = await host.run_source("store.double(2)\nstore.odd('raise')\n")
+    assert result.status == "error"
+    await host.run_source("x = (")
+    provider.shutdown()
+    spans = sorted((s.name, s.status.status_code.name) for s in exporter.get_finished_spans())
+    assert spans == [
+        ("execute_tool store.double", "UNSET"),
+        ("execute_tool store.odd", "ERROR"),
+        ("invoke_agent", "ERROR"),  # the program raised
+        ("invoke_agent", "ERROR"),  # rejected
+    ]
