@@ -11,7 +11,6 @@ from ._interface import Disposition as Disposition
 from ._interface import Instrument as Instrument
 from ._interface import Lane as Lane
 from ._interface import ObservationTrace as ObservationTrace
-from ._interface import RunStatus as RunStatus
 from ._interface import RunTrace as RunTrace
 from ._interface import source_hash as source_hash
 from ._null import NULL_INSTRUMENT as NULL_INSTRUMENT
@@ -31,7 +30,6 @@ __all__ = [
     "NullInstrument",
     "OTelInstrument",
     "ObservationTrace",
-    "RunStatus",
     "RunTrace",
     "attributes",
     "error_type",

@@ -29,15 +29,16 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Mapping
 from contextlib import AbstractContextManager
-from typing import Final, Literal, Protocol
+from typing import Final, Protocol, TypeAlias
 
-Lane = Literal["speculative", "formal"]
-"""Which lane ran a physical observation: early (before seal) or for the Guest's own call."""
+Lane: TypeAlias = str
+"""Which lane ran a physical observation: ``"speculative"`` (early, before seal) or
+``"formal"`` (for the Guest's own call). Plain ``str`` so StrEnums of the scheduler fit."""
 
-Disposition = Literal["claimed", "cancelled", "late", "orphaned"]
-"""The end of early physical work (DESIGN.md glossary). Formal work has none."""
-
-RunStatus = Literal["ok", "error", "rejected", "aborted"]
+Disposition: TypeAlias = str
+"""The end of early physical work (DESIGN.md glossary): ``"claimed"``, ``"cancelled"``,
+``"late"`` or ``"orphaned"`` (``scheduler``'s ``Disposition`` StrEnum fits). Formal work
+has none."""
 
 
 class _NoResult:
@@ -121,13 +122,15 @@ class RunTrace(Protocol):
 
     def ended(
         self,
-        status: RunStatus,
+        status: str,
         *,
         counts: Mapping[str, int] | None = None,
         error_type: str | None = None,
     ) -> None:
-        """The run is over. Any observation or claim still open is ended now (a thread
-        that finishes later reports into an ended span, which records nothing)."""
+        """The run is over with ``status`` (``"ok"``, ``"error"``, ``"rejected"``,
+        ``"aborted"``; ``pysolate.RunStatus`` fits). Any observation or claim still open
+        is ended now (a thread that finishes later reports into an ended span, which
+        records nothing)."""
 
 
 class Instrument(Protocol):

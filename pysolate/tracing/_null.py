@@ -17,7 +17,6 @@ from ._interface import (
     Instrument,
     Lane,
     ObservationTrace,
-    RunStatus,
     RunTrace,
 )
 
@@ -84,7 +83,7 @@ class _NullRun:
 
     def ended(
         self,
-        status: RunStatus,
+        status: str,
         *,
         counts: Mapping[str, int] | None = None,
         error_type: str | None = None,

@@ -46,7 +46,6 @@ from ._interface import (
     Disposition,
     Lane,
     ObservationTrace,
-    RunStatus,
     RunTrace,
 )
 from ._null import NULL_RUN
@@ -194,7 +193,7 @@ class _OTelObservation:
         was_running = self._phase is _Phase.RUNNING
         if not self._move(_Move.SETTLE, "settled"):
             return
-        self.span.set_attribute(A.DISPOSITION, disposition)
+        self.span.set_attribute(A.DISPOSITION, str(disposition))
         if was_running and disposition == "cancelled":
             self._phase = _Phase.ENDED
             self._end(None)
@@ -308,7 +307,7 @@ class _OTelRun:
         attributes = {
             A.GEN_AI_OPERATION_NAME: A.EXECUTE_TOOL,
             **self._tool_attributes(capability, method, call_id, call_key, arguments),
-            A.LANE: lane,
+            A.LANE: str(lane),
             A.EFFECT: str(effect),
         }
         span = self._tracer.start_span(
@@ -351,7 +350,7 @@ class _OTelRun:
 
     def ended(
         self,
-        status: RunStatus,
+        status: str,
         *,
         counts: Mapping[str, int] | None = None,
         error_type: str | None = None,
@@ -362,7 +361,7 @@ class _OTelRun:
         self._ended = True
         for handle in list(self._open):
             handle.close()
-        self._span.set_attribute(A.STATUS, status)
+        self._span.set_attribute(A.STATUS, str(status))
         for name, value in (counts or {}).items():
             self._span.set_attribute(A.COUNT_PREFIX + name, value)
         if status != "ok":

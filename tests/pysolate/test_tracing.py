@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import enum
 import logging
 import sys
 from collections.abc import Iterator
@@ -15,7 +16,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from opentelemetry.sdk.trace.sampling import ALWAYS_OFF
 from opentelemetry.trace import SpanKind, StatusCode
 
-from pysolate import ToolFailure
+from pysolate import Effect, RunStatus, ToolFailure
 from pysolate.tracing import (
     MAX_PAYLOAD_CHARS,
     NULL_INSTRUMENT,
@@ -376,6 +377,33 @@ def test_agent_name_names_the_run_span(provider, exporter):
     assert span.name == "invoke_agent coder"
     assert span.attributes[A.GEN_AI_AGENT_NAME] == "coder"
     assert span.status.status_code is StatusCode.UNSET
+
+
+def test_str_enums_from_host_and_scheduler_become_plain_strings(provider, exporter):
+    class Disposition(enum.StrEnum):  # the shape of scheduler's Disposition
+        ORPHANED = "orphaned"
+
+    class Lane(enum.StrEnum):
+        SPECULATIVE = "speculative"
+
+    run = OTelInstrument(provider).run_started(run_id="r")
+    obs = run.observation_started(
+        "d", "m", call_id="p", lane=Lane.SPECULATIVE, effect=Effect.IMMUTABLE_READ
+    )
+    obs.completed()
+    obs.settled(Disposition.ORPHANED)
+    run.ended(RunStatus.OK)
+    span = by_call_id(exporter)["p"]
+    (run_span,) = by_name(exporter)["invoke_agent"]
+    values = [
+        span.attributes[A.LANE],
+        span.attributes[A.EFFECT],
+        span.attributes[A.DISPOSITION],
+        run_span.attributes[A.STATUS],
+    ]
+    assert values == ["speculative", "immutable_read", "orphaned", "ok"]
+    assert all(type(v) is str for v in values)
+    assert run_span.status.status_code is StatusCode.UNSET
 
 
 def test_error_type_names():
