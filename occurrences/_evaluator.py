@@ -71,6 +71,7 @@ UNKNOWN: Final = _Unknown()
 The name still shadows any builtin of the same name; reading it gives ``NotKnown``.
 """
 
+_CONVERSIONS: Final = {-1: None, 115: "str", 114: "repr", 97: "ascii"}  # f"{x!s}", !r, !a
 _UNBOUND: Final = object()  # a comprehension-local name not yet assigned
 _RESULT_TYPES = frozenset(
     {type(None), bool, int, float, str, bytes, tuple, list, dict, set, frozenset, range}
@@ -248,7 +249,7 @@ class _Walker:
 
     def _formattedvalue(self, node: ast.FormattedValue, scope: Scope) -> object:
         value = self.eval(node.value, scope)
-        conversion = {-1: None, 115: "str", 114: "repr", 97: "ascii"}.get(node.conversion, "")
+        conversion = _CONVERSIONS.get(node.conversion, "") if type(node.conversion) is int else ""
         if conversion == "":
             raise NotKnown("unknown f-string conversion")
         if conversion is not None:
@@ -367,7 +368,7 @@ class _Walker:
         self, generators: list[ast.comprehension], elts: tuple[ast.expr, ...], scope: Scope
     ) -> Iterator[object]:
         """Yield the element expressions' values for every iteration, in CPython's order."""
-        if not generators or any(g.is_async for g in generators):
+        if not generators or any(type(g.is_async) is not int or g.is_async for g in generators):
             raise NotKnown("async or empty comprehension")
         local: dict[str, object] = {}
         for gen in generators:
@@ -428,6 +429,8 @@ class _Walker:
         args = self.elements(call.args, scope)
         kwargs: dict[str, object] = {}
         for kw in call.keywords:
+            if kw.arg is not None and type(kw.arg) is not str:
+                raise NotKnown("malformed keyword")
             if kw.arg is None:
                 mapping = self.eval(kw.value, scope)
                 if type(mapping) is not dict or any(type(k) is not str for k in mapping):
@@ -444,7 +447,7 @@ class _Walker:
     def _call(self, node: ast.Call, scope: Scope) -> object:
         func = node.func
         if type(func) is ast.Attribute:
-            if func.attr.startswith("_"):
+            if type(func.attr) is not str or func.attr.startswith("_"):
                 raise NotKnown("private or dunder attribute")
             receiver = self.eval(func.value, scope)
             args, kwargs = self.arguments(node, scope)

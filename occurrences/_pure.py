@@ -50,8 +50,9 @@ class Limits:
     max_value_size: int = 4_000_000
     """Largest logical size of a value (nodes plus characters, shared parts counted each
     time they occur): bounds comparison, hashing, ``repr`` and copying."""
-    max_depth: int = 100
-    """Deepest expression nesting evaluated (recursion bound; deeper gives NotKnown)."""
+    max_depth: int = 200
+    """Deepest expression nesting evaluated (recursion bound; deeper gives NotKnown). A
+    chain ``a + b + ... + z`` nests one level per operator."""
 
 
 DEFAULT_LIMITS = Limits()
@@ -353,7 +354,7 @@ def _simple(name: str, fn: Callable[..., object]) -> None:
 
 _SIMPLE: dict[str, Callable[..., object]] = {
     "repr": repr, "ascii": ascii, "bool": bool, "abs": abs, "chr": chr, "ord": ord,
-    "hex": hex, "oct": oct, "bin": bin, "divmod": divmod, "float": float,
+    "hex": hex, "oct": oct, "bin": bin, "divmod": divmod,
 }  # fmt: skip
 for _name, _fn in _SIMPLE.items():
     _simple(_name, _fn)
@@ -452,9 +453,25 @@ def format_value(b: Budget, value: Any, spec: Any) -> str:
 @_builtin("int")
 def _int(b: Budget, args: tuple[Any, ...], kwargs: dict[str, Any]) -> object:
     _plain_args(b, args, kwargs)
-    if args and type(args[0]) in (str, bytes) and len(args[0]) > 5_000:
-        raise NotKnown("int() of a very long string")
+    _refuse_long_numeral(args)
     return int(*args, **kwargs)
+
+
+_MAX_NUMERAL = 5_000
+"""Longest text ``int()``/``float()`` parse here: beyond CPython's 4300-digit int limit, and
+long enough for any float literal, while keeping parsing cost trivial."""
+
+
+def _refuse_long_numeral(args: tuple[Any, ...]) -> None:
+    if args and type(args[0]) in (str, bytes) and len(args[0]) > _MAX_NUMERAL:
+        raise NotKnown("numeral text too long")
+
+
+@_builtin("float")
+def _float(b: Budget, args: tuple[Any, ...], kwargs: dict[str, Any]) -> object:
+    _plain_args(b, args, kwargs)
+    _refuse_long_numeral(args)
+    return float(*args, **kwargs)
 
 
 @_builtin("len")

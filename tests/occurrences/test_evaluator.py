@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import ast
 import copy
+from collections.abc import Mapping
 
 import pytest
 
@@ -30,12 +31,12 @@ def expr(source: str) -> ast.expr:
     return ast.parse(source, mode="eval").body
 
 
-def ev(source: str, env: dict[str, object] | None = None, **kwargs: object) -> object:
+def ev(source: str, env: Mapping[str, object] | None = None, **kwargs: object) -> object:
     return evaluate(expr(source), ENV if env is None else env, **kwargs)  # type: ignore[arg-type]
 
 
-def cpython(source: str, env: dict[str, object] | None = None) -> object:
-    namespace = copy.deepcopy(ENV if env is None else env)
+def cpython(source: str, env: Mapping[str, object] | None = None) -> object:
+    namespace = copy.deepcopy(dict(ENV if env is None else env))
     return eval(compile(ast.Expression(expr(source)), "<test>", "eval"), namespace)
 
 
@@ -162,7 +163,15 @@ def test_comprehension_variable_shadows_env_only_inside() -> None:
 
 def test_result_never_aliases_env() -> None:
     env = {"cfg": {"tags": ["a"], "nested": ({"k": [1]},)}, "items": [1]}
-    for source in ("cfg", "cfg['tags']", "cfg['nested']", "[cfg]", "items", "items[:]", "cfg.copy()"):
+    for source in (
+        "cfg",
+        "cfg['tags']",
+        "cfg['nested']",
+        "[cfg]",
+        "items",
+        "items[:]",
+        "cfg.copy()",
+    ):
         value = ev(source, env)
         _assert_no_shared_mutable(value, env)
     env_before = copy.deepcopy(env)
@@ -170,7 +179,7 @@ def test_result_never_aliases_env() -> None:
     assert env == env_before
 
 
-def _assert_no_shared_mutable(value: object, env: dict[str, object]) -> None:
+def _assert_no_shared_mutable(value: object, env: Mapping[str, object]) -> None:
     env_ids: set[int] = set()
     stack: list[object] = list(env.values())
     while stack:
