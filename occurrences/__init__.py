@@ -7,6 +7,8 @@ evaluator, and the values they produce.
 from ._callkey import CallKey as CallKey
 from ._callkey import canonical as canonical
 from ._callkey import canonical_arguments as canonical_arguments
+from ._discovery import Discovery as Discovery
+from ._discovery import DiscoverySink as DiscoverySink
 from ._effect import Effect as Effect
 from ._evaluator import UNKNOWN as UNKNOWN
 from ._evaluator import Limits as Limits
@@ -17,6 +19,12 @@ from ._exceptions import NotKnown as NotKnown
 from ._exceptions import OccurrencesError as OccurrencesError
 from ._exceptions import SealError as SealError
 from ._exceptions import StreamError as StreamError
+from ._model import ControlFrame as ControlFrame
+from ._model import ControlKind as ControlKind
+from ._model import MethodSpec as MethodSpec
+from ._model import Occurrence as Occurrence
+from ._model import OccurrenceId as OccurrenceId
+from ._model import Site as Site
 from ._parser import ParserStatistics as ParserStatistics
 from ._parser import PrefixParser as PrefixParser
 from ._plain import NotPlain as NotPlain
@@ -27,14 +35,22 @@ from ._snapshot import Snapshot as Snapshot
 __all__ = [
     "UNKNOWN",
     "CallKey",
+    "ControlFrame",
+    "ControlKind",
+    "Discovery",
+    "DiscoverySink",
     "Effect",
     "Limits",
+    "MethodSpec",
     "NotKnown",
     "NotPlain",
+    "Occurrence",
+    "OccurrenceId",
     "OccurrencesError",
     "ParserStatistics",
     "PrefixParser",
     "SealError",
+    "Site",
     "Snapshot",
     "StreamError",
     "canonical",

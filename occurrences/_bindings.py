@@ -1,0 +1,200 @@
+"""What discovery knows about each name: bindings and scopes.
+
+Prior art: pyflakes' ``Binding`` classes and LibCST's scope provider keep bindings and
+scopes as explicit objects beside the AST instead of annotating it. Here a binding says
+what a name holds *as far as the Host can tell exactly*:
+
+- ``Known``: a plain value computed exactly by the evaluator;
+- ``Result``: the (future) result of an earlier occurrence - a data edge;
+- ``Derived``: an expression over results not all known yet, evaluated once they are;
+- ``CapabilityRef`` / ``MethodRef``: a trusted capability object or one of its methods
+  (so aliases like ``ws = workspace`` and ``read = workspace.read_text`` work);
+- ``FunctionRef``: a function defined by the program (expanded when called with known
+  arguments);
+- ``UNKNOWN`` (the evaluator's marker): bound, but nothing exact is known.
+
+Bindings are immutable; scopes map names to them. A name absent from every scope is a
+builtin (or a NameError), which the evaluator handles.
+"""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+
+from ._evaluator import UNKNOWN, evaluate
+from ._exceptions import NotKnown
+from ._model import OccurrenceId
+
+
+@dataclass(frozen=True, slots=True)
+class Known:
+    value: object
+
+
+@dataclass(frozen=True, slots=True)
+class Result:
+    producer: OccurrenceId
+
+
+@dataclass(frozen=True, slots=True)
+class CapabilityRef:
+    capability: str
+
+
+@dataclass(frozen=True, slots=True)
+class MethodRef:
+    capability: str
+    method: str
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class FunctionRef:
+    node: ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda
+    defaults: tuple[object, ...]  # Known values of positional defaults, or None if unknown
+    expandable: bool  # plain positional/keyword parameters, no decorators, known defaults
+
+
+@dataclass(slots=True, eq=False)
+class Derived:
+    """``expr`` over ``captured`` bindings; ``producers`` are all results it may read."""
+
+    expr: ast.expr
+    captured: dict[str, Binding]
+    producers: frozenset[OccurrenceId]
+    value: object = field(default=None)  # memo, valid once ``done``
+    done: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class Unpacked:
+    """Item ``index`` of unpacking ``source`` into exactly ``count`` targets."""
+
+    source: Binding
+    index: int
+    count: int
+
+
+Binding = Known | Result | Derived | Unpacked | CapabilityRef | MethodRef | FunctionRef | object
+"""One of the classes above, or ``UNKNOWN``."""
+
+_IMMUTABLE_SCALARS = (type(None), bool, int, float, complex, str, bytes)
+
+
+def is_immutable(value: object) -> bool:
+    """True when no statement of the program can mutate ``value`` in place."""
+    t = type(value)
+    if t in _IMMUTABLE_SCALARS:
+        return True
+    if t is tuple or t is frozenset:
+        assert isinstance(value, tuple | frozenset)
+        return all(is_immutable(v) for v in value)
+    return False
+
+
+def may_be_mutable(binding: Binding) -> bool:
+    """True when the value behind ``binding`` might be a list, dict or other mutable."""
+    if isinstance(binding, Known):
+        return not is_immutable(binding.value)
+    return isinstance(binding, Result | Derived | Unpacked)
+
+
+def producers_of(binding: Binding) -> frozenset[OccurrenceId]:
+    """Every occurrence whose result the value of ``binding`` may depend on."""
+    if isinstance(binding, Result):
+        return frozenset((binding.producer,))
+    if isinstance(binding, Derived):
+        return binding.producers
+    if isinstance(binding, Unpacked):
+        return producers_of(binding.source)
+    return frozenset()
+
+
+Results = Mapping[OccurrenceId, object]
+"""Completed results by producer; ``UNKNOWN`` for one that failed or will never run."""
+
+
+def resolve(binding: Binding, results: Results) -> object:
+    """The value of ``binding`` for the evaluator: a value, or ``UNKNOWN``.
+
+    Call only once every producer of ``binding`` is in ``results``; a missing one reads
+    as ``UNKNOWN``.
+    """
+    if isinstance(binding, Known):
+        return binding.value
+    if isinstance(binding, Result):
+        return results.get(binding.producer, UNKNOWN)
+    if isinstance(binding, Derived):
+        if not binding.done:
+            binding.value = evaluate_in(binding.expr, binding.captured, results)
+            binding.done = True
+        return binding.value
+    if isinstance(binding, Unpacked):
+        source = resolve(binding.source, results)
+        if source is UNKNOWN or type(source) not in (tuple, list, str, bytes, dict):
+            return UNKNOWN
+        assert isinstance(source, tuple | list | str | bytes | dict)
+        items = tuple(source)
+        return items[binding.index] if len(items) == binding.count else UNKNOWN
+    return UNKNOWN
+
+
+def evaluator_env(captured: Mapping[str, Binding], results: Results) -> dict[str, object]:
+    return {name: resolve(b, results) for name, b in captured.items()}
+
+
+def evaluate_in(expr: ast.expr, captured: Mapping[str, Binding], results: Results) -> object:
+    """``evaluate`` with bindings resolved; ``UNKNOWN`` instead of ``NotKnown``."""
+    try:
+        return evaluate(expr, evaluator_env(captured, results))
+    except (NotKnown, RecursionError):
+        return UNKNOWN
+
+
+class Scope:
+    """Names of one frame, over an optional parent scope they fall back to.
+
+    Three uses: the module scope (no parent); an *overlay* over another scope, for code
+    whose effects must be merged back conservatively (branches under an unresolved
+    condition, loop iterations, comprehensions); and a function's local scope, whose
+    parent is the module scope.
+    """
+
+    __slots__ = ("assigned", "local", "parent")
+
+    def __init__(
+        self, parent: Scope | None = None, local: dict[str, Binding] | None = None
+    ) -> None:
+        self.parent = parent
+        self.local: dict[str, Binding] = {} if local is None else local
+        # Names bound in this scope since it was created (what a merge must forget).
+        self.assigned: set[str] = set()
+
+    def lookup(self, name: str) -> Binding | None:
+        scope: Scope | None = self
+        while scope is not None:
+            found = scope.local.get(name)
+            if found is not None:
+                return found
+            scope = scope.parent
+        return None
+
+    def bind(self, name: str, binding: Binding) -> None:
+        self.local[name] = binding
+        self.assigned.add(name)
+
+    def visible(self) -> Iterator[tuple[str, Binding]]:
+        """Every visible name with its binding (inner scopes shadow outer ones)."""
+        seen: set[str] = set()
+        scope: Scope | None = self
+        while scope is not None:
+            for name, b in scope.local.items():
+                if name not in seen:
+                    seen.add(name)
+                    yield name, b
+            scope = scope.parent
+
+    def snapshot(self) -> Scope:
+        """A detached copy of everything visible, for work deferred until results arrive."""
+        return Scope(None, dict(self.visible()))

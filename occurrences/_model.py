@@ -1,0 +1,114 @@
+"""The data model of discovery: sites, occurrence identities and what the Host declared.
+
+These values are built for every call site of every accepted statement, on the path from
+a streamed chunk to a ready occurrence (target: well under a millisecond). They are
+therefore frozen slots dataclasses, not pydantic models as DESIGN.md first sketched:
+pydantic construction costs microseconds per value and buys nothing here, because nothing
+in this module crosses a trust boundary (STYLE.md: hot per-chunk paths avoid pydantic).
+
+Identity follows DESIGN.md: a *site* is a source position (plus the capability method it
+targets and its lexical control context); an *occurrence* is one arrival at a site, told
+apart from other arrivals by its path of iteration indices (and, for calls inside an
+expanded function body, the position of the call that expanded it).
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+
+from ._effect import Effect
+
+
+@dataclass(frozen=True, slots=True)
+class MethodSpec:
+    """What the Host declares about one capability method (the only source of effects)."""
+
+    effect: Effect
+    version: str
+
+
+class ControlKind(enum.StrEnum):
+    """The kinds of structure that can enclose a call site."""
+
+    IF = "if"
+    FOR = "for"
+    WHILE = "while"
+    TRY = "try"
+    WITH = "with"
+    FUNCTION = "function"
+    COMPREHENSION = "comprehension"
+    CONDITIONAL = "conditional"  # the short-circuited part of ``and``/``or``/``x if c else y``
+
+
+@dataclass(frozen=True, slots=True)
+class ControlFrame:
+    """One enclosing structure: its kind, the position of its node, and which part of it
+    (``body``, ``orelse``, ``handler``, ``finally``, ``element`` ...) holds the site."""
+
+    kind: ControlKind
+    lineno: int
+    col_offset: int
+    part: str = "body"
+
+
+@dataclass(frozen=True, slots=True)
+class Site:
+    """A static occurrence: a call of ``capability.method`` at one source position.
+
+    ``control`` lists the enclosing structures, outermost first; empty at top level.
+    """
+
+    capability: str
+    method: str
+    lineno: int
+    col_offset: int
+    end_lineno: int
+    end_col_offset: int
+    control: tuple[ControlFrame, ...] = ()
+
+    @property
+    def position(self) -> tuple[int, int, int, int]:
+        return (self.lineno, self.col_offset, self.end_lineno, self.end_col_offset)
+
+
+PathItem = int | tuple[int, int]
+"""An iteration index, or the (lineno, col_offset) of the call that expanded a function."""
+
+
+@dataclass(frozen=True, slots=True)
+class OccurrenceId:
+    """(site, path): ``path`` is empty for a plain top-level call."""
+
+    site: Site
+    path: tuple[PathItem, ...] = ()
+
+    def __str__(self) -> str:
+        s = self.site
+        where = f"{s.capability}.{s.method}@{s.lineno}:{s.col_offset}"
+        return where + ("" if not self.path else "[" + ",".join(map(str, self.path)) + "]")
+
+
+@dataclass(frozen=True, slots=True)
+class Occurrence:
+    """One discovered arrival at a site, as discovery reports it to its sink.
+
+    ``data_deps`` are the occurrences whose results its arguments read (even ones already
+    completed, so the graph's shape does not depend on timing); ``control_deps`` those whose
+    results decide an enclosing branch. ``pre_write`` is False when a call that may write the
+    same capability (effect ``write`` or ``unknown``, or unknown code) precedes it in program
+    order. ``order`` is its rank in program order (discovery order of one run).
+    """
+
+    id: OccurrenceId
+    effect: Effect
+    pre_write: bool
+    data_deps: frozenset[OccurrenceId]
+    control_deps: frozenset[OccurrenceId]
+    discardable: bool
+    dead: bool
+    order: int
+
+    @property
+    def site(self) -> Site:
+        return self.id.site

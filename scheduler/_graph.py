@@ -1,0 +1,334 @@
+"""The incremental event graph and its ready frontier.
+
+Prior art: LLMCompiler's task-fetching unit (a task is dispatched as soon as its inputs
+are satisfied; the planner streams tasks so early ones start before the plan is complete).
+Here the "plan" is the program itself, read by ``occurrences.Discovery`` as statements are
+accepted; the graph holds one node per occurrence, data and control edges, and a lifecycle
+per node (``_state``).
+
+Cost model (the frontier must keep up with a token stream): every update costs time
+proportional to the node's own edges, never to the graph's size. Readiness is driven by
+pending-result counters (kept by discovery's waiters, one per dependent, decremented
+as results arrive), dedup by a dict keyed by ``CallKey``, and the frontier is a queue of
+newly ready nodes. No topological sort, ``ancestors`` or scan of the graph happens on any
+update; networkx measured at 1-7k updates/s with those, 130k+/s without.
+
+Invariants:
+
+- a node is handed out by ``take_ready`` at most once, and only when ``READY``: its key is
+  known, its effect is speculable and it is pre-write (discardable ones are handed out
+  too, marked; the dispatcher decides);
+- of nodes with equal keys, only the first to become ready is handed out; the others
+  follow it and complete or fail with it (a non-discardable node never follows a
+  discardable one, so it is never held back by a branch that may die);
+- a result reaches discovery once per node (leader and followers alike), after which the
+  dependents' arguments are evaluated again.
+"""
+
+from __future__ import annotations
+
+import ast
+from collections import deque
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from types import MappingProxyType
+
+import networkx as nx
+
+from occurrences import CallKey, Effect, fresh_copy
+from occurrences._discovery import Discovery
+from occurrences._model import MethodSpec, Occurrence, OccurrenceId, Site
+
+from ._state import DISPOSITIONS, State, transition
+
+KeyFn = Callable[[str, str, tuple[object, ...], dict[str, object]], CallKey | None]
+"""``key_for(capability, method, args, kwargs)``: the call key, or None when the call
+cannot be bound to the method's signature (then it is never eligible)."""
+
+_FAILED = object()  # outcome of a node that failed
+
+
+@dataclass(slots=True, eq=False)
+class Node:
+    """One occurrence in the graph (mutable identity; compare by ``id``)."""
+
+    id: OccurrenceId
+    effect: Effect
+    pre_write: bool
+    discardable: bool  # under a branch not (yet) known to be taken
+    dead: bool  # under a branch known not to be taken
+    order: int  # program order of discovery
+    state: State = State.DISCOVERED
+    args: tuple[object, ...] | None = None
+    kwargs: dict[str, object] | None = None
+    key: CallKey | None = None
+    leader: OccurrenceId | None = None  # set while FOLLOWING (and after)
+    followers: list[OccurrenceId] = field(default_factory=list)
+
+    @property
+    def site(self) -> Site:
+        return self.id.site
+
+
+@dataclass(frozen=True, slots=True)
+class GraphStatistics:
+    """An immutable snapshot of the graph's size and lifecycle counts."""
+
+    nodes: int
+    edges: int
+    states: Mapping[State, int]
+    queued: int  # ready, not yet handed out
+    handed_out: int
+
+
+class EventGraph:
+    """Occurrences of one run, their dependencies, and the frontier of ready ones.
+
+    Synchronous and not thread-safe: call it from one task (the run's coordinator).
+    """
+
+    def __init__(self, capabilities: Mapping[str, Mapping[str, MethodSpec]], key_for: KeyFn) -> None:
+        self._key_for = key_for
+        self._graph: nx.DiGraph = nx.DiGraph()
+        self._nodes: dict[OccurrenceId, Node] = {}
+        self._counts: dict[State, int] = dict.fromkeys(State, 0)
+        self._queue: list[Node] = []  # became READY, not handed out yet
+        self._handed: set[OccurrenceId] = set()
+        # First ready node per key; later equal keys follow it.
+        self._leaders: dict[CallKey, Node] = {}
+        # Outcomes already delivered: a result value, or _FAILED.
+        self._outcomes: dict[OccurrenceId, object] = {}
+        # Results for discovery, delivered after the current call into discovery returns.
+        self._notices: deque[tuple[OccurrenceId, object]] = deque()
+        self._discovery = Discovery(capabilities, _Sink(self))
+
+    # -- feeding ------------------------------------------------------------------------
+
+    def add_statements(self, statements: Sequence[ast.stmt]) -> None:
+        """Discover the occurrences of newly accepted top-level statements (in order)."""
+        self._discovery.add_statements(statements)
+        self._flush()
+
+    def take_ready(self) -> list[Node]:
+        """Nodes that became ready since the last call, in program order, each once."""
+        batch = [n for n in self._queue if n.state is State.READY]
+        self._queue.clear()
+        batch.sort(key=lambda n: n.order)
+        self._handed.update(n.id for n in batch)
+        return batch
+
+    def mark_dispatched(self, node_id: OccurrenceId) -> None:
+        """The node's early execution started.
+
+        Raises:
+            IllegalTransition: the node is not ``READY``.
+        """
+        self._move(self._nodes[node_id], State.DISPATCHED)
+
+    def complete(self, node_id: OccurrenceId, result: object) -> None:
+        """The node's early execution returned ``result`` (not mutated or kept by the graph
+        beyond a fresh copy); its followers complete with it, dependents may become ready.
+
+        Raises:
+            IllegalTransition: the node is not ``DISPATCHED``.
+        """
+        node = self._nodes[node_id]
+        self._move(node, State.COMPLETED)
+        value = fresh_copy(result)
+        self._deliver(node, value)
+        for follower_id in node.followers:
+            follower = self._nodes[follower_id]
+            if follower.state is State.FOLLOWING:
+                self._move(follower, State.COMPLETED)
+                self._deliver(follower, value)
+        self._flush()
+
+    def fail(self, node_id: OccurrenceId) -> None:
+        """The node's early execution raised: it and its followers failed; what reads their
+        results stays unknown (the Guest raises the error where it makes the call).
+
+        Raises:
+            IllegalTransition: the node is not ``DISPATCHED``.
+        """
+        node = self._nodes[node_id]
+        self._move(node, State.FAILED)
+        self._deliver(node, _FAILED)
+        for follower_id in node.followers:
+            follower = self._nodes[follower_id]
+            if follower.state is State.FOLLOWING:
+                self._move(follower, State.FAILED)
+                self._deliver(follower, _FAILED)
+        self._flush()
+
+    def settle(self, node_id: OccurrenceId, disposition: State | str) -> None:
+        """Record the end of the node's early work: claimed, cancelled, late or orphaned.
+
+        Raises:
+            ValueError: ``disposition`` is not one of those four.
+            IllegalTransition: the node cannot end that way from its state.
+        """
+        target = State(disposition)
+        if target not in DISPOSITIONS:
+            raise ValueError(f"not a disposition: {target.value}")
+        node = self._nodes[node_id]
+        self._move(node, target)
+        if target is State.CANCELLED:
+            self._promote(node)
+
+    # -- reading ------------------------------------------------------------------------
+
+    def node(self, node_id: OccurrenceId) -> Node:
+        """The node for ``node_id``; raises ``KeyError`` if there is none."""
+        return self._nodes[node_id]
+
+    def nodes(self) -> Iterator[Node]:
+        """Every node, in program order of discovery."""
+        return iter(self._nodes.values())
+
+    @property
+    def graph(self) -> nx.DiGraph:
+        """A read-only view of the networkx graph (edge attribute ``kind``: data/control)."""
+        return self._graph.copy(as_view=True)
+
+    def statistics(self) -> GraphStatistics:
+        return GraphStatistics(
+            nodes=len(self._nodes),
+            edges=self._graph.number_of_edges(),
+            states=MappingProxyType(dict(self._counts)),
+            queued=sum(1 for n in self._queue if n.state is State.READY),
+            handed_out=len(self._handed),
+        )
+
+    # -- internals ----------------------------------------------------------------------
+
+    def _move(self, node: Node, target: State) -> None:
+        previous = node.state
+        node.state = transition(previous, target)
+        self._counts[previous] -= 1
+        self._counts[target] += 1
+
+    def _deliver(self, node: Node, outcome: object) -> None:
+        self._outcomes[node.id] = outcome
+        self._notices.append((node.id, outcome))
+
+    def _never(self, node: Node) -> None:
+        """The node will never run early: what reads its result is unknown for good."""
+        self._notices.append((node.id, _FAILED))
+
+    def _flush(self) -> None:
+        while self._notices:
+            node_id, outcome = self._notices.popleft()
+            if outcome is _FAILED:
+                self._discovery.result_unknown(node_id)
+            else:
+                self._discovery.result_known(node_id, outcome)
+
+    def _add(self, occurrence: Occurrence) -> None:
+        node = Node(
+            occurrence.id,
+            occurrence.effect,
+            occurrence.pre_write,
+            occurrence.discardable,
+            occurrence.dead,
+            occurrence.order,
+        )
+        if node.id in self._nodes:
+            raise AssertionError(f"occurrence discovered twice: {node.id}")
+        self._nodes[node.id] = node
+        self._counts[State.DISCOVERED] += 1
+        self._graph.add_node(node.id)
+        for producer in occurrence.control_deps:
+            self._graph.add_edge(producer, node.id, kind="control")
+        for producer in occurrence.data_deps:
+            self._graph.add_edge(producer, node.id, kind="data")
+        if occurrence.dead:
+            self._move(node, State.DROPPED)
+        elif not (occurrence.effect.speculable and occurrence.pre_write):
+            self._move(node, State.INELIGIBLE)
+        elif any(p not in self._outcomes for p in occurrence.data_deps):
+            self._move(node, State.BLOCKED)
+
+    def _arguments_known(self, node_id: OccurrenceId, args: tuple[object, ...], kwargs: dict[str, object]) -> None:
+        node = self._nodes[node_id]
+        node.args, node.kwargs = args, kwargs
+        if node.state not in (State.DISCOVERED, State.BLOCKED):
+            return  # ineligible or dropped: the arguments are informative only
+        key = self._key_for(node.site.capability, node.site.method, args, kwargs)
+        if key is None:
+            self._move(node, State.INELIGIBLE)
+            self._never(node)
+            return
+        node.key = key
+        self._move(node, State.READY)
+        self._enter_frontier(node)
+
+    def _enter_frontier(self, node: Node) -> None:
+        assert node.key is not None
+        leader = self._leaders.get(node.key)
+        if leader is not None and (node.discardable or not leader.discardable):
+            self._move(node, State.FOLLOWING)
+            node.leader = leader.id
+            leader.followers.append(node.id)
+            outcome = self._outcomes.get(leader.id, None)
+            if leader.id in self._outcomes:
+                self._move(node, State.FAILED if outcome is _FAILED else State.COMPLETED)
+                self._deliver(node, outcome)
+            return
+        self._leaders[node.key] = node
+        self._queue.append(node)
+
+    def _arguments_unknown(self, node_id: OccurrenceId) -> None:
+        node = self._nodes[node_id]
+        if node.state in (State.DISCOVERED, State.BLOCKED):
+            self._move(node, State.INELIGIBLE)
+            self._never(node)
+
+    def _control_changed(self, node_id: OccurrenceId, discardable: bool, dead: bool) -> None:
+        node = self._nodes[node_id]
+        node.discardable, node.dead = discardable, dead
+        if not dead:
+            return
+        pending = node.state in (State.DISCOVERED, State.BLOCKED, State.FOLLOWING)
+        if pending or (node.state is State.READY and node.id not in self._handed):
+            self._move(node, State.DROPPED)
+            self._never(node)
+            self._promote(node)
+
+    def _promote(self, node: Node) -> None:
+        """``node`` will produce nothing: its first live follower takes over as leader."""
+        if node.key is None or self._leaders.get(node.key) is not node:
+            return
+        del self._leaders[node.key]
+        waiting = [f for f in map(self._nodes.__getitem__, node.followers) if f.state is State.FOLLOWING]
+        if not waiting:
+            return
+        heir, rest = waiting[0], waiting[1:]
+        self._move(heir, State.READY)
+        heir.leader = None
+        heir.followers = [f.id for f in rest]
+        for f in rest:
+            f.leader = heir.id
+        self._leaders[node.key] = heir
+        self._queue.append(heir)
+
+
+class _Sink:
+    """Discovery's view of the graph (keeps the sink methods off the public interface)."""
+
+    __slots__ = ("_graph",)
+
+    def __init__(self, graph: EventGraph) -> None:
+        self._graph = graph
+
+    def discovered(self, occurrence: Occurrence) -> None:
+        self._graph._add(occurrence)
+
+    def arguments_known(self, occurrence_id: OccurrenceId, args: tuple[object, ...], kwargs: dict[str, object]) -> None:
+        self._graph._arguments_known(occurrence_id, args, kwargs)
+
+    def arguments_unknown(self, occurrence_id: OccurrenceId) -> None:
+        self._graph._arguments_unknown(occurrence_id)
+
+    def control_changed(self, occurrence_id: OccurrenceId, discardable: bool, dead: bool) -> None:
+        self._graph._control_changed(occurrence_id, discardable, dead)
+
