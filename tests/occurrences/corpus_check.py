@@ -1,0 +1,162 @@
+"""Stream the running interpreter's standard library through PrefixParser and compare.
+
+Standard library only (plus ``occurrences``), so any installed CPython can run it with
+``PYTHONPATH=<repo root>``: the cross-version test spawns python3.12 / python3.13 on it,
+and ``benchmarks/parser.py`` reuses its corpus loader.
+
+    python tests/occurrences/corpus_check.py [--sample N] [--seed S]
+
+prints one JSON object: counts and the first mismatches (an empty list means exact).
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import json
+import os
+import random
+import sys
+import sysconfig
+import tokenize
+import warnings
+from collections.abc import Iterator
+
+from occurrences import PrefixParser, SealError
+
+KNOWN_REJECTED = frozenset({"badsyntax_3131.py", "py2_test_grammar.py", "crlf.py", "bom.py"})
+"""Stdlib files that ``ast.parse`` rejects on 3.11-3.13 (the sample includes two of them)."""
+
+
+def stdlib_files() -> list[str]:
+    """Every ``.py`` file under the running interpreter's stdlib, sorted."""
+    root = sysconfig.get_paths()["stdlib"]
+    found = []
+    for directory, subdirs, names in os.walk(root):
+        subdirs[:] = sorted(d for d in subdirs if d != "site-packages")
+        found.extend(os.path.join(directory, n) for n in names if n.endswith(".py"))
+    return sorted(found)
+
+
+def read_source(path: str) -> str | None:
+    """The file's text as the interpreter would decode it (None if it cannot be decoded)."""
+    try:
+        with open(path, "rb") as fh:
+            encoding, _ = tokenize.detect_encoding(fh.readline)
+        with open(path, encoding=encoding, newline="") as fh:
+            return fh.read()
+    except (OSError, SyntaxError, UnicodeDecodeError):
+        return None
+
+
+def sample(files: list[str], count: int, seed: int, largest: int = 5) -> list[str]:
+    """``count`` files: the ``largest`` biggest (the worst cases), two files CPython rejects
+    (so must close()), and a seeded random rest."""
+    if count >= len(files):
+        return files
+    by_size = sorted(files, key=os.path.getsize, reverse=True)
+    chosen = by_size[: min(largest, count)]
+    broken = [f for f in files if os.path.basename(f) in KNOWN_REJECTED]
+    chosen += random.Random(seed).sample(broken, min(2, len(broken), count - len(chosen)))
+    rest = [f for f in files if f not in chosen]
+    return chosen + random.Random(seed).sample(rest, count - len(chosen))
+
+
+def chunks(source: str, rng: random.Random, low: int = 1, high: int = 16) -> Iterator[str]:
+    i = 0
+    while i < len(source):
+        n = rng.randint(low, high)
+        yield source[i : i + n]
+        i += n
+
+
+def _error_fields(exc: SyntaxError) -> list[object]:
+    return [exc.msg, exc.lineno, exc.offset, exc.end_lineno, exc.end_offset]
+
+
+def check_source(source: str, rng: random.Random) -> tuple[bool, str | None]:
+    """Whether CPython accepts ``source``, and None if streaming it is exact (else the
+    first difference)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        try:
+            expected: list[str] | list[object] = [
+                ast.dump(s, include_attributes=True) for s in ast.parse(source).body
+            ]
+            valid = True
+        except SyntaxError as exc:
+            expected, valid = _error_fields(exc), False
+        except ValueError as exc:
+            expected, valid = [str(exc)], False
+    parser = PrefixParser()
+    count = 0
+    for piece in chunks(source, rng):
+        snap = parser.feed(piece)
+        if snap is None or not valid:
+            continue
+        if snap.first_new != count or len(snap.statements) <= count:
+            return valid, f"snapshot did not grow from {count}"
+        new = [ast.dump(s, include_attributes=True) for s in snap.new_statements]
+        if new != expected[count : count + len(new)]:
+            return valid, f"snapshot statements {count}..{count + len(new)} differ"
+        count += len(new)
+    try:
+        final = parser.close()
+    except SealError as exc:
+        if valid:
+            return valid, f"SealError on a valid file: {exc!r}"
+        got = _error_fields(exc) if len(expected) > 1 else [exc.msg]
+        return valid, None if got == expected else f"error {got} != CPython's {expected}"
+    if not valid:
+        return valid, f"accepted a file CPython rejects with {expected}"
+    if parser.statistics().whole_parses:
+        return valid, "valid file needed the whole-source fallback"
+    if count >= len(expected) and expected:
+        return valid, "the last statement was accepted before close()"
+    if [ast.dump(s, include_attributes=True) for s in final.statements] != expected:
+        return valid, "final statements differ"
+    return valid, None
+
+
+def run(files: list[str], seed: int) -> dict[str, object]:
+    valid = rejected = unreadable = 0
+    mismatches: list[str] = []
+    for path in files:
+        source = read_source(path)
+        if source is None:
+            unreadable += 1
+            continue
+        accepted, problem = check_source(source, random.Random(f"{seed}:{path}"))
+        if problem:
+            mismatches.append(f"{path}: {problem}")
+        if accepted:
+            valid += 1
+        else:
+            rejected += 1
+    return {
+        "python": sys.version.split()[0],
+        "files": len(files),
+        "valid": valid,
+        "rejected": rejected,
+        "unreadable": unreadable,
+        "mismatches": mismatches[:20],
+        "mismatch_count": len(mismatches),
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    cli = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    cli.add_argument("--sample", type=int, default=0, help="files to check (0: all)")
+    cli.add_argument("--seed", type=int, default=0)
+    cli.add_argument("--largest", type=int, default=5, help="of which the biggest files")
+    args = cli.parse_args(argv)
+    files = stdlib_files()
+    if args.sample:
+        files = sample(files, args.sample, args.seed, args.largest)
+    report = run(files, args.seed)
+    print(json.dumps(report))
+    return 1 if report["mismatch_count"] else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
