@@ -145,7 +145,27 @@ class _Context:
     branches: tuple[_Branch, ...]  # dynamic: decides discardable/dead
     emit: bool  # False: only collect effects (bodies that are not expanded)
     depth: int = 0  # program-defined function calls being expanded
-    returned: list[Binding] | None = None  # the value of a final ``return``, when expanding
+    loop: _Exit | None = None  # the innermost loop being expanded
+    function: _Exit | None = None  # the function being expanded
+
+
+@dataclass(slots=True, eq=False)
+class _Exit:
+    """A loop or function body being expanded, and whether it may already have been left
+    (``break``/``continue``/``return`` under an unresolved branch): everything discovered
+    after that point is under ``branch``, which is never decided."""
+
+    base: tuple[_Branch, ...]  # the branches in force where the body starts
+    branch: _Branch = field(default_factory=lambda: _Branch(frozenset()))
+    maybe: bool = False
+
+
+class _Leave(Exception):
+    """A ``break``/``continue``/``return`` that certainly runs, unwinding discovery."""
+
+    def __init__(self, kind: type[ast.stmt], value: Binding = None) -> None:
+        self.kind = kind
+        self.value = value
 
 
 class _Waiter:
@@ -158,24 +178,6 @@ class _Waiter:
 
 def _frame(kind: ControlKind, node: ast.AST, part: str = "body") -> ControlFrame:
     return ControlFrame(kind, getattr(node, "lineno", 0), getattr(node, "col_offset", 0), part)
-
-
-def _may_exit_early(body: Sequence[ast.stmt], *, loop: bool) -> bool:
-    """True when ``body`` contains a ``return`` (or, for a loop, ``break``/``continue``)
-    that is not its final statement at its own level."""
-    stack: list[tuple[ast.AST, bool]] = [(s, loop) for s in body]
-    last = body[-1] if body else None
-    while stack:
-        node, in_loop = stack.pop()
-        if isinstance(node, ast.Return) and node is not last:
-            return True
-        if in_loop and isinstance(node, ast.Break | ast.Continue):
-            return True
-        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef | ast.Lambda):
-            continue
-        inner_loop = in_loop and not isinstance(node, ast.For | ast.AsyncFor | ast.While)
-        stack.extend((child, inner_loop) for child in ast.iter_child_nodes(node))
-    return False
 
 
 def _assigned_names(target: ast.AST) -> Iterable[str]:
@@ -208,6 +210,13 @@ def _substitute(node: ast.AST, subst: Mapping[int, str]) -> ast.AST:
         return node
     copy = type(node)(**fields)
     return ast.copy_location(copy, node)
+
+
+def _listed(iterable: ast.expr) -> ast.expr:
+    """``list(iterable)``: what a ``for`` iterates, as a value the evaluator may return
+    (it refuses iterators such as ``enumerate(...)`` themselves, and unordered sets)."""
+    call = ast.Call(ast.Name("list", ast.Load()), [iterable], [])
+    return ast.copy_location(call, iterable)
 
 
 def _bounded_items(value: object) -> list[object] | None:
@@ -294,6 +303,25 @@ class Discovery:
     def _body(self, body: Sequence[ast.stmt], ctx: _Context) -> None:
         for stmt in body:
             self._stmt(stmt, ctx)
+            for exit_ in (ctx.loop, ctx.function):
+                if exit_ is not None and exit_.maybe and exit_.branch not in ctx.branches:
+                    ctx = replace(ctx, branches=(*ctx.branches, exit_.branch))
+
+    @staticmethod
+    def _certain(ctx: _Context, exit_: _Exit) -> bool:
+        """Whether code at ``ctx`` certainly runs whenever the body of ``exit_`` does."""
+        return all(
+            b.decision is not _Decision.UNDECIDED or b is exit_.branch
+            for b in ctx.branches[len(exit_.base) :]
+        )
+
+    def _stmt_break(self, node: ast.Break | ast.Continue, ctx: _Context) -> None:
+        exit_ = ctx.loop
+        if exit_ is None or not ctx.emit:
+            return
+        if self._certain(ctx, exit_):
+            raise _Leave(type(node))
+        exit_.maybe = True
 
     def _stmt_expr(self, node: ast.Expr, ctx: _Context) -> None:
         self._expr(node.value, ctx)
@@ -414,13 +442,17 @@ class Discovery:
         return discardable, dead
 
     def _stmt_for(self, node: ast.For, ctx: _Context) -> None:
-        iterable = self._expr(node.iter, ctx)
+        iterable = self._iterable(node.iter, ctx)
         producers = producers_of(iterable)
-        expanded = None
         if ctx.emit and not producers:
             items = _bounded_items(resolve(iterable, self._results))
             if items is not None:
-                expanded = self._expand_for(node, items, Scope(ctx.scope), ctx)
+                overlay = Scope(ctx.scope)
+                try:
+                    if self._expand_for(node, items, overlay, ctx):
+                        return
+                finally:
+                    self._merge(overlay, ctx)
         elif ctx.emit:
             base, written = ctx.scope.snapshot(), set(ctx.written)
 
@@ -431,33 +463,45 @@ class Discovery:
                     self._expand_for(node, items, Scope(base), deferred)
 
             self._when_known(producers, later)
-        if expanded is not None:
-            self._merge(expanded, ctx)
-            return
         self._dry_loop(node.target, [*node.body, *node.orelse], ctx)
 
-    def _expand_for(self, node: ast.For, items: list[object], overlay: Scope, ctx: _Context) -> Scope | None:
+    def _expand_for(self, node: ast.For, items: list[object], overlay: Scope, ctx: _Context) -> bool:
         if self._dead(ctx) or self._expansions + len(items) > MAX_EXPANSIONS:
-            return None
+            return False
         self._expansions += len(items)
-        frame = _frame(ControlKind.FOR, node)
-        exits = _may_exit_early(node.body, loop=True)
-        branches = (*ctx.branches, _Branch(frozenset())) if exits else ctx.branches
+        exit_ = _Exit(ctx.branches)
         base = replace(
             ctx,
             scope=overlay,
             globals=overlay if ctx.globals is ctx.scope else ctx.globals,
-            control=(*ctx.control, frame),
-            branches=branches,
+            control=(*ctx.control, _frame(ControlKind.FOR, node)),
+            loop=exit_,
         )
         for index, item in enumerate(items):
-            iteration = replace(base, path=(*ctx.path, index))
+            iteration = replace(
+                base,
+                path=(*ctx.path, index),
+                branches=(*ctx.branches, exit_.branch) if exit_.maybe else ctx.branches,
+            )
             self._assign(node.target, Known(item), iteration)
-            self._body(node.body, iteration)
+            try:
+                self._body(node.body, iteration)
+            except _Leave as leave:
+                if leave.kind is ast.Break:
+                    return True  # ``else`` does not run
+                if leave.kind is ast.Return:
+                    raise
         if node.orelse:
-            frame_else = _frame(ControlKind.FOR, node, "orelse")
-            self._body(node.orelse, replace(base, control=(*ctx.control, frame_else)))
-        return overlay
+            self._body(
+                node.orelse,
+                replace(
+                    base,
+                    control=(*ctx.control, _frame(ControlKind.FOR, node, "orelse")),
+                    branches=(*ctx.branches, exit_.branch) if exit_.maybe else ctx.branches,
+                    loop=ctx.loop,
+                ),
+            )
+        return True
 
     def _dry_loop(self, target: ast.expr | None, body: Sequence[ast.stmt], ctx: _Context) -> None:
         """Collect the effects of a body that is not expanded: once, with nothing known."""
@@ -488,27 +532,36 @@ class Discovery:
         in_body = replace(
             ctx, scope=body_scope, globals=body_scope if ctx.globals is ctx.scope else ctx.globals
         )
-        self._body(node.body, replace(in_body, control=(*ctx.control, _frame(ControlKind.TRY, node))))
-        self._body(node.orelse, replace(in_body, control=(*ctx.control, _frame(ControlKind.TRY, node, "orelse"))))
-        for handler in node.handlers:
-            overlay = Scope(ctx.scope)
-            for name in body_scope.assigned:
-                overlay.bind(name, UNKNOWN)
-            if handler.name:
-                overlay.bind(handler.name, UNKNOWN)
-            in_handler = replace(
-                ctx,
-                scope=overlay,
-                globals=overlay if ctx.globals is ctx.scope else ctx.globals,
-                control=(*ctx.control, _frame(ControlKind.TRY, handler, "handler")),
-                branches=(*ctx.branches, _Branch(frozenset())) if ctx.emit else ctx.branches,
-            )
+        try:
+            self._body(node.body, replace(in_body, control=(*ctx.control, _frame(ControlKind.TRY, node))))
+            orelse = replace(in_body, control=(*ctx.control, _frame(ControlKind.TRY, node, "orelse")))
+            self._body(node.orelse, orelse)
+            for handler in node.handlers:
+                self._handler(handler, body_scope, ctx)
+        finally:
+            self._merge(body_scope, ctx)
+        self._body(node.finalbody, replace(ctx, control=(*ctx.control, _frame(ControlKind.TRY, node, "finally"))))
+
+    def _handler(self, handler: ast.ExceptHandler, body_scope: Scope, ctx: _Context) -> None:
+        """An ``except`` clause: runs only if something failed, so it is never certain."""
+        overlay = Scope(ctx.scope)
+        for name in body_scope.assigned:
+            overlay.bind(name, UNKNOWN)
+        if handler.name:
+            overlay.bind(handler.name, UNKNOWN)
+        in_handler = replace(
+            ctx,
+            scope=overlay,
+            globals=overlay if ctx.globals is ctx.scope else ctx.globals,
+            control=(*ctx.control, _frame(ControlKind.TRY, handler, "handler")),
+            branches=(*ctx.branches, _Branch(frozenset())) if ctx.emit else ctx.branches,
+        )
+        try:
             if handler.type is not None:
                 self._expr(handler.type, in_handler)
             self._body(handler.body, in_handler)
+        finally:
             self._merge(overlay, ctx)
-        self._merge(body_scope, ctx)
-        self._body(node.finalbody, replace(ctx, control=(*ctx.control, _frame(ControlKind.TRY, node, "finally"))))
 
     def _stmt_with(self, node: ast.With, ctx: _Context) -> None:
         for item in node.items:
@@ -517,21 +570,25 @@ class Discovery:
                 self._assign(item.optional_vars, UNKNOWN, ctx)
         # A context manager may suppress an exception: nothing assigned inside is certain after.
         overlay = Scope(ctx.scope)
-        self._body(
-            node.body,
-            replace(
-                ctx,
-                scope=overlay,
-                globals=overlay if ctx.globals is ctx.scope else ctx.globals,
-                control=(*ctx.control, _frame(ControlKind.WITH, node)),
-            ),
+        inside = replace(
+            ctx,
+            scope=overlay,
+            globals=overlay if ctx.globals is ctx.scope else ctx.globals,
+            control=(*ctx.control, _frame(ControlKind.WITH, node)),
         )
-        self._merge(overlay, ctx)
+        try:
+            self._body(node.body, inside)
+        finally:
+            self._merge(overlay, ctx)
 
     def _stmt_return(self, node: ast.Return, ctx: _Context) -> None:
         value = self._expr(node.value, ctx, alias=True) if node.value is not None else Known(None)
-        if ctx.returned is not None:
-            ctx.returned.append(value)
+        exit_ = ctx.function
+        if exit_ is None or not ctx.emit:
+            return
+        if self._certain(ctx, exit_):
+            raise _Leave(ast.Return, value)
+        exit_.maybe = True
 
     def _stmt_nothing(self, node: ast.stmt, ctx: _Context) -> None:
         pass
@@ -691,6 +748,12 @@ class Discovery:
         subst: dict[int, tuple[str, Binding]] = {}
         self._scan(node, ctx, subst)
         return self._value(node, ctx, subst)
+
+    def _iterable(self, node: ast.expr, ctx: _Context) -> Binding:
+        """Discover the occurrences in ``node``; the binding of the items it iterates."""
+        subst: dict[int, tuple[str, Binding]] = {}
+        self._scan(node, ctx, subst)
+        return self._value(_listed(node), ctx, subst)
 
     def _value(self, node: ast.expr, ctx: _Context, subst: dict[int, tuple[str, Binding]]) -> Binding:
         hit = subst.get(id(node))
@@ -881,23 +944,25 @@ class Discovery:
         local = Scope(ctx.globals)
         for name, b in bound.items():
             local.bind(name, b)
-        exits = _may_exit_early(fn.body, loop=False)
-        returned: list[Binding] = []
+        exit_ = _Exit(ctx.branches)
         inner = _Context(
             scope=local,
             globals=ctx.globals,
             written=ctx.written,
             path=(*ctx.path, (call.lineno, call.col_offset)),
             control=(_frame(ControlKind.FUNCTION, fn),),
-            branches=(*ctx.branches, _Branch(frozenset())) if exits else ctx.branches,
+            branches=ctx.branches,
             emit=True,
             depth=ctx.depth + 1,
-            returned=returned,
+            loop=None,
+            function=exit_,
         )
-        self._body(fn.body, inner)
-        if exits:
-            return UNKNOWN
-        return returned[-1] if returned else Known(None)
+        value: Binding = Known(None)
+        try:
+            self._body(fn.body, inner)
+        except _Leave as leave:
+            value = leave.value
+        return UNKNOWN if exit_.maybe else value
 
     def _bind_parameters(
         self, ref: FunctionRef, call: ast.Call, ctx: _Context, subst: dict[int, tuple[str, Binding]]
@@ -935,7 +1000,7 @@ class Discovery:
         if not self._calls_out(node, ctx, targets):
             self._dry_comprehension(node, ctx, targets)
             return  # the evaluator computes its value, if it can
-        iterable = self._value(first.iter, ctx, subst)
+        iterable = self._value(_listed(first.iter), ctx, subst)
         subst[id(node)] = (f"${len(subst)}", UNKNOWN)
         producers = producers_of(iterable)
         if ctx.emit and not producers:
@@ -1019,7 +1084,7 @@ class Discovery:
                         self._when_known(producers, self._decider(test, [branch], []))
             else:
                 if level + 1 < len(node.generators):
-                    inner = self._expr(node.generators[level + 1].iter, element)
+                    inner = self._iterable(node.generators[level + 1].iter, element)
                     inner_items = None if producers_of(inner) else _bounded_items(resolve(inner, self._results))
                     if inner_items is not None:
                         self._expand_comprehension(node, level + 1, inner_items, overlay, element)
@@ -1067,8 +1132,8 @@ _STATEMENTS: dict[type[ast.stmt], Callable[[Discovery, Any, _Context], None]] = 
     ast.Raise: Discovery._stmt_plain,
     ast.Assert: Discovery._stmt_plain,
     ast.Pass: Discovery._stmt_nothing,
-    ast.Break: Discovery._stmt_nothing,
-    ast.Continue: Discovery._stmt_nothing,
+    ast.Break: Discovery._stmt_break,
+    ast.Continue: Discovery._stmt_break,
     ast.Global: Discovery._stmt_nothing,
     ast.Nonlocal: Discovery._stmt_nothing,
 }
