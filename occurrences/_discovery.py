@@ -413,9 +413,12 @@ class Discovery:
             part = "body" if decided else "orelse"
             self._body(live, replace(ctx, control=(*ctx.control, _frame(ControlKind.IF, node, part))))
             return
-        sides = []
-        for part, body in (("body", node.body), ("orelse", node.orelse)):
-            branch = _Branch(producers)
+        then, orelse = _Branch(producers), _Branch(producers)
+        if producers and ctx.emit:
+            # Decided before anything under it waits for arguments, so a dead side is
+            # dropped before its arguments are tried.
+            self._when_known(producers, self._decider(test, [then], [orelse]))
+        for part, body, branch in (("body", node.body, then), ("orelse", node.orelse, orelse)):
             overlay = Scope(ctx.scope)
             self._body(
                 body,
@@ -428,10 +431,6 @@ class Discovery:
                 ),
             )
             self._merge(overlay, ctx)
-            sides.append(branch)
-        if producers and ctx.emit:
-            then, orelse = sides
-            self._when_known(producers, self._decider(test, [then], [orelse]))
 
     @staticmethod
     def _control_of(branches: Iterable[_Branch]) -> tuple[bool, bool]:
@@ -466,7 +465,7 @@ class Discovery:
         self._dry_loop(node.target, [*node.body, *node.orelse], ctx)
 
     def _expand_for(self, node: ast.For, items: list[object], overlay: Scope, ctx: _Context) -> bool:
-        if self._dead(ctx) or self._expansions + len(items) > MAX_EXPANSIONS:
+        if self._expansions + len(items) > MAX_EXPANSIONS:
             return False
         self._expansions += len(items)
         exit_ = _Exit(ctx.branches)
@@ -671,8 +670,13 @@ class Discovery:
             p = producers_of(b)
             if p:
                 producers = producers | p
-        if producers and any(p not in self._results for p in producers):
-            return Derived(expr, captured, producers)
+        if producers:
+            # Stays a Derived even when every result is in, so what depends on it (is a
+            # condition known? may a function be expanded?) never depends on timing.
+            derived = Derived(expr, captured, producers)
+            if all(p in self._results for p in producers):
+                resolve(derived, self._results)  # memoize now: keeps resolution chains short
+            return derived
         value = evaluate_in(expr, captured, self._results)
         return UNKNOWN if value is UNKNOWN else Known(value)
 
@@ -720,10 +724,6 @@ class Discovery:
             if isinstance(b, CapabilityRef | MethodRef):
                 self._distrust(b.capability, ctx)
             ctx.scope.bind(name, UNKNOWN)
-
-    @staticmethod
-    def _dead(ctx: _Context) -> bool:
-        return any(b.decision is _Decision.DEAD for b in ctx.branches)
 
     # -- expressions --------------------------------------------------------------------
 
@@ -871,7 +871,7 @@ class Discovery:
         pre_write = capability not in ctx.written
         if effect.may_write:
             ctx.written.add(capability)
-        if not ctx.emit or self._dead(ctx):
+        if not ctx.emit:
             return UNKNOWN
         site = Site(
             capability,
@@ -934,7 +934,6 @@ class Discovery:
             or not ctx.emit
             or ctx.depth >= MAX_CALL_DEPTH
             or self._expansions >= MAX_EXPANSIONS
-            or self._dead(ctx)
         ):
             self._opaque(ctx)
             return UNKNOWN
@@ -1061,7 +1060,7 @@ class Discovery:
         overlay: Scope,
         ctx: _Context,
     ) -> bool:
-        if self._dead(ctx) or self._expansions + len(items) > MAX_EXPANSIONS:
+        if self._expansions + len(items) > MAX_EXPANSIONS:
             return False
         self._expansions += len(items)
         generator = node.generators[level]

@@ -235,3 +235,52 @@ def test_incremental_feeding_equals_whole_feeding() -> None:
         parts.add_statements([stmt])
     assert [(n.id, n.state, n.args) for n in whole.nodes()] == [(n.id, n.state, n.args) for n in parts.nodes()]
     assert sorted(map(str, whole.graph.edges)) == sorted(map(str, parts.graph.edges))
+
+
+def test_branch_on_a_result_hands_out_discardable_nodes_then_resolves() -> None:
+    graph = graph_of('r = docs.search("q")\nif r:\n    docs.get("yes")\nelse:\n    docs.get("no")\n')
+    search, yes, no = graph.take_ready()
+    assert yes.discardable and no.discardable
+    assert graph.graph.edges[search.id, yes.id]["kind"] == "control"
+    run(graph, search, [])
+    assert not no.discardable and not no.dead
+    assert yes.dead and yes.state is State.READY, "already handed out: the dispatcher decides"
+
+
+def test_dead_branch_nodes_not_yet_ready_are_dropped() -> None:
+    graph = graph_of('r = docs.search("q")\nif r:\n    docs.get(r[0])\n')
+    (search,) = graph.take_ready()
+    get = by_line(graph, 3)
+    assert get.state is State.BLOCKED
+    run(graph, search, [])
+    assert get.state is State.DROPPED
+    assert graph.take_ready() == []
+
+
+def test_loop_over_a_result_adds_ready_nodes_when_it_completes() -> None:
+    graph = graph_of('for f in workspace.list_dir("."):\n    workspace.read_text(f)\nworkspace.read_text("z")\n')
+    listing, z = graph.take_ready()
+    run(graph, listing, ["a", "b"])
+    ready = graph.take_ready()
+    assert [(n.args, n.id.path) for n in ready] == [(("a",), (0,)), (("b",), (1,))]
+    assert z.order < ready[0].order, "program order is discovery order"
+
+
+def test_a_certain_node_does_not_follow_a_discardable_one() -> None:
+    graph = graph_of('if ask():\n    docs.get("k")\ndocs.get("k")\n')
+    inside, outside = graph.take_ready()
+    assert inside.discardable and not outside.discardable
+    assert outside.state is State.READY and outside.leader is None
+
+
+def test_a_follower_takes_over_when_its_leader_is_dropped() -> None:
+    graph = graph_of(
+        'r = docs.search("q")\nif r:\n    docs.get("k")\nif ask():\n    docs.get("k")\n'
+    )
+    search, leader = graph.take_ready()
+    follower = by_line(graph, 5)
+    assert follower.state is State.FOLLOWING
+    graph.mark_dispatched(leader.id)
+    graph.settle(leader.id, State.CANCELLED)
+    assert follower.state is State.READY and follower.leader is None
+    assert graph.take_ready() == [follower]
