@@ -277,7 +277,7 @@ def test_a_follower_takes_over_when_its_leader_is_dropped() -> None:
     graph = graph_of(
         'r = docs.search("q")\nif r:\n    docs.get("k")\nif ask():\n    docs.get("k")\n'
     )
-    search, leader = graph.take_ready()
+    _, leader = graph.take_ready()
     follower = by_line(graph, 5)
     assert follower.state is State.FOLLOWING
     graph.mark_dispatched(leader.id)
