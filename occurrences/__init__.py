@@ -19,6 +19,7 @@ from ._exceptions import NotKnown as NotKnown
 from ._exceptions import OccurrencesError as OccurrencesError
 from ._exceptions import SealError as SealError
 from ._exceptions import StreamError as StreamError
+from ._fences import FenceExtractor as FenceExtractor
 from ._model import ControlFrame as ControlFrame
 from ._model import ControlKind as ControlKind
 from ._model import MethodSpec as MethodSpec
@@ -40,6 +41,7 @@ __all__ = [
     "Discovery",
     "DiscoverySink",
     "Effect",
+    "FenceExtractor",
     "Limits",
     "MethodSpec",
     "NotKnown",
