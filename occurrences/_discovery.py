@@ -901,7 +901,7 @@ class Discovery:
                 data = data | p
         control: frozenset[OccurrenceId] = frozenset()
         for branch in ctx.branches:
-            if branch.decision is _Decision.UNDECIDED and branch.producers:
+            if branch.producers:  # decided or not: the graph's shape must not depend on timing
                 control = control | branch.producers
         discardable, dead = self._control_of(ctx.branches)
         occurrence = Occurrence(oid, effect, pre_write, data, control, discardable, dead, self._order)

@@ -15,9 +15,11 @@ update; networkx measured at 1-7k updates/s with those, 130k+/s without.
 
 Invariants:
 
-- a node is handed out by ``take_ready`` at most once, and only when ``READY``: its key is
-  known, its effect is speculable and it is pre-write (discardable ones are handed out
-  too, marked; the dispatcher decides);
+- a node is handed out by ``take_ready`` only when ``READY``: its key is known, its effect
+  is speculable and it is pre-write. Discardable ones are handed out too, marked; the
+  dispatcher decides. A node is handed out once, plus once more if it was discardable,
+  was not dispatched, and its branch then turned out taken. A ``READY`` node (handed out
+  or not, but not dispatched) whose branch turns out dead is ``DROPPED``;
 - of nodes with equal keys, only the first to become ready is handed out; the others
   follow it and complete or fail with it (a non-discardable node never follows a
   discardable one, so it is never held back by a branch that may die);
@@ -251,14 +253,14 @@ class EventGraph:
     def _arguments_known(self, node_id: OccurrenceId, args: tuple[object, ...], kwargs: dict[str, object]) -> None:
         node = self._nodes[node_id]
         node.args, node.kwargs = args, kwargs
+        # Computed for every node, so a node's key never depends on when its branch was decided.
+        key = node.key = self._key_for(node.site.capability, node.site.method, args, kwargs)
         if node.state not in (State.DISCOVERED, State.BLOCKED):
-            return  # ineligible or dropped: the arguments are informative only
-        key = self._key_for(node.site.capability, node.site.method, args, kwargs)
+            return  # ineligible or dropped: arguments and key are informative only
         if key is None:
             self._move(node, State.INELIGIBLE)
             self._never(node)
             return
-        node.key = key
         self._move(node, State.READY)
         self._enter_frontier(node)
 
@@ -285,14 +287,18 @@ class EventGraph:
 
     def _control_changed(self, node_id: OccurrenceId, discardable: bool, dead: bool) -> None:
         node = self._nodes[node_id]
+        was_discardable = node.discardable
         node.discardable, node.dead = discardable, dead
-        if not dead:
-            return
-        pending = node.state in (State.DISCOVERED, State.BLOCKED, State.FOLLOWING)
-        if pending or (node.state is State.READY and node.id not in self._handed):
-            self._move(node, State.DROPPED)
-            self._never(node)
-            self._promote(node)
+        if dead:
+            if node.state in (State.DISCOVERED, State.BLOCKED, State.READY, State.FOLLOWING):
+                self._move(node, State.DROPPED)
+                self._never(node)
+                self._promote(node)
+        elif was_discardable and not discardable and node.state is State.READY and node.id in self._handed:
+            # Handed out as discardable and not dispatched (the policy may refuse
+            # discardable work): now certain, it is offered once more.
+            self._handed.discard(node.id)
+            self._queue.append(node)
 
     def _promote(self, node: Node) -> None:
         """``node`` will produce nothing: its first live follower takes over as leader."""

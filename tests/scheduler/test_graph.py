@@ -242,9 +242,19 @@ def test_branch_on_a_result_hands_out_discardable_nodes_then_resolves() -> None:
     search, yes, no = graph.take_ready()
     assert yes.discardable and no.discardable
     assert graph.graph.edges[search.id, yes.id]["kind"] == "control"
+    graph.mark_dispatched(yes.id)  # the policy allows discardable work; "no" was declined
     run(graph, search, [])
     assert not no.discardable and not no.dead
-    assert yes.dead and yes.state is State.READY, "already handed out: the dispatcher decides"
+    assert yes.dead and yes.state is State.DISPATCHED, "already running: the lane decides"
+    assert graph.take_ready() == [no], "declined while discardable, offered again once taken"
+    assert graph.take_ready() == []
+
+
+def test_a_ready_node_not_dispatched_is_dropped_when_its_branch_dies() -> None:
+    graph = graph_of('r = docs.search("q")\nif r:\n    docs.get("yes")\n')
+    search, yes = graph.take_ready()
+    run(graph, search, [])
+    assert yes.state is State.DROPPED
 
 
 def test_dead_branch_nodes_not_yet_ready_are_dropped() -> None:
