@@ -1,0 +1,232 @@
+"""The Guest child: the entry point of the isolated interpreter that runs a sealed program.
+
+Run as ``python -I -S -B -X utf8 .../pysolate/_guest/_child.py FD`` with its end of the
+broker socket at fd ``FD``. Standard library only, and it never imports the ``pysolate``
+or ``occurrences`` packages' ``__init__`` (which pull in pydantic and anyio): it registers
+bare package objects for them and imports just ``occurrences._plain`` (the codec),
+``pysolate._guest_errors`` (what the program sees) and ``pysolate._guest._wire`` (framing).
+That keeps start-up at the cost of a bare interpreter.
+
+Life of a child: read ``init`` → apply rlimits and the seccomp filter → send ``ready`` →
+block until ``run`` → execute the program, one blocking ``call`` frame per capability call →
+send ``done`` → ``os._exit``. All of this happens before the program runs or on paths the
+program cannot skip (``os._exit`` ends the process even inside ``try/finally``).
+
+Nothing here is a security boundary: the program can import ``os`` and write anything to
+the channel. The boundary is the process (namespaces, seccomp, rlimits) and the Host, which
+validates every frame and grants only the declared methods.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import types
+from typing import Any, NoReturn
+
+
+def _register_packages(root: str) -> None:
+    """Make ``pysolate`` and ``occurrences`` importable without running their ``__init__``."""
+    for name, path in (
+        ("occurrences", os.path.join(root, "occurrences")),
+        ("pysolate", os.path.join(root, "pysolate")),
+        ("pysolate._guest", os.path.join(root, "pysolate", "_guest")),
+    ):
+        module = types.ModuleType(name)
+        module.__path__ = [path]
+        sys.modules[name] = module
+
+
+class _Channel:
+    """Blocking frame I/O on the broker fd (no ``socket`` import: plain reads and writes)."""
+
+    def __init__(self, fd: int, header: Any, encode: Any) -> None:
+        self._fd = fd
+        self._header = header
+        self._encode = encode
+
+    def _read_exact(self, n: int) -> bytes:
+        chunks = []
+        while n:
+            chunk = os.read(self._fd, n)
+            if not chunk:
+                os._exit(0)  # the Host hung up: nothing is waiting for us any more
+            chunks.append(chunk)
+            n -= len(chunk)
+        return b"".join(chunks)
+
+    def receive(self) -> dict[str, Any]:
+        (length,) = self._header.unpack(self._read_exact(self._header.size))
+        message: dict[str, Any] = json.loads(self._read_exact(length))
+        return message
+
+    def send_bytes(self, frame: bytes) -> None:
+        view = memoryview(frame)
+        while view:
+            view = view[os.write(self._fd, view) :]
+
+    def encode(self, message: dict[str, object]) -> bytes:
+        frame: bytes = self._encode(message)
+        return frame
+
+
+class _Guest:
+    """The child's state between ``init`` and ``done``."""
+
+    def __init__(self, channel: _Channel, init: dict[str, Any]) -> None:
+        from occurrences import _plain
+        from pysolate import _guest_errors
+
+        self._channel = channel
+        self._plain = _plain
+        self._errors = _guest_errors
+        self._limits: dict[str, Any] = init["limits"]
+        self._capabilities: dict[str, list[str]] = init["capabilities"]
+        self._calls = 0  # calls sent so far; the Host numbers its replies the same way
+
+    # -- the program's side of a call -------------------------------------------------------
+
+    def call(self, capability: str, method: str, args: tuple[object, ...], kwargs: dict[str, object]) -> object:
+        try:
+            tagged_args = self._plain.to_tagged(args)
+            tagged_kwargs = self._plain.to_tagged(kwargs)
+        except self._plain.NotPlain as exc:
+            raise TypeError(f"{capability}.{method}: arguments must be plain data ({exc})") from None
+        frame = self._channel.encode(
+            {"t": "call", "capability": capability, "method": method, "args": tagged_args, "kwargs": tagged_kwargs}
+        )
+        if len(frame) - 4 > self._limits["max_frame_bytes"]:
+            self.finish_limit("FrameLimit", f"a call to {capability}.{method} exceeds {self._limits['max_frame_bytes']} bytes")
+        self._calls += 1
+        self._channel.send_bytes(frame)
+        reply = self._channel.receive()
+        if reply.get("id") != self._calls:
+            os._exit(70)  # the Host never does this; a confused child must not guess
+        if reply["t"] == "result":
+            return self._plain.from_tagged(reply["value"])
+        args_back = self._plain.from_tagged(reply["args"])
+        raise self._errors.rebuild_exception(reply["type"], reply["message"], tuple(args_back))  # type: ignore[arg-type]
+
+    def proxies(self) -> dict[str, object]:
+        return {name: _proxy(name, methods, self.call) for name, methods in self._capabilities.items()}
+
+    # -- running the program ----------------------------------------------------------------
+
+    def execute(self, source: str) -> NoReturn:
+        import builtins
+
+        namespace: dict[str, object] = {"__name__": "__main__", "__builtins__": builtins, **self.proxies()}
+        errors = self._errors
+        try:
+            body, final = errors.split_program(source)
+            exec(body, namespace)
+            value = eval(final, namespace) if final is not None else None
+        except MemoryError as exc:
+            self.finish("limit", None, ("MemoryLimit", _safe_str(exc) or "out of memory", errors.error_line(exc)))
+        except BaseException as exc:
+            self.finish("error", None, (type(exc).__name__, _safe_str(exc), errors.error_line(exc)))
+        try:
+            tagged = self._plain.to_tagged(value)
+        except self._plain.NotPlain:
+            tagged = self._plain.to_tagged(_safe_repr(value))
+        self.finish("ok", tagged, None)
+
+    def finish_limit(self, type_name: str, message: str) -> NoReturn:
+        self.finish("limit", None, (type_name, message, None))
+
+    def finish(self, status: str, value: object, error: tuple[str, str, int | None] | None) -> NoReturn:
+        """Flush the program's output, send ``done`` and end the process (unskippable)."""
+        for stream in (sys.stdout, sys.stderr):
+            try:  # noqa: SIM105 (contextlib would be one more import at start-up)
+                stream.flush()
+            except BaseException:
+                pass
+        message: dict[str, object] = {"t": "done", "status": status, "value": value, "error": None}
+        if error is not None:
+            message["error"] = {"type": error[0], "message": error[1], "line": error[2]}
+        frame = self._channel.encode(message)
+        if len(frame) - 4 > self._limits["max_frame_bytes"]:
+            limit = self._limits["max_frame_bytes"]
+            frame = self._channel.encode(
+                {"t": "done", "status": "limit", "value": None,
+                 "error": {"type": "FrameLimit", "message": f"the program's result exceeds {limit} bytes", "line": None}}
+            )
+        try:
+            self._channel.send_bytes(frame)
+        finally:
+            os._exit(0)
+
+
+def _proxy(name: str, methods: list[str], call: Any) -> object:
+    """A capability as the program sees it: one attribute per granted method, nothing else."""
+
+    def method_for(method: str) -> Any:
+        def invoke(*args: object, **kwargs: object) -> object:
+            return call(name, method, args, kwargs)
+
+        invoke.__name__ = method
+        invoke.__qualname__ = f"{name}.{method}"
+        return staticmethod(invoke)
+
+    attrs: dict[str, object] = {m: method_for(m) for m in methods}
+    attrs["__slots__"] = ()
+    attrs["__repr__"] = lambda self: f"<capability {name}>"
+    return type(name, (), attrs)()
+
+
+def _safe_str(exc: BaseException) -> str:
+    try:
+        return str(exc)
+    except Exception:
+        return f"<unprintable {type(exc).__name__}>"
+
+
+def _safe_repr(value: object) -> str:
+    try:
+        return repr(value)
+    except Exception:
+        return object.__repr__(value)
+
+
+def _apply_rlimits(limits: dict[str, Any]) -> list[str]:
+    import math
+    import resource
+
+    cpu = max(1, math.ceil(limits["cpu_time"]))
+    settings = [
+        (resource.RLIMIT_CPU, cpu, cpu + 1),  # soft: SIGXCPU (the Host reports CPUTimeLimit)
+        (resource.RLIMIT_AS, limits["memory_bytes"], limits["memory_bytes"]),
+        (resource.RLIMIT_CORE, 0, 0),
+        (resource.RLIMIT_FSIZE, limits["scratch_bytes"], limits["scratch_bytes"]),
+    ]
+    for which, soft, hard in settings:
+        resource.setrlimit(which, (soft, hard))
+    return ["rlimits"]
+
+
+def main() -> None:
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    _register_packages(root)
+    from pysolate._guest import _wire
+
+    channel = _Channel(int(sys.argv[1]), _wire.HEADER, _wire.encode_frame)
+    init = channel.receive()
+    guest = _Guest(channel, init)
+    mechanisms = _apply_rlimits(init["limits"])
+    if init.get("seccomp"):
+        from pysolate._guest import _seccomp
+
+        try:
+            _seccomp.install(init["seccomp"], restrict_files=bool(init.get("restrict_files")))
+        except OSError as exc:
+            mechanisms.append(f"seccomp-failed:{exc}")
+        else:
+            mechanisms.append("seccomp")
+    channel.send_bytes(channel.encode({"t": "ready", "mechanisms": mechanisms}))
+    start = channel.receive()
+    guest.execute(start["source"])
+
+
+if __name__ == "__main__":
+    main()

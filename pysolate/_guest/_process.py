@@ -1,0 +1,471 @@
+"""The Host side of the isolated subprocess Guest: start it early, run one program, reap it.
+
+``start_subprocess_guest`` is the default ``GuestFactory``. It spawns the child
+(``_child.py``, isolated as ``_isolation.plan`` decides), sends it ``init`` and returns once
+the child reports ``ready`` — so the Host can start it while the model still streams and
+hide its start-up. ``SubprocessGuest.run`` then sends the sealed source and serves the
+program's calls, one at a time, until ``done``.
+
+The Host trusts nothing the child sends (``_frames``). Every end of a run maps to exactly
+one status::
+
+    done frame                         → ok / error / limit (MemoryLimit, FrameLimit)
+    malformed, oversized, out-of-order → protocol_error  (a frame while a call is served,
+      frame, or ready after run           a second ready, bad JSON, bad tags...)
+    wall time                          → limit WallTimeLimit (tool time included)
+    more stdout than allowed           → limit OutputLimit
+    more calls than allowed            → limit CallLimit
+    a reply larger than allowed        → limit FrameLimit
+    killed by SIGXCPU                  → limit CPUTimeLimit
+    any other death before done        → crashed
+
+Every way out of ``run`` (including cancellation and Host bugs in the handler) kills the
+child's process group and reaps it; no task outlives ``run``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import enum
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import tempfile
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+import anyio
+import anyio.abc
+
+from occurrences._plain import NotPlain, to_tagged
+
+from .._guest_api import (
+    CallHandler,
+    ErrorInfo,
+    GuestLimits,
+    GuestOutcome,
+    GuestStatus,
+    Isolation,
+    ToolFailure,
+)
+from . import _isolation
+from ._frames import Call, Done, ProtocolViolation, ReadyFrame, parse_guest_frame
+from ._wire import HEADER, encode_frame
+
+START_TIMEOUT = 20.0
+"""Seconds a child may take to report ``ready`` before start-up counts as failed."""
+
+EXIT_GRACE = 2.0
+"""Seconds a child may take to exit after ``done`` before it is killed (output is kept)."""
+
+SCRATCH_BYTES = 64 * 1024 * 1024
+"""Size of the child's private tmpfs (and its RLIMIT_FSIZE)."""
+
+STDERR_KEPT = 8 * 1024
+"""Bytes of the child's stderr kept for the ``crashed`` message."""
+
+_READ_CHUNK = 256 * 1024
+
+
+class GuestStartError(RuntimeError):
+    """The Guest child could not be started (it died, or never reported ready)."""
+
+
+class _State(enum.Enum):
+    READY = "ready"  # started, waiting for its source
+    RUNNING = "running"
+    FINISHED = "finished"  # ran its one program
+    CLOSED = "closed"
+
+
+class _ChannelClosed(Exception):
+    """The child's end of the channel is gone (it exited or was killed)."""
+
+
+class _LimitHit(Exception):
+    def __init__(self, type_name: str, message: str) -> None:
+        super().__init__(message)
+        self.info = ErrorInfo(type_name, message, None)
+
+
+@dataclass(frozen=True, slots=True)
+class GuestStatistics:
+    """What one Guest has done so far (a snapshot)."""
+
+    startup_seconds: float
+    """From spawning the child to its ``ready`` frame."""
+    calls: int
+    """Capability calls served."""
+    stdout_bytes: int
+
+
+class _Channel:
+    """The Host's end of the broker socket: non-blocking frames with a size bound."""
+
+    def __init__(self, sock: socket.socket, max_frame_bytes: int) -> None:
+        sock.setblocking(False)
+        self._sock = sock
+        self._max = max_frame_bytes
+        self._buffer = bytearray()  # received bytes not yet consumed as frames
+
+    async def _fill(self, n: int) -> None:
+        while len(self._buffer) < n:
+            try:
+                data = self._sock.recv(_READ_CHUNK)
+            except BlockingIOError:
+                await anyio.wait_readable(self._sock)
+                continue
+            except OSError:
+                raise _ChannelClosed from None
+            if not data:
+                raise _ChannelClosed
+            self._buffer += data
+
+    async def receive(self) -> bytes:
+        """The next frame's payload. Raises ``ProtocolViolation`` for an oversized one."""
+        await self._fill(HEADER.size)
+        (length,) = HEADER.unpack_from(self._buffer)
+        if length > self._max:
+            raise ProtocolViolation(f"frame of {length} bytes exceeds {self._max}")
+        await self._fill(HEADER.size + length)
+        payload = bytes(self._buffer[HEADER.size : HEADER.size + length])
+        del self._buffer[: HEADER.size + length]
+        return payload
+
+    async def anything(self) -> Exception:
+        """Wait for any byte (or EOF) from the child; what it means while it should be silent."""
+        while not self._buffer:
+            try:
+                data = self._sock.recv(_READ_CHUNK)
+            except BlockingIOError:
+                await anyio.wait_readable(self._sock)
+                continue
+            except OSError:
+                return _ChannelClosed()
+            if not data:
+                return _ChannelClosed()
+            self._buffer += data
+        return ProtocolViolation("a frame arrived while a call was being served")
+
+    async def send(self, frame: bytes) -> None:
+        view = memoryview(frame)
+        while view:
+            try:
+                sent = self._sock.send(view)
+            except BlockingIOError:
+                await anyio.wait_writable(self._sock)
+                continue
+            except OSError:
+                raise _ChannelClosed from None
+            view = view[sent:]
+
+    def close(self) -> None:
+        self._sock.close()
+
+
+class SubprocessGuest:
+    """One isolated Guest child, started ahead of its source (see module docstring)."""
+
+    def __init__(
+        self,
+        process: anyio.abc.Process,
+        channel: _Channel,
+        capabilities: Mapping[str, Sequence[str]],
+        limits: GuestLimits,
+        isolation: Isolation,
+        scratch: str | None,
+        startup_seconds: float,
+    ) -> None:
+        self._process = process
+        self._channel = channel
+        self._granted = {name: frozenset(methods) for name, methods in capabilities.items()}
+        self._limits = limits
+        self.isolation = isolation
+        self._scratch = scratch  # temp dir we created (no-namespace plans only); removed on close
+        self._startup_seconds = startup_seconds
+        self._state = _State.READY
+        self._calls = 0
+        self._stdout = bytearray()  # at most limits.output_bytes
+        self._stdout_total = 0
+        self._stderr = bytearray()  # at most STDERR_KEPT
+        self._ending: tuple[GuestStatus, ErrorInfo | None] | None = None  # first end wins
+        self._conversation: anyio.CancelScope | None = None
+
+    def statistics(self) -> GuestStatistics:
+        return GuestStatistics(self._startup_seconds, self._calls, self._stdout_total)
+
+    # -- running ---------------------------------------------------------------------------
+
+    async def run(self, source: str, handler: CallHandler) -> GuestOutcome:
+        """Execute the sealed ``source`` once, serving its calls through ``handler``.
+
+        Returns the outcome for every end the program can cause (see module docstring).
+        Raises ``RuntimeError`` if this Guest already ran or was closed. An exception other
+        than ``ToolFailure`` from ``handler`` propagates after the child is killed.
+        Cancellation kills and reaps the child, then re-raises.
+        """
+        if self._state is not _State.READY:
+            raise RuntimeError(f"a Guest runs exactly one program (this one is {self._state.value})")
+        self._state = _State.RUNNING
+        try:
+            return await self._run(source, handler)
+        finally:
+            self._state = _State.FINISHED
+            with anyio.CancelScope(shield=True):
+                await self._kill_and_reap()
+
+    async def _run(self, source: str, handler: CallHandler) -> GuestOutcome:
+        done: Done | None = None
+        host_bug: Exception | None = None
+        async with anyio.create_task_group() as pumps:
+            stdout_eof, stderr_eof = anyio.Event(), anyio.Event()
+            pumps.start_soon(self._pump_stdout, stdout_eof)
+            pumps.start_soon(self._pump_stderr, stderr_eof)
+            with anyio.CancelScope() as self._conversation:
+                with anyio.move_on_after(self._limits.wall_time) as wall:
+                    try:
+                        done = await self._converse(source, handler)
+                    except ProtocolViolation as exc:
+                        self._end("protocol_error", ErrorInfo("ProtocolError", str(exc), None))
+                    except _LimitHit as exc:
+                        self._end("limit", exc.info)
+                    except _ChannelClosed:
+                        pass  # the exit status says why, below
+                    except Exception as exc:  # a Host bug (the handler's): re-raised unwrapped below
+                        host_bug = exc
+                if wall.cancelled_caught:
+                    self._end("limit", ErrorInfo("WallTimeLimit", f"the run took longer than {self._limits.wall_time}s", None))
+            if done is None:
+                self._kill()
+            with anyio.move_on_after(EXIT_GRACE):
+                await self._process.wait()
+            self._kill()
+            await self._process.wait()
+            with anyio.move_on_after(EXIT_GRACE):  # a descendant may still hold the pipes
+                await stdout_eof.wait()
+                await stderr_eof.wait()
+            pumps.cancel_scope.cancel()
+        if host_bug is not None:
+            raise host_bug
+        return self._outcome(done)
+
+    def _outcome(self, done: Done | None) -> GuestOutcome:
+        stdout = self._stdout.decode("utf-8", "replace")
+        if done is not None:
+            self._end(done.status, done.error)
+        if self._stdout_total > self._limits.output_bytes and (self._ending is None or self._ending[0] in ("ok", "error")):
+            self._ending = None
+            self._end("limit", ErrorInfo("OutputLimit", f"the program printed more than {self._limits.output_bytes} bytes", None))
+        if self._ending is None:
+            self._end(*self._death())
+        assert self._ending is not None
+        status, error = self._ending
+        value = done.value if done is not None and status == "ok" else None
+        return GuestOutcome(status, value, stdout, error, self.isolation)
+
+    def _death(self) -> tuple[GuestStatus, ErrorInfo]:
+        code = self._process.returncode
+        if code in (-signal.SIGXCPU, 128 + signal.SIGXCPU):
+            return "limit", ErrorInfo("CPUTimeLimit", f"the program used more than {self._limits.cpu_time}s of CPU", None)
+        detail = self._stderr.decode("utf-8", "replace").strip()
+        message = f"the Guest exited with status {code} before the program finished"
+        return "crashed", ErrorInfo("GuestCrashed", f"{message}: {detail}" if detail else message, None)
+
+    def _end(self, status: GuestStatus, error: ErrorInfo | None) -> None:
+        """Record why the run ends (the first reason wins) and stop the conversation."""
+        if self._ending is None:
+            self._ending = (status, error)
+        if self._conversation is not None:
+            self._conversation.cancel()
+
+    async def _converse(self, source: str, handler: CallHandler) -> Done:
+        await self._channel.send(encode_frame({"t": "run", "source": source}))
+        while True:
+            frame = parse_guest_frame(await self._channel.receive())
+            if isinstance(frame, Done):
+                return frame
+            if isinstance(frame, ReadyFrame):
+                raise ProtocolViolation("ready after run")
+            self._calls += 1
+            if self._calls > self._limits.max_calls:
+                raise _LimitHit("CallLimit", f"the program made more than {self._limits.max_calls} calls")
+            reply = await self._serve(frame, handler)
+            if len(reply) - HEADER.size > self._limits.max_frame_bytes:
+                raise _LimitHit("FrameLimit", f"the reply to {frame.capability}.{frame.method} exceeds {self._limits.max_frame_bytes} bytes")
+            await self._channel.send(reply)
+
+    async def _serve(self, call: Call, handler: CallHandler) -> bytes:
+        """Run one call while making sure the child stays silent until it gets its reply."""
+        call_id = self._calls
+        if call.method not in self._granted.get(call.capability, ()):
+            message = f"{call.capability!r} has no method {call.method!r} granted to this program"
+            return self._failure(call_id, ToolFailure("AttributeError", message))
+        interrupted: Exception | None = None
+        bug: Exception | None = None
+        reply = b""
+        async with anyio.create_task_group() as watch:
+
+            async def watch_channel() -> None:
+                nonlocal interrupted
+                interrupted = await self._channel.anything()
+                watch.cancel_scope.cancel()
+
+            watch.start_soon(watch_channel)
+            try:
+                value = await handler(call.capability, call.method, call.args, call.kwargs)
+                reply = encode_frame({"t": "result", "id": call_id, "value": to_tagged(value)})
+            except ToolFailure as failure:
+                reply = self._failure(call_id, failure)
+            except NotPlain as exc:
+                reply = self._failure(call_id, ToolFailure("TypeError", f"{call.capability}.{call.method} returned non-plain data: {exc}"))
+            except Exception as exc:
+                bug = exc
+            watch.cancel_scope.cancel()
+        if interrupted is not None:
+            raise interrupted
+        if bug is not None:
+            raise bug
+        return reply
+
+    @staticmethod
+    def _failure(call_id: int, failure: ToolFailure) -> bytes:
+        try:
+            args = to_tagged(tuple(failure.exc_args))
+        except NotPlain:
+            args = to_tagged((failure.message,))
+        return encode_frame({"t": "failure", "id": call_id, "type": failure.type_name, "message": failure.message, "args": args})
+
+    async def _pump_stdout(self, eof: anyio.Event) -> None:
+        assert self._process.stdout is not None
+        try:
+            async for chunk in self._process.stdout:
+                room = self._limits.output_bytes - len(self._stdout)
+                self._stdout += chunk[: max(room, 0)]
+                self._stdout_total += len(chunk)
+                if self._stdout_total > self._limits.output_bytes:
+                    self._kill()
+                    self._end("limit", ErrorInfo("OutputLimit", f"the program printed more than {self._limits.output_bytes} bytes", None))
+        except (anyio.ClosedResourceError, anyio.BrokenResourceError):
+            pass
+        eof.set()
+
+    async def _pump_stderr(self, eof: anyio.Event) -> None:
+        assert self._process.stderr is not None
+        try:
+            async for chunk in self._process.stderr:
+                self._stderr += chunk[: max(STDERR_KEPT - len(self._stderr), 0)]
+        except (anyio.ClosedResourceError, anyio.BrokenResourceError):
+            pass
+        eof.set()
+
+    # -- stopping --------------------------------------------------------------------------
+
+    def _kill(self) -> None:
+        """SIGKILL the child's process group (bwrap takes its namespace down with it)."""
+        if self._process.returncode is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(self._process.pid, signal.SIGKILL)
+
+    async def _stderr_after_death(self) -> str:
+        """Kill the child and return the start of what it wrote to stderr (for start errors)."""
+        self._kill()
+        await self._process.wait()
+        with anyio.move_on_after(EXIT_GRACE):
+            await self._pump_stderr(anyio.Event())
+        return self._stderr.decode("utf-8", "replace").strip()
+
+    async def _kill_and_reap(self) -> None:
+        self._kill()
+        await self._process.wait()
+        self._channel.close()
+        await self._process.aclose()
+        if self._scratch is not None:
+            shutil.rmtree(self._scratch, ignore_errors=True)
+            self._scratch = None
+
+    async def aclose(self) -> None:
+        """Kill and reap the child and release its channel and scratch dir; idempotent.
+
+        Shielded from cancellation: it only kills and waits for an already dead process.
+        """
+        if self._state is _State.CLOSED:
+            return
+        self._state = _State.CLOSED
+        with anyio.CancelScope(shield=True):
+            await self._kill_and_reap()
+
+
+async def start_subprocess_guest(
+    capabilities: Mapping[str, Sequence[str]],
+    limits: GuestLimits,
+    *,
+    isolation: _isolation.IsolationChoice = "strongest",
+) -> SubprocessGuest:
+    """Start an isolated Guest child and return once it waits for its source.
+
+    ``capabilities`` maps each global name to the methods the program may call on it.
+    ``isolation`` may ask for a weaker level than the strongest available (tests do).
+    Raises ``GuestStartError`` if the child dies or is not ready within ``START_TIMEOUT``.
+    Cancellation kills and reaps the child, then re-raises.
+    """
+    plan = await anyio.to_thread.run_sync(_isolation.plan, isolation, SCRATCH_BYTES)
+    scratch = None if plan.namespaces else tempfile.mkdtemp(prefix="pysolate-guest-")
+    host_end, child_end = socket.socketpair()
+    t0 = time.perf_counter()
+    try:
+        process = await anyio.open_process(
+            [*plan.argv, str(child_end.fileno())],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            env={},
+            cwd=scratch,
+            start_new_session=True,
+            pass_fds=(child_end.fileno(),),
+        )
+    except BaseException:
+        host_end.close()
+        if scratch is not None:
+            shutil.rmtree(scratch, ignore_errors=True)
+        raise
+    finally:
+        child_end.close()
+    channel = _Channel(host_end, limits.max_frame_bytes)
+    guest = SubprocessGuest(process, channel, capabilities, limits, Isolation("process"), scratch, 0.0)
+    try:
+        init = {
+            "t": "init",
+            "capabilities": {name: list(methods) for name, methods in capabilities.items()},
+            "limits": {
+                "cpu_time": limits.cpu_time,
+                "memory_bytes": limits.memory_bytes,
+                "max_frame_bytes": limits.max_frame_bytes,
+                "scratch_bytes": SCRATCH_BYTES,
+            },
+            "seccomp": plan.seccomp_library,
+            "restrict_files": not plan.namespaces,
+        }
+        with anyio.fail_after(START_TIMEOUT):
+            await channel.send(encode_frame(init))
+            ready = parse_guest_frame(await channel.receive())
+        if not isinstance(ready, ReadyFrame):
+            raise ProtocolViolation("the child's first frame was not ready")
+    except (_ChannelClosed, ProtocolViolation, TimeoutError) as exc:
+        detail = await guest._stderr_after_death()
+        await guest.aclose()
+        raise GuestStartError(f"the Guest child did not start ({exc!r}): {detail}") from None
+    except BaseException:
+        await guest.aclose()
+        raise
+    mechanisms = (*plan.mechanisms, *ready.mechanisms)
+    if plan.namespaces:
+        guest.isolation = Isolation("namespaces", mechanisms)
+    elif "seccomp" in ready.mechanisms:
+        guest.isolation = Isolation("seccomp", mechanisms)
+    else:
+        guest.isolation = Isolation("rlimits", mechanisms)
+    guest._startup_seconds = time.perf_counter() - t0
+    return guest

@@ -1,0 +1,36 @@
+"""The broker's framing: one length-prefixed JSON object per frame, on a dedicated socket.
+
+Both ends import this module, so it is stdlib-only and cheap to import: the Guest child
+loads it before anything else. A frame is a 4-byte big-endian unsigned length followed by
+that many bytes of UTF-8 JSON (an object with a ``"t"`` field naming the message). Plain
+values inside messages travel in the tagged form of ``occurrences._plain``. Never pickle:
+decoding a frame must not be able to run code.
+
+Messages (H = Host, G = Guest child)::
+
+    H→G  init    {"t": "init", "capabilities": {name: [method, ...]}, "limits": {...},
+                  "seccomp": path-or-null, "scratch_only_writes": bool}
+    G→H  ready   {"t": "ready", "mechanisms": [str, ...]}
+    H→G  run     {"t": "run", "source": str}
+    G→H  call    {"t": "call", "capability": str, "method": str, "args": tagged, "kwargs": tagged}
+    H→G  result  {"t": "result", "id": int, "value": tagged}
+    H→G  failure {"t": "failure", "id": int, "type": str, "message": str, "args": tagged}
+    G→H  done    {"t": "done", "status": "ok"|"error"|"limit", "value": tagged|null,
+                  "error": {"type": str, "message": str, "line": int|null}|null}
+
+Call ids are chosen by the Host alone (its count of calls so far); the Guest never sends one.
+"""
+
+from __future__ import annotations
+
+import json
+import struct
+from collections.abc import Mapping
+
+HEADER = struct.Struct(">I")
+"""Frame header: the payload length in bytes."""
+
+def encode_frame(message: Mapping[str, object]) -> bytes:
+    """Header plus compact JSON payload of ``message``."""
+    payload = json.dumps(message, separators=(",", ":"), ensure_ascii=False, allow_nan=False).encode()
+    return HEADER.pack(len(payload)) + payload
