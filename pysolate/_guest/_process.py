@@ -220,6 +220,7 @@ class SubprocessGuest:
     async def _run(self, source: str, handler: CallHandler) -> GuestOutcome:
         done: Done | None = None
         host_bug: Exception | None = None
+        closed = False
         async with anyio.create_task_group() as pumps:
             stdout_eof, stderr_eof = anyio.Event(), anyio.Event()
             pumps.start_soon(self._pump_stdout, stdout_eof)
@@ -233,12 +234,12 @@ class SubprocessGuest:
                     except _LimitHit as exc:
                         self._end("limit", exc.info)
                     except _ChannelClosed:
-                        pass  # the exit status says why, below
+                        closed = True  # the child is exiting; its status says why, below
                     except Exception as exc:  # a Host bug (the handler's): re-raised unwrapped below
                         host_bug = exc
                 if wall.cancelled_caught:
                     self._end("limit", ErrorInfo("WallTimeLimit", f"the run took longer than {self._limits.wall_time}s", None))
-            if done is None:
+            if done is None and not closed:
                 self._kill()
             with anyio.move_on_after(EXIT_GRACE):
                 await self._process.wait()
