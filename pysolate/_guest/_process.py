@@ -58,7 +58,7 @@ from ._wire import HEADER, encode_frame
 START_TIMEOUT = 20.0
 """Seconds a child may take to report ``ready`` before start-up counts as failed."""
 
-EXIT_GRACE = 2.0
+EXIT_GRACE = 0.5
 """Seconds a child may take to exit after ``done`` before it is killed (output is kept)."""
 
 SCRATCH_BYTES = 64 * 1024 * 1024
