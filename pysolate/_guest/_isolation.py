@@ -95,7 +95,9 @@ def _bwrap_argv(bwrap: str, python: str, scratch_bytes: int) -> list[str]:
         argv += ["--ro-bind", str(PACKAGE_ROOT / relative), f"{SANDBOX_ROOT}/{relative}"]
     argv += [
         "--proc", "/proc", "--dev", "/dev",
-        "--size", str(scratch_bytes), "--tmpfs", "/tmp", "--chdir", "/tmp",
+        "--size", str(scratch_bytes), "--tmpfs", "/tmp",
+        "--remount-ro", "/",  # bwrap's root is a writable tmpfs; only /tmp stays writable
+        "--chdir", "/tmp",
         python, *INTERPRETER_FLAGS, f"{SANDBOX_ROOT}/pysolate/_guest/_child.py",
     ]
     return argv

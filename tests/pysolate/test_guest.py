@@ -53,7 +53,7 @@ async def test_final_expression_is_the_value() -> None:
 async def test_plain_values_survive_exactly() -> None:
     out = await run("(1, 1.0, True, -0.0, b'\\x00', None, [1, (2,)], {'k': {3: 'v'}})")
     assert out.value == (1, 1.0, True, -0.0, b"\x00", None, [1, (2,)], {"k": {3: "v"}})
-    assert type(out.value) is tuple and math.copysign(1, out.value[3]) == -1  # type: ignore[index]
+    assert type(out.value) is tuple and math.copysign(1, out.value[3]) == -1
 
 
 async def test_non_plain_value_is_its_repr() -> None:
