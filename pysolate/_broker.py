@@ -34,6 +34,7 @@ from occurrences._plain import dumps
 
 from ._capability import CapabilityMethod, MethodSpec
 from ._guest_api import ErrorInfo, ToolFailure
+from ._guest_errors import arguments_not_plain
 from ._result import CallOutcome, CallRecord
 from .tracing import RunTrace
 from .tracing._null import NULL_RUN
@@ -102,7 +103,7 @@ def bind(registration: Registration, method: str, args: tuple[object, ...], kwar
         check_plain(args)
         check_plain(dict(kwargs))
     except NotPlain as exc:
-        raise TypeError(f"{registration.name}.{method}: arguments must be plain data ({exc})") from None
+        raise arguments_not_plain(registration.name, method, exc) from None
     own_args, own_kwargs = fresh_copy(args), fresh_copy(dict(kwargs))
     assert isinstance(own_args, tuple) and isinstance(own_kwargs, dict)
     bound = cap.signature.bind(*own_args, **own_kwargs)

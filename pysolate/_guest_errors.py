@@ -11,6 +11,8 @@ Guest would test a different contract. So the few rules that decide it live here
 - ``split_program``: the program's last top-level statement, when it is an expression, is
   evaluated separately so its value becomes the run's value (like the REPL's ``_``).
 - ``error_line``: the line in the agent's source of the deepest frame running agent code.
+- ``arguments_not_plain``: a call whose arguments are not plain data fails in the Guest,
+  before it reaches the Host.
 
 Standard library only, and nothing from the rest of ``pysolate``: the subprocess Guest
 imports this module without the Host's dependencies.
@@ -63,6 +65,12 @@ def rebuild_exception(type_name: str, message: str, args: tuple[object, ...]) ->
         except Exception:
             continue
     return ToolError(type_name, message)
+
+
+def arguments_not_plain(capability: str, method: str, reason: object) -> TypeError:
+    """The error a call with non-plain arguments raises in the program (in the Guest, so
+    such a call never reaches the Host and has no receipt)."""
+    return TypeError(f"{capability}.{method}: arguments must be plain data ({reason})")
 
 
 def split_program(source: str) -> tuple[CodeType, CodeType | None]:

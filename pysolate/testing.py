@@ -36,7 +36,7 @@ from occurrences import Effect, NotPlain, check_plain, fresh_copy
 
 from ._capability import capability
 from ._guest_api import CallHandler, ErrorInfo, GuestLimits, GuestOutcome, Isolation, ToolFailure
-from ._guest_errors import error_line, rebuild_exception, split_program
+from ._guest_errors import arguments_not_plain, error_line, rebuild_exception, split_program
 from ._workspace import Workspace
 
 __all__ = [
@@ -244,15 +244,20 @@ class _Program:
         self._check_abandoned()
         self.output_bytes += len(text.encode("utf-8", "surrogatepass"))
         if self.output_bytes > self.limits.output_bytes:
-            raise _Abort("OutputLimitExceeded", f"the program printed more than {self.limits.output_bytes} bytes")
+            raise _Abort("OutputLimit", f"the program printed more than {self.limits.output_bytes} bytes")
         self.output.append(text)
 
     def _proxy_method(self, capability_name: str, method: str) -> Callable[..., object]:
         def call(*args: object, **kwargs: object) -> object:
             self._check_abandoned()
+            try:
+                check_plain(args)
+                check_plain(kwargs)
+            except NotPlain as exc:
+                raise arguments_not_plain(capability_name, method, exc) from None
             self.call_count += 1
             if self.call_count > self.limits.max_calls:
-                raise _Abort("CallLimitExceeded", f"the program made more than {self.limits.max_calls} calls")
+                raise _Abort("CallLimit", f"the program made more than {self.limits.max_calls} calls")
             try:
                 return anyio.from_thread.run(self._call_handler, capability_name, method, args, kwargs)
             except ToolFailure as failure:
@@ -323,7 +328,7 @@ class InProcessGuest:
         if deadline.cancelled_caught:
             program.abandoned = True
             message = f"the run took longer than {self._limits.wall_time}s"
-            return program.outcome("limit", error=ErrorInfo("WallTimeExceeded", message, None))
+            return program.outcome("limit", error=ErrorInfo("WallTimeLimit", message, None))
         return outcome
 
     async def aclose(self) -> None:

@@ -1,7 +1,7 @@
 """Host.run_source end to end: outcomes, each capability kind, receipts, views, failures.
 
-Parametrized over the Guests available: the in-process one always, the isolated
-subprocess one (the default) once ``pysolate._guest`` provides it.
+Parametrized over both Guests: the in-process one (fast, for tests) and the isolated
+subprocess one (the default); they must show the program exactly the same thing.
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 
 from occurrences import Effect, canonical_arguments
 from pysolate import Host, RunStatus, ToolError, capability
+from pysolate._guest import start_subprocess_guest
 from pysolate._guest_api import Guest, GuestFactory, GuestLimits
 from pysolate.testing import Script, in_process_guest, memory_workspace, scripted_tool
 from pysolate.tracing import OTelInstrument
@@ -26,13 +27,10 @@ pytestmark = pytest.mark.anyio
 
 
 def _guest_factories() -> list[object]:
-    params: list[object] = [pytest.param(in_process_guest, id="in_process")]
-    try:
-        from pysolate._guest import start_subprocess_guest  # type: ignore[import-not-found,attr-defined,unused-ignore]
-    except ImportError:  # not landed yet: the in-process Guest alone
-        return params
-    params.append(pytest.param(start_subprocess_guest, id="subprocess"))
-    return params
+    return [
+        pytest.param(in_process_guest, id="in_process"),
+        pytest.param(start_subprocess_guest, id="subprocess"),
+    ]
 
 
 @pytest.fixture(params=_guest_factories())
@@ -218,8 +216,10 @@ async def test_bad_calls_raise_type_error_in_the_program(factory: GuestFactory) 
     )
     result = await host.run_source(src)
     assert result.value == ["bind", "bind", "plain argument", "plain result"]
-    assert [c.outcome for c in result.calls] == ["error"] * 4
+    # A non-plain argument fails in the Guest: that call never reaches the Host.
+    assert [(c.method, c.outcome) for c in result.calls] == [("double", "error"), ("double", "error"), ("odd", "error")]
     assert result.calls[0].key is None  # unbound calls have no key
+    assert [c.error.type for c in result.calls if c.error] == ["TypeError"] * 3
 
 
 async def test_oversized_results_are_an_error_in_the_program(factory: GuestFactory, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -324,3 +324,11 @@ async def test_runs_are_traced_through_the_host_instrument() -> None:
         ("invoke_agent", "ERROR"),  # the program raised
         ("invoke_agent", "ERROR"),  # rejected
     ]
+
+
+async def test_the_default_guest_is_the_isolated_subprocess() -> None:
+    host = Host()
+    host.register("store", Store())
+    result = await host.run_source("store.double(4)")
+    assert result.value == 8
+    assert result.isolation is not None and result.isolation.level != "in_process"

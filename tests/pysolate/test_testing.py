@@ -129,7 +129,7 @@ def _limited(**limits: object) -> Host:
 async def test_in_process_call_limit_aborts_the_run() -> None:
     result = await _limited(max_calls=3).run_source("for _ in range(10):\n    t.ping()\n")
     assert result.status == RunStatus.ABORTED
-    assert result.error is not None and result.error.type == "CallLimitExceeded"
+    assert result.error is not None and result.error.type == "CallLimit"
     assert result.guest_status == "limit"
     assert result.report.logical == 3
 
@@ -138,7 +138,7 @@ async def test_in_process_call_limit_aborts_the_run() -> None:
 async def test_in_process_output_limit_aborts_the_run_and_keeps_what_fit() -> None:
     result = await _limited(output_bytes=10).run_source("try:\n    for _ in range(5):\n        print('abcd')\nexcept Exception:\n    pass\n")
     assert result.status == "aborted"
-    assert result.error is not None and result.error.type == "OutputLimitExceeded"
+    assert result.error is not None and result.error.type == "OutputLimit"
     assert result.stdout == "abcd\nabcd\n"
 
 
@@ -148,7 +148,7 @@ async def test_in_process_wall_time_aborts_a_slow_run() -> None:
     host.register("t", scripted_tool(wait=Script(lambda: None, effect=Effect.PURE, latency=10.0)))
     result = await host.run_source("t.wait()")
     assert result.status == "aborted"
-    assert result.error is not None and result.error.type == "WallTimeExceeded"
+    assert result.error is not None and result.error.type == "WallTimeLimit"
 
 
 @pytest.mark.anyio
