@@ -301,7 +301,8 @@ class Workspace:
             if parent == p:
                 names.add(name)
         prefix = f"{p}/" if p else ""
-        return sorted(n for n in names if self._exists(prefix + n))
+        refused = self._tree.refused
+        return sorted(n for n in names if self._exists(prefix + n) or prefix + n in refused)
 
     @capability(effect=Effect.IMMUTABLE_READ, version=VERSION)
     async def exists(self, path: str) -> bool:

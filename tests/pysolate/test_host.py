@@ -7,8 +7,10 @@ subprocess one (the default); they must show the program exactly the same thing.
 from __future__ import annotations
 
 import json
+import os
 import threading
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 
 import anyio
 import pytest
@@ -17,7 +19,7 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from occurrences import Effect, canonical_arguments
-from pysolate import Host, RunStatus, ToolError, capability
+from pysolate import Host, RunStatus, ToolError, Workspace, capability
 from pysolate._guest import start_subprocess_guest
 from pysolate._guest_api import Guest, GuestFactory, GuestLimits
 from pysolate.testing import Script, in_process_guest, memory_workspace, scripted_tool
@@ -332,3 +334,36 @@ async def test_the_default_guest_is_the_isolated_subprocess() -> None:
     result = await host.run_source("store.double(4)")
     assert result.value == 8
     assert result.isolation is not None and result.isolation.level != "in_process"
+
+
+async def test_workspace_semantics_inside_the_program(factory: GuestFactory, tmp_path: Path) -> None:
+    source = tmp_path / "src"
+    source.mkdir()
+    (source / "a.txt").write_text("alpha")
+    (source / "old.txt").write_text("old")
+    (tmp_path / "secret.txt").write_text("hunter2")
+    os.symlink(tmp_path / "secret.txt", source / "leak")
+    host = Host(guest_factory=factory)
+    host.register("workspace", Workspace.frozen(source))
+    program = (
+        "refused = []\n"
+        "for path in ['../secret.txt', str(PATH) + '/secret.txt', 'leak']:\n"
+        "    try:\n        workspace.read_text(path)\n    except PermissionError as e:\n        refused.append(path)\n"
+        "workspace.write_text('a.txt', workspace.read_text('a.txt') + '!')\n"
+        "workspace.delete('old.txt')\n"
+        "workspace.write_text('new/n.txt', 'n')\n"
+        "(refused, workspace.read_text('a.txt'), workspace.exists('old.txt'), workspace.list_dir())\n"
+    ).replace("PATH", repr(str(tmp_path)))
+    before = {p.name: p.read_bytes() for p in source.iterdir() if not p.is_symlink()}
+    kept, dropped = await host.run_source(program), await host.run_source(program)
+    for result in (kept, dropped):
+        assert result.status == "ok", result.error
+        assert result.value == (
+            ["../secret.txt", f"{tmp_path}/secret.txt", "leak"], "alpha!", False, ["a.txt", "leak", "new"],
+        )
+    out = kept.workspaces["workspace"].commit(tmp_path / "out")
+    dropped.workspaces["workspace"].discard()
+    assert sorted(str(p.relative_to(out)) for p in out.rglob("*")) == ["a.txt", "new", "new/n.txt"]
+    assert (out / "a.txt").read_text() == "alpha!"
+    assert {p.name: p.read_bytes() for p in source.iterdir() if not p.is_symlink()} == before
+    assert "hunter2" not in json.dumps(kept.to_json())

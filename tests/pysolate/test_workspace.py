@@ -103,6 +103,7 @@ async def test_symlinks_out_are_refused_and_symlinks_in_are_followed(source: Pat
         with pytest.raises(PermissionError, match="refused"):
             await ws.read_text(path)
     assert "hunter2" not in repr(ws.state_files())
+    assert {"leak", "leakdir"} <= set(await ws.list_dir())  # listed as names, never opened
 
 
 async def test_the_root_refuses_writes(source: Path) -> None:
