@@ -20,39 +20,26 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from types import TracebackType
-from typing import TYPE_CHECKING, Protocol, Self
+from typing import TYPE_CHECKING, Self
 
 import anyio
 from anyio.abc import TaskGroup
 
 from occurrences import CallKey
 
-from ._observation import Disposition, Observation, ObservationState, Probe
+from ._observation import Disposition, Observation, ObservationState
+from ._state import State
 
 if TYPE_CHECKING:
     from ._graph import EventGraph, Node
 
-Execute = Callable[["Node", Probe], Awaitable[object]]
-"""Runs one early call against the frozen root; sets ``probe.in_thread`` when it uses a thread."""
+_SETTLEABLE = frozenset({State.DISPATCHED, State.FOLLOWING, State.COMPLETED, State.FAILED})
+"""Node states that still await a disposition."""
 
-
-class LaneHooks(Protocol):
-    """Observability hooks; every method must be cheap and must not raise."""
-
-    def observation_started(self, obs: Observation) -> None: ...
-    def observation_ended(self, obs: Observation) -> None: ...
-    def claimed(self, obs: Observation, waited: float) -> None: ...
-
-
-class _NoHooks:
-    def observation_started(self, obs: Observation) -> None:
-        pass
-
-    def observation_ended(self, obs: Observation) -> None:
-        pass
-
-    def claimed(self, obs: Observation, waited: float) -> None:
-        pass
+Execute = Callable[["Node", Observation], Awaitable[object]]
+"""Runs one early call against the frozen root. It sets ``observation.probe.in_thread``
+when it hands the call to a thread (and ``thread_done`` when that returns), and may use the
+observation's id and key to label its trace."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -99,14 +86,12 @@ class SpeculativeLane:
         policy: LanePolicy | None = None,
         *,
         may_dispatch: Callable[[Node], bool] | None = None,
-        hooks: LaneHooks | None = None,
         clock: Callable[[], float] = anyio.current_time,
     ) -> None:
         self._graph = graph
         self._execute = execute
         self._policy = policy or LanePolicy()
         self._may_dispatch = may_dispatch
-        self._hooks: LaneHooks = hooks or _NoHooks()
         self._clock = clock
         self._limiter = anyio.CapacityLimiter(self._policy.concurrency)
         self._tg: TaskGroup | None = None
@@ -134,7 +119,25 @@ class SpeculativeLane:
             if not obs.done.is_set():
                 obs.cancel_requested = True
         self._tg.cancel_scope.cancel()
-        return await self._tg.__aexit__(exc_type, exc, tb)
+        try:
+            return await self._tg.__aexit__(exc_type, exc, tb)
+        finally:
+            self._settle()
+
+    def _settle(self) -> None:
+        """Record each early observation's disposition on every node it served.
+
+        Followers first: settling a leader ``cancelled`` would otherwise promote a follower.
+        """
+        for obs in self._early:
+            disposition = obs.disposition()
+            for node_id in obs.node_ids:
+                node = self._graph.node(node_id)
+                for follower_id in node.followers:
+                    if self._graph.node(follower_id).state in _SETTLEABLE:
+                        self._graph.settle(follower_id, disposition)
+                if node.state in _SETTLEABLE:
+                    self._graph.settle(node_id, disposition)
 
     # -- dispatch ---------------------------------------------------------------------
 
@@ -181,8 +184,7 @@ class SpeculativeLane:
             async with self._limiter:
                 obs.move(ObservationState.RUNNING)
                 obs.started = self._clock()
-                self._hooks.observation_started(obs)
-                obs.value = await self._execute(node, obs.probe)
+                obs.value = await self._execute(node, obs)
         except anyio.get_cancelled_exc_class():
             obs.cancel_requested = True
             if obs.state is ObservationState.QUEUED:
@@ -200,8 +202,6 @@ class SpeculativeLane:
         finally:
             obs.finished = self._clock()
             obs.done.set()
-            if obs.physical:
-                self._hooks.observation_ended(obs)
         for node_id in obs.node_ids:
             self._deliver(obs, node_id)
         self.pump()
@@ -231,7 +231,6 @@ class SpeculativeLane:
         obs.claims += 1
         assert obs.started is not None and obs.finished is not None
         self._time_saved += (obs.finished - obs.started) - waited
-        self._hooks.claimed(obs, waited)
         return obs
 
     def begin_formal(self, key: CallKey) -> Observation:
@@ -242,7 +241,6 @@ class SpeculativeLane:
         self._formal.append(obs)
         if self._policy.share_formal:
             self._table[key] = obs
-        self._hooks.observation_started(obs)
         return obs
 
     def end_formal(self, obs: Observation, value: object = None, error: BaseException | None = None) -> None:
@@ -257,7 +255,6 @@ class SpeculativeLane:
             obs.move(ObservationState.SUCCEEDED)
         obs.finished = self._clock()
         obs.done.set()
-        self._hooks.observation_ended(obs)
 
     # -- accounting -------------------------------------------------------------------
 

@@ -15,7 +15,8 @@ from trio.testing import MockClock
 
 from occurrences import CallKey, Effect
 from scheduler._lane import LanePolicy, SpeculativeLane
-from scheduler._observation import Disposition, Probe
+from scheduler._observation import Disposition, Observation
+from scheduler._state import State
 
 pytestmark = pytest.mark.anyio
 
@@ -31,6 +32,8 @@ class FakeNode:
     effect: Effect = Effect.PURE
     discardable: bool = False
     pre_write: bool = True
+    state: State = State.READY
+    followers: list[str] = field(default_factory=list)
 
 
 @dataclass
@@ -40,13 +43,23 @@ class FakeGraph:
     completed: dict[str, object] = field(default_factory=dict)
     failed: list[str] = field(default_factory=list)
     on_complete: dict[str, list[FakeNode]] = field(default_factory=dict)
+    nodes: dict[str, FakeNode] = field(default_factory=dict)
+    settled: dict[str, str] = field(default_factory=dict)
 
     def take_ready(self) -> list[FakeNode]:
         out, self.ready = self.ready, []
+        self.nodes.update((n.id, n) for n in out)
         return out
+
+    def node(self, node_id: str) -> FakeNode:
+        return self.nodes[node_id]
 
     def mark_dispatched(self, node_id: str) -> None:
         self.dispatched.append(node_id)
+        self.nodes[node_id].state = State.DISPATCHED
+
+    def settle(self, node_id: str, disposition: str) -> None:
+        self.settled[node_id] = disposition
 
     def complete(self, node_id: str, result: object) -> None:
         self.completed[node_id] = result
@@ -66,7 +79,7 @@ class Tools:
     def gate(self, node_id: str) -> anyio.Event:
         return self.gates.setdefault(node_id, anyio.Event())
 
-    async def execute(self, node: FakeNode, probe: Probe) -> object:
+    async def execute(self, node: FakeNode, obs: Observation) -> object:
         self.calls.append(node.id)
         await self.gate(node.id).wait()
         if node.id.startswith("fail"):
@@ -171,6 +184,7 @@ async def test_failure_is_held_until_claimed() -> None:
         obs = await lane.claim(key("x"))
         assert obs is not None and isinstance(obs.error, FileNotFoundError)
     assert lane.dispositions() == {obs.id: Disposition.CLAIMED}
+    assert graph.settled == {"fail1": "claimed"}
 
 
 async def test_unequal_key_never_claims() -> None:
@@ -197,15 +211,15 @@ async def test_unfinished_work_is_cancelled_at_close() -> None:
 async def test_uninterruptible_thread_is_late() -> None:
     release = threading.Event()
 
-    async def in_thread(node: FakeNode, probe: Probe) -> object:
+    async def in_thread(node: FakeNode, obs: Observation) -> object:
         def work() -> str:
             try:
                 release.wait(5)
                 return "done"
             finally:
-                probe.thread_done = True
+                obs.probe.thread_done = True
 
-        probe.in_thread = True
+        obs.probe.in_thread = True
         return await anyio.to_thread.run_sync(work, abandon_on_cancel=True)
 
     graph = FakeGraph(ready=[FakeNode("t", key("t"))])
@@ -248,7 +262,7 @@ async def test_time_saved_under_a_controlled_clock() -> None:
     """Claiming after the early call finished saves its whole latency (virtual time)."""
     graph = FakeGraph(ready=[FakeNode("a", key("a"))])
 
-    async def half_second(node: FakeNode, probe: Probe) -> object:
+    async def half_second(node: FakeNode, obs: Observation) -> object:
         await anyio.sleep(0.5)
         return 1
 
