@@ -5,9 +5,9 @@ sealed source sequentially.
 """
 
 from occurrences import Effect as Effect
+from occurrences import MethodSpec as MethodSpec
 
 from ._capability import EffectProposal as EffectProposal
-from ._capability import MethodSpec as MethodSpec
 from ._capability import capability as capability
 from ._capability import propose_effect as propose_effect
 from ._exceptions import CommitError as CommitError

@@ -23,20 +23,21 @@ Nothing about a run lives on the Host, so runs share a Host freely.
 from __future__ import annotations
 
 import functools
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
 import anyio
 
-from occurrences import CallKey, NotPlain, canonical_arguments, check_plain, fresh_copy
+from occurrences import CallKey, MethodSpec, NotPlain, canonical_arguments, check_plain, fresh_copy
 from occurrences._plain import dumps
+from scheduler import Observation, Probe
 
-from ._capability import CapabilityMethod, MethodSpec
+from ._capability import CapabilityMethod
 from ._guest_api import ErrorInfo, ToolFailure
 from ._guest_errors import arguments_not_plain
-from ._result import CallOutcome, CallRecord
-from .tracing import RunTrace
+from ._result import CallOutcome, CallRecord, Lane
+from .tracing import ObservationTrace, RunTrace
 from .tracing._null import NULL_RUN
 
 CALL_TIMEOUT = 30.0
@@ -144,12 +145,14 @@ async def execute(
     *,
     limiter: anyio.CapacityLimiter,
     timeout: float,
+    probe: Probe | None = None,
 ) -> object:
     """Run ``call`` once on ``target``; the result is checked, bounded and a fresh copy.
 
     Raises ``ToolFailure`` for every failure of the tool (``OutcomeUnknown`` when a call
     that may write timed out). Cancellation propagates unchanged: an async method is
-    cancelled, a sync one is abandoned in its thread (it may still finish later).
+    cancelled, a sync one is abandoned in its thread (it may still finish later; ``probe``
+    tells the speculative lane so, which accounts it ``late``).
     """
     fn: Any = getattr(target, call.method)
     args, kwargs = fresh_copy(call.args), fresh_copy(call.kwargs)
@@ -159,9 +162,11 @@ async def execute(
             if method.is_async:
                 raw = await fn(*args, **kwargs)
             else:
-                raw = await anyio.to_thread.run_sync(
-                    functools.partial(fn, *args, **kwargs), abandon_on_cancel=True, limiter=limiter
-                )
+                work = functools.partial(fn, *args, **kwargs)
+                if probe is not None:
+                    work = functools.partial(_probed, probe, work)
+                    probe.in_thread = True
+                raw = await anyio.to_thread.run_sync(work, abandon_on_cancel=True, limiter=limiter)
         except Exception as exc:
             raise failure_from(exc) from None
     if deadline.cancelled_caught:
@@ -181,6 +186,21 @@ async def execute(
             "ValueError", f"{call.capability}.{call.method} returned {size} characters (limit {MAX_RESULT_CHARS})"
         )
     return fresh_copy(raw)
+
+
+def _probed(probe: Probe, work: Callable[[], object]) -> object:
+    try:
+        return work()
+    finally:
+        probe.thread_done = True
+
+
+class Claims(Protocol):
+    """The claim table of a speculating run (``scheduler.SpeculativeLane``)."""
+
+    async def claim(self, key: CallKey) -> Observation | None: ...
+    def begin_formal(self, key: CallKey) -> Observation: ...
+    def end_formal(self, obs: Observation, value: object = None, error: BaseException | None = None) -> None: ...
 
 
 class RunScope:
@@ -210,6 +230,9 @@ class RunScope:
         self._limiter = limiter
         self._timeout = call_timeout
         self._t0: float | None = None  # anyio.current_time() at the first call or start()
+        self.claims: Claims | None = None  # set by a speculating run before the Guest starts
+        # Trace of each early observation, by observation id, so claims can link to it.
+        self.early_traces: dict[int, ObservationTrace] = {}
 
     def start(self) -> None:
         """Start the run's clock (receipt times are relative to it)."""
@@ -291,10 +314,13 @@ class RunScope:
         return result
 
     async def handler(self, capability: str, method: str, args: tuple[object, ...], kwargs: dict[str, object]) -> object:
-        """The ``CallHandler`` given to the Guest: bind, run, record, hand back a copy.
+        """The ``CallHandler`` given to the Guest: bind, claim or run, record, hand back a copy.
 
-        Raises ``ToolFailure`` for whatever the program must see raised at the call.
-        Cancellation propagates and leaves no receipt for the interrupted call.
+        With a claim table attached (``claims``), a pure or immutable-read call whose exact
+        key has early work takes that result (waiting while it runs), or its held failure;
+        otherwise it runs now. Raises ``ToolFailure`` for whatever the program must see
+        raised at the call. Cancellation propagates and leaves no receipt for the
+        interrupted call.
         """
         now = self._now()
         try:
@@ -304,14 +330,69 @@ class RunScope:
             self._record(capability, method, args, kwargs, None, None, "error", None, refused, now)
             raise refused from None
         key = self._key(call)
+        shareable = self.claims is not None and call.spec.effect.speculable
+        if shareable:
+            assert self.claims is not None
+            obs = await self.claims.claim(key)
+            if obs is not None:
+                return self._claimed(call, key, obs, now)
+            formal = self.claims.begin_formal(key)
         try:
             result = await self.call(capability, method, call, key)
         except ToolFailure as failure:
+            if shareable:
+                self.claims.end_formal(formal, error=failure)  # type: ignore[union-attr]
             outcome: CallOutcome = "unknown" if isinstance(failure, OutcomeUnknown) else "error"
             self._record(capability, method, call.args, call.kwargs, call, key, outcome, None, failure, now)
             raise
+        if shareable:
+            self.claims.end_formal(formal, value=result)  # type: ignore[union-attr]
         self._record(capability, method, call.args, call.kwargs, call, key, "ok", result, None, now)
         return fresh_copy(result)
+
+    def _claimed(self, call: BoundCall, key: CallKey, obs: Observation, now: float) -> object:
+        """Serve a Guest call from early (or shared) work: a fresh copy, or the held failure."""
+        trace = self.early_traces.get(obs.id)
+        claim = (
+            self.trace.claimed(
+                call.capability,
+                call.method,
+                call_id=f"claim-{len(self._calls)}",
+                observation=trace,
+                call_key=key.digest(),
+                arguments=call.arguments,
+            )
+            if trace is not None
+            else None
+        )
+        if obs.error is not None:
+            held = obs.error
+            failure = held if isinstance(held, ToolFailure) else failure_from(held)  # type: ignore[arg-type]
+            again = ToolFailure(failure.type_name, failure.message, failure.exc_args)
+            if claim is not None:
+                claim.ended(error=again)
+            self._record(
+                call.capability, call.method, call.args, call.kwargs, call, key, "error", None, again, now,
+                lane="claimed", observation_id=obs.id,
+            )
+            raise again
+        value = fresh_copy(obs.value)
+        if claim is not None:
+            claim.ended(result=value)
+        self._record(
+            call.capability, call.method, call.args, call.kwargs, call, key, "ok", fresh_copy(value), None, now,
+            lane="claimed", observation_id=obs.id,
+        )
+        return value
+
+    def may_speculate(self, capability: str) -> bool:
+        """Whether early reads of ``capability`` still see what this run's reads would.
+
+        A capability with views (a workspace) pins its root, so early reads stay exact
+        whatever the run wrote; any other capability only until the run's first call that
+        may write it (after that, ``epoch`` keys would not match anyway).
+        """
+        return isinstance(self._registrations[capability].obj, Viewed) or self._epochs[capability] == 0
 
     def _now(self) -> float:
         if self._t0 is None:
@@ -331,6 +412,9 @@ class RunScope:
         result: object,
         failure: ToolFailure | None,
         started: float,
+        *,
+        lane: Lane = "direct",
+        observation_id: int | None = None,
     ) -> None:
         spec = call.spec if call is not None else _spec_or_none(self._registrations.get(capability), method)
         plain_args, plain_kwargs = _plain_or_repr(args), _plain_or_repr(dict(kwargs))
@@ -350,6 +434,8 @@ class RunScope:
                 started=started,
                 ended=self._now(),
                 key=key,
+                lane=lane,
+                observation_id=observation_id,
             )
         )
 

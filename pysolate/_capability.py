@@ -19,7 +19,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, TypeVar, overload
 
-from occurrences import Effect, NotPlain, check_plain
+from occurrences import Effect, MethodSpec, NotPlain, check_plain
 
 from ._exceptions import RegistrationError
 
@@ -27,14 +27,6 @@ F = TypeVar("F", bound=Callable[..., Any])
 
 _MARKER = "__pysolate_capability__"
 """Attribute the decorator sets on a function; its value is the ``Declaration``."""
-
-
-@dataclass(frozen=True, slots=True)
-class MethodSpec:
-    """What the speculation lane needs to know of a method: its effect and version."""
-
-    effect: Effect
-    version: str
 
 
 @dataclass(frozen=True, slots=True)

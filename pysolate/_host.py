@@ -21,10 +21,10 @@ from typing import cast
 import anyio
 import anyio.lowlevel
 
-from occurrences import CallKey, SealError, canonical_arguments
+from occurrences import CallKey, MethodSpec, SealError, canonical_arguments
 
 from ._broker import CALL_TIMEOUT, BoundCall, Registration, RunScope, Viewed, bind, execute
-from ._capability import MethodSpec, capability_methods
+from ._capability import capability_methods
 from ._exceptions import RegistrationError
 from ._guest_api import ErrorInfo, GuestFactory, GuestLimits, GuestOutcome
 from ._guest_errors import AGENT_FILENAME
