@@ -367,3 +367,26 @@ async def test_workspace_semantics_inside_the_program(factory: GuestFactory, tmp
     assert (out / "a.txt").read_text() == "alpha!"
     assert {p.name: p.read_bytes() for p in source.iterdir() if not p.is_symlink()} == before
     assert "hunter2" not in json.dumps(kept.to_json())
+
+
+async def test_cancelling_a_run_cancels_its_call_in_flight_and_propagates(factory: GuestFactory) -> None:
+    started = anyio.Event()
+
+    async def block() -> None:
+        started.set()
+        await anyio.sleep_forever()
+
+    tool = scripted_tool(block=Script(block, effect=Effect.WRITE))
+    host = Host(guest_factory=factory)
+    host.register("t", tool)
+    finished: list[object] = []
+
+    async def run() -> None:
+        finished.append(await host.run_source("t.block()"))
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(run)
+        await started.wait()
+        tg.cancel_scope.cancel()
+    assert finished == []
+    assert [c.outcome for c in tool.calls] == ["cancelled"]
