@@ -20,6 +20,7 @@ bytecode writes) and an empty environment, so no Host secret reaches the child.
 
 from __future__ import annotations
 
+import functools
 import glob
 import os
 import shutil
@@ -103,23 +104,20 @@ def _bwrap_argv(bwrap: str, python: str, scratch_bytes: int) -> list[str]:
     return argv
 
 
-_bwrap_works: dict[str, bool] = {}  # bwrap path → probe result, once per process
-
-
+@functools.cache
 def _probe_bwrap(bwrap: str, python: str) -> bool:
-    if bwrap not in _bwrap_works:
-        argv = _bwrap_argv(bwrap, python, 1 << 20)
-        argv[-1:] = ["-c", "pass"]
-        try:
-            done = subprocess.run(argv, stdin=subprocess.DEVNULL, capture_output=True, env={}, timeout=10)
-            _bwrap_works[bwrap] = done.returncode == 0
-        except (OSError, subprocess.SubprocessError):
-            _bwrap_works[bwrap] = False
-    return _bwrap_works[bwrap]
+    argv = _bwrap_argv(bwrap, python, 1 << 20)
+    argv[-1:] = ["-c", "pass"]
+    try:
+        done = subprocess.run(argv, stdin=subprocess.DEVNULL, capture_output=True, env={}, timeout=10)
+    except (OSError, subprocess.SubprocessError):
+        return False
+    return done.returncode == 0
 
 
+@functools.cache
 def plan(choice: IsolationChoice, scratch_bytes: int) -> Plan:
-    """The strongest plan ``choice`` allows on this machine (may block once, probing bwrap)."""
+    """The strongest plan ``choice`` allows on this machine (blocks once, probing bwrap)."""
     python = interpreter()
     mechanisms = ["clearenv", "isolated-interpreter"]  # the child adds what it applied
     library = seccomp_library() if choice in ("strongest", "seccomp") else None

@@ -135,20 +135,23 @@ class _Channel:
         del self._buffer[: HEADER.size + length]
         return payload
 
-    async def anything(self) -> Exception:
-        """Wait for any byte (or EOF) from the child; what it means while it should be silent."""
-        while not self._buffer:
-            try:
-                data = self._sock.recv(_READ_CHUNK)
-            except BlockingIOError:
-                await anyio.wait_readable(self._sock)
-                continue
-            except OSError:
-                return _ChannelClosed()
-            if not data:
-                return _ChannelClosed()
-            self._buffer += data
-        return ProtocolViolation("a frame arrived while a call was being served")
+    def spoke_out_of_turn(self) -> bool:
+        """Whether the child sent anything since its last frame (without waiting).
+
+        Raises ``_ChannelClosed`` if it hung up instead.
+        """
+        if self._buffer:
+            return True
+        try:
+            data = self._sock.recv(_READ_CHUNK)
+        except BlockingIOError:
+            return False
+        except OSError:
+            raise _ChannelClosed from None
+        if not data:
+            raise _ChannelClosed
+        self._buffer += data
+        return True
 
     async def send(self, frame: bytes) -> None:
         view = memoryview(frame)
@@ -193,6 +196,8 @@ class SubprocessGuest:
         self._stderr = bytearray()  # at most STDERR_KEPT
         self._ending: tuple[GuestStatus, ErrorInfo | None] | None = None  # first end wins
         self._conversation: anyio.CancelScope | None = None
+        self._serving = False  # a handler is running (a call is in flight)
+        self._died_in_call = False  # the child exited while a call was in flight
 
     def statistics(self) -> GuestStatistics:
         return GuestStatistics(self._startup_seconds, self._calls, self._stdout_total)
@@ -225,6 +230,7 @@ class SubprocessGuest:
             stdout_eof, stderr_eof = anyio.Event(), anyio.Event()
             pumps.start_soon(self._pump_stdout, stdout_eof)
             pumps.start_soon(self._pump_stderr, stderr_eof)
+            pumps.start_soon(self._watch_exit)
             with anyio.CancelScope() as self._conversation:
                 with anyio.move_on_after(self._limits.wall_time) as wall:
                     try:
@@ -237,6 +243,7 @@ class SubprocessGuest:
                         closed = True  # the child is exiting; its status says why, below
                     except Exception as exc:  # a Host bug (the handler's): re-raised unwrapped below
                         host_bug = exc
+                closed = closed or self._died_in_call
                 if wall.cancelled_caught:
                     self._end("limit", ErrorInfo("WallTimeLimit", f"the run took longer than {self._limits.wall_time}s", None))
             if done is None and not closed:
@@ -299,37 +306,39 @@ class SubprocessGuest:
             await self._channel.send(reply)
 
     async def _serve(self, call: Call, handler: CallHandler) -> bytes:
-        """Run one call while making sure the child stays silent until it gets its reply."""
+        """Run one call; the child must stay silent until it gets its reply.
+
+        A frame sent meanwhile is found when the handler returns (checking costs one
+        ``recv``, watching would cost a task per call); the child dying meanwhile cancels
+        the handler at once (``_watch_exit``).
+        """
         call_id = self._calls
         if call.method not in self._granted.get(call.capability, ()):
             message = f"{call.capability!r} has no method {call.method!r} granted to this program"
             return self._failure(call_id, ToolFailure("AttributeError", message))
-        interrupted: Exception | None = None
-        bug: Exception | None = None
-        reply = b""
-        async with anyio.create_task_group() as watch:
-
-            async def watch_channel() -> None:
-                nonlocal interrupted
-                interrupted = await self._channel.anything()
-                watch.cancel_scope.cancel()
-
-            watch.start_soon(watch_channel)
-            try:
-                value = await handler(call.capability, call.method, call.args, call.kwargs)
-                reply = encode_frame({"t": "result", "id": call_id, "value": to_tagged(value)})
-            except ToolFailure as failure:
-                reply = self._failure(call_id, failure)
-            except NotPlain as exc:
-                reply = self._failure(call_id, ToolFailure("TypeError", f"{call.capability}.{call.method} returned non-plain data: {exc}"))
-            except Exception as exc:
-                bug = exc
-            watch.cancel_scope.cancel()
-        if interrupted is not None:
-            raise interrupted
-        if bug is not None:
-            raise bug
+        self._serving = True
+        try:
+            value = await handler(call.capability, call.method, call.args, call.kwargs)
+            reply = encode_frame({"t": "result", "id": call_id, "value": to_tagged(value)})
+        except ToolFailure as failure:
+            reply = self._failure(call_id, failure)
+        except NotPlain as exc:
+            reply = self._failure(call_id, ToolFailure("TypeError", f"{call.capability}.{call.method} returned non-plain data: {exc}"))
+        finally:
+            self._serving = False
+        if self._channel.spoke_out_of_turn():
+            raise ProtocolViolation("a frame arrived while a call was being served")
         return reply
+
+    async def _watch_exit(self) -> None:
+        """Cancel the call being served when the child dies: nobody can take its reply.
+
+        (Outside a call, the channel's EOF ends the conversation after any ``done``.)
+        """
+        await self._process.wait()
+        if self._serving and self._conversation is not None:
+            self._died_in_call = True
+            self._conversation.cancel()
 
     @staticmethod
     def _failure(call_id: int, failure: ToolFailure) -> bytes:

@@ -30,7 +30,11 @@ from collections.abc import Mapping
 HEADER = struct.Struct(">I")
 """Frame header: the payload length in bytes."""
 
+_ENCODER = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+"""Built once: ``json.dumps`` with options builds a new encoder per call (per frame)."""
+
+
 def encode_frame(message: Mapping[str, object]) -> bytes:
     """Header plus compact JSON payload of ``message``."""
-    payload = json.dumps(message, separators=(",", ":"), ensure_ascii=False, allow_nan=False).encode()
+    payload = _ENCODER.encode(message).encode()
     return HEADER.pack(len(payload)) + payload

@@ -19,13 +19,18 @@ CAPS = {"tools": ["echo", "slow", "big"]}
 class Tools:
     def __init__(self, slow_seconds: float = 0.0, big_bytes: int = 0) -> None:
         self.calls = 0
+        self.cancelled = 0
         self.slow_seconds = slow_seconds
         self.big_bytes = big_bytes
 
     async def __call__(self, capability: str, method: str, args: tuple[object, ...], kwargs: dict[str, object]) -> object:
         self.calls += 1
         if method == "slow":
-            await anyio.sleep(self.slow_seconds)
+            try:
+                await anyio.sleep(self.slow_seconds)
+            except anyio.get_cancelled_exc_class():
+                self.cancelled += 1
+                raise
         if method == "big":
             return "x" * self.big_bytes
         return args[0] if args else None
@@ -134,3 +139,4 @@ async def test_death_in_the_middle_of_a_call_is_a_crash_and_cancels_the_call() -
     with anyio.fail_after(10):
         out = await run(source, tools)
     assert out.status == "crashed"
+    assert tools.cancelled == 1

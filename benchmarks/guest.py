@@ -1,0 +1,108 @@
+"""Benchmark: subprocess Guest start-up and the broker's per-call round trip.
+
+    .venv/bin/python benchmarks/guest.py [--starts N] [--calls N]
+
+In one run it prints, for each isolation level available here (namespaces = bubblewrap +
+seccomp + rlimits, seccomp, rlimits):
+
+1. start-up: from ``start_subprocess_guest`` to the child's ``ready`` (median and p90 of N
+   starts), next to a bare ``python -I -S -B -c pass`` for reference;
+2. end of run: ``guest.run`` of the program ``1`` — send, execute, ``done``, the child's
+   exit and reaping;
+3. per-call round trip as the program sees it: a loop of N calls to a Host method that
+   returns at once, timed inside the Guest with ``time.perf_counter`` (so it is the broker
+   cost: encode, frame, socket, pydantic validation, handler dispatch, reply, decode), for
+   an int argument, a 1 KiB string and a 100 KiB string.
+
+Target (issue 4): per-call round trip <= 200 µs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import anyio
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from pysolate._guest import _isolation, start_subprocess_guest
+from pysolate._guest_api import GuestLimits
+
+CAPS = {"tools": ["echo"]}
+
+
+async def echo(capability: str, method: str, args: tuple[object, ...], kwargs: dict[str, object]) -> object:
+    return args[0]
+
+
+def quantiles(samples: list[float]) -> str:
+    ordered = sorted(samples)
+    p90 = ordered[min(len(ordered) - 1, int(0.9 * len(ordered)))]
+    return f"median {statistics.median(ordered) * 1e3:7.2f} ms   p90 {p90 * 1e3:7.2f} ms"
+
+
+def bare_interpreter(n: int) -> list[float]:
+    samples = []
+    for _ in range(n):
+        t0 = time.perf_counter()
+        subprocess.run([_isolation.interpreter(), *_isolation.INTERPRETER_FLAGS, "-c", "pass"], check=True, env={})
+        samples.append(time.perf_counter() - t0)
+    return samples
+
+
+async def level(isolation: str, starts: int, calls: int) -> None:
+    limits = GuestLimits(wall_time=120, cpu_time=120)
+    await (await start_subprocess_guest(CAPS, limits, isolation=isolation)).aclose()  # warm caches
+    start_times, run_times = [], []
+    name = ""
+    for _ in range(starts):
+        t0 = time.perf_counter()
+        guest = await start_subprocess_guest(CAPS, limits, isolation=isolation)
+        start_times.append(time.perf_counter() - t0)
+        name = guest.isolation.level
+        t0 = time.perf_counter()
+        await guest.run("1", echo)
+        run_times.append(time.perf_counter() - t0)
+        await guest.aclose()
+    print(f"[{name}] mechanisms: {', '.join(guest.isolation.mechanisms)}")
+    print(f"  start-up (to ready)     {quantiles(start_times)}")
+    print(f"  run of '1' (to reaped)  {quantiles(run_times)}")
+    for label, argument in (("int", "7"), ("1 KiB str", "'x' * 1024"), ("100 KiB str", "'x' * 102400")):
+        n = calls if label != "100 KiB str" else max(1, calls // 10)
+        source = (
+            f"import time\na = {argument}\nfor _ in range(50):\n    tools.echo(a)\n"
+            f"t0 = time.perf_counter()\nfor _ in range({n}):\n    tools.echo(a)\n(time.perf_counter() - t0) / {n}"
+        )
+        guest = await start_subprocess_guest(CAPS, limits, isolation=isolation)
+        try:
+            outcome = await guest.run(source, echo)
+        finally:
+            await guest.aclose()
+        assert outcome.status == "ok", outcome
+        assert isinstance(outcome.value, float)
+        print(f"  round trip, {label:<11}  {outcome.value * 1e6:7.1f} µs per call  ({n} calls)")
+
+
+async def main(starts: int, calls: int) -> None:
+    print(f"python {sys.version.split()[0]}, {_isolation.interpreter()}")
+    print(f"[bare interpreter -I -S -B -c pass]\n  start-up                {quantiles(bare_interpreter(starts))}")
+    levels = ["rlimits"]
+    if _isolation.seccomp_library():
+        levels.insert(0, "seccomp")
+    if _isolation.plan("strongest", 1 << 20).namespaces:
+        levels.insert(0, "strongest")
+    for isolation in levels:
+        await level(isolation, starts, calls)
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--starts", type=int, default=20)
+    parser.add_argument("--calls", type=int, default=2000)
+    options = parser.parse_args()
+    anyio.run(main, options.starts, options.calls)
