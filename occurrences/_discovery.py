@@ -46,6 +46,7 @@ The rules, each with a test in ``tests/occurrences/test_discovery.py``:
 from __future__ import annotations
 
 import ast
+import contextlib
 import enum
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -81,7 +82,9 @@ MAX_CALL_DEPTH = 4
 """Deepest nesting of program-defined function calls that is expanded."""
 
 MAX_EXPANSIONS = 4096
-"""Most loop iterations and function bodies expanded in one run, all loops together."""
+"""Most expansion work in one run: loop and comprehension iterations, function bodies, and
+occurrences discovered inside them, all together. Past it nothing more is expanded and
+calls inside expansions are not reported (their effects on views still count)."""
 
 OPAQUE_BUILTINS = frozenset(
     {"eval", "exec", "compile", "globals", "locals", "vars", "getattr", "setattr",
@@ -264,7 +267,10 @@ class Discovery:
     def add_statements(self, statements: Iterable[ast.stmt]) -> None:
         """Discover the occurrences of newly accepted top-level statements, in order."""
         for stmt in statements:
-            self._stmt(stmt, self._top)
+            try:
+                self._stmt(stmt, self._top)
+            except RecursionError:
+                self._give_up(stmt, self._top)
 
     def result_known(self, occurrence_id: OccurrenceId, value: object) -> None:
         """The result of ``occurrence_id`` (read-only: never mutated, never handed out)."""
@@ -283,7 +289,9 @@ class Discovery:
         for waiter in self._waiting.pop(occurrence_id, ()):
             waiter.pending -= 1
             if waiter.pending == 0:
-                waiter.run()
+                # Nested too deeply to follow: what it would discover stays undiscovered.
+                with contextlib.suppress(RecursionError):
+                    waiter.run()
 
     def _when_known(self, producers: frozenset[OccurrenceId], run: Callable[[], None]) -> None:
         missing = [p for p in producers if p not in self._results]
@@ -293,6 +301,32 @@ class Discovery:
         waiter = _Waiter(len(missing), run)
         for p in missing:
             self._waiting.setdefault(p, []).append(waiter)
+
+    def _give_up(self, node: ast.stmt, ctx: _Context) -> None:
+        """A statement nested too deeply to follow (``RecursionError``): assume the worst of
+        it, using only iterative walks. Every capability it names other than to call it is
+        no longer trusted, every name it binds is unknown, and it may have written or
+        mutated anything."""
+        ctx.written.update(self._capabilities)
+        self._mutated(ctx)
+        called = set()
+        for inner in ast.walk(node):
+            if isinstance(inner, ast.Call):
+                func = inner.func.value if isinstance(inner.func, ast.Attribute) else inner.func
+                called.add(id(func))
+        for inner in ast.walk(node):
+            if isinstance(inner, ast.Name):
+                b = ctx.scope.lookup(inner.id)
+                if isinstance(b, CapabilityRef | MethodRef) and id(inner) not in called:
+                    self._distrust(b.capability, ctx)
+                if not isinstance(inner.ctx, ast.Load):
+                    ctx.scope.bind(inner.id, UNKNOWN)
+            elif isinstance(inner, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+                ctx.scope.bind(inner.name, UNKNOWN)
+            elif isinstance(inner, ast.alias):
+                ctx.scope.bind(inner.asname or inner.name.split(".")[0], UNKNOWN)
+            elif isinstance(inner, ast.Global | ast.Nonlocal):
+                self._declare_global(set(inner.names), ctx)
 
     # -- statements ---------------------------------------------------------------------
 
@@ -873,6 +907,10 @@ class Discovery:
             ctx.written.add(capability)
         if not ctx.emit:
             return UNKNOWN
+        if ctx.path:
+            if self._expansions >= MAX_EXPANSIONS:
+                return UNKNOWN
+            self._expansions += 1
         site = Site(
             capability,
             method,

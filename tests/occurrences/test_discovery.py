@@ -12,7 +12,7 @@ import ast
 from dataclasses import dataclass
 
 from occurrences import Discovery, Effect, MethodSpec, Occurrence, OccurrenceId
-from occurrences._discovery import MAX_CALL_DEPTH, MAX_ITERATIONS
+from occurrences._discovery import MAX_CALL_DEPTH, MAX_EXPANSIONS, MAX_ITERATIONS
 
 CAPS = {
     "docs": {
@@ -435,3 +435,18 @@ def test_with_body_calls_are_occurrences_and_the_target_is_unknown() -> None:
 
 def test_class_bodies_are_unknown_code() -> None:
     assert show('class A:\n    docs.get("x")\ndocs.get("y")\n') == ["docs.get@3 ('y',) post"]
+
+
+# -- bounds ----------------------------------------------------------------------------------
+
+
+def test_expansion_work_is_bounded_per_run() -> None:
+    src = "for a in range(200):\n    for b in range(200):\n        docs.get(a, b)\n"
+    run = Run(src)
+    assert 0 < len(run.sink.records) <= MAX_EXPANSIONS
+
+
+def test_a_statement_nested_too_deeply_to_follow_is_assumed_the_worst() -> None:
+    depth = 1500  # parses, but is deeper than discovery's recursion allows
+    src = "x = 1\nws = workspace\ndocs.get(" + "-" * depth + "ws)\ndocs.get(x)\nws.read_text('a')\n"
+    assert show(src) == ["docs.get@4 (1,) post"]

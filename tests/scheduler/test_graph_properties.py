@@ -12,7 +12,11 @@
 from __future__ import annotations
 
 import ast
+import sysconfig
+import warnings
+from pathlib import Path
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from test_graph import CAPS, key_for
@@ -180,3 +184,49 @@ def test_frontier_hands_out_only_eligible_nodes_once_with_distinct_keys(src: str
             graph.complete(node.id, result_for(node))
     stats = graph.statistics()
     assert sum(stats.states.values()) == stats.nodes
+
+
+def _corpus_files() -> list[Path]:
+    root = Path(sysconfig.get_paths()["stdlib"])
+    return sorted(p for p in root.rglob("*.py") if "site-packages" not in p.parts)
+
+
+def _survives(path: Path) -> int:
+    """Feed the module and every function body in ``path`` as top-level code (with
+    capability names that real code uses), run every ready node; returns nodes seen."""
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            tree = ast.parse(path.read_text(encoding="utf-8"))
+    except (SyntaxError, UnicodeDecodeError, ValueError):
+        return 0
+    caps = {
+        name: {"join": CAPS["docs"]["get"], "get": CAPS["docs"]["search"], "write": CAPS["workspace"]["write_text"]}
+        for name in ("os", "sys", "re", "self", "cls", "path", "result", "name")
+    }
+    bodies = [tree.body] + [f.body for f in ast.walk(tree) if isinstance(f, ast.FunctionDef | ast.AsyncFunctionDef)]
+    seen = 0
+    for body in bodies:
+        graph = EventGraph(caps, key_for)
+        graph.add_statements(body)
+        while ready := graph.take_ready():
+            for node in ready:
+                graph.mark_dispatched(node.id)
+                graph.complete(node.id, ["a", "b"])
+        seen += graph.statistics().nodes
+    return seen
+
+
+def test_discovery_survives_real_code_sampled() -> None:
+    """Nothing in real Python code makes discovery or the graph raise (40 stdlib files)."""
+    files = _corpus_files()
+    assert sum(_survives(p) for p in files[:: max(1, len(files) // 40)]) > 0
+
+
+@pytest.mark.corpus
+def test_discovery_survives_real_code_whole_stdlib(request: pytest.FixtureRequest) -> None:
+    """The whole standard library (about two minutes): only when selected with ``-m corpus``."""
+    if "corpus" not in (request.config.getoption("markexpr") or ""):
+        pytest.skip("whole standard library: select with -m corpus")
+    for path in _corpus_files():
+        _survives(path)
