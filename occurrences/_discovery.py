@@ -351,9 +351,9 @@ class Discovery:
 
     def _stmt_break(self, node: ast.Break | ast.Continue, ctx: _Context) -> None:
         exit_ = ctx.loop
-        if exit_ is None or not ctx.emit:
+        if exit_ is None:
             return
-        if self._certain(ctx, exit_):
+        if ctx.emit and self._certain(ctx, exit_):
             raise _Leave(type(node))
         exit_.maybe = True
 
@@ -491,12 +491,19 @@ class Discovery:
 
             def later() -> None:
                 items = _bounded_items(resolve(iterable, self._results))
-                if items is not None:
-                    deferred = replace(ctx, scope=base, globals=base, written=written)
+                if items is None:
+                    return
+                # What follows the loop was discovered long ago: a ``return`` here can only
+                # end this expansion (the function's own exit already counts it as maybe).
+                function = _Exit(ctx.branches) if ctx.function is not None else None
+                deferred = replace(
+                    ctx, scope=base, globals=base, written=written, loop=None, function=function
+                )
+                with contextlib.suppress(_Leave):
                     self._expand_for(node, items, Scope(base), deferred)
 
             self._when_known(producers, later)
-        self._dry_loop(node.target, [*node.body, *node.orelse], ctx)
+        self._dry_loop(node.target, node.body, node.orelse, ctx)
 
     def _expand_for(self, node: ast.For, items: list[object], overlay: Scope, ctx: _Context) -> bool:
         if self._expansions + len(items) > MAX_EXPANSIONS:
@@ -536,8 +543,10 @@ class Discovery:
             )
         return True
 
-    def _dry_loop(self, target: ast.expr | None, body: Sequence[ast.stmt], ctx: _Context) -> None:
-        """Collect the effects of a body that is not expanded: once, with nothing known."""
+    def _dry_loop(
+        self, target: ast.expr | None, body: Sequence[ast.stmt], orelse: Sequence[ast.stmt], ctx: _Context
+    ) -> None:
+        """Collect the effects of a loop that is not expanded: once, with nothing known."""
         overlay = Scope(ctx.scope)
         dry = replace(
             ctx,
@@ -547,12 +556,13 @@ class Discovery:
         )
         if target is not None:
             self._assign(target, UNKNOWN, dry)
-        self._body(body, dry)
+        self._body(body, replace(dry, loop=None))  # its break/continue are its own
+        self._body(orelse, dry)
         self._merge(overlay, ctx)
 
     def _stmt_while(self, node: ast.While, ctx: _Context) -> None:
         self._expr(node.test, ctx)  # the first test always runs
-        self._dry_loop(None, [ast.Expr(node.test), *node.body, *node.orelse], ctx)
+        self._dry_loop(None, [ast.Expr(node.test), *node.body], node.orelse, ctx)
 
     def _stmt_try(self, node: ast.Try, ctx: _Context) -> None:
         if not node.handlers:
@@ -617,9 +627,9 @@ class Discovery:
     def _stmt_return(self, node: ast.Return, ctx: _Context) -> None:
         value = self._expr(node.value, ctx, alias=True) if node.value is not None else Known(None)
         exit_ = ctx.function
-        if exit_ is None or not ctx.emit:
+        if exit_ is None:
             return
-        if self._certain(ctx, exit_):
+        if ctx.emit and self._certain(ctx, exit_):
             raise _Leave(ast.Return, value)
         exit_.maybe = True
 

@@ -450,3 +450,24 @@ def test_a_statement_nested_too_deeply_to_follow_is_assumed_the_worst() -> None:
     depth = 1500  # parses, but is deeper than discovery's recursion allows
     src = "x = 1\nws = workspace\ndocs.get(" + "-" * depth + "ws)\ndocs.get(x)\nws.read_text('a')\n"
     assert show(src) == ["docs.get@4 (1,) post"]
+
+
+def test_a_return_inside_a_deferred_loop_in_a_function_is_contained() -> None:
+    src = 'def first(d):\n    for f in workspace.list_dir(d):\n        return workspace.read_text(f)\n    docs.get("after")\nfirst("src")\n'
+    run = Run(src)
+    run.discovery.result_known(run.oid(2, ((5, 0),)), ["a.py", "b.py"])
+    assert run.show() == [
+        "workspace.list_dir@2[(5, 0)] ('src',)",
+        "docs.get@4[(5, 0)] ('after',) disc",
+        "workspace.read_text@3[(5, 0),0] ('a.py',)",
+    ], "the loop may return: what follows it is discardable; the first return ends it"
+
+
+def test_break_in_a_loop_not_expanded_belongs_to_that_loop() -> None:
+    src = "for a in [1, 2]:\n    while ask():\n        break\n    docs.get(a)\n"
+    assert show(src) == ["docs.get@4[0] (1,)", "docs.get@4[1] (2,)"]
+
+
+def test_return_in_code_not_followed_makes_the_rest_of_the_function_discardable() -> None:
+    src = "def f(a):\n    while ask():\n        return 1\n    docs.get(a)\nf(3)\n"
+    assert show(src) == ["docs.get@4[(5, 0)] (3,) disc"]
