@@ -31,6 +31,7 @@ import anyio
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from pysolate._guest import _isolation, start_subprocess_guest
+from pysolate._guest._isolation import IsolationChoice
 from pysolate._guest_api import GuestLimits
 
 CAPS = {"tools": ["echo"]}
@@ -55,7 +56,7 @@ def bare_interpreter(n: int) -> list[float]:
     return samples
 
 
-async def level(isolation: str, starts: int, calls: int) -> None:
+async def level(isolation: IsolationChoice, starts: int, calls: int) -> None:
     limits = GuestLimits(wall_time=120, cpu_time=120)
     await (await start_subprocess_guest(CAPS, limits, isolation=isolation)).aclose()  # warm caches
     start_times, run_times = [], []
@@ -76,22 +77,29 @@ async def level(isolation: str, starts: int, calls: int) -> None:
         n = calls if label != "100 KiB str" else max(1, calls // 10)
         source = (
             f"import time\na = {argument}\nfor _ in range(50):\n    tools.echo(a)\n"
-            f"t0 = time.perf_counter()\nfor _ in range({n}):\n    tools.echo(a)\n(time.perf_counter() - t0) / {n}"
+            f"t0, c0 = time.perf_counter(), time.process_time()\nfor _ in range({n}):\n    tools.echo(a)\n"
+            f"((time.perf_counter() - t0) / {n}, (time.process_time() - c0) / {n})"
         )
         guest = await start_subprocess_guest(CAPS, limits, isolation=isolation)
         try:
+            c0 = time.process_time()
             outcome = await guest.run(source, echo)
+            host_cpu = (time.process_time() - c0) / n
         finally:
             await guest.aclose()
         assert outcome.status == "ok", outcome
-        assert isinstance(outcome.value, float)
-        print(f"  round trip, {label:<11}  {outcome.value * 1e6:7.1f} µs per call  ({n} calls)")
+        assert isinstance(outcome.value, tuple)
+        wall, guest_cpu = outcome.value
+        print(
+            f"  round trip, {label:<11}  {wall * 1e6:7.1f} µs per call  "
+            f"(CPU: Host {host_cpu * 1e6:5.1f} µs + Guest {guest_cpu * 1e6:5.1f} µs; {n} calls)"
+        )
 
 
 async def main(starts: int, calls: int) -> None:
     print(f"python {sys.version.split()[0]}, {_isolation.interpreter()}")
     print(f"[bare interpreter -I -S -B -c pass]\n  start-up                {quantiles(bare_interpreter(starts))}")
-    levels = ["rlimits"]
+    levels: list[IsolationChoice] = ["rlimits"]
     if _isolation.seccomp_library():
         levels.insert(0, "seccomp")
     if _isolation.plan("strongest", 1 << 20).namespaces:

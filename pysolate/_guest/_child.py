@@ -19,6 +19,7 @@ validates every frame and grants only the declared methods.
 
 from __future__ import annotations
 
+import _thread
 import json
 import os
 import sys
@@ -84,6 +85,7 @@ class _Guest:
         self._limits: dict[str, Any] = init["limits"]
         self._capabilities: dict[str, list[str]] = init["capabilities"]
         self._calls = 0  # calls sent so far; the Host numbers its replies the same way
+        self._lock = _thread.allocate_lock()  # one call in flight, even from program threads
 
     # -- the program's side of a call -------------------------------------------------------
 
@@ -98,11 +100,12 @@ class _Guest:
         )
         if len(frame) - 4 > self._limits["max_frame_bytes"]:
             self.finish_limit("FrameLimit", f"a call to {capability}.{method} exceeds {self._limits['max_frame_bytes']} bytes")
-        self._calls += 1
-        self._channel.send_bytes(frame)
-        reply = self._channel.receive()
-        if reply.get("id") != self._calls:
-            os._exit(70)  # the Host never does this; a confused child must not guess
+        with self._lock:
+            self._calls += 1
+            self._channel.send_bytes(frame)
+            reply = self._channel.receive()
+            if reply.get("id") != self._calls:
+                os._exit(70)  # the Host never does this; a confused child must not guess
         if reply["t"] == "result":
             return self._plain.from_tagged(reply["value"])
         args_back = self._plain.from_tagged(reply["args"])

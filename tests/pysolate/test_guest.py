@@ -138,6 +138,19 @@ async def test_non_plain_result_is_a_type_error_in_the_program() -> None:
     assert out.error is not None and out.error.type == "TypeError"
 
 
+async def test_calls_from_program_threads_are_served_one_at_a_time() -> None:
+    tools = Tools()
+    source = (
+        "from concurrent.futures import ThreadPoolExecutor\n"
+        "with ThreadPoolExecutor(8) as pool:\n"
+        "    results = list(pool.map(docs.search, range(40)))\n"
+        "[r[2][0] for r in results]"
+    )
+    out = await run(source, tools)
+    assert (out.status, out.value) == ("ok", list(range(40)))
+    assert sorted(c[2][0] for c in tools.calls) == list(range(40))  # type: ignore[type-var]
+
+
 async def test_proxies_expose_only_granted_methods() -> None:
     tools = Tools()
     out = await run("hasattr(workspace, 'delete'), hasattr(workspace, 'read_text'), repr(docs)", tools)

@@ -228,6 +228,18 @@ except AttributeError:
     assert tools.calls == [("workspace", "read_text")]
 
 
+@pytest.mark.parametrize("isolation", ["strongest", "seccomp", "rlimits"])
+async def test_no_host_file_descriptor_is_inherited(isolation: str) -> None:
+    """Only stdin, stdout, stderr and the child's end of the broker socket are open."""
+    keep_open = os.open(os.devnull, os.O_RDONLY)  # a Host fd that must not leak
+    source = "import os, sys\nfds = {int(fd) for fd in os.listdir('/proc/self/fd')}\nlen(fds - {0, 1, 2, int(sys.argv[-1])})"
+    try:
+        out = await run(source, isolation)
+    finally:
+        os.close(keep_open)
+    assert (out.status, out.value) == ("ok", 1)  # the one fd listdir itself opened
+
+
 # -- resource abuse --------------------------------------------------------------------------
 
 
