@@ -126,23 +126,27 @@ class PrefixParser:
         Raises ``RuntimeError`` after ``close()``. Never raises for bad source: errors are
         reported by ``close()``.
         """
-        if self._phase is _Phase.CLOSED:
-            raise RuntimeError("PrefixParser.feed() after close()")
+        if self._phase is not _Phase.OPEN:
+            if self._phase is _Phase.CLOSED:
+                raise RuntimeError("PrefixParser.feed() after close()")
+            self._parts.append(text)
+            return None
         if not text:
             return None
         self._parts.append(text)
-        if self._phase is _Phase.DOOMED:
-            return None
         if "\0" in text:
             self._phase = _Phase.DOOMED  # CPython rejects any source holding a NUL
             return None
-        before = len(self._statements)
         tail = self._tail
+        before = len(self._statements)
         if "\n" in text or "\r" in text or (tail and tail[-1][-1] == "\r"):
             self._lines("".join(tail) + text if tail else text)
+            if not self._decided and tail and self._phase is _Phase.OPEN:
+                self._decide_tail()
         else:
-            tail.append(text)
-        if not self._decided and self._tail and self._phase is _Phase.OPEN:
+            tail.append(text)  # the common case: text inside one line
+            if self._decided:
+                return None
             self._decide_tail()
         if len(self._statements) == before:
             return None
@@ -202,20 +206,19 @@ class PrefixParser:
                 self._decide(line, complete=True)
                 if self._phase is not _Phase.OPEN:
                     return
-            self._decided = False
             self._group.append(line)
             self._group_len += len(line)
             self._scanner.scan(line)
+            self._decided = not self._scanner.between  # only logical-line starts need one
             pos = m.end()
         if pos < size:
             self._tail.append(text[pos:])
 
     def _decide_tail(self) -> None:
-        if self._scanner.between:
-            head = "".join(self._tail)
-            if len(self._tail) > 1:
-                self._tail[:] = [head]
-            self._decide(head[:9], complete=False)
+        head = "".join(self._tail)
+        if len(self._tail) > 1:
+            self._tail[:] = [head]
+        self._decide(head[:9], complete=False)
 
     def _decide(self, head: str, complete: bool) -> None:
         """Decide whether the line starting with ``head`` starts a new group.
@@ -256,9 +259,7 @@ class PrefixParser:
             return False
         body = module.body
         if self._group_line > 1:
-            shift = self._group_line - 1
-            for stmt in body:
-                ast.increment_lineno(stmt, shift)
+            _shift_lines(body, self._group_line - 1)
         self._statements.extend(body)
         self._groups += 1
         self._end += self._group_len
@@ -266,6 +267,55 @@ class PrefixParser:
         self._group.clear()
         self._group_len = 0
         return True
+
+
+_POSITIONED: dict[type, tuple[bool, tuple[str, ...]]] = {}
+"""Per node class: whether it carries line attributes, and its fields that can hold nodes."""
+
+_LEAF_FIELDS: Final = frozenset(
+    {"ctx", "op", "id", "attr", "module", "level", "kind", "type_comment", "is_async"}
+    | {"simple", "conversion"}
+)
+"""Fields that never hold a positioned node (strings, ints, and the shared context and
+operator singletons), so the shift does not visit them. Not ``name`` or ``arg``: a string
+in most nodes, but ``TypeAlias.name`` (3.12+) is a ``Name``."""
+
+
+def _shift_lines(nodes: list[ast.stmt], shift: int) -> None:
+    """``ast.increment_lineno`` for a list of statements, without ``ast.walk``'s
+    generator overhead (it dominated streaming time).
+
+    Only ``lineno``/``end_lineno`` attributes move; nodes without positions (contexts,
+    operators, ``arguments``...) are only traversed, and the shared singletons among them
+    (``Load()``, ``Add()``) are never written.
+    """
+    stack: list[ast.AST] = list(nodes)
+    pop = stack.pop
+    push = stack.append
+    table = _POSITIONED
+    while stack:
+        node = pop()
+        kind = type(node)
+        info = table.get(kind)
+        if info is None:
+            fields = tuple(f for f in kind._fields if f not in _LEAF_FIELDS)
+            if kind is ast.Constant:
+                fields = ()
+            info = table[kind] = ("lineno" in kind._attributes, fields)
+        positioned, fields = info
+        if positioned:
+            node.lineno += shift  # type: ignore[attr-defined]
+            end = node.end_lineno  # type: ignore[attr-defined]
+            if end is not None:
+                node.end_lineno = end + shift  # type: ignore[attr-defined]
+        for name in fields:
+            value = getattr(node, name, None)
+            if isinstance(value, list):
+                for item in value:
+                    if isinstance(item, ast.AST):
+                        push(item)
+            elif isinstance(value, ast.AST):
+                push(value)
 
 
 def _parse(source: str) -> ast.Module:

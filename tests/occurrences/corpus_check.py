@@ -31,7 +31,7 @@ KNOWN_REJECTED = frozenset({"badsyntax_3131.py", "py2_test_grammar.py", "crlf.py
 def stdlib_files() -> list[str]:
     """Every ``.py`` file under the running interpreter's stdlib, sorted."""
     root = sysconfig.get_paths()["stdlib"]
-    found = []
+    found: list[str] = []
     for directory, subdirs, names in os.walk(root):
         subdirs[:] = sorted(d for d in subdirs if d != "site-packages")
         found.extend(os.path.join(directory, n) for n in names if n.endswith(".py"))

@@ -8,6 +8,7 @@ pieces and records how many statements were accepted after each piece, so a case
 from __future__ import annotations
 
 import ast
+import sys
 
 import pytest
 
@@ -284,3 +285,19 @@ def test_group_warnings_are_not_emitted_with_wrong_lines(recwarn: pytest.Warning
     _, final = stream(source)
     assert len(final.statements) == 3
     assert not [w for w in recwarn if issubclass(w.category, (SyntaxWarning, DeprecationWarning))]
+
+
+@pytest.mark.skipif(sys.version_info < (3, 12), reason="PEP 695 and PEP 701 syntax is 3.12+")
+def test_312_syntax_positions_after_the_first_group() -> None:
+    """Later groups are shifted node by node: ``TypeAlias.name`` is a node, not a string,
+    and PEP 701 f-strings may nest the same quotes and span lines in a field."""
+    source = (
+        "x = 1\n"
+        "type Alias[T: int] = list[T]\n"
+        "def f[T](a: T) -> T:\n    return a\n"
+        "class C[*Ts, **P]:\n    pass\n"
+        's = f"{d["k"]:{w}} {x # c\n}"\n'
+        "y = 2\n"
+    )
+    _, final = stream(source)
+    assert dumps(final.statements) == dumps(ast.parse(source).body)

@@ -1,0 +1,207 @@
+"""Benchmark: the streaming prefix parser against whole-file ``ast.parse``.
+
+    .venv/bin/python benchmarks/parser.py [--files N] [--seed S] [--naive-files N]
+
+On the running interpreter's standard library (every file ``ast.parse`` accepts, streamed
+in seeded random chunks of 1-16 characters), in one run it prints:
+
+1. streaming cost per chunk (amortized, and p50/p99/max of single ``feed`` calls);
+2. streaming cost relative to one whole-file ``ast.parse`` of the same files;
+3. speed-up over re-parsing the whole prefix on every chunk, measured on a subset of
+   files and extrapolated to the corpus with a cost model fitted on that subset (naive
+   cost ~ total characters re-parsed), because running it everywhere takes hours;
+4. cost per character for 1 KB, 10 KB, 100 KB and 1 MB sources (stdlib files joined).
+
+Targets (issue 2): <= 5 us per chunk amortized, <= 3x one whole-file parse, flat per-char
+cost from 1 KB to 1 MB.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import gc
+import os
+import random
+import sys
+import sysconfig
+import time
+import tokenize
+import warnings
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import contextlib
+
+from occurrences import PrefixParser
+
+warnings.simplefilter("ignore")  # SyntaxWarnings from the stdlib's own test files
+
+
+def corpus() -> list[str]:
+    """Sources of every stdlib .py file that ``ast.parse`` accepts, in path order."""
+    root = sysconfig.get_paths()["stdlib"]
+    sources = []
+    for directory, subdirs, names in os.walk(root):
+        subdirs[:] = sorted(d for d in subdirs if d != "site-packages")
+        for name in sorted(names):
+            if not name.endswith(".py"):
+                continue
+            path = os.path.join(directory, name)
+            try:
+                with open(path, "rb") as fh:
+                    encoding, _ = tokenize.detect_encoding(fh.readline)
+                with open(path, encoding=encoding, newline="") as fh:
+                    source = fh.read()
+                ast.parse(source)
+            except (OSError, SyntaxError, UnicodeDecodeError, ValueError):
+                continue
+            sources.append(source)
+    return sources
+
+
+def chunked(source: str, rng: random.Random) -> list[str]:
+    out = []
+    i = 0
+    while i < len(source):
+        n = rng.randint(1, 16)
+        out.append(source[i : i + n])
+        i += n
+    return out
+
+
+def stream(chunks: list[str], latencies: list[int] | None = None) -> bool:
+    """Stream one source through a fresh parser; optionally record each feed()'s latency."""
+    parser = PrefixParser()
+    if latencies is None:
+        for chunk in chunks:
+            parser.feed(chunk)
+    else:
+        clock = time.perf_counter_ns
+        for chunk in chunks:
+            t0 = clock()
+            parser.feed(chunk)
+            latencies.append(clock() - t0)
+    parser.close()
+    return True
+
+
+def reparse_per_chunk(chunks: list[str]) -> bool:
+    """Re-parse the whole prefix after every chunk: what an exact parser that is not
+    incremental must do."""
+    prefix = ""
+    for chunk in chunks:
+        prefix += chunk
+        with contextlib.suppress(SyntaxError):
+            ast.parse(prefix)
+    return True
+
+
+def percentile(values: list[int], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))] / 1000
+
+
+def sized_sources(sources: list[str], sizes: list[int], seed: int) -> Iterator[tuple[int, str]]:
+    """For each size, seeded random stdlib files joined until within 90-100% of it."""
+    for size in sizes:
+        order = sources[:]
+        random.Random(seed).shuffle(order)
+        parts: list[str] = []
+        total = 0
+        for source in order:
+            text = source if source.endswith("\n") else source + "\n"
+            if total + len(text) <= size:
+                parts.append(text)
+                total += len(text)
+                if total >= 0.9 * size:
+                    break
+        yield size, "".join(parts)
+
+
+def timed(run: Callable[[], object], repeat: int = 1) -> float:
+    """Best wall time of ``repeat`` runs with the cyclic GC paused, as ``timeit`` does."""
+    best = float("inf")
+    for _ in range(repeat):
+        gc.collect()
+        gc.disable()
+        try:
+            start = time.perf_counter()
+            run()
+            best = min(best, time.perf_counter() - start)
+        finally:
+            gc.enable()
+    return best
+
+
+def main() -> None:
+    cli = argparse.ArgumentParser(description="PrefixParser benchmark")
+    cli.add_argument("--files", type=int, default=0, help="use only the first N files (0: all)")
+    cli.add_argument("--naive-files", type=int, default=40, help="files for the naive baseline")
+    cli.add_argument("--seed", type=int, default=0)
+    args = cli.parse_args()
+
+    sources = corpus()
+    if args.files:
+        sources = sources[: args.files]
+    rng = random.Random(args.seed)
+    chunk_lists = [chunked(s, rng) for s in sources]
+    chars = sum(map(len, sources))
+    chunks = sum(map(len, chunk_lists))
+    print(
+        f"Python {sys.version.split()[0]}; {len(sources)} files, {chars / 1e6:.2f} Mchar, {chunks} chunks (1-16 chars)"
+    )
+
+    streaming = timed(lambda: all(stream(c) for c in chunk_lists))
+    whole = timed(lambda: [ast.parse(s) for s in sources])
+    latencies: list[int] = []
+    timed(lambda: all(stream(c, latencies) for c in chunk_lists))
+    print(
+        f"streaming:        {streaming:8.2f} s  {streaming / chunks * 1e6:6.2f} us/chunk amortized"
+        f"  {chars / streaming / 1e6:5.2f} Mchar/s"
+    )
+    print(f"whole-file parse: {whole:8.2f} s  streaming / whole = {streaming / whole:.2f}x")
+    print(
+        f"feed() latency:   p50 {percentile(latencies, 0.5):.1f} us"
+        f"  p99 {percentile(latencies, 0.99):.1f} us  max {max(latencies) / 1000:.0f} us"
+        " (max: one ast.parse of the largest top-level statement)"
+    )
+
+    # Re-parsing per chunk on a subset of small and medium files (large ones take minutes
+    # each), then extrapolated with a cost model fitted on that subset: time proportional to
+    # the characters re-parsed, sum over chunks of the prefix length ~ len * chunks / 2.
+    by_size = sorted(range(len(sources)), key=lambda i: len(sources[i]))
+    step = max(1, len(by_size) // (2 * max(1, args.naive_files)))
+    subset = by_size[len(by_size) // 4 :: step][: args.naive_files]
+    naive = timed(lambda: all(reparse_per_chunk(chunk_lists[i]) for i in subset))
+    ours = timed(lambda: all(stream(chunk_lists[i]) for i in subset))
+
+    def reparsed(i: int) -> float:
+        return len(sources[i]) * len(chunk_lists[i]) / 2
+
+    per_char = naive / sum(reparsed(i) for i in subset)
+    predicted = per_char * sum(reparsed(i) for i in range(len(sources)))
+    sub_chars = sum(len(sources[i]) for i in subset)
+    print(
+        f"re-parse per chunk: subset of {len(subset)} files, {sub_chars / 1e3:.0f} kchar:"
+        f" {naive:.2f} s vs streaming {ours:.3f} s = {naive / ours:.0f}x slower;"
+        f" extrapolated to the corpus: {predicted / 3600:.1f} h = {predicted / streaming:.0f}x"
+    )
+
+    print("cost per character by source size (stdlib files joined; best of 3):")
+    for size, source in sized_sources(sources, [1_000, 10_000, 100_000, 1_000_000], args.seed):
+        pieces = chunked(source, random.Random(args.seed))
+        best_stream = timed(lambda: stream(pieces), repeat=3)  # noqa: B023
+        best_parse = timed(lambda: ast.parse(source), repeat=3)  # noqa: B023
+        print(
+            f"  {size // 1000:>5} KB target, {len(source):>8} chars: streaming"
+            f" {best_stream / len(source) * 1e9:5.0f} ns/char"
+            f" ({best_stream / len(pieces) * 1e6:4.2f} us/chunk), whole parse"
+            f" {best_parse / len(source) * 1e9:5.0f} ns/char, ratio {best_stream / best_parse:.2f}x"
+        )
+
+
+if __name__ == "__main__":
+    main()
