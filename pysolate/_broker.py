@@ -239,6 +239,14 @@ class RunScope:
         self._t0 = anyio.current_time()
 
     @property
+    def started_at(self) -> float:
+        """``anyio.current_time()`` when the run's clock started."""
+        if self._t0 is None:
+            self.start()
+        assert self._t0 is not None
+        return self._t0
+
+    @property
     def calls(self) -> tuple[CallRecord, ...]:
         return tuple(self._calls)
 

@@ -12,23 +12,23 @@ number of runs may share a Host concurrently.
 
 from __future__ import annotations
 
-import ast
 import keyword
 import uuid
-from collections.abc import Mapping
-from typing import cast
+from collections.abc import AsyncIterable, AsyncIterator, Mapping
+from typing import Literal, cast
 
 import anyio
 import anyio.lowlevel
 
 from occurrences import CallKey, MethodSpec, SealError, canonical_arguments
+from scheduler import LanePolicy, Probe
 
 from ._broker import CALL_TIMEOUT, BoundCall, Registration, RunScope, Viewed, bind, execute
 from ._capability import capability_methods
 from ._exceptions import RegistrationError
-from ._guest_api import ErrorInfo, GuestFactory, GuestLimits, GuestOutcome
-from ._guest_errors import AGENT_FILENAME
+from ._guest_api import GuestFactory, GuestLimits, GuestOutcome
 from ._result import RunReport, RunResult, RunStatus
+from ._seal import rejection, seal
 from ._workspace import Workspace
 from .tracing import NULL_INSTRUMENT, Instrument, RunTrace, source_hash
 
@@ -109,7 +109,17 @@ class Host:
             self.root_view(call.capability, call.method, call),
         )
 
-    async def call_root(self, capability: str, method: str, call: BoundCall) -> object:
+    def root_key_for(
+        self, capability: str, method: str, args: tuple[object, ...], kwargs: Mapping[str, object]
+    ) -> CallKey | None:
+        """The key an early execution of this call would have, or None if it cannot be bound
+        (the event graph's ``KeyFn``)."""
+        try:
+            return self.root_key(self.bind(capability, method, args, kwargs))
+        except (AttributeError, KeyError, TypeError):
+            return None
+
+    async def call_root(self, capability: str, method: str, call: BoundCall, *, probe: Probe | None = None) -> object:
         """Execute a pure or immutable-read ``call`` against the shared root object.
 
         Raises ``PermissionError`` for any other effect (only those may run early),
@@ -119,7 +129,7 @@ class Host:
         cap = reg.methods[method]
         if not cap.effect.speculable:
             raise PermissionError(f"{capability}.{method} is {cap.effect.value}: never run early")
-        return await execute(reg.obj, cap, call, limiter=self.limiter(), timeout=self.call_timeout)
+        return await execute(reg.obj, cap, call, limiter=self.limiter(), timeout=self.call_timeout, probe=probe)
 
     def limiter(self) -> anyio.CapacityLimiter:
         """The thread limiter of the current event loop."""
@@ -140,36 +150,68 @@ class Host:
 
     # -- runs -----------------------------------------------------------------------------
 
-    async def run_source(
-        self, source: str, *, speculate: bool = False, limits: GuestLimits | None = None
+    async def run_stream(
+        self,
+        chunks: AsyncIterable[object],
+        *,
+        code: Literal["raw", "markdown"] = "raw",
+        speculate: bool = True,
+        policy: LanePolicy | None = None,
+        limits: GuestLimits | None = None,
     ) -> RunResult:
-        """Run the complete ``source`` once, sequentially, in a fresh Guest.
+        """Run the program a model is streaming, starting safe calls while it streams.
+
+        ``chunks``: any async iterable of ``str``, or of OpenAI / Anthropic stream events
+        (``pysolate.streams.text_chunks``). ``code="markdown"`` takes the first ```python
+        block of a markdown reply. The result equals ``run_source(sealed, speculate=False)``
+        (DESIGN.md, the correctness contract); a stream ending in a syntax error is
+        ``rejected``, one whose iterator raises is ``aborted``, and in both cases no write,
+        live read or unknown call ran. Cancellation propagates after stopping early work and
+        killing the Guest.
+        """
+        from ._stream_run import run_stream
+
+        return await run_stream(self, chunks, code=code, speculate=speculate, policy=policy, limits=limits)
+
+    async def run_source(
+        self,
+        source: str,
+        *,
+        speculate: bool = True,
+        policy: LanePolicy | None = None,
+        limits: GuestLimits | None = None,
+    ) -> RunResult:
+        """Run the complete ``source`` once in a fresh Guest.
+
+        ``speculate=False`` is the sequential reference: every call runs when the program
+        makes it. With speculation (the default) every eligible call whose arguments are
+        known at seal is submitted at once, so independent reads overlap while the program
+        still sees ordinary calls (hidden submit, blocking materialize).
 
         A source that does not compile is ``rejected`` and nothing runs (no Guest is
         started, no tool is called). The run's workspace branches are returned open in
         ``result.workspaces``. Cancellation stops the Guest and propagates; writes already
         made stay in the (dropped) branch and are never replayed.
         """
-        if speculate:
-            raise NotImplementedError("speculation arrives with run_stream (issue 5)")
         t0 = anyio.current_time()
-        trace = self.instrument.run_started(run_id=uuid.uuid4().hex[:16])
         try:
             tree = seal(source)
         except SealError as exc:
-            result = RunResult(
+            trace = self.instrument.run_started(run_id=uuid.uuid4().hex[:16])
+            trace.ended("rejected", error_type=rejection(exc).type)
+            return RunResult(
                 status=RunStatus.REJECTED,
-                error=ErrorInfo(type(exc.__cause__ or exc).__name__, exc.msg, exc.lineno),
+                error=rejection(exc),
                 report=RunReport(wall_seconds=anyio.current_time() - t0),
             )
-            trace.ended("rejected", error_type=result.error.type if result.error else None)
-            return result
+        if speculate:
+            return await self.run_stream(_once(source), policy=policy, limits=limits)
+        trace = self.instrument.run_started(run_id=uuid.uuid4().hex[:16])
         trace.sealed(source_hash(source), statements=len(tree.body), chars=len(source))
         scope = self.new_scope(trace)
         scope.start()
         try:
-            factory = self._guest_factory or _default_guest_factory()
-            guest = await factory(self.capabilities(), limits or self.limits)
+            guest = await self.guest_factory()(self.capabilities(), limits or self.limits)
             try:
                 g0 = anyio.current_time()
                 outcome = await guest.run(source, scope.handler)
@@ -188,6 +230,10 @@ class Host:
         trace.ended(result.status.value, counts=counts, error_type=result.error.type if result.error else None)
         return result
 
+    def guest_factory(self) -> GuestFactory:
+        """The factory this Host starts Guests with (default: the isolated subprocess)."""
+        return self._guest_factory or _default_guest_factory()
+
     def _result(self, outcome: GuestOutcome, scope: RunScope, *, wall: float, guest: float) -> RunResult:
         calls = scope.calls
         report = RunReport(
@@ -199,6 +245,11 @@ class Host:
             guest_seconds=guest,
             tool_seconds=sum(c.duration for c in calls),
         )
+        return self.result_from(outcome, scope, report)
+
+    def result_from(self, outcome: GuestOutcome, scope: RunScope, report: RunReport) -> RunResult:
+        """The result of a run whose Guest produced ``outcome``."""
+        calls = scope.calls
         return RunResult(
             status=_STATUS.get(outcome.status, RunStatus.ABORTED),
             value=outcome.value,
@@ -212,22 +263,8 @@ class Host:
         )
 
 
-def seal(source: str) -> ast.Module:
-    """Check that ``source`` compiles as a whole and return its tree; raise ``SealError``
-    when it does not.
-
-    ``compile``, not only ``ast.parse``: some errors (``return`` outside a function, a
-    top-level ``await``) are only found by the compiler, and the Guest must never start
-    on a source it would reject.
-    """
-    try:
-        tree = ast.parse(source, AGENT_FILENAME, "exec")
-        compile(tree, AGENT_FILENAME, "exec", dont_inherit=True)
-        return tree
-    except SyntaxError as exc:
-        raise SealError.from_syntax_error(exc)  # noqa: B904 (it sets __cause__ itself)
-    except ValueError as exc:  # NUL bytes in the source
-        raise SealError(str(exc), (AGENT_FILENAME, 1, 1, None, 1, 1)) from None
+async def _once(source: str) -> AsyncIterator[str]:
+    yield source
 
 
 def _default_guest_factory() -> GuestFactory:

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Literal
 from occurrences import CallKey, Effect
 
 from ._guest_api import ErrorInfo, Isolation
+from ._timeline import Timeline
 
 if TYPE_CHECKING:
     from ._workspace import Workspace
@@ -96,6 +97,16 @@ class RunReport:
     """From handing the sealed source to the Guest to its outcome."""
     tool_seconds: float = 0.0
     """Sum of the logical calls' durations, as the program waited for them."""
+    time_saved: float = 0.0
+    """Tool latency the program did not wait for: over claims, the early call's duration
+    minus the time the claim waited."""
+
+    def counts(self) -> dict[str, int]:
+        """The count fields by name (for traces and tables)."""
+        return {name: getattr(self, name) for name in _COUNTS}
+
+
+_COUNTS = ("logical", "physical", "claimed", "direct", "shared", "cancelled", "late", "orphaned")
 
 
 @dataclass(frozen=True, slots=True)
@@ -112,10 +123,15 @@ class RunResult:
     guest_status: str | None = None  # the Guest's own status, finer than ``status``
     workspaces: dict[str, Workspace] = field(default_factory=dict, compare=False)
     """This run's open workspace branches by capability name: commit or discard them."""
+    timeline: Timeline | None = field(default=None, compare=False)
+    """When the stream, early work, the Guest and claims happened (``run_stream`` only)."""
+
+    def with_timeline(self, timeline: Timeline) -> RunResult:
+        return dataclasses.replace(self, timeline=timeline)
 
     def to_json(self) -> dict[str, object]:
         """A JSON-safe dict of everything but ``workspaces``."""
-        out = {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.name != "workspaces"}
+        out = {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.name not in ("workspaces", "timeline")}
         return _jsonable(out)  # type: ignore[return-value]
 
 

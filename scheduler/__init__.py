@@ -5,11 +5,23 @@ from ._graph import EventGraph as EventGraph
 from ._graph import GraphStatistics as GraphStatistics
 from ._graph import KeyFn as KeyFn
 from ._graph import Node as Node
+from ._lane import LanePolicy as LanePolicy
+from ._lane import LaneStatistics as LaneStatistics
+from ._lane import SpeculativeLane as SpeculativeLane
+from ._observation import Disposition as Disposition
+from ._observation import Observation as Observation
+from ._observation import Probe as Probe
 from ._state import IllegalTransition as IllegalTransition
 from ._state import State as State
 from ._state import transition as transition
 
 __all__: list[str] = [
+    "Disposition",
+    "LanePolicy",
+    "LaneStatistics",
+    "Observation",
+    "Probe",
+    "SpeculativeLane",
     "EventGraph",
     "GraphStatistics",
     "IllegalTransition",

@@ -131,7 +131,7 @@ async def test_a_source_that_does_not_compile_is_rejected_and_nothing_runs(src: 
 async def test_every_effect_sync_and_async_is_called_and_receipted(factory: GuestFactory) -> None:
     host, store = _host(factory)
     src = "a = store.double(2)\nb = store.get('a')\nc = store.size()\nstore.put('b', [3])\nd = store.odd()\n[a, b, c, d]"
-    result = await host.run_source(src)
+    result = await host.run_source(src, speculate=False)
     assert result.status == "ok", result.error
     assert result.value == [4, [1, 2], 1, None]
     assert store.items["b"] == [3]
@@ -280,11 +280,6 @@ async def test_call_root_runs_only_early_eligible_methods(factory: GuestFactory)
     assert "q" not in store.items
 
 
-async def test_speculation_is_not_part_of_run_source_yet() -> None:
-    with pytest.raises(NotImplementedError):
-        await Host(guest_factory=in_process_guest).run_source("1", speculate=True)
-
-
 async def test_sync_methods_share_the_host_thread_limit() -> None:
     lock = threading.Lock()
     pair = threading.Barrier(2, timeout=5)  # two calls must overlap; a third never may
@@ -315,7 +310,7 @@ async def test_runs_are_traced_through_the_host_instrument() -> None:
     host = Host(guest_factory=in_process_guest, instrument=OTelInstrument(provider))
     store = Store()
     host.register("store", store)
-    result = await host.run_source("store.double(2)\nstore.odd('raise')\n")
+    result = await host.run_source("store.double(2)\nstore.odd('raise')\n", speculate=False)
     assert result.status == "error"
     await host.run_source("x = (")
     provider.shutdown()

@@ -1,0 +1,33 @@
+"""The seal: the complete source is checked once, as the Guest's compiler would check it."""
+
+from __future__ import annotations
+
+import ast
+
+from occurrences import SealError
+
+from ._guest_api import ErrorInfo
+from ._guest_errors import AGENT_FILENAME
+
+
+def seal(source: str) -> ast.Module:
+    """Check that ``source`` compiles as a whole and return its tree; raise ``SealError``
+    when it does not.
+
+    ``compile``, not only ``ast.parse``: some errors (``return`` outside a function, a
+    top-level ``await``) are only found by the compiler, and the Guest must never start
+    on a source it would reject.
+    """
+    try:
+        tree = ast.parse(source, AGENT_FILENAME, "exec")
+        compile(tree, AGENT_FILENAME, "exec", dont_inherit=True)
+        return tree
+    except SyntaxError as exc:
+        raise SealError.from_syntax_error(exc)  # noqa: B904 (it sets __cause__ itself)
+    except ValueError as exc:  # NUL bytes in the source
+        raise SealError(str(exc), (AGENT_FILENAME, 1, 1, None, 1, 1)) from None
+
+
+def rejection(exc: SealError) -> ErrorInfo:
+    """The error a rejected run reports: the compiler's own class name, message and line."""
+    return ErrorInfo(type(exc.__cause__ or exc).__name__, exc.msg, exc.lineno)

@@ -1,0 +1,260 @@
+"""One speculating run: stream → prefix parser → event graph → speculative lane; seal; Guest.
+
+The order of events is the correctness contract made operational (DESIGN.md):
+
+1. While chunks arrive, accepted statements grow the event graph and the lane starts the
+   ready, eligible occurrences against the frozen roots (``Host.call_root``). The Guest
+   process starts meanwhile, so its start-up hides behind the stream; it is given nothing.
+2. At the end of the stream the source is sealed (``PrefixParser.close``). A syntax error
+   makes the run ``rejected``; an exception from the stream makes it ``aborted``. Either
+   way the Guest never receives a source, so no write, live read or unknown call happens.
+3. The Guest runs the sealed source. Each call goes through the run scope's handler, which
+   claims an exact-key early result or runs the call then (``RunScope.handler``).
+4. Leaving the lane cancels unclaimed early work and fixes every early observation's
+   disposition; the result carries the receipts, the report and the run's timeline.
+
+Cancellation by the caller propagates: the lane's and the Guest starter's tasks are
+cancelled, the Guest process is killed (``aclose`` is shielded), nothing is left behind.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import AsyncIterable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+import anyio
+
+from occurrences import FenceExtractor, PrefixParser, SealError, Snapshot
+from scheduler import EventGraph, LanePolicy, Node, Observation, SpeculativeLane
+
+from ._broker import RunScope
+from ._guest_api import ErrorInfo, Guest, GuestFactory, GuestLimits, GuestOutcome
+from ._result import RunReport, RunResult, RunStatus
+from ._seal import rejection, seal
+from ._timeline import TimelineRecorder
+from .streams import text_chunks
+from .tracing import RunTrace, source_hash
+
+if TYPE_CHECKING:
+    from ._host import Host
+
+CodeFormat = str
+"""``"raw"``: the stream is Python source. ``"markdown"``: the first ```python block of it."""
+
+
+@dataclass(slots=True)
+class _GuestStarter:
+    """Starts the Guest in the background; the run takes it once the source is sealed."""
+
+    factory: GuestFactory
+    capabilities: dict[str, list[str]]
+    limits: GuestLimits
+    guest: Guest | None = None
+    error: BaseException | None = None
+    ready: anyio.Event = field(default_factory=anyio.Event)
+
+    async def start(self) -> None:
+        try:
+            self.guest = await self.factory(self.capabilities, self.limits)
+        except Exception as exc:  # reported when the Guest is needed, not before
+            self.error = exc
+        finally:
+            self.ready.set()
+
+    async def take(self) -> Guest:
+        await self.ready.wait()
+        if self.error is not None:
+            raise self.error
+        assert self.guest is not None
+        return self.guest
+
+    async def aclose(self) -> None:
+        with anyio.CancelScope(shield=True):
+            if self.guest is not None:
+                await self.guest.aclose()
+
+
+class _Aborted(Exception):
+    """The stream ended without a sealed source (cut, failed, no code block)."""
+
+    def __init__(self, status: RunStatus, error: ErrorInfo) -> None:
+        super().__init__(error.message)
+        self.status = status
+        self.error = error
+
+
+async def run_stream(
+    host: Host,
+    chunks: AsyncIterable[object],
+    *,
+    code: CodeFormat = "raw",
+    speculate: bool = True,
+    policy: LanePolicy | None = None,
+    limits: GuestLimits | None = None,
+) -> RunResult:
+    """See ``Host.run_stream``."""
+    trace = host.instrument.run_started(run_id=uuid.uuid4().hex[:16])
+    scope = host.new_scope(trace)
+    scope.start()
+    t0 = scope.started_at
+    timeline = TimelineRecorder()
+    starter = _GuestStarter(host.guest_factory(), host.capabilities(), limits or host.limits)
+    graph = EventGraph(host.method_specs(), host.root_key_for)
+
+    async def early(node: Node, obs: Observation) -> object:
+        call = host.bind(node.site.capability, node.site.method, node.args or (), node.kwargs or {})
+        span = trace.observation_started(
+            call.capability,
+            call.method,
+            call_id=f"early-{obs.id}",
+            lane="speculative",
+            effect=call.spec.effect.value,
+            call_key=obs.key.digest(),
+            arguments=call.arguments,
+        )
+        scope.early_traces[obs.id] = span
+        try:
+            with span.activated():
+                value = await host.call_root(call.capability, call.method, call, probe=obs.probe)
+        except BaseException as exc:
+            span.completed(error=exc)
+            raise
+        span.completed(result=value)
+        return value
+
+    def may_dispatch(node: Node) -> bool:
+        return speculate and scope.may_speculate(node.site.capability)
+
+    outcome: GuestOutcome | None = None
+    failure: _Aborted | None = None
+    guest_started: float | None = None
+    guest_ended: float | None = None
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(starter.start)
+        try:
+            async with SpeculativeLane(graph, early, policy, may_dispatch=may_dispatch) as lane:
+                scope.claims = lane if speculate else None
+                try:
+                    final = await _seal(chunks, code, graph, lane, trace, timeline, t0)
+                except _Aborted as exc:
+                    failure = exc
+                else:
+                    guest = await starter.take()
+                    guest_started = anyio.current_time() - t0
+                    outcome = await guest.run(final.source, scope.handler)
+                    guest_ended = anyio.current_time() - t0
+        finally:
+            await starter.aclose()
+    wall = anyio.current_time() - t0
+    _draw(timeline, lane, scope, guest_started, guest_ended)
+    stats = lane.statistics()
+    calls = scope.calls
+    report = RunReport(
+        logical=len(calls),
+        physical=scope.physical + sum(1 for o in lane.observations() if o.lane == "speculative" and o.physical),
+        claimed=sum(1 for c in calls if c.lane == "claimed"),
+        direct=sum(1 for c in calls if c.lane == "direct"),
+        shared=stats.shared,
+        cancelled=stats.cancelled,
+        late=stats.late,
+        orphaned=stats.orphaned,
+        wall_seconds=wall,
+        guest_seconds=(guest_ended - guest_started) if guest_ended is not None and guest_started is not None else 0.0,
+        tool_seconds=sum(c.duration for c in calls),
+        time_saved=stats.time_saved,
+    )
+    _settle_traces(scope, lane)
+    if failure is not None:
+        result = RunResult(status=failure.status, error=failure.error, calls=calls, report=report)
+    else:
+        assert outcome is not None
+        result = host.result_from(outcome, scope, report)
+    result = result.with_timeline(timeline.freeze(wall))
+    trace.ended(result.status.value, counts=report.counts(), error_type=result.error.type if result.error else None)
+    return result
+
+
+async def _seal(
+    chunks: AsyncIterable[object],
+    code: CodeFormat,
+    graph: EventGraph,
+    lane: SpeculativeLane,
+    trace: RunTrace,
+    timeline: TimelineRecorder,
+    t0: float,
+) -> Snapshot:
+    """Consume the stream, growing the graph as statements are accepted; return the seal."""
+    extractor = FenceExtractor(mode="markdown" if code == "markdown" else "raw")
+    parser = PrefixParser()
+    first: float | None = None
+
+    def accept(snapshot: Snapshot | None) -> None:
+        if snapshot is None:
+            return
+        graph.add_statements(snapshot.new_statements)
+        lane.pump()
+        trace.snapshot_accepted(
+            statements=len(snapshot.statements), new_statements=len(snapshot.new_statements), chars=snapshot.end
+        )
+        timeline.mark("stream", f"{len(snapshot.statements)} statements", anyio.current_time() - t0, "snapshot")
+
+    try:
+        async for text in text_chunks(chunks):
+            if first is None:
+                first = anyio.current_time() - t0
+            accept(parser.feed(extractor.feed(text)))
+        accept(parser.feed(extractor.close()))
+    except Exception as exc:
+        raise _Aborted(RunStatus.ABORTED, ErrorInfo(type(exc).__name__, f"the stream failed: {exc}", None)) from exc
+    end = anyio.current_time() - t0
+    timeline.bar("stream", "tokens", first if first is not None else end, end, "stream")
+    if code == "markdown" and not extractor.done and not parser.source:
+        raise _Aborted(RunStatus.REJECTED, ErrorInfo("NoCodeBlock", "the stream contained no ```python block", None))
+    try:
+        final = parser.close()
+        # Some errors only the compiler finds (``return`` outside a function); the Guest
+        # must never receive a source it would reject.
+        seal(final.source)
+    except SealError as exc:
+        raise _Aborted(RunStatus.REJECTED, rejection(exc)) from exc
+    graph.add_statements(final.new_statements)
+    lane.pump()
+    trace.sealed(source_hash(final.source), statements=len(final.statements), chars=final.end)
+    timeline.mark("stream", "sealed", end, "seal")
+    return final
+
+
+def _draw(
+    timeline: TimelineRecorder,
+    lane: SpeculativeLane,
+    scope: RunScope,
+    guest_started: float | None,
+    guest_ended: float | None,
+) -> None:
+    """Add the lanes known only at the end: early work with dispositions, Guest, claims."""
+    base = scope.started_at
+    dispositions = lane.dispositions()
+    for obs in lane.observations():
+        if obs.lane != "speculative" or obs.started is None:
+            continue
+        end = obs.finished if obs.finished is not None else obs.started
+        label = f"{obs.key.capability}.{obs.key.method}"
+        timeline.bar("speculative", label, obs.started - base, end - base, dispositions[obs.id].value)
+    if guest_started is not None and guest_ended is not None:
+        timeline.bar("guest", "sealed program", guest_started, guest_ended, "guest")
+    for call in scope.calls:
+        label = f"{call.capability}.{call.method}"
+        if call.lane == "claimed":
+            timeline.bar("claims", label, call.started, call.ended, "claim")
+        else:
+            timeline.bar("guest", label, call.started, call.ended, "formal")
+
+
+def _settle_traces(scope: RunScope, lane: SpeculativeLane) -> None:
+    for obs_id, disposition in lane.dispositions().items():
+        span = scope.early_traces.get(obs_id)
+        if span is not None:
+            span.settled(disposition.value)
+
