@@ -50,6 +50,8 @@ indentation, comments and blank lines."""
 
 @dataclass(frozen=True, slots=True)
 class ParserStatistics:
+    """What a ``PrefixParser`` has done so far (for tests and benchmarks)."""
+
     statements: int  # accepted statements
     groups: int  # groups parsed on their own (each exactly once)
     whole_parses: int  # 1 when close() had to parse the whole source (error or doubt), else 0
@@ -172,14 +174,16 @@ class PrefixParser:
                 self._group_len += len(last)
             if self._scanner.between and self._parse_group():
                 return Snapshot.view(self._statements, before, self._end, self._source_text)
-        return self._whole()
+        return self._whole(before)
 
     def _source_text(self) -> str:
         return self.source
 
-    def _whole(self) -> Snapshot:
+    def _whole(self, accepted: int) -> Snapshot:
         """Parse the whole source once: the exact error, or (should the scanner ever be in
-        doubt on valid source) the exact statements."""
+        doubt on valid source) the exact statements, the first ``accepted`` of which were
+        already reported."""
+        self._whole_parses += 1
         source = self.source
         try:
             module = _parse(source)
@@ -188,10 +192,9 @@ class PrefixParser:
         except (ValueError, UnicodeError) as exc:
             # NUL bytes (a ValueError on some 3.11 releases) and lone surrogates.
             raise SealError(str(exc)) from exc
-        self._whole_parses += 1
         self._statements = list(module.body)  # a new list: earlier snapshots keep theirs
         self._end = len(source)
-        return Snapshot(module.body, source, 0)
+        return Snapshot(module.body, source, min(accepted, len(module.body)))
 
     def _lines(self, text: str) -> None:
         """Consume every complete physical line of ``text``; keep the rest as the tail."""

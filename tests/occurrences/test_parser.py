@@ -13,6 +13,7 @@ import sys
 import pytest
 
 from occurrences import PrefixParser, SealError, Snapshot
+from occurrences._scanner import LineScanner
 
 
 def dumps(statements: object) -> list[str]:
@@ -301,3 +302,15 @@ def test_312_syntax_positions_after_the_first_group() -> None:
     )
     _, final = stream(source)
     assert dumps(final.statements) == dumps(ast.parse(source).body)
+
+
+def test_doubt_at_close_falls_back_to_one_whole_parse(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Should the scanner ever end in doubt on valid source, close() still returns the exact
+    statements (one whole-source parse) and reports only the ones not yet accepted as new."""
+    parser = PrefixParser()
+    parser.feed("a = 1\nb = 2\nc = 3\n")
+    monkeypatch.setattr(LineScanner, "between", property(lambda self: False))
+    final = parser.close()
+    assert dumps(final.statements) == dumps(ast.parse("a = 1\nb = 2\nc = 3\n").body)
+    assert final.first_new == 2
+    assert parser.statistics().whole_parses == 1
