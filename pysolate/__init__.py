@@ -6,6 +6,7 @@ sealed source sequentially.
 
 from occurrences import Effect as Effect
 from occurrences import MethodSpec as MethodSpec
+from scheduler import LanePolicy as LanePolicy
 
 from ._capability import EffectProposal as EffectProposal
 from ._capability import capability as capability
@@ -24,6 +25,8 @@ from ._result import CallRecord as CallRecord
 from ._result import RunReport as RunReport
 from ._result import RunResult as RunResult
 from ._result import RunStatus as RunStatus
+from ._timeline import Timeline as Timeline
+from ._timeline import render_svg as render_svg
 from ._workspace import Workspace as Workspace
 
 __all__ = [
@@ -35,16 +38,19 @@ __all__ = [
     "GuestLimits",
     "Host",
     "Isolation",
+    "LanePolicy",
     "MethodSpec",
     "PysolateError",
     "RegistrationError",
     "RunReport",
     "RunResult",
     "RunStatus",
+    "Timeline",
     "ToolError",
     "ToolFailure",
     "Workspace",
     "WorkspaceError",
     "capability",
     "propose_effect",
+    "render_svg",
 ]

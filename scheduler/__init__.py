@@ -17,16 +17,16 @@ from ._state import transition as transition
 
 __all__: list[str] = [
     "Disposition",
-    "LanePolicy",
-    "LaneStatistics",
-    "Observation",
-    "Probe",
-    "SpeculativeLane",
     "EventGraph",
     "GraphStatistics",
     "IllegalTransition",
     "KeyFn",
+    "LanePolicy",
+    "LaneStatistics",
     "Node",
+    "Observation",
+    "Probe",
+    "SpeculativeLane",
     "State",
     "transition",
 ]
