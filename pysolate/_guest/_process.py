@@ -198,6 +198,7 @@ class SubprocessGuest:
         self._conversation: anyio.CancelScope | None = None
         self._serving = False  # a handler is running (a call is in flight)
         self._died_in_call = False  # the child exited while a call was in flight
+        self._exited = False  # the child process has exited (seen by ``_watch_exit``)
 
     def statistics(self) -> GuestStatistics:
         return GuestStatistics(self._startup_seconds, self._calls, self._stdout_total)
@@ -310,12 +311,15 @@ class SubprocessGuest:
 
         A frame sent meanwhile is found when the handler returns (checking costs one
         ``recv``, watching would cost a task per call); the child dying meanwhile cancels
-        the handler at once (``_watch_exit``).
+        the handler at once (``_watch_exit``), and a call from a child already dead is
+        not run at all.
         """
         call_id = self._calls
         if call.method not in self._granted.get(call.capability, ()):
             message = f"{call.capability!r} has no method {call.method!r} granted to this program"
             return self._failure(call_id, ToolFailure("AttributeError", message))
+        if self._exited:
+            raise _ChannelClosed  # nothing runs for a child that can no longer see the result
         self._serving = True
         try:
             value = await handler(call.capability, call.method, call.args, call.kwargs)
@@ -336,6 +340,7 @@ class SubprocessGuest:
         (Outside a call, the channel's EOF ends the conversation after any ``done``.)
         """
         await self._process.wait()
+        self._exited = True
         if self._serving and self._conversation is not None:
             self._died_in_call = True
             self._conversation.cancel()
