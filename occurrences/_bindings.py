@@ -11,6 +11,7 @@ what a name holds *as far as the Host can tell exactly*:
   (so aliases like ``ws = workspace`` and ``read = workspace.read_text`` work);
 - ``FunctionRef``: a function defined by the program (expanded when called with known
   arguments);
+- ``ModuleRef``: an imported library module or name (its calls are not program code);
 - ``UNKNOWN`` (the evaluator's marker): bound, but nothing exact is known.
 
 Bindings are immutable; scopes map names to them. A name absent from every scope is a
@@ -49,6 +50,16 @@ class MethodRef:
     method: str
 
 
+@dataclass(frozen=True, slots=True)
+class ModuleRef:
+    """An imported module (or a name imported from one). A library one's functions may
+    mutate the arguments they receive but cannot reach the capabilities; a reflective one
+    (``sys``, ``inspect``, ``os`` ...) is treated as unknown code."""
+
+    name: str
+    reflective: bool = False
+
+
 @dataclass(frozen=True, slots=True, eq=False)
 class FunctionRef:
     node: ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda
@@ -76,7 +87,7 @@ class Unpacked:
     count: int
 
 
-Binding = Known | Result | Derived | Unpacked | CapabilityRef | MethodRef | FunctionRef | object
+Binding = Known | Result | Derived | Unpacked | CapabilityRef | MethodRef | ModuleRef | FunctionRef | object
 """One of the classes above, or ``UNKNOWN``."""
 
 _IMMUTABLE_SCALARS = (type(None), bool, int, float, complex, str, bytes)

@@ -59,6 +59,7 @@ from ._bindings import (
     FunctionRef,
     Known,
     MethodRef,
+    ModuleRef,
     Result,
     Scope,
     Unpacked,
@@ -91,6 +92,17 @@ OPAQUE_BUILTINS = frozenset(
      "delattr", "__import__", "breakpoint", "input", "open", "super", "type", "object"}
 )
 """Builtins that can reach or run arbitrary code (including the capabilities by name)."""
+
+REFLECTIVE_MODULES = frozenset(
+    {"__main__", "builtins", "sys", "gc", "inspect", "importlib", "types", "ctypes", "code",
+     "codeop", "pdb", "runpy", "pickle", "marshal", "operator", "functools", "threading",
+     "asyncio", "concurrent", "multiprocessing", "subprocess", "os", "pathlib", "shutil",
+     "io", "socket", "contextlib", "atexit", "signal", "weakref", "copyreg", "abc"}
+)
+"""Modules whose functions can reach the program's globals, call back into program code,
+or act on the outside world: their calls are treated as unknown code (as are those of
+relative imports, the program's own modules). Every other import is library code that can
+only mutate what it is handed."""
 
 NON_MUTATING_METHODS = frozenset(
     name
@@ -399,7 +411,12 @@ class Discovery:
                     if not isinstance(b, CapabilityRef | MethodRef):
                         ctx.scope.bind(name, UNKNOWN)
                 continue
-            self._bind(alias.asname or alias.name.split(".")[0], UNKNOWN, ctx)
+            if isinstance(node, ast.Import):
+                module = alias.name if alias.asname else alias.name.split(".")[0]
+            else:
+                module = f"{node.module or ''}.{alias.name}" if not node.level else ""
+            reflective = not module or module.split(".")[0] in REFLECTIVE_MODULES
+            self._bind(alias.asname or alias.name.split(".")[0], ModuleRef(module, reflective), ctx)
 
     def _stmt_functiondef(self, node: ast.FunctionDef | ast.AsyncFunctionDef, ctx: _Context) -> None:
         for decorator in node.decorator_list:
@@ -859,6 +876,13 @@ class Discovery:
         elif isinstance(b, FunctionRef):
             self._opaque(ctx)
 
+    @staticmethod
+    def _root(node: ast.expr, ctx: _Context) -> Binding | None:
+        """The binding of the name a chain like ``a.b[0].c()`` starts from."""
+        while isinstance(node, ast.Attribute | ast.Subscript | ast.Call):
+            node = node.func if isinstance(node, ast.Call) else node.value
+        return ctx.scope.lookup(node.id) if isinstance(node, ast.Name) else None
+
     def _conditional(self, parts: Sequence[ast.expr], node: ast.expr, ctx: _Context, subst: dict[int, tuple[str, Binding]]) -> None:
         """Operands that short-circuiting may skip: their occurrences are discardable."""
         inner = replace(
@@ -893,6 +917,21 @@ class Discovery:
             self._scan_all(arguments, ctx, subst)
             b = self._call_function(target, node, ctx, subst)
             subst[id(node)] = (f"${len(subst)}", b)
+            return
+        module = target if isinstance(target, ModuleRef) else self._root(func, ctx)
+        if isinstance(module, ModuleRef):
+            if isinstance(func, ast.Attribute):
+                self._scan(func.value, ctx, subst)
+            self._scan_all(arguments, ctx, subst)
+            if module.reflective:
+                self._opaque(ctx)
+                return
+            # Library code: it may mutate what it is handed, nothing else.
+            for arg in arguments:
+                names = free_names(arg)
+                if any(may_be_mutable(ctx.scope.lookup(n)) for n in names):
+                    self._mutated(ctx)
+                    break
             return
         if isinstance(func, ast.Attribute):
             self._scan(func.value, ctx, subst)

@@ -471,3 +471,20 @@ def test_break_in_a_loop_not_expanded_belongs_to_that_loop() -> None:
 def test_return_in_code_not_followed_makes_the_rest_of_the_function_discardable() -> None:
     src = "def f(a):\n    while ask():\n        return 1\n    docs.get(a)\nf(3)\n"
     assert show(src) == ["docs.get@4[(5, 0)] (3,) disc"]
+
+
+def test_library_calls_only_mutate_what_they_are_handed() -> None:
+    src = 'import json\nimport random\nxs = [2, 1]\ncfg = {"a": 1}\nd = json.loads("{}")\ndocs.get(xs, cfg)\nrandom.shuffle(xs)\ndocs.get(xs)\n'
+    assert show(src) == ["docs.get@6 ([2, 1], {'a': 1})", "docs.get@8 UNKNOWN"]
+
+
+def test_reflective_modules_are_unknown_code() -> None:
+    assert show('import sys\nsys.modules["x"].run()\ndocs.get(1)\n') == ["docs.get@3 (1,) post"]
+    assert show('from .helpers import run\nrun()\ndocs.get(1)\n') == ["docs.get@3 (1,) post"]
+    assert show('from os.path import join\np = join("a", "b")\ndocs.get(1)\n') == ["docs.get@3 (1,) post"]
+    assert show('from math import sqrt\nr = sqrt(4)\ndocs.get(1)\n') == ["docs.get@3 (1,)"]
+
+
+def test_calls_inside_a_library_call_chain_are_found() -> None:
+    src = 'import json\nv = json.loads(workspace.read_text("c.json")).get("k")\n'
+    assert show(src) == ["workspace.read_text@2 ('c.json',)"]
