@@ -95,14 +95,13 @@ OPAQUE_BUILTINS = frozenset(
 
 REFLECTIVE_MODULES = frozenset(
     {"__main__", "builtins", "sys", "gc", "inspect", "importlib", "types", "ctypes", "code",
-     "codeop", "pdb", "runpy", "pickle", "marshal", "operator", "functools", "threading",
-     "asyncio", "concurrent", "multiprocessing", "subprocess", "os", "pathlib", "shutil",
-     "io", "socket", "contextlib", "atexit", "signal", "weakref", "copyreg", "abc"}
+     "codeop", "pdb", "bdb", "runpy", "pickle", "copyreg", "shelve"}
 )
-"""Modules whose functions can reach the program's globals, call back into program code,
-or act on the outside world: their calls are treated as unknown code (as are those of
-relative imports, the program's own modules). Every other import is library code that can
-only mutate what it is handed."""
+"""Modules whose functions can reach the program's globals or frames, or run code named by
+data: their calls are treated as unknown code (as are those of relative imports, the
+program's own modules). Every other import is library code that can only mutate what it
+is handed: even ``os`` or ``subprocess`` act on the Guest's sandbox, never on what a
+capability read sees. (Program functions handed to library code are caught as escapes.)"""
 
 NON_MUTATING_METHODS = frozenset(
     name

@@ -481,7 +481,8 @@ def test_library_calls_only_mutate_what_they_are_handed() -> None:
 def test_reflective_modules_are_unknown_code() -> None:
     assert show('import sys\nsys.modules["x"].run()\ndocs.get(1)\n') == ["docs.get@3 (1,) post"]
     assert show('from .helpers import run\nrun()\ndocs.get(1)\n') == ["docs.get@3 (1,) post"]
-    assert show('from os.path import join\np = join("a", "b")\ndocs.get(1)\n') == ["docs.get@3 (1,) post"]
+    assert show('from inspect import stack\np = stack()\ndocs.get(1)\n') == ["docs.get@3 (1,) post"]
+    assert show('import os.path\np = os.path.join("a", "b")\ndocs.get(1)\n') == ["docs.get@3 (1,)"]
     assert show('from math import sqrt\nr = sqrt(4)\ndocs.get(1)\n') == ["docs.get@3 (1,)"]
 
 
