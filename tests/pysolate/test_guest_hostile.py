@@ -8,6 +8,7 @@ sandbox (bubblewrap); the process, network and environment tests also run at the
 from __future__ import annotations
 
 import os
+import platform
 import socket
 import sys
 
@@ -120,6 +121,24 @@ libc = ctypes.CDLL(None, use_errno=True)
 """
     out = await run(source, isolation)
     assert out.value == (-1, -1, 1)  # EPERM
+
+
+@pytest.mark.parametrize("isolation", LEVELS)
+@pytest.mark.skipif(platform.machine() not in ("x86_64", "aarch64"), reason="clone3 is syscall 435 here only")
+async def test_clone3_is_enosys_so_threads_still_work(isolation: str) -> None:
+    source = """
+import ctypes, threading
+libc = ctypes.CDLL(None, use_errno=True)
+rc = libc.syscall(435, 0, 0)
+errno = ctypes.get_errno()
+done = []
+t = threading.Thread(target=done.append, args=(1,))
+t.start()
+t.join()
+(rc, errno, done)
+"""
+    out = await run(source, isolation)
+    assert out.value == (-1, 38, [1])  # ENOSYS: glibc falls back to clone(CLONE_THREAD)
 
 
 @pytest.mark.parametrize("isolation", LEVELS)
