@@ -26,21 +26,31 @@ The rules, each with a test in ``tests/occurrences/test_discovery.py``:
 - Statements run in order; a call site's arguments are evaluated by the exact evaluator
   over the names bound so far; ``x = cap.m(...)`` binds ``x`` to that occurrence's result.
 - Any statement that might mutate a value in place (a method call that is not known to be
-  non-mutating, an item or attribute assignment, ``+=`` on a possible container, a call to
-  program-defined or unknown code) makes every possibly-mutable binding ``UNKNOWN``:
-  values may alias each other and the Host cannot see which.
+  non-mutating, an item or attribute assignment, ``+=`` on a possible container, a library
+  call handed a container, a call to program-defined or unknown code) makes every
+  possibly-mutable binding ``UNKNOWN``: values may alias each other and the Host cannot
+  see which.
 - ``for`` over a known, bounded iterable expands one occurrence per iteration (path =
   iteration index); over a call result, the expansion waits for the result. ``while`` is
   never expanded. After any loop, names assigned in its body are ``UNKNOWN``.
 - ``if`` with a known condition follows the live branch only; otherwise both branches'
   occurrences are discardable (resolved later if the condition reads results), and names
-  assigned in either are ``UNKNOWN`` after it. Loops that may ``break``/``continue`` and
-  function bodies that may return early make what follows the exit discardable likewise.
+  assigned in either are ``UNKNOWN`` after it. ``break``/``continue``/``return`` are
+  followed exactly where they certainly run; under an unresolved branch (or in code not
+  followed) they make everything after them in the loop or function discardable.
+  Operands that ``and``/``or``/``x if c else y`` may skip are discardable; ``except``
+  clauses are discardable, and what a ``try`` body assigned is ``UNKNOWN`` after it.
 - A function is expanded only when called with known arguments (bounded depth); its calls
   then get the calling position in their path.
 - Calls that may write (``write``/``unknown`` effects, program-defined or unknown code)
   put the capability (all capabilities, for unknown code) on a new view: later reads are
-  not pre-write. A ``live_read`` does not.
+  not pre-write. A ``live_read`` does not. Library imports are not unknown code; the
+  reflective modules (``REFLECTIVE_MODULES``) are.
+- Determinism: the graph's final shape never depends on when results arrive (a condition
+  or loop that reads a result is always handled as pending, then resolved), nor on how the
+  statements were chunked.
+- Bounds: ``MAX_ITERATIONS`` per loop, ``MAX_CALL_DEPTH``, ``MAX_EXPANSIONS`` per run; a
+  statement nested too deeply to walk recursively is assumed to do the worst.
 """
 
 from __future__ import annotations
