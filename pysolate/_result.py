@@ -74,6 +74,27 @@ class CallRecord:
 
 
 @dataclass(frozen=True, slots=True)
+class ObservationRecord:
+    """One physical execution of a tool in a run (early or formal) and how it ended.
+
+    ``disposition`` is set for early (``speculative``) work only: ``claimed``,
+    ``cancelled``, ``late`` or ``orphaned``. ``physical`` is False for early work cancelled
+    before it started (it never reached the tool). Times are seconds since the run started.
+    """
+
+    id: int
+    capability: str
+    method: str
+    lane: Literal["speculative", "formal"]
+    key: CallKey
+    physical: bool
+    claims: int
+    disposition: str | None
+    started: float | None
+    ended: float | None
+
+
+@dataclass(frozen=True, slots=True)
 class RunReport:
     """Counts and timings of one run (speculation counts stay zero without speculation).
 
@@ -125,9 +146,12 @@ class RunResult:
     """This run's open workspace branches by capability name: commit or discard them."""
     timeline: Timeline | None = field(default=None, compare=False)
     """When the stream, early work, the Guest and claims happened (``run_stream`` only)."""
+    observations: tuple[ObservationRecord, ...] = field(default=(), compare=False)
+    """Physical executions the claim table saw (``run_stream`` only; sequential runs keep
+    one per receipt implicitly)."""
 
-    def with_timeline(self, timeline: Timeline) -> RunResult:
-        return dataclasses.replace(self, timeline=timeline)
+    def with_speculation(self, timeline: Timeline, observations: tuple[ObservationRecord, ...]) -> RunResult:
+        return dataclasses.replace(self, timeline=timeline, observations=observations)
 
     def to_json(self) -> dict[str, object]:
         """A JSON-safe dict of everything but ``workspaces``."""

@@ -31,7 +31,7 @@ from scheduler import EventGraph, LanePolicy, Node, Observation, SpeculativeLane
 
 from ._broker import RunScope
 from ._guest_api import ErrorInfo, Guest, GuestFactory, GuestLimits, GuestOutcome
-from ._result import RunReport, RunResult, RunStatus
+from ._result import ObservationRecord, RunReport, RunResult, RunStatus
 from ._seal import rejection, seal
 from ._timeline import TimelineRecorder
 from .streams import text_chunks
@@ -171,7 +171,7 @@ async def run_stream(
     else:
         assert outcome is not None
         result = host.result_from(outcome, scope, report)
-    result = result.with_timeline(timeline.freeze(wall))
+    result = result.with_speculation(timeline.freeze(wall), _observations(lane, scope.started_at))
     trace.ended(result.status.value, counts=report.counts(), error_type=result.error.type if result.error else None)
     return result
 
@@ -250,6 +250,25 @@ def _draw(
             timeline.bar("claims", label, call.started, call.ended, "claim")
         else:
             timeline.bar("guest", label, call.started, call.ended, "formal")
+
+
+def _observations(lane: SpeculativeLane, base: float) -> tuple[ObservationRecord, ...]:
+    dispositions = lane.dispositions()
+    return tuple(
+        ObservationRecord(
+            id=obs.id,
+            capability=obs.key.capability,
+            method=obs.key.method,
+            lane=obs.lane,
+            key=obs.key,
+            physical=obs.physical,
+            claims=obs.claims,
+            disposition=dispositions[obs.id].value if obs.id in dispositions else None,
+            started=None if obs.started is None else obs.started - base,
+            ended=None if obs.finished is None else obs.finished - base,
+        )
+        for obs in lane.observations()
+    )
 
 
 def _settle_traces(scope: RunScope, lane: SpeculativeLane) -> None:
