@@ -206,6 +206,16 @@ async def test_started_guest_waits_for_its_source() -> None:
     assert guest._process.returncode is not None
 
 
+async def test_statistics_count_calls_and_output() -> None:
+    guest = await start_subprocess_guest(CAPS, GuestLimits())
+    try:
+        await guest.run("print('abc')\nworkspace.read_text('a')\ndocs.search('q')", Tools())
+    finally:
+        await guest.aclose()
+    stats = guest.statistics()
+    assert (stats.calls, stats.stdout_bytes) == (2, 4)
+
+
 async def test_cancelling_run_kills_the_child_and_reraises() -> None:
     started = anyio.Event()
 
