@@ -155,6 +155,7 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=1)
     args = ap.parse_args()
     sizes = [int(s) for s in args.sizes.split(",")]
+    per_update(WINDOW * 2)  # warm-up: imports, caches, first allocations
     print(f"Python {sys.version.split()[0]}; best of {args.repeats} runs; microseconds per update")
     print("\n| nodes per kind | total nodes | add | complete (2 dependents) | complete (branch dies) |")
     print("|---:|---:|---:|---:|---:|")
