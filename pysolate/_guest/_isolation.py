@@ -73,6 +73,28 @@ def seccomp_library() -> str | None:
     return None
 
 
+def _base_paths() -> dict[str, str]:
+    """The base installation's scheme paths (never a venv's: that lives in the work tree)."""
+    base = {"base": sys.base_prefix, "platbase": sys.base_exec_prefix,
+            "installed_base": sys.base_prefix, "installed_platbase": sys.base_exec_prefix}
+    return sysconfig.get_paths(vars=base)
+
+
+def _interpreter_paths(python: str) -> set[str]:
+    """What the bare interpreter reads: its binary, the stdlib, ``lib-dynload``, libpython."""
+    paths = _base_paths()
+    libdir = sysconfig.get_config_var("LIBDIR") or ""
+    candidates = {python, paths["stdlib"], paths["platstdlib"]}
+    if libdir.startswith((sys.base_prefix, sys.base_exec_prefix)):
+        candidates.add(libdir)
+    return {path for path in candidates if path and os.path.exists(path)}
+
+
+def _site_packages() -> set[str]:
+    paths = _base_paths()
+    return {path for path in (paths["purelib"], paths["platlib"]) if os.path.isdir(path)}
+
+
 def _bwrap_argv(bwrap: str, python: str, scratch_bytes: int) -> list[str]:
     argv = [
         bwrap, "--unshare-all", "--unshare-user", "--uid", _NOBODY, "--gid", _NOBODY,
@@ -84,14 +106,11 @@ def _bwrap_argv(bwrap: str, python: str, scratch_bytes: int) -> list[str]:
             argv += ["--symlink", os.readlink(top), top]
         elif os.path.isdir(top):
             argv += ["--ro-bind", top, top]
-    libdir = sysconfig.get_config_var("LIBDIR") or ""
-    stdlib = sysconfig.get_path("stdlib")
-    for path in {python, stdlib, sysconfig.get_path("platstdlib"), libdir}:
-        if path and os.path.exists(path) and not path.startswith("/usr/"):
+    for path in sorted(_interpreter_paths(python)):
+        if not path.startswith("/usr/"):
             argv += ["--ro-bind", path, path]
-    site = os.path.join(stdlib, "site-packages")
-    if os.path.isdir(site):
-        argv += ["--tmpfs", site]  # bound with the stdlib; hide it
+    for path in sorted(_site_packages()):
+        argv += ["--tmpfs", path]  # bound with the stdlib; hide it
     for relative in _CHILD_SOURCES:
         argv += ["--ro-bind", str(PACKAGE_ROOT / relative), f"{SANDBOX_ROOT}/{relative}"]
     argv += [

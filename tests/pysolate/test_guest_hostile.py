@@ -181,7 +181,10 @@ async def test_host_files_are_invisible(tmp_path: os.PathLike[str]) -> None:
     with open(secret, "w") as f:
         f.write(SECRET)
     work_tree_file = str(_isolation.PACKAGE_ROOT / "pyproject.toml")
-    paths = [secret, "/etc/passwd", "/etc/shadow", "/etc/hostname", work_tree_file, os.path.expanduser("~/.bashrc")]
+    paths = [
+        secret, "/etc/passwd", "/etc/shadow", "/etc/hostname", work_tree_file, os.path.expanduser("~/.bashrc"),
+        str(_isolation.PACKAGE_ROOT), sys.prefix, os.path.join(sys.prefix, "pyvenv.cfg"),  # the Host's venv
+    ]
     source = f"import os\n[os.path.exists(p) for p in {paths!r}]"
     out = await run(source)
     assert out.value == [False] * len(paths)
