@@ -21,17 +21,23 @@ builtin (or a NameError), which the evaluator handles.
 from __future__ import annotations
 
 import ast
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 
 from ._evaluator import UNKNOWN, evaluate
 from ._exceptions import NotKnown
 from ._model import OccurrenceId
 
+Origins = frozenset[object] | None
+"""Which objects a value may share structure with, as abstract origin tags (a tool result,
+a fresh display...); ``None``: it may share structure with anything. A mutation through a
+value invalidates exactly the bindings whose origins meet its origins."""
+
 
 @dataclass(frozen=True, slots=True)
 class Known:
     value: object
+    origins: Origins = None  # meaningful only for mutable values
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,6 +80,7 @@ class Derived:
     expr: ast.expr
     captured: dict[str, Binding]
     producers: frozenset[OccurrenceId]
+    origins: Origins
     value: object = field(default=None)  # memo, valid once ``done``
     done: bool = False
 
@@ -109,6 +116,30 @@ def may_be_mutable(binding: Binding) -> bool:
     if isinstance(binding, Known):
         return not is_immutable(binding.value)
     return isinstance(binding, Result | Derived | Unpacked)
+
+
+def origins_of(binding: Binding) -> Origins:
+    """The origins of the value behind ``binding`` (empty when it cannot be mutated)."""
+    if isinstance(binding, Known):
+        return frozenset() if is_immutable(binding.value) else binding.origins
+    if isinstance(binding, Result):
+        return frozenset((binding.producer,))  # every claim gets a fresh copy
+    if isinstance(binding, Derived):
+        return binding.origins
+    if isinstance(binding, Unpacked):
+        return origins_of(binding.source)
+    if isinstance(binding, CapabilityRef | MethodRef | ModuleRef | FunctionRef):
+        return frozenset()
+    return None
+
+
+def union_origins(origins: Iterable[Origins]) -> Origins:
+    out: set[object] = set()
+    for o in origins:
+        if o is None:
+            return None
+        out |= o
+    return frozenset(out)
 
 
 def producers_of(binding: Binding) -> frozenset[OccurrenceId]:

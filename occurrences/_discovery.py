@@ -70,6 +70,7 @@ from ._bindings import (
     Known,
     MethodRef,
     ModuleRef,
+    Origins,
     Result,
     Scope,
     Unpacked,
@@ -77,8 +78,10 @@ from ._bindings import (
     evaluator_env,
     is_immutable,
     may_be_mutable,
+    origins_of,
     producers_of,
     resolve,
+    union_origins,
 )
 from ._effect import Effect
 from ._evaluator import UNKNOWN, evaluate_call_arguments, free_names
@@ -279,6 +282,7 @@ class Discovery:
         # Work waiting for results: each waiter is listed once per missing producer.
         self._waiting: dict[OccurrenceId, list[_Waiter]] = {}
         self._order = 0  # occurrences discovered so far
+        self._fresh = 0  # origin tags handed out (see ``Origins``)
         self._expansions = 0  # loop iterations and function bodies expanded so far
         self._global_names: set[str] = set()  # names some function declares ``global``
         self._branches_of: dict[OccurrenceId, tuple[_Branch, ...]] = {}
@@ -404,7 +408,7 @@ class Discovery:
                 self._bind(target.id, self._derive(expr, {target.id: old, "$v": value}), ctx)
             else:
                 # ``+=`` on a list or dict mutates it in place, and aliases see the change.
-                self._mutated(ctx)
+                self._mutated(ctx, origins_of(old))
                 self._bind(target.id, UNKNOWN, ctx)
         else:
             self._assign(target, UNKNOWN, ctx)
@@ -508,7 +512,7 @@ class Discovery:
             if items is not None:
                 overlay = Scope(ctx.scope)
                 try:
-                    if self._expand_for(node, items, overlay, ctx):
+                    if self._expand_for(node, items, origins_of(iterable), overlay, ctx):
                         return
                 finally:
                     self._merge(overlay, ctx)
@@ -526,12 +530,14 @@ class Discovery:
                     ctx, scope=base, globals=base, written=written, loop=None, function=function
                 )
                 with contextlib.suppress(_Leave):
-                    self._expand_for(node, items, Scope(base), deferred)
+                    self._expand_for(node, items, origins_of(iterable), Scope(base), deferred)
 
             self._when_known(producers, later)
         self._dry_loop(node.target, node.body, node.orelse, ctx)
 
-    def _expand_for(self, node: ast.For, items: list[object], overlay: Scope, ctx: _Context) -> bool:
+    def _expand_for(
+        self, node: ast.For, items: list[object], origins: Origins, overlay: Scope, ctx: _Context
+    ) -> bool:
         if self._expansions + len(items) > MAX_EXPANSIONS:
             return False
         self._expansions += len(items)
@@ -549,7 +555,7 @@ class Discovery:
                 path=(*ctx.path, index),
                 branches=(*ctx.branches, exit_.branch) if exit_.maybe else ctx.branches,
             )
-            self._assign(node.target, Known(item), iteration)
+            self._assign(node.target, Known(item, origins), iteration)
             try:
                 self._body(node.body, iteration)
             except _Leave as leave:
@@ -717,17 +723,17 @@ class Discovery:
             self._assign(target.value, UNKNOWN, ctx)
         elif isinstance(target, ast.Attribute | ast.Subscript):
             # Item or attribute assignment (or deletion) mutates the object in place.
-            self._expr(target.value, ctx)  # a capability here escapes: no longer trusted
+            receiver = self._expr(target.value, ctx)  # a capability here escapes: untrusted
             if isinstance(target, ast.Subscript):
                 self._expr(target.slice, ctx)
-            self._mutated(ctx)
+            self._mutated(ctx, origins_of(receiver))
 
     def _unpack(self, value: Binding, index: int, count: int) -> Binding:
         if isinstance(value, Known):
             if type(value.value) in (tuple, list, str, bytes, dict):
                 items = list(value.value)  # type: ignore[call-overload]
                 if len(items) == count:
-                    return Known(items[index])
+                    return Known(items[index], origins_of(value))
             return UNKNOWN
         if isinstance(value, Result | Derived | Unpacked):
             return Unpacked(value, index, count)
@@ -740,26 +746,32 @@ class Discovery:
             p = producers_of(b)
             if p:
                 producers = producers | p
+        # The value may contain (alias) what it reads, plus whatever it creates itself.
+        self._fresh += 1
+        origins = union_origins([*map(origins_of, captured.values()), frozenset({self._fresh})])
         if producers:
             # Stays a Derived even when every result is in, so what depends on it (is a
             # condition known? may a function be expanded?) never depends on timing.
-            derived = Derived(expr, captured, producers)
+            derived = Derived(expr, captured, producers, origins)
             if all(p in self._results for p in producers):
                 resolve(derived, self._results)  # memoize now: keeps resolution chains short
             return derived
         value = evaluate_in(expr, captured, self._results)
-        return UNKNOWN if value is UNKNOWN else Known(value)
+        return UNKNOWN if value is UNKNOWN else Known(value, origins)
 
     @staticmethod
     def _scopes(ctx: _Context) -> tuple[Scope, ...]:
         return (ctx.scope,) if ctx.globals is ctx.scope else (ctx.scope, ctx.globals)
 
-    def _mutated(self, ctx: _Context) -> None:
-        """Something may have changed in place: no possibly-mutable value is known any more."""
+    def _mutated(self, ctx: _Context, origins: Origins = None) -> None:
+        """Something with ``origins`` may have changed in place: no value that may share
+        structure with it is known any more (with ``None``: no possibly-mutable value)."""
         for scope in self._scopes(ctx):
             for name, b in list(scope.visible()):
                 if may_be_mutable(b):
-                    scope.bind(name, UNKNOWN)
+                    theirs = origins_of(b)
+                    if origins is None or theirs is None or origins & theirs:
+                        scope.bind(name, UNKNOWN)
 
     def _opaque(self, ctx: _Context) -> None:
         """Code this module does not follow runs here: it may call any capability (so
@@ -936,19 +948,22 @@ class Discovery:
                 self._opaque(ctx)
                 return
             # Library code: it may mutate what it is handed, nothing else.
-            for arg in arguments:
-                names = free_names(arg)
-                if any(may_be_mutable(ctx.scope.lookup(n)) for n in names):
-                    self._mutated(ctx)
-                    break
+            handed = [
+                b
+                for arg in arguments
+                for n in free_names(arg)
+                if may_be_mutable(b := ctx.scope.lookup(n))
+            ]
+            if handed:
+                self._mutated(ctx, union_origins(map(origins_of, handed)))
             return
         if isinstance(func, ast.Attribute):
             self._scan(func.value, ctx, subst)
             self._scan_all(arguments, ctx, subst)
             if func.attr not in NON_MUTATING_METHODS:
-                receiver = self._value(func.value, ctx, subst) if isinstance(func.value, ast.Name) else UNKNOWN
-                if not (isinstance(receiver, Known) and is_immutable(receiver.value)):
-                    self._mutated(ctx)
+                receiver = self._value(func.value, ctx, subst)
+                if may_be_mutable(receiver) or receiver is UNKNOWN:
+                    self._mutated(ctx, origins_of(receiver))
             return
         # Calling a value that is not a known function: unknown code.
         self._scan(func, ctx, subst)
@@ -1102,7 +1117,7 @@ class Discovery:
             items = _bounded_items(resolve(iterable, self._results))
             if items is not None:
                 overlay = Scope(ctx.scope)
-                if self._expand_comprehension(node, 0, items, overlay, ctx):
+                if self._expand_comprehension(node, 0, items, origins_of(iterable), overlay, ctx):
                     self._merge(overlay, ctx, targets)
                     return
         elif ctx.emit:
@@ -1112,7 +1127,7 @@ class Discovery:
                 items = _bounded_items(resolve(iterable, self._results))
                 if items is not None:
                     deferred = replace(ctx, scope=base, globals=base, written=written)
-                    self._expand_comprehension(node, 0, items, Scope(base), deferred)
+                    self._expand_comprehension(node, 0, items, origins_of(iterable), Scope(base), deferred)
 
             self._when_known(producers, later)
         self._dry_comprehension(node, ctx, targets)
@@ -1153,6 +1168,7 @@ class Discovery:
         node: ast.ListComp | ast.SetComp | ast.GeneratorExp | ast.DictComp,
         level: int,
         items: list[object],
+        origins: Origins,
         overlay: Scope,
         ctx: _Context,
     ) -> bool:
@@ -1165,7 +1181,7 @@ class Discovery:
             base.control = (*ctx.control, _frame(ControlKind.COMPREHENSION, node, "element"))
         for index, item in enumerate(items):
             element = replace(base, path=(*ctx.path, index))
-            self._assign(generator.target, Known(item), element)
+            self._assign(generator.target, Known(item, origins), element)
             for condition in generator.ifs:
                 test = self._expr(condition, element)
                 producers = producers_of(test)
@@ -1182,7 +1198,7 @@ class Discovery:
                     inner = self._iterable(node.generators[level + 1].iter, element)
                     inner_items = None if producers_of(inner) else _bounded_items(resolve(inner, self._results))
                     if inner_items is not None:
-                        self._expand_comprehension(node, level + 1, inner_items, overlay, element)
+                        self._expand_comprehension(node, level + 1, inner_items, origins_of(inner), overlay, element)
                 elif isinstance(node, ast.DictComp):
                     self._expr(node.key, element)
                     self._expr(node.value, element)

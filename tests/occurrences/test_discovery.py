@@ -489,3 +489,21 @@ def test_reflective_modules_are_unknown_code() -> None:
 def test_calls_inside_a_library_call_chain_are_found() -> None:
     src = 'import json\nv = json.loads(workspace.read_text("c.json")).get("k")\n'
     assert show(src) == ["workspace.read_text@2 ('c.json',)"]
+
+
+def test_mutating_a_fresh_container_leaves_unrelated_values_known() -> None:
+    src = 'names = docs.search("n")\ntexts = []\nfor name in names:\n    texts.append(workspace.read_text(name))\nfound = [docs.get(n) for n in names]\n'
+    run = Run(src).complete(1, ["a", "b"])
+    assert run.show()[-2:] == ["docs.get@5[0] ('a',)", "docs.get@5[1] ('b',)"]
+    assert show("a = [1]\nb = [2]\na.append(3)\ndocs.get(b)\n") == ["docs.get@4 ([2],)"]
+
+
+def test_mutation_reaches_every_alias_and_container_of_the_value() -> None:
+    assert show("a = [1]\nb = a\na.append(2)\ndocs.get(b)\n") == ["docs.get@4 UNKNOWN"]
+    assert show("x = [1]\ny = [x]\ny[0].append(2)\ndocs.get(x)\n") == ["docs.get@4 UNKNOWN"]
+    assert show("x = [1]\nfor v in [x]:\n    v.append(2)\ndocs.get(x)\n") == ["docs.get@4 UNKNOWN"]
+
+
+def test_mutating_a_value_of_unknown_origin_makes_every_container_unknown() -> None:
+    src = 'import json\nu = json.loads("[]")\nkeep = [1]\nu.append(1)\ndocs.get(keep)\n'
+    assert show(src) == ["docs.get@5 UNKNOWN"]
