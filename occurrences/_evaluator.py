@@ -275,7 +275,10 @@ class _Walker:
                 raise NotKnown("dict subscript with a slice")
         else:
             key = self.eval(node.slice, scope)
-            self._budget.size(key)  # hashing or index conversion cost is bounded
+            if type(container) is dict:
+                self._budget.nan_free(key)  # a dict finds keys by identity first
+            else:
+                self._budget.size(key)
         return self._budget.check(container[key])  # type: ignore[index]
 
     # --- displays -------------------------------------------------------------------------
@@ -301,7 +304,7 @@ class _Walker:
     def _set(self, node: ast.Set, scope: Scope) -> object:
         items = self.stored_all(self.elements(node.elts, scope))
         for item in items:
-            self._budget.size(item)
+            self._budget.nan_free(item)
         return set(items)
 
     def _dict(self, node: ast.Dict, scope: Scope) -> object:
@@ -313,12 +316,12 @@ class _Walker:
                 mapping = self.eval(value_node, scope)
                 if type(mapping) is not dict:
                     raise NotKnown("** of a non-dict")
-                self._budget.size(mapping)
+                self._budget.nan_free(mapping)
                 out.update(mapping)
             else:
                 key = self.eval(key_node, scope)
                 value = self.stored(self.eval(value_node, scope))
-                self._budget.size(key)
+                self._budget.nan_free(key)
                 out[key] = value
             if len(out) > self._limits.max_container_len:
                 raise NotKnown("dict display too long")
@@ -347,7 +350,7 @@ class _Walker:
     def _setcomp(self, node: ast.SetComp, scope: Scope) -> object:
         out = set()
         for value in self.comprehension(node.generators, (node.elt,), scope):
-            self._budget.size(self.stored(value))
+            self._budget.nan_free(self.stored(value))
             out.add(value)
         return out
 
@@ -360,7 +363,7 @@ class _Walker:
         values = self.comprehension(node.generators, (node.key, node.value), scope)
         for key in values:  # the generator yields key, then value, for each iteration
             value = next(values)
-            self._budget.size(key)
+            self._budget.nan_free(key)
             out[key] = self.stored(value)
         return out
 

@@ -92,8 +92,8 @@ class Budget:
     def __init__(self, limits: Limits) -> None:
         self.limits = limits
         self.steps = 0
-        # id -> (value, size); holding the value keeps the id from being reused.
-        self._sizes: dict[int, tuple[object, int]] = {}
+        # id -> (value, size, holds a NaN); holding the value keeps the id from being reused.
+        self._sizes: dict[int, tuple[object, int, bool]] = {}
 
     def charge(self, n: int = 1) -> None:
         """Spend ``n`` steps; NotKnown once the budget is exhausted."""
@@ -101,60 +101,86 @@ class Budget:
         if self.steps > self.limits.max_steps:
             raise NotKnown("step budget exhausted")
 
-    def size(self, value: Any, _depth: int = 0) -> int:
+    def size(self, value: Any) -> int:
         """Logical size of a plain value, checking every type and bound on the way.
 
         Raises NotKnown for anything that is not exactly a plain type (an internal iterator,
         a builtin reference, a subclass) or that exceeds a limit.
         """
+        return self._measure(value, 0)[0]
+
+    def nan_free(self, *values: Any) -> None:
+        """Refuse values holding a NaN where CPython would compare by identity.
+
+        Container equality, ``in``, ``index``/``count`` and dict/set lookups treat ``x is y``
+        as equal before trying ``==``, and a NaN is never ``==`` to itself. Whether two
+        NaNs are the same object depends on how CPython folded and shared constants, which
+        the Host cannot see, so such results are not computed.
+        """
+        for value in values:
+            if self._measure(value, 0)[1]:
+                raise NotKnown("NaN compared where identity decides")
+
+    def comparable(self, value: Any) -> None:
+        """Measure an operand of ``<``/``==``: containers with a NaN are refused (see above)."""
+        if type(value) in _CONTAINERS:
+            self.nan_free(value)
+        else:
+            self.size(value)
+
+    def _measure(self, value: Any, depth: int) -> tuple[int, bool]:
         lim = self.limits
         t = type(value)
         if t is str:
             if len(value) > lim.max_str_len:
                 raise NotKnown("string too long")
-            return len(value) + 1
+            return len(value) + 1, False
         if t is bytes:
             if len(value) > lim.max_bytes_len:
                 raise NotKnown("bytes too long")
-            return len(value) + 1
+            return len(value) + 1, False
         if t is int:
             bits = value.bit_length()
             if bits > lim.max_int_bits:
                 raise NotKnown("integer too large")
-            return bits // 3 + 2
-        if t is float or t is bool or t is NoneType:
-            return 4
+            return bits // 3 + 2, False
+        if t is float:
+            return 4, value != value
+        if t is bool or t is NoneType:
+            return 4, False
         if t is range:
-            self.size(value.start, _depth)
-            self.size(value.stop, _depth)
-            self.size(value.step, _depth)
-            return 8
+            for bound in (value.start, value.stop, value.step):
+                self._measure(bound, depth)
+            return 8, False
         if t not in _CONTAINERS:
             raise NotKnown(f"not a plain value: {t.__name__}")
-        if _depth >= MAX_DEPTH:
+        if depth >= MAX_DEPTH:
             raise NotKnown("value nested too deeply")
         hit = self._sizes.get(id(value))
         if hit is not None and hit[0] is value:
-            return hit[1]
+            return hit[1], hit[2]
         n = len(value)
         if n > lim.max_container_len:
             raise NotKnown("container too long")
         self.charge(n + 1)
         total = 2
-        d = _depth + 1
+        nan = False
         parts = (x for kv in value.items() for x in kv) if t is dict else value
         for item in parts:
-            total += self.size(item, d) + 1
+            item_size, item_nan = self._measure(item, depth + 1)
+            total += item_size + 1
+            nan = nan or item_nan
             if total > lim.max_value_size:
                 raise NotKnown("value too large")
-        self._sizes[id(value)] = (value, total)
-        return total
+        self._sizes[id(value)] = (value, total, nan)
+        return total, nan
 
     def printable(self, value: Any) -> None:
         """Refuse to turn ``value`` into text if it is too long or shows a set's order.
 
-        ``repr`` of a set lists it in hash order, which for ``str`` elements differs from
-        process to process; only sets of numbers (fixed hashes) print the same everywhere.
+        ``repr`` lists a set in table order, which depends on hashes (``str`` hashes differ
+        from process to process, a NaN's hash is its address) and on the set's history, so
+        only sets of at most one element print the same in the Guest.
         """
         if self.size(value) > self.limits.max_str_len:
             raise NotKnown("text form too long")
@@ -163,8 +189,9 @@ class Budget:
             v = stack.pop()
             t = type(v)
             if t is set or t is frozenset:
-                if not hash_stable(v):
+                if len(v) > 1:
                     raise NotKnown("set order shows in its text form")
+                stack.extend(v)
             elif t is tuple or t is list:
                 self.charge(len(v))
                 stack.extend(v)
@@ -197,8 +224,9 @@ class Budget:
     ) -> list[object] | tuple[Any, ...] | range:
         """The elements iterating ``value`` yields, bounded; NotKnown if not iterable here.
 
-        ``order_free``: the consumer's result cannot depend on the order of a set (given a
-        total order on its elements), so an unstable set may still be used.
+        ``order_free``: the consumer's result cannot depend on iteration order. Only then is
+        a set of more than one element iterated: its order depends on hashes (``str``
+        hashes differ per process, a NaN's hash is its address) and on its history.
         """
         lim = self.limits
         t = type(value)
@@ -220,24 +248,16 @@ class Budget:
             self.charge(n)
             return list(value)
         if t is set or t is frozenset:
-            if not (hash_stable(value) or (order_free and totally_ordered(value))):
+            if len(value) > 1 and not order_free:
                 raise NotKnown("set iteration order differs between processes")
             self.charge(len(value))
             return list(value)
         raise NotKnown(f"cannot iterate {t.__name__}")
 
 
-def hash_stable(values: Any) -> bool:
-    """True when every element hashes the same in every process (so set order is fixed)."""
-    stack: list[Any] = list(values)
-    while stack:
-        v = stack.pop()
-        t = type(v)
-        if t is tuple:
-            stack.extend(v)
-        elif t not in NUMBERS:
-            return False
-    return True
+def sortable(value: Any) -> bool:
+    """True unless ``value`` is a set whose sorted order could depend on its iteration order."""
+    return type(value) not in (set, frozenset) or totally_ordered(value)
 
 
 def totally_ordered(values: Any) -> bool:
@@ -379,7 +399,7 @@ def _set(b: Budget, args: tuple[Any, ...], kwargs: dict[str, Any]) -> object:
     items = [b.items(a, order_free=True) for a in args]
     for group in items:
         for x in group:
-            b.size(x)
+            b.nan_free(x)
     return set(*items)
 
 
@@ -396,12 +416,12 @@ def _dict(b: Budget, args: tuple[Any, ...], kwargs: dict[str, Any]) -> object:
     if args:
         src = args[0]
         if type(src) is dict:
-            b.size(src)
+            b.nan_free(src)
             out = dict(src)
         else:
             pairs = b.items(src)
             for p in pairs:
-                b.size(p)
+                b.nan_free(p)
             out = dict(pairs)  # type: ignore[arg-type]
     for k, v in kwargs.items():
         b.size(v)
@@ -531,7 +551,7 @@ def _minmax(fn: Callable[..., object]) -> Handler:
         _key_and_default(kwargs, frozenset({"key", "default"}))
         key = kwargs.get("key")
         if len(args) == 1:
-            items = list(b.items(args[0], order_free=key is None))
+            items = list(b.items(args[0], order_free=key is None and sortable(args[0])))
         elif len(args) >= 2 and "default" not in kwargs:
             items = list(args)
         else:
@@ -542,7 +562,7 @@ def _minmax(fn: Callable[..., object]) -> Handler:
                 return kwargs["default"]
             raise NotKnown("min()/max() of an empty sequence")
         for x in items:
-            b.size(x)
+            b.comparable(x)
         if key is None:
             return fn(items)
         keys = [_apply(b, key, x) for x in items]
@@ -564,9 +584,9 @@ def _sorted(b: Budget, args: tuple[Any, ...], kwargs: dict[str, Any]) -> object:
     reverse = kwargs.get("reverse", False)
     if type(reverse) not in (bool, int):
         raise NotKnown("sorted(reverse=...) is not an int")
-    items = list(b.items(iterable, order_free=key is None))
+    items = list(b.items(iterable, order_free=key is None and sortable(iterable)))
     for x in items:
-        b.size(x)
+        b.comparable(x)
     b.charge(len(items) * max(1, len(items).bit_length()))
     if key is None:
         return sorted(items, reverse=reverse)
@@ -771,13 +791,35 @@ for _n in _LINEAR_STR:
     _linear(str, _n)
 for _n in _LINEAR_BYTES:
     _linear(bytes, _n)
-for _owner, _names in ((tuple, ("count", "index")), (list, ("count", "index", "copy")),
-                       (dict, ("get", "keys", "values", "items", "copy")),
+for _owner, _names in ((list, ("copy",)), (dict, ("keys", "values", "items", "copy")),
                        (int, ("bit_length", "bit_count")), (bool, ("bit_length", "bit_count")),
                        (float, ("is_integer", "hex"))):  # fmt: skip
     for _n in _names:
         _linear(_owner, _n)
 del _owner, _names, _n
+
+
+def _by_identity(owner: type, name: str) -> None:
+    """Methods that find elements with ``is``-then-``==`` (see ``Budget.nan_free``)."""
+    method = getattr(owner, name)
+
+    def handler(b: Budget, receiver: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> object:
+        b.nan_free(receiver, *args)
+        return method(receiver, *args, **kwargs)
+
+    METHODS[(owner, name)] = handler
+
+
+_IDENTITY_METHODS: tuple[tuple[type, str], ...] = (
+    (list, "index"),
+    (list, "count"),
+    (tuple, "index"),
+    (tuple, "count"),
+    (dict, "get"),
+)
+for _container_type, _name in _IDENTITY_METHODS:
+    _by_identity(_container_type, _name)
+del _container_type, _name
 
 
 def _max_len(b: Budget, receiver: Any) -> int:
@@ -957,8 +999,7 @@ def binary(b: Budget, op: str, x: Any, y: Any) -> object:
         check_percent_format(x, lim)
         b.printable(y)
     elif tx in _CONTAINERS or ty in _CONTAINERS:
-        b.size(x)
-        b.size(y)
+        b.nan_free(x, y)
     return b.check(fn(x, y))
 
 
@@ -993,23 +1034,20 @@ def compare(b: Budget, op: str, x: Any, y: Any) -> bool:
             raise NotKnown("identity comparison of non-singletons")
         return (x is y) == (op == "Is")
     if op in ("In", "NotIn"):
-        b.size(x)
         ty = type(y)
-        if ty is Lazy:
-            found = x in y.items
-        elif ty in ViewTypes or ty is range or ty in _SCALARS:
-            found = x in y
+        if ty in _SCALARS or ty is range:
+            b.size(x)  # substring test, or arithmetic on a range: no identity involved
         else:
-            b.size(y)
-            found = x in y
+            b.nan_free(x, *(y.items if ty is Lazy else list(y) if ty in ViewTypes else (y,)))
+        found = x in (y.items if ty is Lazy else y)
         return bool(found) == (op == "In")
     fn = COMPARE.get(op)
     if fn is None:
         raise NotKnown(f"comparison {op} is not evaluated")
     _operand(x)
     _operand(y)
-    b.size(x)
-    b.size(y)
+    b.comparable(x)
+    b.comparable(y)
     result = fn(x, y)
     if type(result) is not bool:
         raise NotKnown("comparison did not give a bool")
