@@ -39,7 +39,7 @@ from ._exceptions import SealError
 from ._scanner import LineScanner
 from ._snapshot import Snapshot
 
-_LINE = re.compile(r"[^\r\n]*(?:\r\n|\r|\n)")
+_EOL = re.compile(r"\r\n|\r|\n")
 _WORD = re.compile(r"\w*")
 _CONTINUATIONS: Final = ("elif", "else", "except", "finally")
 _NOT_A_CUT: Final = frozenset(" \t\x0c\\#\r\n")
@@ -201,19 +201,22 @@ class PrefixParser:
         self._tail.clear()
         pos = 0
         size = len(text)
-        for m in _LINE.finditer(text):
-            line = m.group()
-            if m.end() == size and line[-1] == "\r":
+        search = _EOL.search  # not a whole-line pattern: that rescans a long tail per position
+        scanner = self._scanner
+        while (m := search(text, pos)) is not None:
+            end = m.end()
+            if end == size and text[-1] == "\r":
                 break  # may be half of a "\r\n" split across chunks
-            if not self._decided and self._scanner.between:
+            line = text[pos:end]
+            if not self._decided and scanner.between:
                 self._decide(line, complete=True)
                 if self._phase is not _Phase.OPEN:
                     return
             self._group.append(line)
-            self._group_len += len(line)
-            self._scanner.scan(line)
-            self._decided = not self._scanner.between  # only logical-line starts need one
-            pos = m.end()
+            self._group_len += end - pos
+            scanner.scan(line)
+            self._decided = not scanner.between  # only logical-line starts need a decision
+            pos = end
         if pos < size:
             self._tail.append(text[pos:])
 
@@ -322,6 +325,8 @@ def _shift_lines(nodes: list[ast.stmt], shift: int) -> None:
 
 
 def _parse(source: str) -> ast.Module:
+    """``ast.parse`` with its warnings suppressed, independent of the warning filters
+    (under ``-W error`` an invalid escape would otherwise be a SyntaxError here)."""
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         return ast.parse(source)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import ast
 import sys
+import warnings
 
 import pytest
 
@@ -314,3 +315,13 @@ def test_doubt_at_close_falls_back_to_one_whole_parse(monkeypatch: pytest.Monkey
     assert dumps(final.statements) == dumps(ast.parse("a = 1\nb = 2\nc = 3\n").body)
     assert final.first_new == 2
     assert parser.statistics().whole_parses == 1
+
+
+def test_warning_filters_do_not_change_the_verdict() -> None:
+    """Under ``-W error`` CPython turns an invalid escape into a SyntaxError; the parser's
+    answer must not depend on the Host's warning filters (the Guest compiles for itself)."""
+    source = "a = 1\nb = '\\d'\nc = 2\n"
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        _, final = stream(source)
+    assert len(final.statements) == 3
