@@ -156,7 +156,12 @@ class FenceExtractor:
         closer (inside a block)."""
         if self._state is _State.SEEKING:
             stripped = body.lstrip(" \t")
-            return bool(stripped) and stripped[0] not in "`~"
+            if not stripped:
+                return False
+            if stripped[0] not in "`~":
+                return True
+            run = len(stripped) - len(stripped.lstrip(stripped[0]))
+            return run < min(3, len(stripped))  # e.g. "`code` ...": too short for a fence
         stripped = body.lstrip(" \t")
         return bool(stripped.lstrip(self._char).strip(" \t"))
 

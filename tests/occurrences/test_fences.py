@@ -162,6 +162,9 @@ LINES = st.sampled_from(
         " \tx = 1",
         "\t\tz",
         "  \t```",
+        "`a` b",
+        "``x`` y",
+        "~~ z",
     ]
 )
 
