@@ -67,8 +67,8 @@ class LineScanner:
 
     ``between`` is true when the next character starts a new logical line: no string,
     f-string frame or bracket is open and the last line did not end in a backslash
-    continuation. ``clean`` additionally says the text scanned so far cannot be a
-    truncated token, which is what the parser needs at end of stream.
+    continuation. At the end of the stream, false means the text stops inside a token or
+    a logical line, which CPython rejects.
     """
 
     __slots__ = ("_continued", "_depth", "_stack")
