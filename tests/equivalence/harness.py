@@ -1,0 +1,191 @@
+"""Run one program both ways and compare: the differential harness of issue 6.
+
+``run_pair`` builds a fresh Host (fresh tool objects, a fresh workspace root) for the
+sequential reference ``run_source(speculate=False)`` and another for the speculating
+``run_stream``, streams the source under the case's ``Conditions``, and returns both
+results with the tools' own call records. ``assert_equivalent`` is the correctness
+contract (DESIGN.md): status, value, stdout, error (type, message, line), the ordered call
+log (capability, method, arguments, outcome, result or error) and the final workspace.
+``assert_no_early_effects`` checks from the tools' side that no ``live_read``, ``write``
+or ``unknown`` call started before the stream ended, and that each ran exactly once per
+receipt (never replayed). ``pysolate.testing.check_invariants`` checks the accounting.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+
+import anyio
+
+from occurrences import Effect
+from pysolate import Host, RunResult
+from pysolate._guest_api import GuestFactory
+from pysolate.testing import (
+    Script,
+    ScriptedTool,
+    check_invariants,
+    in_process_guest,
+    memory_workspace,
+    scripted_tool,
+)
+
+from .programs import Conditions
+
+FILES = {"a.txt": "alpha", "b.txt": "beta", "d/c.txt": "gamma", "d/e.txt": "bad"}
+"""The frozen workspace root every case starts from."""
+
+UNSAFE = {("clock", "now"), ("shell", "run")}
+"""Scripted methods that must never run before the source is sealed."""
+
+
+@dataclass(slots=True)
+class Tools:
+    """The scripted capability objects of one Host (they record every call)."""
+
+    docs: ScriptedTool
+    clock: ScriptedTool
+    shell: ScriptedTool
+
+    def by_name(self) -> dict[str, ScriptedTool]:
+        return {"docs": self.docs, "clock": self.clock, "shell": self.shell}
+
+
+def build_host(
+    conditions: Conditions, factory: GuestFactory = in_process_guest, **host_kwargs: object
+) -> tuple[Host, Tools]:
+    """A Host with fresh tools: ``docs`` (pure async ``search``, immutable-read sync
+    ``fetch``), ``clock.now`` (live read, counts up), ``shell.run`` (unknown, stateful) and
+    a memory ``workspace``."""
+    failing, lat = conditions.failing, conditions.latencies
+    ticks = itertools.count(1)
+    log: list[str] = []
+
+    def search(query: str) -> list[str]:
+        if query in failing:
+            raise LookupError(f"no results for {query!r}")
+        return [query + str(i) for i in range(1, 2 + len(query) % 3)]
+
+    def fetch(doc: str) -> str:
+        if doc in failing:
+            raise KeyError(doc)
+        return f"<{doc}>"
+
+    def now() -> int:
+        return next(ticks)
+
+    def run(cmd: str) -> str:
+        log.append(cmd)
+        return f"{len(log)}:{cmd[:8]}"
+
+    tools = Tools(
+        docs=scripted_tool(
+            search=Script(search, effect=Effect.PURE, version="1", latency=lat.get("docs.search", 0.0)),
+            fetch=Script(fetch, effect=Effect.IMMUTABLE_READ, latency=lat.get("docs.fetch", 0.0), sync=True),
+        ),
+        clock=scripted_tool(now=Script(now, effect=Effect.LIVE_READ, latency=lat.get("clock.now", 0.0))),
+        shell=scripted_tool(run=Script(run, latency=lat.get("shell.run", 0.0))),
+    )
+    host = Host(guest_factory=factory, **host_kwargs)  # type: ignore[arg-type]
+    for name, tool in tools.by_name().items():
+        host.register(name, tool)
+    host.register("workspace", memory_workspace(FILES))
+    return host, tools
+
+
+@dataclass(slots=True)
+class TimedChunks:
+    """An async iterable of the source in the case's chunks; remembers when it ended."""
+
+    source: str
+    sizes: tuple[int, ...]
+    pauses: tuple[float, ...]
+    ended: float | None = None  # anyio.current_time() once the last chunk was taken
+
+    async def __aiter__(self) -> AsyncIterator[str]:
+        sizes, pauses = itertools.cycle(self.sizes), itertools.cycle(self.pauses)
+        at = 0
+        while at < len(self.source):
+            size = next(sizes)
+            yield self.source[at : at + size]
+            at += size
+            await anyio.sleep(next(pauses))
+        self.ended = anyio.current_time()
+
+
+@dataclass(slots=True)
+class Pair:
+    """A reference run and a speculating run of the same program."""
+
+    source: str
+    reference: RunResult
+    speculative: RunResult
+    reference_tools: Tools
+    speculative_tools: Tools
+    stream_ended: float | None
+    specs: dict[str, dict[str, object]] = field(default_factory=dict)
+
+
+async def run_pair(source: str, conditions: Conditions, factory: GuestFactory = in_process_guest) -> Pair:
+    """Run ``source`` sequentially and streamed, each against a fresh Host."""
+    ref_host, ref_tools = build_host(conditions, factory)
+    reference = await ref_host.run_source(source, speculate=False)
+    host, tools = build_host(conditions, factory)
+    chunks = TimedChunks(source, conditions.chunk_sizes, conditions.pauses)
+    speculative = await host.run_stream(chunks, policy=conditions.policy)
+    return Pair(source, reference, speculative, ref_tools, tools, chunks.ended, host.method_specs())  # type: ignore[arg-type]
+
+
+def observable(result: RunResult) -> dict[str, object]:
+    """Everything the contract says must be equal, as comparable plain data."""
+    workspace = result.workspaces.get("workspace")
+    return {
+        "status": result.status.value,
+        "value": result.value,
+        "stdout": result.stdout,
+        "error": result.error,
+        "calls": [
+            (c.capability, c.method, c.args, c.kwargs, c.outcome, c.result, c.error)
+            for c in result.calls
+        ],
+        "workspace": None if workspace is None else workspace.state_files(),
+    }
+
+
+def assert_equivalent(pair: Pair) -> None:
+    """The correctness contract: the speculating run equals the sequential reference."""
+    ref, spec = observable(pair.reference), observable(pair.speculative)
+    for name in ref:
+        assert spec[name] == ref[name], (
+            f"{name} differs\nprogram:\n{pair.source}\nreference: {ref[name]!r}\nspeculative: {spec[name]!r}"
+        )
+
+
+def assert_no_early_effects(tools: Tools, result: RunResult, stream_ended: float | None) -> None:
+    """No unsafe tool call started before the stream ended (``None``: it never ended, so
+    none may have run at all), and each ran exactly once per receipt (never replayed)."""
+    for cap, method in sorted(UNSAFE):
+        made = tools.by_name()[cap].calls_to(method)
+        if stream_ended is None:
+            assert not made, f"{cap}.{method} ran although the stream never ended"
+        early = [c for c in made if stream_ended is not None and c.started < stream_ended]
+        assert not early, f"{cap}.{method} started before the stream ended: {early}"
+        receipts = [c for c in result.calls if (c.capability, c.method) == (cap, method)]
+        assert len(made) == len(receipts), f"{cap}.{method}: {len(made)} executions for {len(receipts)} receipts"
+
+
+def check_pair(pair: Pair) -> None:
+    """Every check the differential suite makes on one pair."""
+    assert_equivalent(pair)
+    check_invariants(pair.speculative, pair.specs)  # type: ignore[arg-type]
+    check_invariants(pair.reference)
+    assert_no_early_effects(pair.speculative_tools, pair.speculative, pair.stream_ended)
+    assert_no_early_effects(pair.reference_tools, pair.reference, float("-inf"))
+
+
+def differential(source: str, conditions: Conditions, factory: GuestFactory = in_process_guest) -> Pair:
+    """Run the pair in a fresh event loop and check it (raises ``AssertionError``)."""
+    pair = anyio.run(run_pair, source, conditions, factory)
+    check_pair(pair)
+    return pair

@@ -1,0 +1,296 @@
+"""Hypothesis strategies for agent-style programs and the conditions they run under.
+
+A generated program only calls the tools of ``harness.build_host`` (``docs``, ``clock``,
+``shell``, ``workspace``) and mixes the shapes the speculative lane must get right
+(issue 6): straight-line reads, reads whose arguments come from earlier results, reads
+after writes to the same and to other paths, ``if``/``else`` on read results, ``for``
+loops and comprehensions over known and unknown iterables, ``try``/``except`` around
+failing reads, functions that call tools, repeated identical reads, mutated results, live
+reads, unknown tools, prints and a final expression.
+
+Names are tracked per block so every generated program compiles and mostly runs; a
+program that raises is still a valid case (the exception must match too). Pools are small
+on purpose: repeated keys, shared observations and read-after-write collisions are what
+find bugs, and hypothesis shrinks towards the first entry of each pool.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from hypothesis import strategies as st
+
+from pysolate import LanePolicy
+
+QUERIES = ("alpha", "beta", "gamma", "delta", "bad")
+"""Literal arguments; ``bad`` is in every case's default failure set (see ``conditions``)."""
+
+PATHS = ("a.txt", "b.txt", "d/c.txt", "a.txt", "d/e.txt", "missing.txt")
+"""Workspace paths; ``missing.txt`` does not exist until a program writes it."""
+
+MAX_DEPTH = 2
+"""Nesting depth of generated blocks (if/for/try/def bodies)."""
+
+
+@dataclass(slots=True)
+class _Scope:
+    """Names a statement may read, by type (str values, lists of str, ints)."""
+
+    strs: list[str] = field(default_factory=list)
+    lists: list[str] = field(default_factory=list)
+    ints: list[str] = field(default_factory=list)
+
+    def child(self) -> _Scope:
+        return _Scope(list(self.strs), list(self.lists), list(self.ints))
+
+
+class _Writer:
+    """Draws one program statement by statement (used inside ``st.composite``)."""
+
+    def __init__(self, draw: st.DrawFn) -> None:
+        self.draw = draw
+        self.counter = 0
+        self.functions: list[str] = []
+
+    def fresh(self, prefix: str) -> str:
+        self.counter += 1
+        return f"{prefix}{self.counter}"
+
+    # -- expressions ---------------------------------------------------------------------
+
+    def str_expr(self, scope: _Scope) -> str:
+        options = ["lit"]
+        if scope.strs:
+            options += ["var", "var", "concat", "upper"]
+        if scope.lists:
+            options += ["first", "last"]
+        kind = self.draw(st.sampled_from(options))
+        if kind == "lit":
+            return repr(self.draw(st.sampled_from(QUERIES)))
+        if kind in ("first", "last"):
+            name = self.draw(st.sampled_from(scope.lists))
+            return f"{name}[{0 if kind == 'first' else -1}]"
+        name = self.draw(st.sampled_from(scope.strs))
+        if kind == "concat":
+            return f"{name}[:6] + {self.draw(st.sampled_from(('1', '-x')))!r}"
+        if kind == "upper":
+            return f"{name}.upper()"
+        return name
+
+    def path_expr(self, scope: _Scope) -> str:
+        if scope.strs and self.draw(st.integers(0, 7)) == 0:
+            return f"'d/' + {self.draw(st.sampled_from(scope.strs))}[:5] + '.txt'"
+        return repr(self.draw(st.sampled_from(PATHS)))
+
+    def list_expr(self, scope: _Scope) -> str:
+        options = ["literal", "search", "listdir"]
+        if scope.lists:
+            options += ["var", "var"]
+        kind = self.draw(st.sampled_from(options))
+        if kind == "literal":
+            items = self.draw(st.lists(st.sampled_from(QUERIES), min_size=0, max_size=3))
+            return repr(items)
+        if kind == "search":
+            return f"docs.search({self.str_expr(scope)})"
+        if kind == "listdir":
+            return f"workspace.list_dir({self.draw(st.sampled_from(('d', '.')))!r})"
+        return self.draw(st.sampled_from(scope.lists))
+
+    def condition(self, scope: _Scope) -> str:
+        options = ["exists"]
+        if scope.strs:
+            options += ["endswith", "in"]
+        if scope.lists:
+            options += ["len"]
+        if scope.ints:
+            options += ["int"]
+        kind = self.draw(st.sampled_from(options))
+        if kind == "exists":
+            return f"workspace.exists({self.path_expr(scope)})"
+        if kind == "endswith":
+            return f"{self.draw(st.sampled_from(scope.strs))}.endswith('1')"
+        if kind == "in":
+            return f"'a' in {self.draw(st.sampled_from(scope.strs))}"
+        if kind == "len":
+            return f"len({self.draw(st.sampled_from(scope.lists))}) > 1"
+        return f"{self.draw(st.sampled_from(scope.ints))} % 2 == 0"
+
+    # -- statements ----------------------------------------------------------------------
+
+    def block(self, scope: _Scope, depth: int, min_size: int = 1, max_size: int = 3) -> list[str]:
+        size = self.draw(st.integers(min_size, max_size))
+        lines: list[str] = []
+        for _ in range(size):
+            lines += self.statement(scope, depth)
+        return lines or ["pass"]
+
+    def statement(self, scope: _Scope, depth: int) -> list[str]:
+        kinds = ["search", "fetch", "read", "read", "write", "print", "live", "unknown", "repeat"]
+        if scope.lists:
+            kinds += ["mutate", "comprehension"]
+        if depth < MAX_DEPTH:
+            kinds += ["if", "for", "try"]
+        if depth == 0:
+            kinds += ["def"]
+        if self.functions:
+            kinds += ["call_fn"]
+        kind = self.draw(st.sampled_from(kinds))
+        return getattr(self, f"_{kind}")(scope, depth)
+
+    def _search(self, scope: _Scope, depth: int) -> list[str]:
+        name = self.fresh("r")
+        line = f"{name} = docs.search({self.str_expr(scope)})"
+        scope.lists.append(name)
+        return [line]
+
+    def _fetch(self, scope: _Scope, depth: int) -> list[str]:
+        name = self.fresh("f")
+        line = f"{name} = docs.fetch({self.str_expr(scope)})"
+        scope.strs.append(name)
+        return [line]
+
+    def _read(self, scope: _Scope, depth: int) -> list[str]:
+        name = self.fresh("t")
+        line = f"{name} = workspace.read_text({self.path_expr(scope)})"
+        scope.strs.append(name)
+        return [line]
+
+    def _write(self, scope: _Scope, depth: int) -> list[str]:
+        if self.draw(st.integers(0, 4)) == 0:
+            return [f"workspace.delete({self.path_expr(scope)})"]
+        return [f"workspace.write_text({self.path_expr(scope)}, {self.str_expr(scope)})"]
+
+    def _print(self, scope: _Scope, depth: int) -> list[str]:
+        names = scope.strs + scope.lists + scope.ints
+        if not names:
+            return [f"print({self.str_expr(scope)})"]
+        return [f"print({', '.join(self.draw(st.lists(st.sampled_from(names), min_size=1, max_size=3)))})"]
+
+    def _live(self, scope: _Scope, depth: int) -> list[str]:
+        name = self.fresh("n")
+        scope.ints.append(name)
+        return [f"{name} = clock.now()"]
+
+    def _unknown(self, scope: _Scope, depth: int) -> list[str]:
+        name = self.fresh("u")
+        line = f"{name} = shell.run({self.str_expr(scope)})"
+        scope.strs.append(name)
+        return [line]
+
+    def _repeat(self, scope: _Scope, depth: int) -> list[str]:
+        first = self.draw(st.sampled_from(("_search", "_fetch", "_read")))
+        lines = getattr(self, first)(scope, depth)
+        _, _, call = lines[0].partition(" = ")
+        again = self.fresh("p")
+        (scope.lists if first == "_search" else scope.strs).append(again)
+        return [*lines, f"{again} = {call}"]
+
+    def _mutate(self, scope: _Scope, depth: int) -> list[str]:
+        name = self.draw(st.sampled_from(scope.lists))
+        if self.draw(st.booleans()):
+            return [f"{name}.append({self.str_expr(scope)})"]
+        return [f"{name}[:1] = ['zz']"]
+
+    def _comprehension(self, scope: _Scope, depth: int) -> list[str]:
+        name = self.fresh("c")
+        source = self.list_expr(scope)
+        call = self.draw(st.sampled_from(("docs.search(x)", "docs.fetch(x)", "workspace.exists('d/' + x)")))
+        if call == "docs.fetch(x)":
+            scope.lists.append(name)
+        return [f"{name} = [{call} for x in {source}]"]
+
+    def _if(self, scope: _Scope, depth: int) -> list[str]:
+        cond = self.condition(scope)
+        body = self.block(scope.child(), depth + 1)
+        lines = [f"if {cond}:", *_indent(body)]
+        if self.draw(st.booleans()):
+            lines += ["else:", *_indent(self.block(scope.child(), depth + 1))]
+        return lines
+
+    def _for(self, scope: _Scope, depth: int) -> list[str]:
+        source = self.list_expr(scope)
+        inner = scope.child()
+        var = self.fresh("x")
+        inner.strs.append(var)
+        return [f"for {var} in {source}:", *_indent(self.block(inner, depth + 1))]
+
+    def _try(self, scope: _Scope, depth: int) -> list[str]:
+        body = self.block(scope.child(), depth + 1, max_size=2)
+        handler = self.draw(st.sampled_from(("Exception", "LookupError", "OSError", "KeyError")))
+        name = self.fresh("e")
+        return [
+            "try:",
+            *_indent(body),
+            f"except {handler} as {name}:",
+            f"    print('caught', type({name}).__name__, {name})",
+        ]
+
+    def _def(self, scope: _Scope, depth: int) -> list[str]:
+        fn = self.fresh("fn")
+        inner = _Scope(strs=["q"])
+        body = self.block(inner, depth + 1, max_size=2)
+        ret = self.draw(st.sampled_from(("docs.search(q)", "docs.fetch(q)", "workspace.read_text(q)", "q")))
+        self.functions.append(fn)
+        return [f"def {fn}(q):", *_indent(body), f"    return {ret}"]
+
+    def _call_fn(self, scope: _Scope, depth: int) -> list[str]:
+        name = self.fresh("g")
+        fn = self.draw(st.sampled_from(self.functions))
+        return [f"{name} = {fn}({self.str_expr(scope)})"]
+
+
+def _indent(lines: list[str]) -> list[str]:
+    return ["    " + line for line in lines]
+
+
+@st.composite
+def programs(draw: st.DrawFn, max_statements: int = 8) -> str:
+    """A complete agent-style program over the harness's tools, ending in an expression."""
+    writer = _Writer(draw)
+    scope = _Scope()
+    lines: list[str] = []
+    for _ in range(draw(st.integers(1, max_statements))):
+        lines += writer.statement(scope, 0)
+    names = scope.strs + scope.lists + scope.ints
+    single: bool = draw(st.booleans())
+    if names and single:
+        lines.append(draw(st.sampled_from(names)))
+    elif names:
+        chosen: list[str] = draw(st.lists(st.sampled_from(names), min_size=1, max_size=3))
+        lines.append(f"[{', '.join(chosen)}]")
+    return "\n".join(lines) + "\n"
+
+
+@dataclass(frozen=True, slots=True)
+class Conditions:
+    """Everything about a run except the program: how it streams, how the tools behave."""
+
+    chunk_sizes: tuple[int, ...]
+    """Sizes of consecutive chunks (cycled until the source is used up)."""
+    pauses: tuple[float, ...]
+    """Seconds to sleep after each chunk (cycled); 0 still yields to other tasks."""
+    latencies: dict[str, float]
+    """Per tool method (``docs.search`` …) seconds before it answers."""
+    failing: frozenset[str]
+    """Arguments for which ``docs.search``/``docs.fetch`` raise."""
+    policy: LanePolicy
+
+
+@st.composite
+def conditions(draw: st.DrawFn) -> Conditions:
+    """Random chunking, tool latencies (0 to 20 ms), failures and lane budgets."""
+    latency = st.sampled_from((0.0, 0.0, 0.001, 0.005, 0.02))
+    methods = ("docs.search", "docs.fetch", "clock.now", "shell.run")
+    return Conditions(
+        chunk_sizes=tuple(draw(st.lists(st.integers(1, 40), min_size=1, max_size=6))),
+        pauses=tuple(draw(st.lists(st.sampled_from((0.0, 0.0, 0.001, 0.004)), min_size=1, max_size=4))),
+        latencies={m: draw(latency) for m in methods},
+        failing=frozenset(draw(st.sets(st.sampled_from(("alpha1", "beta", "gamma2", "ALPHA")), max_size=2)))
+        | {"bad"},
+        policy=LanePolicy(
+            concurrency=draw(st.integers(1, 8)),
+            budget=draw(st.sampled_from((0, 1, 2, 4, 64))),
+            allow_discardable=draw(st.booleans()),
+            share_formal=draw(st.booleans()),
+        ),
+    )

@@ -1,0 +1,99 @@
+"""Differential runs: ``run_stream`` equals ``run_source(speculate=False)`` (issue 6, item 1).
+
+Each generated program (``programs``) runs under random chunking, pauses, tool latencies,
+tool failures and lane policies (``conditions``). Property checked for every one: equal
+status, value, stdout, error, ordered call log and final workspace; the run-end accounting
+invariants (``check_invariants``); no live read, write or unknown call before the stream
+ended, and none replayed.
+
+The default run is derandomized (same programs every time, so CI is reproducible): 320
+programs through the in-process Guest and a sample through the isolated subprocess Guest.
+``pytest -m soak tests/equivalence`` runs 10,000 more. Failures that hypothesis shrank are
+kept as ``@example``s below (and, when they need a specific schedule, in
+``test_regressions.py``).
+"""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import HealthCheck, example, given, settings
+
+from pysolate import LanePolicy
+from pysolate._guest import start_subprocess_guest
+
+from .harness import differential
+from .programs import Conditions, conditions, programs
+
+DEFAULT_PROGRAMS = 320
+"""Programs the default (CI) run executes through the in-process Guest."""
+
+SUBPROCESS_PROGRAMS = 24
+"""Programs the default run also executes through the subprocess Guest (slower start-up)."""
+
+SOAK_PROGRAMS = 10_000
+"""Programs of the ``soak`` run."""
+
+_CI = settings(
+    derandomize=True,
+    database=None,
+    deadline=None,
+    print_blob=True,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.function_scoped_fixture],
+)
+
+_EAGER = Conditions(
+    chunk_sizes=(3,),
+    pauses=(0.002,),
+    latencies={"docs.search": 0.005, "docs.fetch": 0.005},
+    failing=frozenset({"bad"}),
+    policy=LanePolicy(concurrency=8, budget=64, allow_discardable=True),
+)
+"""Small chunks, slow reads, a wide lane: as much early work overlapping the Guest as can be."""
+
+
+@settings(_CI, max_examples=DEFAULT_PROGRAMS)
+@given(programs(), conditions())
+@example(
+    # Read after a write to the same path must not claim the pre-write early read.
+    "t1 = workspace.read_text('a.txt')\nworkspace.write_text('a.txt', t1 + '!')\nt2 = workspace.read_text('a.txt')\n[t1, t2]\n",
+    _EAGER,
+)
+@example(
+    # A mutated result must not leak into a later claim of the same key.
+    "r1 = docs.search('alpha')\nr1.append('zz')\nr2 = docs.search('alpha')\n[r1, r2]\n",
+    _EAGER,
+)
+@example(
+    # An early failure surfaces at its call, inside the program's try.
+    "r1 = docs.search('alpha')\ntry:\n    r2 = docs.search('bad')\nexcept LookupError as e:\n    print('caught', e)\nr1\n",
+    _EAGER,
+)
+@example(
+    # A failure on a branch never taken is never surfaced.
+    "n1 = clock.now()\nif n1 > 5:\n    docs.fetch('bad')\nn1\n",
+    _EAGER,
+)
+def test_stream_equals_sequential_in_process(source: str, case: Conditions) -> None:
+    """Speculating run == sequential reference, with invariants, through the in-process Guest."""
+    differential(source, case)
+
+
+@settings(_CI, max_examples=SUBPROCESS_PROGRAMS)
+@given(programs(max_statements=5), conditions())
+def test_stream_equals_sequential_subprocess(source: str, case: Conditions) -> None:
+    """The same property through the isolated subprocess Guest (a sample)."""
+    differential(source, case, start_subprocess_guest)
+
+
+@pytest.mark.soak
+@settings(_CI, max_examples=SOAK_PROGRAMS)
+@given(programs(max_statements=12), conditions())
+def test_soak(source: str, case: Conditions) -> None:
+    """10,000 programs: only when selected with ``-m soak``."""
+    differential(source, case)
+
+
+@pytest.fixture(autouse=True)
+def _soak_only_when_selected(request: pytest.FixtureRequest) -> None:
+    if request.node.get_closest_marker("soak") and "soak" not in (request.config.getoption("markexpr") or ""):
+        pytest.skip("10,000 programs: select with -m soak")
