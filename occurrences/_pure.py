@@ -24,6 +24,7 @@ from __future__ import annotations
 import math
 import operator
 import re
+import string
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -283,28 +284,65 @@ def truth(value: Any) -> bool:
 _SPEC_NUMBER = re.compile(r"\d+")
 
 
-def check_format_spec(spec: str, limits: Limits) -> None:
-    """Refuse a format spec whose width or precision would build an oversized string."""
+def spec_width(spec: object, limits: Limits) -> int:
+    """The total of the widths/precisions in a format spec; NotKnown if any is huge."""
     if type(spec) is not str:
         raise NotKnown("format spec is not a str")
+    total = 0
     for digits in _SPEC_NUMBER.findall(spec):
-        if len(digits) > 9 or int(digits) > limits.max_str_len:
+        if len(digits) > 9:
             raise NotKnown("format width too large")
+        total += int(digits)
+    if total > limits.max_str_len:
+        raise NotKnown("format width too large")
+    return total
 
 
-_PERCENT_SPEC = re.compile(rb"%(?:\([^)]*\))?[-#0 +]*(\*|\d*)(?:\.(\*|\d*))?[hlL]?")
+def check_format_spec(spec: object, limits: Limits) -> None:
+    """Refuse a format spec whose width or precision would build an oversized string."""
+    spec_width(spec, limits)
 
 
-def check_percent_format(fmt: str | bytes, limits: Limits) -> None:
-    """Refuse ``%``-formats that take widths from arguments or ask for huge widths."""
-    raw = fmt.encode("utf-8", "surrogatepass") if type(fmt) is str else fmt
-    assert isinstance(raw, bytes)
-    for width, precision in _PERCENT_SPEC.findall(raw):
-        for part in (width, precision):
-            if part == b"*":
+def percent_format_cost(fmt: str | bytes, limits: Limits) -> tuple[int, int]:
+    """(total of widths and precisions, number of conversions) of a ``%``-format.
+
+    Mirrors CPython's own scan (``unicode_format_arg_parse``): a ``(key)`` may nest
+    parentheses, then flags, width, ``.precision``, and one more character. A ``*`` width
+    comes from the arguments and is refused.
+    """
+    text = fmt.decode("latin-1") if type(fmt) is bytes else fmt
+    assert isinstance(text, str)
+    n = len(text)
+    total = specs = 0
+    i = text.find("%")
+    while i >= 0:
+        i += 1
+        specs += 1
+        if i < n and text[i] == "(":
+            depth = 1
+            i += 1
+            while i < n and depth:
+                depth += (text[i] == "(") - (text[i] == ")")
+                i += 1
+        while i < n and text[i] in "-+ #0":
+            i += 1
+        for is_precision in (False, True):
+            if is_precision:
+                if i >= n or text[i] != ".":
+                    break
+                i += 1
+            if i < n and text[i] == "*":
                 raise NotKnown("'*' width in % format")
-            if part and (len(part) > 9 or int(part) > limits.max_str_len):
+            start = i
+            while i < n and "0" <= text[i] <= "9":
+                i += 1
+            if i - start > 9:
                 raise NotKnown("format width too large")
+            total += int(text[start:i] or 0)
+        if total > limits.max_str_len:
+            raise NotKnown("format width too large")
+        i = text.find("%", i + 1)
+    return total, specs
 
 
 # --- builtins -----------------------------------------------------------------------------
@@ -913,6 +951,29 @@ def _splitlines(b: Budget, receiver: Any, args: tuple[Any, ...], kwargs: dict[st
     return receiver.splitlines(*args, **kwargs)
 
 
+_FORMATTER = string.Formatter()  # its parse() is str.format's own C parser
+
+
+def _str_format(b: Budget, receiver: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> object:
+    """``str.format`` with plain field names only: ``{0.attr}`` and ``{0[k]}`` walk objects."""
+    widths = fields = 0
+    for _literal, field, spec, _conversion in _FORMATTER.parse(receiver):
+        if field is None:
+            continue
+        if not (field == "" or (field.isascii() and field.isdigit()) or field.isidentifier()):
+            raise NotKnown("format field with attribute or item access")
+        if "{" in (spec or "") or "}" in (spec or ""):
+            raise NotKnown("nested replacement field in a format spec")
+        widths += spec_width(spec, b.limits)
+        fields += 1
+    largest = max((b.size(a) for a in (*args, *kwargs.values())), default=0)
+    for a in (*args, *kwargs.values()):
+        b.printable(a)
+    if len(receiver) + widths + fields * largest > b.limits.max_str_len:
+        raise NotKnown("format() result too long")
+    return receiver.format(*args, **kwargs)
+
+
 def _codec(method_name: str) -> MethodHandler:
     def handler(b: Budget, receiver: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> object:
         if set(kwargs) - {"encoding", "errors"} or len(args) > 2:
@@ -934,6 +995,7 @@ for _text_type in (str, bytes):
     METHODS[(_text_type, "rsplit")] = _split("rsplit")
     METHODS[(_text_type, "splitlines")] = _splitlines
 del _text_type
+METHODS[(str, "format")] = _str_format
 METHODS[(str, "encode")] = _codec("encode")
 METHODS[(bytes, "decode")] = _codec("decode")
 
@@ -996,8 +1058,12 @@ def binary(b: Budget, op: str, x: Any, y: Any) -> object:
         ):
             raise NotKnown("shift too large")
     elif op == "Mod" and tx in (str, bytes):
-        check_percent_format(x, lim)
+        widths, specs = percent_format_cost(x, lim)
         b.printable(y)
+        # A mapping can be named by every conversion; a tuple's items are used once each.
+        repeats = specs if type(y) is dict else 1
+        if len(x) + widths + repeats * b.size(y) > _seq_limit(b, tx):
+            raise NotKnown("%-format result too long")
     elif tx in _CONTAINERS or ty in _CONTAINERS:
         b.nan_free(x, y)
     return b.check(fn(x, y))

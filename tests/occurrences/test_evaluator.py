@@ -62,7 +62,8 @@ EXACT = [
     "f'{name}-{n:03d}-{ratio:.1%}'", "f'{name!r:>10}|{pair!s}|{blob!a}'", "f'{n:{n}}'",
     "f'{ratio:e}'", "f'{n:,}'", "f'{cfg}'", "f'{items!r}'", "f'{3.0}'", "f'{True}'",
     # %-formatting
-    "'%s-%04d' % (name, n)", "'%(path)s' % cfg", "'%.3f' % ratio", "b'%s' % blob",
+    "'%s-%04d' % (name, n)", "'%(path)s' % cfg", "'%.3f' % ratio", "b'%s' % blob", "'%%%d%%' % n",
+    "'%(path)s/%(depth)03d' % cfg", "'%-6s|%+.1e' % (name, ratio)", "'%c%%' % 65",
     # subscripts and slices
     "name[0]", "name[-1]", "name[::-1]", "name[1:3]", "pair[1]", "items[::2]", "cfg['path']",
     "cfg['tags'][1]", "rows[1]['title']", "range(10)[2:8:3]", "range(10**12)[5]", "blob[1]",
@@ -96,6 +97,8 @@ EXACT = [
     "blob.decode('latin-1')", "blob.hex()", "name.find('p')", "name.count('r')",
     "name.partition('p')", "name.removeprefix('re')", "'Ab'.swapcase()", "'x'.isidentifier()",
     "cfg.get('depth')", "cfg.get('missing', 0)", "list(cfg.keys())", "list(cfg.values())",
+    "name.format()", "'{}-{}'.format(name, n)", "'{1}{0}{1}'.format(name, n)",
+    "'{x!r:>12}|{y:.2f}|{{lit}}'.format(x=name, y=ratio)", "'{0:,}'.format(10**6)",
     "items.index(2)", "items.count(3)", "pair.index('two')", "n.bit_length()",
     "ratio.is_integer()", "len(cfg.items())", "'path' in cfg.keys()", "items.copy()",
 ]  # fmt: skip
@@ -114,7 +117,7 @@ NOT_KNOWN = [
     # values the Host must not compute
     "print('x')", "open('f')", "eval('1')", "exec('1')", "getattr(name, 'upper')", "vars()",
     "type(name)", "id(name)", "hash(name)", "iter(items)", "next(iter(items))", "input()",
-    "name.format()", "'{}'.format(1)", "name.__len__()", "name.upper", "(lambda: 1)()",
+    "'{0.real}'.format(1)", "'{a[0]}'.format(a=name)", "'{:{}}'.format(1, 5)", "name.__len__()", "name.upper", "(lambda: 1)()",
     "(x := 1)", "cfg.update({})", "items.append(1)", "items.sort()", "items.pop()",
     "rows[0].setdefault('k', 1)", "cfg.pop('path')", "blob.decode('rot13')", "name.encode('idna')",
     # iterators are consumed inside the expression, never handed out or stored

@@ -49,6 +49,7 @@ METHODS = [
     "get", "keys", "values", "items", "copy", "hex", "isdigit", "title", "splitlines",
     "bit_length", "is_integer", "removeprefix", "expandtabs", "format", "append", "pop",
 ]  # fmt: skip
+STR_FORMATS = ["'{}'", "'{0}{0}'", "'{:>4}|{}'", "'{!r:^7}'", "'{0:.2f}'", "'{1}'", "'{:,}'"]
 SPECS = ["", ">6", "^5", "<3", ".2f", "d", "x", ",", "08.3f", ".1%", "e", "*^7", "+", "s", "r"]
 
 
@@ -117,9 +118,12 @@ def extend(children: st.SearchStrategy[str]) -> st.SearchStrategy[str]:
         st.tuples(
             children, st.sampled_from([*SPECS, "{i}"]), st.sampled_from(["", "!r", "!s", "!a"])
         ).map(lambda t: "f" + repr("{" + f"{t[0]}{t[2]}" + (f":{t[1]}" if t[1] else "") + "}")),
-        st.tuples(st.sampled_from(["'%s'", "'%d'", "'%5.1f'", "'%r|%s'", "b'%s'"]), children).map(
-            lambda t: paren(f"{t[0]} % {t[1]}")
+        st.tuples(st.sampled_from(STR_FORMATS), args_of(children)).map(
+            lambda t: f"{t[0]}.format({t[1]})"
         ),
+        st.tuples(
+            st.sampled_from(["'%s'", "'%d'", "'%5.1f'", "'%r|%s'", "b'%s'", "'%(a)s'"]), children
+        ).map(lambda t: paren(f"{t[0]} % {t[1]}")),
     )
 
 
