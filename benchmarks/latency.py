@@ -1,0 +1,332 @@
+"""Benchmark: time from the model's first token to the program's result, per scenario.
+
+    .venv/bin/python benchmarks/latency.py [--only NAME,...] [--speed X] [--latency-scale X]
+                                           [--no-peer] [--svg-dir DIR]
+
+Each scenario (``benchmarks/scenarios/*.jsonl``, written by ``make_scenarios.py``) is a
+recorded model stream of an agent program, and the tools (``bench_tools``) have set
+latencies. In ONE run, one after the other, per scenario:
+
+- **baseline**: replay the stream to its end, then ``run_source(src, speculate=False)`` in
+  a fresh Guest (stream, then run sequentially: what an agent does without Pysolate);
+- **Pysolate**: ``run_stream`` on the same stream replayed at recorded speed;
+- **oracle**: the bound computed from the source and the chunk times alone (``oracle.py``);
+- **peer** (when ``pydantic-ai-harness`` is installed, ``pip install -e .[bench]``): the
+  same program through Pydantic AI code mode (``peer.py``), best of its modes.
+
+It prints a table (baseline s, Pysolate s, oracle s, speed-up, share of the oracle saving
+achieved = (baseline - Pysolate) / (baseline - oracle), physical/logical/orphaned, whether
+the Pysolate result equals the baseline's, the peer), the "statement complete → eligible
+call dispatched" latency (median / p99 over every early call of every scenario) and writes
+one timeline SVG per scenario. Targets (issue 7) are reported, not asserted.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import time
+from collections.abc import AsyncIterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import anyio
+from bench_tools import GuestKind, ToolSpec, final_state, make_host
+from make_scenarios import SCENARIOS
+from oracle import Oracle
+from oracle import compute as compute_oracle
+from rich.console import Console
+from rich.table import Table
+
+from pysolate import LanePolicy, RunResult, render_svg
+from pysolate.streams import Chunk, Recording, play, read_recording
+
+HERE = Path(__file__).resolve().parent
+SCENARIO_DIR = HERE / "scenarios"
+OUT_DIR = HERE / "out"
+POLICY = LanePolicy(concurrency=32, budget=256)
+"""The lane may run as many calls at once as the oracle does (it assumes no limit)."""
+
+
+@dataclass(slots=True)
+class Measured:
+    """One scenario measured in one run."""
+
+    name: str
+    title: str
+    baseline: float
+    pysolate: float
+    oracle: Oracle
+    result: RunResult
+    reference: RunResult
+    mismatches: list[str]
+    dispatch: list[float] = field(default_factory=list)
+    peer: dict[str, PeerTime] = field(default_factory=dict)
+
+    @property
+    def speedup(self) -> float:
+        return self.baseline / self.pysolate
+
+    @property
+    def share(self) -> float | None:
+        """Share of the oracle saving achieved (None when the oracle saves ~nothing)."""
+        possible = self.baseline - self.oracle.end
+        if possible < 0.05 * self.baseline:
+            return None
+        return (self.baseline - self.pysolate) / possible
+
+
+@dataclass(frozen=True, slots=True)
+class PeerTime:
+    seconds: float
+    equal: bool
+    note: str = ""
+
+
+def load(name: str) -> Recording:
+    return read_recording(SCENARIO_DIR / f"{name}.jsonl")
+
+
+def scaled(chunks: Sequence[Chunk], speed: float) -> list[Chunk]:
+    return [Chunk(c.t / speed, c.text) for c in chunks]
+
+
+async def timed_play(chunks: Sequence[Chunk], receipts: list[float]) -> AsyncIterator[str]:
+    """Play at recorded speed; note when each chunk is handed to the consumer."""
+    async for text in play(chunks):
+        receipts.append(anyio.current_time())
+        yield text
+
+
+async def run_baseline(chunks: Sequence[Chunk], latency_scale: float, guest: GuestKind) -> tuple[RunResult, float, object]:
+    host, specs = make_host(latency_scale, guest=guest)
+    t0 = anyio.current_time()
+    parts = [text async for text in play(chunks)]
+    result = await host.run_source("".join(parts), speculate=False)
+    return result, anyio.current_time() - t0, final_state(specs)
+
+
+async def run_pysolate(
+    chunks: Sequence[Chunk], latency_scale: float, guest: GuestKind
+) -> tuple[RunResult, float, object, list[float], dict[str, dict[str, ToolSpec]]]:
+    host, specs = make_host(latency_scale, guest=guest)
+    receipts: list[float] = []
+    t0 = anyio.current_time()
+    result = await host.run_stream(timed_play(chunks, receipts), policy=POLICY)
+    return result, anyio.current_time() - t0, final_state(specs), receipts, specs
+
+
+def call_log(result: RunResult) -> list[tuple[object, ...]]:
+    return [
+        (c.capability, c.method, c.args, c.kwargs, c.outcome, c.result, c.error and (c.error.type, c.error.message))
+        for c in result.calls
+    ]
+
+
+def mismatches(a: RunResult, a_state: object, b: RunResult, b_state: object) -> list[str]:
+    """What differs between two runs under the correctness contract (empty: equal)."""
+    out = [
+        name
+        for name, x, y in (
+            ("status", a.status, b.status),
+            ("value", a.value, b.value),
+            ("stdout", a.stdout, b.stdout),
+            ("error", a.error, b.error),
+            ("calls", call_log(a), call_log(b)),
+            ("state", a_state, b_state),
+        )
+        if x != y
+    ]
+    return out
+
+
+def dispatch_latencies(result: RunResult, oracle: Oracle, receipts: list[float]) -> list[float]:
+    """Per early call: from the moment it became dispatchable to its start, in seconds.
+
+    Dispatchable = the chunk completing its statement was handed to Pysolate, and every
+    call it depends on (oracle dataflow) had finished early. Calls waiting on a call the
+    Guest made itself are left out (they were never dispatchable early).
+    """
+    if result.timeline is None or not receipts:
+        return []
+    stream_bars = result.timeline.lane("stream")
+    if not stream_bars:
+        return []
+    base = receipts[0] - stream_bars[0].start  # run start, on anyio's clock
+    observations = {o.id: o for o in result.observations}
+    early_end: dict[int, float] = {}
+    samples: list[float] = []
+    for record, planned in zip(result.calls, oracle.calls, strict=False):
+        obs = observations.get(record.observation_id) if record.observation_id is not None else None
+        if record.lane != "claimed" or obs is None or obs.lane != "speculative" or obs.started is None:
+            continue
+        if obs.ended is not None:
+            early_end[planned.index] = obs.ended
+        if any(d not in early_end for d in planned.deps):
+            continue
+        chunk_at = receipts[planned.complete_chunk] - base if planned.complete_chunk < len(receipts) else None
+        if chunk_at is None:
+            continue
+        trigger = max([chunk_at, *(early_end[d] for d in planned.deps)])
+        samples.append(obs.started - trigger)
+    return samples
+
+
+async def measure(
+    name: str,
+    *,
+    speed: float = 1.0,
+    latency_scale: float = 1.0,
+    guest: GuestKind = "isolated",
+    peer_modes: Sequence[str] = (),
+    svg_dir: Path | None = None,
+) -> Measured:
+    recording = load(name)
+    chunks = scaled(recording.chunks, speed)
+    title = str(recording.metadata.get("title", name))
+    _, specs = make_host(latency_scale)
+    oracle = compute_oracle(chunks, specs)
+    reference, baseline, ref_state = await run_baseline(chunks, latency_scale, guest)
+    result, wall, state, receipts, _ = await run_pysolate(chunks, latency_scale, guest)
+    measured = Measured(
+        name, title, baseline, wall, oracle, result, reference, mismatches(result, state, reference, ref_state)
+    )
+    measured.dispatch = dispatch_latencies(result, oracle, receipts)
+    if peer_modes:
+        from peer import run_peer
+
+        for mode in peer_modes:
+            outcome = await run_peer(name, mode, speed=speed, latency_scale=latency_scale, reference=reference, reference_state=ref_state)
+            measured.peer[mode] = PeerTime(outcome.seconds, outcome.equal, outcome.note)
+    if svg_dir is not None and result.timeline is not None:
+        svg_dir.mkdir(parents=True, exist_ok=True)
+        label = f"{title} — baseline {baseline:.2f} s, Pysolate {wall:.2f} s, oracle {oracle.end:.2f} s"
+        (svg_dir / f"{name}.svg").write_text(render_svg(result.timeline, title=label), encoding="utf-8")
+    return measured
+
+
+def quantile(samples: Sequence[float], q: float) -> float:
+    ordered = sorted(samples)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+
+
+def table(rows: Sequence[Measured]) -> Table:
+    peer = any(r.peer for r in rows)
+    t = Table(title="Latency: first token → result (seconds, one run)")
+    for col in ("scenario", "baseline", "Pysolate", "oracle", "speed-up", "share", "phys/log/orph", "= baseline"):
+        t.add_column(col, justify="left" if col == "scenario" else "right")
+    if peer:
+        t.add_column("peer (best)", justify="right")
+        t.add_column("peer = seq", justify="right")
+    for r in rows:
+        share = "n/a" if r.share is None else f"{r.share:.0%}"
+        rep = r.result.report
+        cells = [
+            r.name,
+            f"{r.baseline:.2f}",
+            f"{r.pysolate:.2f}",
+            f"{r.oracle.end:.2f}",
+            f"{r.speedup:.2f}x",
+            share,
+            f"{rep.physical}/{rep.logical}/{rep.orphaned}",
+            "yes" if not r.mismatches else "NO: " + ",".join(r.mismatches),
+        ]
+        if peer:
+            best = best_peer(r)
+            cells += ["-", "-"] if best is None else [f"{best[1].seconds:.2f} ({best[0]})", "yes" if best[1].equal else "NO"]
+        t.add_row(*cells)
+    return t
+
+
+def best_peer(r: Measured) -> tuple[str, PeerTime] | None:
+    """The peer's fastest mode whose result was correct (else its fastest)."""
+    if not r.peer:
+        return None
+    correct = {m: p for m, p in r.peer.items() if p.equal}
+    pool = correct or r.peer
+    mode = min(pool, key=lambda m: pool[m].seconds)
+    return mode, pool[mode]
+
+
+def summary(rows: Sequence[Measured]) -> list[str]:
+    lines = []
+    shares = [r.share for r in rows if r.share is not None]
+    if shares:
+        low = [f"{r.name} {r.share:.0%}" for r in rows if r.share is not None and r.share < 0.8]
+        lines.append(
+            f"share of the oracle saving: median {statistics.median(shares):.0%} (target >= 95%); "
+            f"below 80%: {', '.join(low) or 'none'}"
+        )
+    for r in rows:
+        if r.share is None:
+            lines.append(f"{r.name}: no saving possible; Pysolate / baseline = {r.pysolate / r.baseline:.3f} (target <= 1.00)")
+    samples = [s for r in rows for s in r.dispatch]
+    if samples:
+        lines.append(
+            f"statement complete → eligible call dispatched: median {statistics.median(samples) * 1e3:.2f} ms, "
+            f"p99 {quantile(samples, 0.99) * 1e3:.2f} ms over {len(samples)} early calls (targets <= 1 ms, <= 5 ms)"
+        )
+    for r in rows:
+        for mode, p in r.peer.items():
+            if not p.equal or p.note:
+                lines.append(f"peer {mode} on {r.name}: {p.seconds:.2f} s, equal={p.equal} {p.note}")
+    ahead = [r.name for r in rows if (b := best_peer(r)) is not None and b[1].equal and b[1].seconds < r.pysolate]
+    if any(r.peer for r in rows):
+        lines.append(f"peer (correct) ahead of Pysolate on: {', '.join(ahead) or 'none'}")
+    return lines
+
+
+def peer_available() -> bool:
+    try:
+        import pydantic_ai_harness  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+async def main_async(args: argparse.Namespace) -> list[Measured]:
+    names = args.only.split(",") if args.only else [s.name for s in SCENARIOS]
+    modes: list[str] = []
+    if not args.no_peer and peer_available():
+        from peer import MODES
+
+        modes = list(MODES)
+    rows = []
+    for name in names:
+        rows.append(
+            await measure(
+                name,
+                speed=args.speed,
+                latency_scale=args.latency_scale,
+                guest=args.guest,
+                peer_modes=modes,
+                svg_dir=Path(args.svg_dir),
+            )
+        )
+    return rows
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--only", default="", help="comma-separated scenario names")
+    parser.add_argument("--speed", type=float, default=1.0, help="replay speed factor (1 = recorded)")
+    parser.add_argument("--latency-scale", type=float, default=1.0, help="tool latency factor")
+    parser.add_argument("--guest", choices=["isolated", "seccomp", "in-process"], default="isolated")
+    parser.add_argument("--no-peer", action="store_true", help="skip Pydantic AI code mode")
+    parser.add_argument("--svg-dir", default=str(OUT_DIR), help="where timeline SVGs go")
+    args = parser.parse_args(argv)
+    started = time.perf_counter()
+    rows = anyio.run(main_async, args)
+    console = Console(width=160)
+    console.print(table(rows))
+    for line in summary(rows):
+        console.print(line)
+    console.print(f"[dim]ran in {time.perf_counter() - started:.0f} s; SVGs in {args.svg_dir}[/dim]")
+
+
+if __name__ == "__main__":
+    main()

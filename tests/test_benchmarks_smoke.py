@@ -1,0 +1,45 @@
+"""Smoke test of the latency benchmark (benchmarks/latency.py), scaled down.
+
+The benchmark is not part of the default run (it takes minutes); this only checks that it
+still runs end to end on one scenario, replayed 20x faster with tools 20x quicker: the
+Pysolate result equals its sequential baseline, the oracle bound is computed, and the
+table renders. Timings are not asserted.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+from rich.console import Console
+
+pytestmark = pytest.mark.anyio
+
+BENCHMARKS = Path(__file__).resolve().parents[1] / "benchmarks"
+
+
+def load_latency() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("bench_latency", BENCHMARKS / "latency.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+async def test_one_scaled_scenario_equals_its_baseline_and_the_table_renders(tmp_path: Path) -> None:
+    latency = load_latency()
+    measured = await latency.measure(
+        "dependent_chain", speed=20, latency_scale=0.05, guest="in-process", svg_dir=tmp_path
+    )
+    assert measured.mismatches == []
+    assert measured.result.status == "ok"
+    assert len(measured.oracle.calls) == measured.result.report.logical == 5
+    console = Console(record=True, width=160)
+    console.print(latency.table([measured]))
+    text = console.export_text()
+    assert "dependent_chain" in text and "yes" in text
+    assert (tmp_path / "dependent_chain.svg").read_text().startswith("<svg")
