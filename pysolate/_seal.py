@@ -24,8 +24,8 @@ def seal(source: str) -> ast.Module:
         return tree
     except SyntaxError as exc:
         raise SealError.from_syntax_error(exc)  # noqa: B904 (it sets __cause__ itself)
-    except ValueError as exc:  # NUL bytes in the source
-        raise SealError(str(exc), (AGENT_FILENAME, 1, 1, None, 1, 1)) from None
+    except ValueError as exc:  # NUL bytes, lone surrogates: reported as the prefix parser does
+        raise SealError(str(exc)) from exc
 
 
 def rejection(exc: SealError) -> ErrorInfo:
