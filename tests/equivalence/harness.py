@@ -13,14 +13,16 @@ receipt (never replayed). ``pysolate.testing.check_invariants`` checks the accou
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
+import os
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 
 import anyio
 
 from occurrences import Effect
-from pysolate import Host, RunResult
+from pysolate import Host, LanePolicy, RunResult
 from pysolate._guest_api import GuestFactory
 from pysolate.testing import (
     Script,
@@ -189,3 +191,69 @@ def differential(source: str, conditions: Conditions, factory: GuestFactory = in
     pair = anyio.run(run_pair, source, conditions, factory)
     check_pair(pair)
     return pair
+
+
+# -- helpers for the fault catalogue ---------------------------------------------------------
+
+QUIET = Conditions(
+    chunk_sizes=(7,),
+    pauses=(0.0,),
+    latencies={"docs.search": 0.01, "docs.fetch": 0.01},
+    failing=frozenset({"bad"}),
+    policy=LanePolicy(allow_discardable=True),
+)
+"""Conditions of the catalogue's runs: small chunks, short reads, a permissive lane."""
+
+
+def with_latency(conditions: Conditions, **latencies: float) -> Conditions:
+    """``conditions`` with some method latencies replaced (``docs_search=1.0``)."""
+    merged = dict(conditions.latencies)
+    merged.update({name.replace("_", ".", 1): seconds for name, seconds in latencies.items()})
+    return dataclasses.replace(conditions, latencies=merged)
+
+
+async def streamed(
+    source: str,
+    conditions: Conditions = QUIET,
+    factory: GuestFactory = in_process_guest,
+    **host_kwargs: object,
+) -> tuple[RunResult, Tools, TimedChunks]:
+    """``run_stream`` of ``source`` against a fresh Host, with the tools and the stream."""
+    host, tools = build_host(conditions, factory, **host_kwargs)
+    chunks = TimedChunks(source, conditions.chunk_sizes, conditions.pauses)
+    result = await host.run_stream(chunks, policy=conditions.policy)
+    check_invariants(result, host.method_specs())
+    return result, tools, chunks
+
+
+async def reference(
+    source: str, conditions: Conditions = QUIET, factory: GuestFactory = in_process_guest, **host_kwargs: object
+) -> RunResult:
+    """The sequential reference run of ``source`` against a fresh Host."""
+    host, _ = build_host(conditions, factory, **host_kwargs)
+    return await host.run_source(source, speculate=False)
+
+
+def assert_same(result: RunResult, ref: RunResult) -> None:
+    """``result`` is observationally equal to the reference ``ref``."""
+    got, want = observable(result), observable(ref)
+    for name in want:
+        assert got[name] == want[name], f"{name}: {got[name]!r} != {want[name]!r}"
+
+
+def children(pid: int | None = None) -> list[int]:
+    """Live or zombie child processes of ``pid`` (default: this process), from /proc."""
+    parent = os.getpid() if pid is None else pid
+    found = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as f:
+                stat = f.read()
+        except OSError:
+            continue
+        fields = stat.rsplit(")", 1)[1].split()
+        if int(fields[1]) == parent:
+            found.append(int(entry))
+    return found

@@ -1,0 +1,277 @@
+"""Fault catalogue, stream side: bad or interrupted streams run no effect and lose nothing.
+
+Every test asserts the outcome, that no ``live_read``/``write``/``unknown`` tool ran before
+the stream ended (or at all, when nothing was sealed), and the run-end invariants
+(``streamed`` checks them). Cancellation tests cancel the caller's scope at each phase of a
+run (streaming, sealing, running, finalizing) and assert that the cancellation propagates
+and that no task, thread-held call or child process is left behind.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+
+import anyio
+import pytest
+
+from pysolate import RunResult
+from pysolate._guest import start_subprocess_guest
+from pysolate._guest_api import CallHandler, Guest, GuestFactory, GuestLimits, GuestOutcome
+from pysolate.testing import in_process_guest
+
+from .harness import (
+    QUIET,
+    Tools,
+    assert_no_early_effects,
+    assert_same,
+    build_host,
+    children,
+    reference,
+    streamed,
+    with_latency,
+)
+
+pytestmark = pytest.mark.anyio
+
+EFFECTS = "workspace.write_text('a.txt', 'changed')\nn = clock.now()\nu = shell.run('rm -rf')\n"
+"""Statements with every effect that must not run early (write, live read, unknown)."""
+
+READS = "r = docs.search('alpha')\nf = docs.fetch('beta')\n"
+"""Early-eligible reads (pure, immutable read)."""
+
+
+def assert_nothing_ran(result: RunResult, tools: Tools) -> None:
+    """A run that never sealed: no receipt, no unsafe call, the root untouched."""
+    assert result.calls == ()
+    assert_no_early_effects(tools, result, None)
+    assert not result.workspaces.get("workspace") or not result.workspaces["workspace"].changes()
+
+
+async def test_syntax_error_at_seal_is_rejected_and_runs_nothing() -> None:
+    source = READS + EFFECTS + "x = (1,\n"
+    result, tools, _ = await streamed(source)
+    assert result.status == "rejected"
+    assert result.error is not None and result.error.type == "SyntaxError"
+    assert result.error.line == 6
+    assert_nothing_ran(result, tools)
+    assert result.report.physical >= 1  # the early reads did run, and are accounted
+    assert_same(result, await reference(source))
+
+
+@pytest.mark.parametrize(
+    "cut",
+    [
+        pytest.param("r = docs.search('alp", id="mid_token_string"),
+        pytest.param("n = clock.now() +", id="mid_expression"),
+        pytest.param("workspace.write_text('a.txt', ", id="mid_statement"),
+        pytest.param("for x in r:\n    workspace.write_text(x, 'y')\n    n = clock.", id="mid_block"),
+    ],
+)
+async def test_cut_stream_is_rejected_and_runs_nothing(cut: str) -> None:
+    """A cut that leaves a syntax error is rejected (one that happens to parse, like
+    ``r = docs.sea``, is a different program and runs as such in both runs)."""
+    source = READS + EFFECTS + cut
+    result, tools, _ = await streamed(source)
+    assert result.status == "rejected"
+    assert_nothing_ran(result, tools)
+    assert_same(result, await reference(source))
+
+
+async def test_iterator_raising_aborts_and_runs_nothing() -> None:
+    host, tools = build_host(QUIET)
+
+    async def chunks() -> AsyncIterator[str]:
+        yield READS
+        yield EFFECTS
+        await anyio.sleep(0.02)  # the early reads start and finish
+        raise ConnectionResetError("model API went away")
+
+    result = await host.run_stream(chunks(), policy=QUIET.policy)
+    assert result.status == "aborted"
+    assert result.error is not None and result.error.type == "ConnectionResetError"
+    assert "model API went away" in result.error.message
+    assert_nothing_ran(result, tools)
+    assert len(result.observations) == 2 and {o.disposition for o in result.observations} == {"orphaned"}
+
+
+@pytest.mark.parametrize(
+    ("text", "status"),
+    [
+        pytest.param("\udcff = 1\n", "rejected", id="lone_surrogate"),
+        pytest.param("x = 'a\x00b'\n", "rejected", id="nul_in_literal"),
+        pytest.param("x = 1\x00\n", "rejected", id="nul"),
+        pytest.param("\ufeffx = 1\n", "rejected", id="bom_first"),
+        pytest.param("x = '\ufeff'\n", "ok", id="bom_in_string"),
+        pytest.param("x = '\udcff'\n", "rejected", id="surrogate_in_string"),
+    ],
+)
+async def test_odd_characters_behave_as_the_sequential_run(text: str, status: str) -> None:
+    """Invalid UTF-8 (as lone surrogates), NUL and BOM: same outcome as the reference;
+    where it is rejected nothing ran."""
+    source = READS + text + EFFECTS + "x\n"
+    result, tools, _ = await streamed(source)
+    ref = await reference(source)
+    assert (result.status, ref.status) == (status, status), (result.error, ref.error)
+    assert_same(result, ref)
+    if status == "rejected":
+        assert_nothing_ran(result, tools)
+
+
+async def test_bytes_chunk_aborts_and_runs_nothing() -> None:
+    """A stream yielding undecoded bytes (say invalid UTF-8) is not a text stream."""
+    host, tools = build_host(QUIET)
+
+    async def chunks() -> AsyncIterator[object]:
+        yield READS + EFFECTS
+        yield b"x = '\xff'\n"
+
+    result = await host.run_stream(chunks(), policy=QUIET.policy)
+    assert result.status == "aborted"
+    assert_nothing_ran(result, tools)
+
+
+@pytest.mark.parametrize(
+    "tail",
+    [
+        pytest.param("s = '''never closed\n", id="string"),
+        pytest.param("if n > 0:\n", id="block_header"),
+        pytest.param("def f():\n    '''doc\n", id="block_docstring"),
+        pytest.param("x = [1,\n 2,\n", id="bracket"),
+    ],
+)
+async def test_unterminated_string_or_block_at_the_end(tail: str) -> None:
+    source = READS + EFFECTS + tail
+    result, tools, _ = await streamed(source)
+    assert result.status == "rejected"
+    assert_nothing_ran(result, tools)
+
+
+async def test_try_whose_except_arrives_late() -> None:
+    """Nothing in the ``try`` is accepted before its ``except`` arrives (the statement is
+    not complete); then the early read fails, the failure is held, and the program's
+    handler catches it at the call; the write in the ``try`` runs only after the seal."""
+    head = "try:\n    r = docs.search('bad')\n    workspace.write_text('a.txt', 'in try')\n"
+    tail = "except LookupError as e:\n    print('caught', e)\n    n = clock.now()\nn\n"
+    host, tools = build_host(QUIET)
+    ended: list[float] = []
+
+    async def chunks() -> AsyncIterator[str]:
+        yield head
+        await anyio.sleep(0.05)
+        yield tail
+        ended.append(anyio.current_time())
+
+    result = await host.run_stream(chunks(), policy=QUIET.policy)
+    ref = await reference(head + tail)
+    assert result.status == "ok" and result.value == 1
+    assert result.stdout == "caught no results for 'bad'\n"
+    assert_same(result, ref)
+    assert result.calls[0].lane == "claimed"
+    assert_no_early_effects(tools, result, ended[0])
+
+
+# -- caller cancellation at every phase -------------------------------------------------
+
+
+def _factories() -> list[object]:
+    return [
+        pytest.param(in_process_guest, id="in_process"),
+        pytest.param(start_subprocess_guest, id="subprocess"),
+    ]
+
+
+class _CancellingGuest:
+    """Wraps a Guest; cancels ``scope`` when the program has finished (finalizing phase)."""
+
+    def __init__(self, inner: Guest, scope: anyio.CancelScope) -> None:
+        self.inner, self.scope = inner, scope
+
+    async def run(self, source: str, handler: CallHandler) -> GuestOutcome:
+        outcome = await self.inner.run(source, handler)
+        self.scope.cancel()
+        return outcome
+
+    async def aclose(self) -> None:
+        await self.inner.aclose()
+
+
+def _cancelling(factory: GuestFactory, scope: anyio.CancelScope) -> GuestFactory:
+    async def start(capabilities: object, limits: GuestLimits) -> Guest:
+        return _CancellingGuest(await factory(capabilities, limits), scope)  # type: ignore[arg-type]
+
+    return start  # type: ignore[return-value]
+
+
+async def _settle_threads() -> None:
+    """Let abandoned tool threads and killed children finish before counting them."""
+    for _ in range(100):
+        if not children():
+            return
+        await anyio.sleep(0.02)
+
+
+async def _assert_nothing_left(before: set[asyncio.Task[object]]) -> None:
+    await _settle_threads()
+    assert children() == []
+    left = {t for t in asyncio.all_tasks() if not t.done()} - before
+    assert left == set(), left
+
+
+@pytest.mark.parametrize("factory", _factories())
+@pytest.mark.parametrize("phase", ["streaming", "sealing", "running", "finalizing"])
+async def test_caller_cancellation_at_every_phase(factory: GuestFactory, phase: str) -> None:
+    """Cancelling the caller's scope stops the run at that phase, propagates, leaves no task
+    or process, never runs an effect early, and never replays one that ran."""
+    before = {t for t in asyncio.all_tasks() if not t.done()}
+    conditions = with_latency(QUIET, docs_search=0.3, shell_run=5.0 if phase == "running" else 0.0)
+    outer = anyio.CancelScope()
+    guest_factory = _cancelling(factory, outer) if phase == "finalizing" else factory
+    host, tools = build_host(conditions, guest_factory)
+    ended: list[float] = []
+    # In "finalizing", this discardable read is still running when the program ends.
+    source = READS + "if clock.now() > 99:\n    docs.search('gamma')\n" + EFFECTS + "r\n"
+
+    async def chunks() -> AsyncIterator[str]:
+        yield source[:40]
+        if phase == "streaming":
+            await anyio.sleep(0.05)
+            outer.cancel()
+        yield source[40:]
+        await anyio.sleep(0.05)  # early reads run
+        ended.append(anyio.current_time())
+        if phase == "sealing":
+            outer.cancel()
+
+    async def cancel_when_shell_runs() -> None:
+        while not tools.shell.calls:
+            await anyio.sleep(0.005)
+        outer.cancel()
+
+    result: RunResult | None = None
+    with outer:
+        async with anyio.create_task_group() as tg:
+            if phase == "running":
+                tg.start_soon(cancel_when_shell_runs)
+            result = await host.run_stream(chunks(), policy=conditions.policy)
+            tg.cancel_scope.cancel()
+    await _assert_nothing_left(before)
+    if phase == "finalizing":
+        # The program had finished: the run may complete (then it equals the reference).
+        if result is not None:
+            assert_same(result, await reference(source, conditions))
+    else:
+        assert outer.cancelled_caught
+        assert result is None
+    for cap, method in (("clock", "now"), ("shell", "run")):
+        made = getattr(tools, cap).calls_to(method)
+        assert all(ended and c.started >= ended[0] for c in made), f"{cap}.{method} ran early"
+    shell = tools.shell.calls_to("run")
+    if phase in ("streaming", "sealing"):
+        assert tools.clock.calls == [] and shell == []
+    elif phase == "running":
+        assert len(shell) == 1 and shell[0].outcome == "cancelled"  # stopped, not replayed
+    else:
+        assert len(shell) == 1 and shell[0].outcome == "ok"
+    for call in tools.docs.calls:
+        assert call.outcome in ("ok", "cancelled", "error")
