@@ -397,10 +397,15 @@ class RunScope:
         """Whether early reads of ``capability`` still see what this run's reads would.
 
         A capability with views (a workspace) pins its root, so early reads stay exact
-        whatever the run wrote; any other capability only until the run's first call that
-        may write it (after that, ``epoch`` keys would not match anyway).
+        whatever the run wrote; any other capability only while formal calls go to that
+        same root object, and until the run's first call that may write it (after that,
+        ``epoch`` keys would not match anyway).
         """
-        return isinstance(self._registrations[capability].obj, Viewed) or self._epochs[capability] == 0
+        root = self._registrations[capability].obj
+        if isinstance(root, Viewed):
+            return True
+        # A run-scoped object other than the root may answer differently from it.
+        return self._targets[capability] is root and self._epochs[capability] == 0
 
     def _now(self) -> float:
         if self._t0 is None:
