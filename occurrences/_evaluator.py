@@ -35,6 +35,7 @@ from ._pure import (
     TYPE_NAMES,
     Budget,
     BuiltinRef,
+    Closure,
     Lazy,
     Limits,
     binary,
@@ -333,8 +334,8 @@ class _Walker:
         Invariant: a ``Lazy`` is consumed exactly once, by the expression that contains it.
         Stored and read twice it would replay items a real, exhausted iterator no longer has.
         """
-        if type(value) is Lazy:
-            raise NotKnown("iterator stored in a container")
+        if type(value) is Lazy or type(value) is Closure:
+            raise NotKnown(f"{type(value).__name__} stored in a container")
         return value
 
     def stored_all(self, values: list[object]) -> list[object]:
@@ -426,6 +427,35 @@ class _Walker:
         for sub, item in zip(elts[s + 1 :], items[len(items) - after :], strict=True):
             self.assign(sub, item, frame)
 
+    # --- lambdas --------------------------------------------------------------------------
+
+    def _lambda(self, node: ast.Lambda, scope: Scope) -> object:
+        """A closure over ``scope``; only plain positional parameters, no defaults."""
+        a = node.args
+        if a.vararg or a.kwarg or a.kwonlyargs or a.defaults or a.kw_defaults:
+            raise NotKnown("lambda with defaults or variadic parameters")
+        params = [p.arg for p in (*a.posonlyargs, *a.args)]
+        positional_only = len(a.posonlyargs)
+        if any(type(p) is not str or p.startswith("__") for p in params) or len(set(params)) != len(
+            params
+        ):
+            raise NotKnown("malformed lambda parameters")
+
+        def call(args: tuple[object, ...], kwargs: dict[str, object]) -> object:
+            if len(args) > len(params):
+                raise NotKnown("lambda called with too many arguments")
+            frame: dict[str, object] = dict(zip(params, args, strict=False))
+            for name, value in kwargs.items():
+                if name in frame or name not in params[positional_only:]:
+                    raise NotKnown(f"lambda got an unexpected argument {name!r}")
+                frame[name] = value
+            if len(frame) != len(params):
+                raise NotKnown("lambda called with too few arguments")
+            self._budget.charge()
+            return self.eval(node.body, (*scope, frame))
+
+        return Closure(call)
+
     # --- calls ----------------------------------------------------------------------------
 
     def arguments(self, call: ast.Call, scope: Scope) -> tuple[list[object], dict[str, object]]:
@@ -456,6 +486,9 @@ class _Walker:
             args, kwargs = self.arguments(node, scope)
             return call_method(self._budget, receiver, func.attr, tuple(args), kwargs)
         callee = self.eval(func, scope)
+        if type(callee) is Closure:
+            args, kwargs = self.arguments(node, scope)
+            return callee.call(tuple(args), kwargs)
         if type(callee) is not BuiltinRef:
             raise NotKnown("call of something other than a whitelisted builtin")
         args, kwargs = self.arguments(node, scope)
@@ -482,8 +515,9 @@ _HANDLERS: dict[type, Callable[..., object]] = {
     ast.DictComp: _Walker._dictcomp,
     ast.GeneratorExp: _Walker._generatorexp,
     ast.Call: _Walker._call,
+    ast.Lambda: _Walker._lambda,
 }
-"""Node types the evaluator understands; every other node (Lambda, NamedExpr, Await,
+"""Node types the evaluator understands; every other node (NamedExpr, Await,
 Yield, Attribute outside a call, Starred outside a display, ...) is NotKnown."""
 
 

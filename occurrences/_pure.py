@@ -78,6 +78,19 @@ class Lazy:
         self.items = items  # materialized, bounded by max_container_len
 
 
+class Closure:
+    """A ``lambda`` evaluated in place: callable as a key, map or filter function.
+
+    Like ``Lazy`` it never outlives its expression (it is neither stored nor returned), so
+    CPython's late binding of the names it reads cannot show.
+    """
+
+    __slots__ = ("call",)
+
+    def __init__(self, call: Callable[[tuple[Any, ...], dict[str, Any]], object]) -> None:
+        self.call = call  # (args, kwargs) -> value of the body, evaluated by the evaluator
+
+
 @dataclass(frozen=True, slots=True)
 class BuiltinRef:
     """A reference to a whitelisted builtin by name (usable as callee, key or map function)."""
@@ -274,7 +287,7 @@ def totally_ordered(values: Any) -> bool:
 def truth(value: Any) -> bool:
     """Truthiness as CPython computes it, for every value the evaluator handles."""
     t = type(value)
-    if t is Lazy or t is BuiltinRef:
+    if t is Lazy or t is BuiltinRef or t is Closure:
         return True  # iterator objects and functions are always true
     if t in _SCALARS or t in _CONTAINERS or t is range or t in ViewTypes:
         return bool(value)
@@ -395,9 +408,19 @@ def call_builtin(b: Budget, name: str, args: tuple[Any, ...], kwargs: dict[str, 
 
 
 def _apply(b: Budget, fn: Any, *args: object) -> object:
+    if type(fn) is Closure:
+        return fn.call(args, {})
     if type(fn) is not BuiltinRef or fn.name not in KEY_FUNCTIONS:
         raise NotKnown("only whitelisted builtins may be passed as functions")
     return call_builtin(b, fn.name, args, {})
+
+
+def _keys(b: Budget, key: Any, items: list[Any]) -> list[Any]:
+    """Key values, each safe to compare (plain, bounded, no NaN inside a container)."""
+    keys = [_apply(b, key, x) for x in items]
+    for k in keys:
+        b.comparable(k)
+    return keys
 
 
 def _simple(name: str, fn: Callable[..., object]) -> None:
@@ -603,7 +626,7 @@ def _minmax(fn: Callable[..., object]) -> Handler:
             b.comparable(x)
         if key is None:
             return fn(items)
-        keys = [_apply(b, key, x) for x in items]
+        keys = _keys(b, key, items)
         best: Any = fn(range(len(items)), key=keys.__getitem__)
         return items[best]
 
@@ -628,8 +651,8 @@ def _sorted(b: Budget, args: tuple[Any, ...], kwargs: dict[str, Any]) -> object:
     b.charge(len(items) * max(1, len(items).bit_length()))
     if key is None:
         return sorted(items, reverse=reverse)
-    keys = [_apply(b, key, x) for x in items]
-    order = sorted(range(len(items)), key=keys.__getitem__, reverse=reverse)  # type: ignore[arg-type]
+    keys = _keys(b, key, items)
+    order = sorted(range(len(items)), key=keys.__getitem__, reverse=reverse)
     return [items[i] for i in order]
 
 
@@ -1014,7 +1037,7 @@ _INTS = (int, bool)
 
 def _operand(value: Any) -> type:
     t = type(value)
-    if t is Lazy or t is BuiltinRef or t in ViewTypes:
+    if t is Lazy or t is BuiltinRef or t is Closure or t in ViewTypes:
         raise NotKnown(f"operator on {t.__name__}")
     return t
 

@@ -99,7 +99,13 @@ EXACT = [
     "cfg.get('depth')", "cfg.get('missing', 0)", "list(cfg.keys())", "list(cfg.values())",
     "name.format()", "'{}-{}'.format(name, n)", "'{1}{0}{1}'.format(name, n)",
     "'{x!r:>12}|{y:.2f}|{{lit}}'.format(x=name, y=ratio)", "'{0:,}'.format(10**6)",
-    "items.index(2)", "items.count(3)", "pair.index('two')", "n.bit_length()",
+    "items.index(2)", "items.count(3)",
+    # lambdas, called in place: key, map and filter functions, direct calls, closures
+    "sorted(rows, key=lambda r: r['title'], reverse=True)", "max(items, key=lambda x: -x)",
+    "list(map(lambda x, y: x * y, items, items))", "list(filter(lambda c: c > 'm', name))",
+    "(lambda a, b=None: a)(1) if False else (lambda a, b: a + b)(1, b=2)", "(lambda: n)()",
+    "[(lambda y: y + x)(1) for x in items]", "(lambda x: [y * x for y in items])(2)",
+    "(lambda len: len)(3)", "min(cfg, key=lambda k: len(cfg[k]) if k == 'tags' else 0)", "pair.index('two')", "n.bit_length()",
     "ratio.is_integer()", "len(cfg.items())", "'path' in cfg.keys()", "items.copy()",
 ]  # fmt: skip
 
@@ -117,8 +123,10 @@ NOT_KNOWN = [
     # values the Host must not compute
     "print('x')", "open('f')", "eval('1')", "exec('1')", "getattr(name, 'upper')", "vars()",
     "type(name)", "id(name)", "hash(name)", "iter(items)", "next(iter(items))", "input()",
-    "'{0.real}'.format(1)", "'{a[0]}'.format(a=name)", "'{:{}}'.format(1, 5)", "name.__len__()", "name.upper", "(lambda: 1)()",
-    "(x := 1)", "cfg.update({})", "items.append(1)", "items.sort()", "items.pop()",
+    "'{0.real}'.format(1)", "'{a[0]}'.format(a=name)", "'{:{}}'.format(1, 5)", "name.__len__()", "name.upper",
+    "(x := 1)", "lambda: 1", "[lambda: 1]", "(lambda *a: a)(1)", "(lambda a=1: a)()",
+    "(lambda a, /: a)(a=1)", "(lambda a: a)(1, 2)", "(lambda a: a)()", "(lambda __a: 1)(1)",
+    "sorted(items, key=lambda x: (x, float('nan')))", "cfg.update({})", "items.append(1)", "items.sort()", "items.pop()",
     "rows[0].setdefault('k', 1)", "cfg.pop('path')", "blob.decode('rot13')", "name.encode('idna')",
     # iterators are consumed inside the expression, never handed out or stored
     "zip(name, items)", "(i for i in items)", "map(str, items)", "reversed(items)",

@@ -167,7 +167,7 @@ ESCAPES = [
     "name.__getattribute__('upper')", "(lambda: __import__('os'))()", "[].__class__.__base__",
     "'{0.__class__}'.format(name)", "'{0.__class__.__mro__}'.format(1)", "'{x[0]}'.format(x=name)",
     "'{}'.format_map(cfg)", "format(name, '{0.__class__}')", "f'{name.__class__}'",
-    "f'{(lambda: 1)()}'", "'%(__class__)s' % cfg", "str.format('{0.__class__}', 1)",
+    "f'{(lambda: name.__class__)()}'", "(lambda f: f.__globals__)(len)", "'%(__class__)s' % cfg", "str.format('{0.__class__}', 1)",
     "name.encode('rot13')", "b'x'.decode('hex_codec')", "name.encode('utf-16')",
     "[f for f in [getattr]]", "{k: eval for k in 'a'}", "(x := __import__('os'))",
     "memoryview(b'x')", "bytearray(10)", "super()", "classmethod(len)", "name._private()",
