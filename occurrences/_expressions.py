@@ -1,0 +1,497 @@
+"""Discovery of the occurrences inside expressions, and expansion of calls and comprehensions.
+
+An expression is walked in evaluation order (``_scan``): each call of a trusted capability
+method becomes an occurrence, whose arguments are evaluated by the exact evaluator once
+the results they read are in; a capability used any other way escapes; program-defined
+functions called with known arguments are expanded (their body's calls get the calling
+position in their path); comprehensions over known or resulting iterables are expanded
+one element at a time; operands that short-circuiting may skip are discardable. Nested
+capability calls are replaced by synthetic names (``$0``, ...) in a copy of the expression,
+never by mutating the AST.
+"""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterable, Sequence
+from dataclasses import replace
+
+from ._bindings import (
+    Binding,
+    CapabilityRef,
+    Derived,
+    FunctionRef,
+    Known,
+    MethodRef,
+    ModuleRef,
+    Origins,
+    Result,
+    Scope,
+    Unpacked,
+    evaluator_env,
+    may_be_mutable,
+    origins_of,
+    producers_of,
+    resolve,
+    union_origins,
+)
+from ._control import (
+    MAX_CALL_DEPTH,
+    MAX_EXPANSIONS,
+    NON_MUTATING_METHODS,
+    OPAQUE_BUILTINS,
+    _assigned_names,
+    _bounded_items,
+    _Branch,
+    _Context,
+    _Exit,
+    _frame,
+    _Leave,
+    _listed,
+    _substitute,
+    _truth,
+)
+from ._effect import Effect
+from ._effects import _Effects
+from ._evaluator import UNKNOWN, evaluate_call_arguments, free_names
+from ._exceptions import NotKnown
+from ._model import ControlKind, Occurrence, OccurrenceId, Site
+
+
+class _Expressions(_Effects):
+    """Expression handling; ``Discovery`` adds the statements."""
+
+    def _body(self, body: Sequence[ast.stmt], ctx: _Context) -> None:
+        raise NotImplementedError  # statements: provided by Discovery
+
+    # -- assignment targets -------------------------------------------------------------
+
+    def _assign(self, target: ast.expr, value: Binding, ctx: _Context) -> None:
+        if isinstance(target, ast.Name):
+            self._bind(target.id, value, ctx)
+        elif isinstance(target, ast.Tuple | ast.List):
+            elts = target.elts
+            if any(isinstance(e, ast.Starred) for e in elts):
+                for e in elts:
+                    self._assign(e, UNKNOWN, ctx)
+                return
+            for index, elt in enumerate(elts):
+                self._assign(elt, self._unpack(value, index, len(elts)), ctx)
+        elif isinstance(target, ast.Starred):
+            self._assign(target.value, UNKNOWN, ctx)
+        elif isinstance(target, ast.Attribute | ast.Subscript):
+            # Item or attribute assignment (or deletion) mutates the object in place.
+            receiver = self._expr(target.value, ctx)  # a capability here escapes: untrusted
+            if isinstance(target, ast.Subscript):
+                self._expr(target.slice, ctx)
+            self._mutated(ctx, origins_of(receiver))
+
+    def _unpack(self, value: Binding, index: int, count: int) -> Binding:
+        if isinstance(value, Known):
+            if type(value.value) in (tuple, list, str, bytes, dict):
+                items = list(value.value)  # type: ignore[call-overload]
+                if len(items) == count:
+                    return Known(items[index], origins_of(value))
+            return UNKNOWN
+        if isinstance(value, Result | Derived | Unpacked):
+            return Unpacked(value, index, count)
+        return UNKNOWN
+
+    # -- expressions --------------------------------------------------------------------
+
+    def _expr(self, node: ast.expr, ctx: _Context, *, alias: bool = False) -> Binding:
+        """Discover the occurrences in ``node``, apply its effects, return its binding.
+
+        ``alias``: the expression is a whole right-hand side, so a bare capability (or
+        method, or function) is an alias rather than an escape.
+        """
+        if alias:
+            if isinstance(node, ast.Name):
+                b = ctx.scope.lookup(node.id)
+                if b is not None:
+                    return b
+            elif isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name):
+                receiver = ctx.scope.lookup(node.value.id)
+                if isinstance(receiver, CapabilityRef):
+                    return MethodRef(receiver.capability, node.attr)
+            elif isinstance(node, ast.Lambda):
+                self._scan_all([*node.args.defaults, *node.args.kw_defaults], ctx, {})
+                return FunctionRef(node, (), False)
+        subst: dict[int, tuple[str, Binding]] = {}
+        self._scan(node, ctx, subst)
+        return self._value(node, ctx, subst)
+
+    def _iterable(self, node: ast.expr, ctx: _Context) -> Binding:
+        """Discover the occurrences in ``node``; the binding of the items it iterates."""
+        subst: dict[int, tuple[str, Binding]] = {}
+        self._scan(node, ctx, subst)
+        return self._value(_listed(node), ctx, subst)
+
+    def _value(self, node: ast.expr, ctx: _Context, subst: dict[int, tuple[str, Binding]]) -> Binding:
+        hit = subst.get(id(node))
+        if hit is not None:
+            return hit[1]
+        synthetic: dict[str, Binding] = {}
+        if subst:
+            replaced = _substitute(node, {k: name for k, (name, _) in subst.items()})
+            assert isinstance(replaced, ast.expr)
+            node = replaced
+            synthetic = dict(subst.values())
+        captured: dict[str, Binding] = {}
+        for name in free_names(node):
+            b = synthetic.get(name) if name in synthetic else ctx.scope.lookup(name)
+            if b is not None:
+                captured[name] = b
+        return self._derive(node, captured)
+
+    def _scan_all(self, nodes: Iterable[ast.expr | None], ctx: _Context, subst: dict[int, tuple[str, Binding]]) -> None:
+        for n in nodes:
+            if n is not None:
+                self._scan(n, ctx, subst)
+
+    def _scan(self, node: ast.AST, ctx: _Context, subst: dict[int, tuple[str, Binding]]) -> None:
+        """Walk ``node`` in evaluation order: occurrences, escapes, mutations, opaque code."""
+        if isinstance(node, ast.Call):
+            self._scan_call(node, ctx, subst)
+        elif isinstance(node, ast.Name):
+            if isinstance(node.ctx, ast.Load):
+                self._escape(ctx.scope.lookup(node.id), ctx)
+        elif isinstance(node, ast.Attribute):
+            if isinstance(node.value, ast.Name) and isinstance(
+                ctx.scope.lookup(node.value.id), CapabilityRef
+            ):
+                return  # reading an attribute of a capability does not hand it out
+            self._scan(node.value, ctx, subst)
+        elif isinstance(node, ast.Lambda):
+            self._scan_all([*node.args.defaults, *node.args.kw_defaults], ctx, subst)
+            self._opaque(ctx)  # whatever receives it may run it
+        elif isinstance(node, ast.ListComp | ast.SetComp | ast.GeneratorExp | ast.DictComp):
+            self._comprehension(node, ctx, subst)
+        elif isinstance(node, ast.BoolOp):
+            self._scan(node.values[0], ctx, subst)
+            self._conditional(node.values[1:], node, ctx, subst)
+        elif isinstance(node, ast.IfExp):
+            self._scan(node.test, ctx, subst)
+            self._conditional([node.body, node.orelse], node, ctx, subst)
+        elif isinstance(node, ast.NamedExpr):
+            self._scan(node.value, ctx, subst)
+            # It may sit in a part that does not run; exactness over coverage.
+            self._bind(node.target.id, UNKNOWN, ctx)
+        else:
+            for child in ast.iter_child_nodes(node):
+                self._scan(child, ctx, subst)
+
+    def _escape(self, b: Binding | None, ctx: _Context) -> None:
+        if isinstance(b, CapabilityRef | MethodRef):
+            self._distrust(b.capability, ctx)
+        elif isinstance(b, FunctionRef):
+            self._opaque(ctx)
+
+    @staticmethod
+    def _root(node: ast.expr, ctx: _Context) -> Binding | None:
+        """The binding of the name a chain like ``a.b[0].c()`` starts from."""
+        while isinstance(node, ast.Attribute | ast.Subscript | ast.Call):
+            node = node.func if isinstance(node, ast.Call) else node.value
+        return ctx.scope.lookup(node.id) if isinstance(node, ast.Name) else None
+
+    def _conditional(self, parts: Sequence[ast.expr], node: ast.expr, ctx: _Context, subst: dict[int, tuple[str, Binding]]) -> None:
+        """Operands that short-circuiting may skip: their occurrences are discardable."""
+        inner = replace(
+            ctx,
+            control=(*ctx.control, _frame(ControlKind.CONDITIONAL, node)),
+            branches=(*ctx.branches, _Branch(frozenset())) if ctx.emit else ctx.branches,
+        )
+        for part in parts:
+            self._scan(part, inner, subst)
+
+    def _scan_call(self, node: ast.Call, ctx: _Context, subst: dict[int, tuple[str, Binding]]) -> None:
+        func = node.func
+        arguments = [*node.args, *(k.value for k in node.keywords)]
+        target: Binding | None = None
+        if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name):
+            receiver = ctx.scope.lookup(func.value.id)
+            if isinstance(receiver, CapabilityRef):
+                target = MethodRef(receiver.capability, func.attr)
+        elif isinstance(func, ast.Name):
+            target = ctx.scope.lookup(func.id)
+            if target is None:
+                self._scan_all(arguments, ctx, subst)
+                if func.id in OPAQUE_BUILTINS:
+                    self._opaque(ctx)
+                return
+        if isinstance(target, MethodRef):
+            self._scan_all(arguments, ctx, subst)
+            b = self._occurrence(node, target.capability, target.method, ctx, subst)
+            subst[id(node)] = (f"${len(subst)}", b)
+            return
+        if isinstance(target, FunctionRef):
+            self._scan_all(arguments, ctx, subst)
+            b = self._call_function(target, node, ctx, subst)
+            subst[id(node)] = (f"${len(subst)}", b)
+            return
+        module = target if isinstance(target, ModuleRef) else self._root(func, ctx)
+        if isinstance(module, ModuleRef):
+            if isinstance(func, ast.Attribute):
+                self._scan(func.value, ctx, subst)
+            self._scan_all(arguments, ctx, subst)
+            if module.reflective:
+                self._opaque(ctx)
+                return
+            # Library code: it may mutate what it is handed, nothing else.
+            handed = [
+                b
+                for arg in arguments
+                for n in free_names(arg)
+                if may_be_mutable(b := ctx.scope.lookup(n))
+            ]
+            if handed:
+                self._mutated(ctx, union_origins(map(origins_of, handed)))
+            return
+        if isinstance(func, ast.Attribute):
+            self._scan(func.value, ctx, subst)
+            self._scan_all(arguments, ctx, subst)
+            if func.attr not in NON_MUTATING_METHODS:
+                receiver = self._value(func.value, ctx, subst)
+                if may_be_mutable(receiver) or receiver is UNKNOWN:
+                    self._mutated(ctx, origins_of(receiver))
+            return
+        # Calling a value that is not a known function: unknown code.
+        self._scan(func, ctx, subst)
+        self._scan_all(arguments, ctx, subst)
+        self._opaque(ctx)
+
+    def _occurrence(
+        self, call: ast.Call, capability: str, method: str, ctx: _Context, subst: dict[int, tuple[str, Binding]]
+    ) -> Binding:
+        spec = self._capabilities.get(capability, {}).get(method)
+        effect = spec.effect if spec is not None else Effect.UNKNOWN
+        pre_write = capability not in ctx.written
+        if effect.may_write:
+            ctx.written.add(capability)
+        if not ctx.emit:
+            return UNKNOWN
+        if ctx.path:
+            if self._expansions >= MAX_EXPANSIONS:
+                return UNKNOWN
+            self._expansions += 1
+        site = Site(
+            capability,
+            method,
+            call.lineno,
+            call.col_offset,
+            call.end_lineno if call.end_lineno is not None else call.lineno,
+            call.end_col_offset if call.end_col_offset is not None else call.col_offset,
+            ctx.control,
+        )
+        oid = OccurrenceId(site, ctx.path)
+        args_call: ast.AST = call
+        synthetic: dict[str, Binding] = {}
+        if subst:
+            args_call = _substitute(call, {k: name for k, (name, _) in subst.items()})
+            synthetic = dict(subst.values())
+        assert isinstance(args_call, ast.Call)
+        captured: dict[str, Binding] = {}
+        data: frozenset[OccurrenceId] = frozenset()
+        for name in free_names(args_call):
+            b = synthetic.get(name) if name in synthetic else ctx.scope.lookup(name)
+            if b is None or isinstance(b, CapabilityRef | MethodRef | FunctionRef):
+                continue
+            captured[name] = b
+            p = producers_of(b)
+            if p:
+                data = data | p
+        control: frozenset[OccurrenceId] = frozenset()
+        for branch in ctx.branches:
+            if branch.producers:  # decided or not: the graph's shape must not depend on timing
+                control = control | branch.producers
+        discardable, dead = self._control_of(ctx.branches)
+        occurrence = Occurrence(oid, effect, pre_write, data, control, discardable, dead, self._order)
+        self._order += 1
+        if ctx.branches:
+            self._branches_of[oid] = ctx.branches
+            for branch in ctx.branches:
+                branch.members.append(oid)
+        self._sink.discovered(occurrence)
+        final_call = args_call
+        self._when_known(data, lambda: self._arguments(oid, final_call, captured))
+        return Result(oid) if effect.speculable and pre_write else UNKNOWN
+
+    def _arguments(self, oid: OccurrenceId, call: ast.Call, captured: dict[str, Binding]) -> None:
+        try:
+            args, kwargs = evaluate_call_arguments(call, evaluator_env(captured, self._results))
+        except (NotKnown, RecursionError):
+            self._sink.arguments_unknown(oid)
+            return
+        self._sink.arguments_known(oid, args, kwargs)
+
+    # -- functions ----------------------------------------------------------------------
+
+    def _call_function(
+        self, ref: FunctionRef, call: ast.Call, ctx: _Context, subst: dict[int, tuple[str, Binding]]
+    ) -> Binding:
+        bound = self._bind_parameters(ref, call, ctx, subst)
+        if (
+            bound is None
+            or not ctx.emit
+            or ctx.depth >= MAX_CALL_DEPTH
+            or self._expansions >= MAX_EXPANSIONS
+        ):
+            self._opaque(ctx)
+            return UNKNOWN
+        self._expansions += 1
+        fn = ref.node
+        assert isinstance(fn, ast.FunctionDef)
+        local = Scope(ctx.globals)
+        for name, b in bound.items():
+            local.bind(name, b)
+        exit_ = _Exit(ctx.branches)
+        inner = _Context(
+            scope=local,
+            globals=ctx.globals,
+            written=ctx.written,
+            path=(*ctx.path, (call.lineno, call.col_offset)),
+            control=(_frame(ControlKind.FUNCTION, fn),),
+            branches=ctx.branches,
+            emit=True,
+            depth=ctx.depth + 1,
+            loop=None,
+            function=exit_,
+        )
+        value: Binding = Known(None)
+        try:
+            self._body(fn.body, inner)
+        except _Leave as leave:
+            value = leave.value
+        return UNKNOWN if exit_.maybe else value
+
+    def _bind_parameters(
+        self, ref: FunctionRef, call: ast.Call, ctx: _Context, subst: dict[int, tuple[str, Binding]]
+    ) -> dict[str, Binding] | None:
+        """Known arguments bound to ``ref``'s parameters, or None when not expandable."""
+        if not ref.expandable:
+            return None
+        params = [a.arg for a in ref.node.args.args]
+        if len(call.args) > len(params):
+            return None
+        bound: dict[str, Binding] = {}
+        pairs = [*zip(params, call.args, strict=False), *((k.arg, k.value) for k in call.keywords)]
+        for name, expr in pairs:
+            if name is None or name not in params or name in bound or isinstance(expr, ast.Starred):
+                return None
+            b = self._value(expr, ctx, subst)
+            if not isinstance(b, Known):
+                return None
+            bound[name] = b
+        for name, default in zip(params[len(params) - len(ref.defaults) :], ref.defaults, strict=True):
+            bound.setdefault(name, Known(default))
+        return bound if len(bound) == len(params) else None
+
+    # -- comprehensions -----------------------------------------------------------------
+
+    def _comprehension(
+        self,
+        node: ast.ListComp | ast.SetComp | ast.GeneratorExp | ast.DictComp,
+        ctx: _Context,
+        subst: dict[int, tuple[str, Binding]],
+    ) -> None:
+        first = node.generators[0]
+        self._scan(first.iter, ctx, subst)
+        targets = frozenset(n for g in node.generators for n in _assigned_names(g.target))
+        if not self._calls_out(node, ctx, targets):
+            self._dry_comprehension(node, ctx, targets)
+            return  # the evaluator computes its value, if it can
+        iterable = self._value(_listed(first.iter), ctx, subst)
+        subst[id(node)] = (f"${len(subst)}", UNKNOWN)
+        producers = producers_of(iterable)
+        if ctx.emit and not producers:
+            items = _bounded_items(resolve(iterable, self._results))
+            if items is not None:
+                overlay = Scope(ctx.scope)
+                if self._expand_comprehension(node, 0, items, origins_of(iterable), overlay, ctx):
+                    self._merge(overlay, ctx, targets)
+                    return
+        elif ctx.emit:
+            base, written = ctx.scope.snapshot(), set(ctx.written)
+
+            def later() -> None:
+                items = _bounded_items(resolve(iterable, self._results))
+                if items is not None:
+                    deferred = replace(ctx, scope=base, globals=base, written=written)
+                    self._expand_comprehension(node, 0, items, origins_of(iterable), Scope(base), deferred)
+
+            self._when_known(producers, later)
+        self._dry_comprehension(node, ctx, targets)
+
+    def _calls_out(self, node: ast.AST, ctx: _Context, shadowed: frozenset[str]) -> bool:
+        """Whether ``node`` calls a capability method or a program-defined function."""
+        for inner in ast.walk(node):
+            if not isinstance(inner, ast.Call):
+                continue
+            func = inner.func
+            if isinstance(func, ast.Attribute):
+                func = func.value
+            if isinstance(func, ast.Name) and func.id not in shadowed:
+                b = ctx.scope.lookup(func.id)
+                if isinstance(b, CapabilityRef | MethodRef | FunctionRef):
+                    return True
+        return False
+
+    def _dry_comprehension(self, node: ast.expr, ctx: _Context, targets: frozenset[str]) -> None:
+        assert isinstance(node, ast.ListComp | ast.SetComp | ast.GeneratorExp | ast.DictComp)
+        overlay = Scope(ctx.scope)
+        dry = replace(
+            ctx, scope=overlay, globals=overlay if ctx.globals is ctx.scope else ctx.globals, emit=False
+        )
+        for name in targets:
+            overlay.bind(name, UNKNOWN)
+        subst: dict[int, tuple[str, Binding]] = {}
+        for index, g in enumerate(node.generators):
+            if index:
+                self._scan(g.iter, dry, subst)
+            self._scan_all(g.ifs, dry, subst)
+        parts = [node.key, node.value] if isinstance(node, ast.DictComp) else [node.elt]
+        self._scan_all(parts, dry, subst)
+        self._merge(overlay, ctx, targets)
+
+    def _expand_comprehension(
+        self,
+        node: ast.ListComp | ast.SetComp | ast.GeneratorExp | ast.DictComp,
+        level: int,
+        items: list[object],
+        origins: Origins,
+        overlay: Scope,
+        ctx: _Context,
+    ) -> bool:
+        if self._expansions + len(items) > MAX_EXPANSIONS:
+            return False
+        self._expansions += len(items)
+        generator = node.generators[level]
+        base = replace(ctx, scope=overlay)
+        if level == 0:
+            base.control = (*ctx.control, _frame(ControlKind.COMPREHENSION, node, "element"))
+        for index, item in enumerate(items):
+            element = replace(base, path=(*ctx.path, index))
+            self._assign(generator.target, Known(item, origins), element)
+            for condition in generator.ifs:
+                test = self._expr(condition, element)
+                producers = producers_of(test)
+                decided = None if producers else _truth(resolve(test, self._results))
+                if decided is False:
+                    break
+                if decided is None:
+                    branch = _Branch(producers)
+                    element = replace(element, branches=(*element.branches, branch))
+                    if producers:
+                        self._when_known(producers, self._decider(test, [branch], []))
+            else:
+                if level + 1 < len(node.generators):
+                    inner = self._iterable(node.generators[level + 1].iter, element)
+                    inner_items = None if producers_of(inner) else _bounded_items(resolve(inner, self._results))
+                    if inner_items is not None:
+                        self._expand_comprehension(node, level + 1, inner_items, origins_of(inner), overlay, element)
+                elif isinstance(node, ast.DictComp):
+                    self._expr(node.key, element)
+                    self._expr(node.value, element)
+                else:
+                    self._expr(node.elt, element)
+        return True
