@@ -183,3 +183,42 @@ def test_strict_mode_matches_commonmark_for_any_chunking(
         # markdown-it adds a newline to a block that the end of the document cut off.
         got += "\n"
     assert got == expected
+
+
+MARKDOWN = st.lists(
+    st.sampled_from(
+        [
+            "Some prose.",
+            "",
+            "```python",
+            "    ```python",
+            "~~~py",
+            "```",
+            "    ```",
+            "````",
+            "x = 1",
+            "    y = 2",
+            "\tz = 3",
+            "- item",
+            "1. step:",
+            "```text",
+            "`a` b",
+        ]
+    ),
+    max_size=14,
+).map("\n".join)
+
+
+@settings(max_examples=300, deadline=None)
+@given(MARKDOWN, st.sampled_from(["\n", "\r\n", "\r"]), st.booleans(), st.data())
+def test_any_chunking_gives_the_same_code(
+    doc: str, newline: str, bare: bool, data: st.DataObject
+) -> None:
+    """Lenient and strict, bare or not, CR/CRLF/LF: the chunking never changes the code."""
+    doc = doc.replace("\n", newline)
+    cuts = sorted(data.draw(st.sets(st.integers(0, len(doc)), max_size=12)))
+    pieces = [doc[a:b] for a, b in itertools.pairwise([0, *cuts, len(doc)]) if b > a]
+    for lenient in (True, False):
+        whole = extract([doc], lenient=lenient, bare=bare)
+        assert extract(pieces, lenient=lenient, bare=bare) == whole
+        assert extract(doc, lenient=lenient, bare=bare) == whole
