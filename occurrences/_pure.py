@@ -14,9 +14,13 @@ Operations whose cost is linear in their inputs (comparison, hashing, ``repr``) 
 value that is small in memory but huge logically (``[[0] * 10**4] * 10**4``) is refused
 instead of being compared or printed element by element.
 
-Order matters for exactness: ``str`` and ``bytes`` hashes are randomized per process (and
-``hash(None)`` is address-based in 3.11), so iterating a ``set`` of them could differ
-between the Host and the Guest. Sets are iterated only when their order cannot show.
+Two CPython details would otherwise break exactness. A set's iteration order depends on
+hashes (``str`` hashes are randomized per process, a NaN's hash is its address) and on the
+set's history, so sets are iterated, printed or joined only where order cannot show
+(``sorted``, ``len``, ``in``, ``any``, ...). And container comparison, ``in``, ``index``
+and dict lookups test ``is`` before ``==``, so with a NaN inside the answer depends on
+object identity, which constant folding in the Guest's compiler decides: such operations
+are refused (``Budget.nan_free``).
 """
 
 from __future__ import annotations
@@ -434,7 +438,7 @@ def _simple(name: str, fn: Callable[..., object]) -> None:
 
 
 _SIMPLE: dict[str, Callable[..., object]] = {
-    "repr": repr, "ascii": ascii, "bool": bool, "abs": abs, "chr": chr, "ord": ord,
+    "bool": bool, "abs": abs, "chr": chr, "ord": ord,
     "hex": hex, "oct": oct, "bin": bin, "divmod": divmod,
 }  # fmt: skip
 for _name, _fn in _SIMPLE.items():
@@ -501,18 +505,18 @@ def _str(b: Budget, args: tuple[Any, ...], kwargs: dict[str, Any]) -> object:
     return str(args[0])
 
 
-for _name in ("repr", "ascii"):
-    _inner = BUILTINS[_name]
+def _text_form(name: str, fn: Callable[[object], str]) -> None:
+    def handler(b: Budget, args: tuple[Any, ...], kwargs: dict[str, Any]) -> object:
+        _no_kwargs(kwargs)
+        (value,) = args
+        b.printable(value)
+        return fn(value)
 
-    def _sized(
-        b: Budget, args: tuple[Any, ...], kwargs: dict[str, Any], _inner: Handler = _inner
-    ) -> object:
-        for a in args:
-            b.printable(a)
-        return _inner(b, args, kwargs)
+    BUILTINS[name] = handler
 
-    BUILTINS[_name] = _sized
-del _name, _inner
+
+_text_form("repr", repr)
+_text_form("ascii", ascii)
 
 
 @_builtin("format")
@@ -759,69 +763,18 @@ MethodHandler = Callable[[Budget, object, tuple[Any, ...], dict[str, Any]], obje
 METHODS: dict[tuple[type, str], MethodHandler] = {}
 
 _LINEAR_STR = [
-    "capitalize",
-    "casefold",
-    "lower",
-    "upper",
-    "swapcase",
-    "title",
-    "strip",
-    "lstrip",
-    "rstrip",
-    "partition",
-    "rpartition",
-    "startswith",
-    "endswith",
-    "find",
-    "rfind",
-    "index",
-    "rindex",
-    "count",
-    "isalnum",
-    "isalpha",
-    "isascii",
-    "isdecimal",
-    "isdigit",
-    "isidentifier",
-    "islower",
-    "isnumeric",
-    "isprintable",
-    "isspace",
-    "istitle",
-    "isupper",
-    "removeprefix",
-    "removesuffix",
-]
+    "capitalize", "casefold", "lower", "upper", "swapcase", "title", "strip", "lstrip",
+    "rstrip", "partition", "rpartition", "startswith", "endswith", "find", "rfind", "index",
+    "rindex", "count", "isalnum", "isalpha", "isascii", "isdecimal", "isdigit",
+    "isidentifier", "islower", "isnumeric", "isprintable", "isspace", "istitle", "isupper",
+    "removeprefix", "removesuffix",
+]  # fmt: skip
 _LINEAR_BYTES = [
-    "capitalize",
-    "lower",
-    "upper",
-    "swapcase",
-    "title",
-    "strip",
-    "lstrip",
-    "rstrip",
-    "partition",
-    "rpartition",
-    "startswith",
-    "endswith",
-    "find",
-    "rfind",
-    "index",
-    "rindex",
-    "count",
-    "isalnum",
-    "isalpha",
-    "isascii",
-    "isdigit",
-    "islower",
-    "isspace",
-    "istitle",
-    "isupper",
-    "removeprefix",
-    "removesuffix",
-    "hex",
-]
+    "capitalize", "lower", "upper", "swapcase", "title", "strip", "lstrip", "rstrip",
+    "partition", "rpartition", "startswith", "endswith", "find", "rfind", "index", "rindex",
+    "count", "isalnum", "isalpha", "isascii", "isdigit", "islower", "isspace", "istitle",
+    "isupper", "removeprefix", "removesuffix", "hex",
+]  # fmt: skip
 _ENCODINGS = frozenset({"utf-8", "utf8", "ascii", "latin-1", "latin1"})
 _ERRORS = frozenset({"strict", "ignore", "replace"})
 """Codecs with a built-in fast path: no codec-registry lookup, no import in the Host."""
