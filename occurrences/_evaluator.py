@@ -139,7 +139,7 @@ class _Walker:
             return compute()
         except NotKnown:
             raise
-        except (Exception, RecursionError) as exc:
+        except Exception as exc:  # CPython's own errors, RecursionError and MemoryError too
             raise NotKnown(f"{type(exc).__name__}: {exc}") from None
 
     def export(self, value: object) -> object:
