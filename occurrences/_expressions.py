@@ -56,6 +56,7 @@ from ._effects import _Effects
 from ._evaluator import UNKNOWN, evaluate_call_arguments, free_names
 from ._exceptions import NotKnown
 from ._model import ControlKind, Occurrence, OccurrenceId, Site
+from ._pure import BUILTINS, TYPE_NAMES
 
 
 class _Expressions(_Effects):
@@ -164,7 +165,8 @@ class _Expressions(_Effects):
             self._scan(node.value, ctx, subst)
         elif isinstance(node, ast.Lambda):
             self._scan_all([*node.args.defaults, *node.args.kw_defaults], ctx, subst)
-            self._opaque(ctx)  # whatever receives it may run it
+            if not self._harmless(node, ctx):
+                self._opaque(ctx)  # whatever receives it may run it
         elif isinstance(node, ast.ListComp | ast.SetComp | ast.GeneratorExp | ast.DictComp):
             self._comprehension(node, ctx, subst)
         elif isinstance(node, ast.BoolOp):
@@ -184,8 +186,34 @@ class _Expressions(_Effects):
     def _escape(self, b: Binding | None, ctx: _Context) -> None:
         if isinstance(b, CapabilityRef | MethodRef):
             self._distrust(b.capability, ctx)
-        elif isinstance(b, FunctionRef):
+        elif isinstance(b, FunctionRef) and not self._harmless(b.node, ctx):
             self._opaque(ctx)
+
+    def _harmless(self, fn: ast.AST, ctx: _Context) -> bool:
+        """Whether running ``fn`` (a ``lambda``) can only compute a value: it calls nothing
+        but builtins and non-mutating methods, names no capability or program function,
+        and binds nothing. Handing such a lambda to ``sorted``/``map``/... is not unknown
+        code. Judged with the names as bound where it is handed out."""
+        if not isinstance(fn, ast.Lambda):
+            return False
+        a = fn.args
+        params = {p.arg for p in [*a.posonlyargs, *a.args, *a.kwonlyargs, a.vararg, a.kwarg] if p}
+        for inner in ast.walk(fn.body):
+            if isinstance(inner, ast.NamedExpr | ast.Await | ast.Yield | ast.YieldFrom | ast.Lambda):
+                return False
+            if isinstance(inner, ast.Name) and inner.id not in params:
+                named = ctx.scope.lookup(inner.id)
+                if isinstance(named, CapabilityRef | MethodRef | FunctionRef | ModuleRef):
+                    return False
+            if isinstance(inner, ast.Call):
+                func = inner.func
+                if isinstance(func, ast.Name):
+                    pure = func.id in BUILTINS or func.id in TYPE_NAMES
+                    if not pure or func.id in params or ctx.scope.lookup(func.id) is not None:
+                        return False
+                elif not (isinstance(func, ast.Attribute) and func.attr in NON_MUTATING_METHODS):
+                    return False
+        return True
 
     @staticmethod
     def _root(node: ast.expr, ctx: _Context) -> Binding | None:
@@ -329,6 +357,8 @@ class _Expressions(_Effects):
     def _call_function(
         self, ref: FunctionRef, call: ast.Call, ctx: _Context, subst: dict[int, tuple[str, Binding]]
     ) -> Binding:
+        if self._harmless(ref.node, ctx):
+            return UNKNOWN  # it only computes a value, which the evaluator does not follow
         bound = self._bind_parameters(ref, call, ctx, subst)
         if (
             bound is None

@@ -258,7 +258,15 @@ def test_unknown_code_puts_every_capability_on_a_new_view() -> None:
 
 
 def test_passing_a_function_to_a_builtin_is_unknown_code() -> None:
-    assert show('xs = sorted([2, 1], key=lambda v: v)\ndocs.get(1)\n') == ["docs.get@2 (1,) post"]
+    assert show('def k(v):\n    return v\nxs = sorted([2, 1], key=k)\ndocs.get(1)\n') == ["docs.get@4 (1,) post"]
+    assert show('xs = sorted([2, 1], key=lambda v: helper(v))\ndocs.get(1)\n') == ["docs.get@2 (1,) post"]
+    assert show('xs = sorted([2, 1], key=lambda v: docs.get(v))\ndocs.get(1)\n') == ["docs.get@2 (1,) post"]
+    assert show('f = lambda v: v.append(1)\nxs = list(map(f, [[1]]))\ndocs.get(1)\n') == ["docs.get@3 (1,) post"]
+
+
+def test_a_lambda_that_only_computes_is_not_unknown_code() -> None:
+    src = 'names = ["b", "A"]\nkey = lambda s: s.lower()\nordered = sorted(names, key=key)\nlast = max(names, key=lambda s: (len(s), s))\ndocs.get(last)\n'
+    assert show(src) == ["docs.get@5 ('b',)"]
 
 
 # -- loops -----------------------------------------------------------------------------------
