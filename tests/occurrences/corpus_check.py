@@ -74,7 +74,9 @@ def _error_fields(exc: SyntaxError) -> list[object]:
     return [exc.msg, exc.lineno, exc.offset, exc.end_lineno, exc.end_offset]
 
 
-def check_source(source: str, rng: random.Random) -> tuple[bool, str | None]:
+def check_source(
+    source: str, rng: random.Random, low: int = 1, high: int = 16
+) -> tuple[bool, str | None]:
     """Whether CPython accepts ``source``, and None if streaming it is exact (else the
     first difference)."""
     with warnings.catch_warnings():
@@ -90,7 +92,7 @@ def check_source(source: str, rng: random.Random) -> tuple[bool, str | None]:
             expected, valid = [str(exc)], False
     parser = PrefixParser()
     count = 0
-    for piece in chunks(source, rng):
+    for piece in chunks(source, rng, low, high):
         snap = parser.feed(piece)
         if snap is None or not valid:
             continue
@@ -118,9 +120,28 @@ def check_source(source: str, rng: random.Random) -> tuple[bool, str | None]:
     return valid, None
 
 
+SNIPPETS: tuple[str, ...] = (
+    "x = 1\ntype Alias[T: int] = list[T]\ndef f[T](a: T) -> T:\n    return a\ny = 2\n",
+    "x = 1\nclass C[*Ts, **P]:\n    pass\ny = 2\n",
+    'x = 1\ns = f"{d["k"]:{w}} {x # c\n}"\ny = 2\n',
+    "x = 1\ns = f'{x:\n}' f'{1 +\n 2}' f'{f'{y!r:>{w}}'}'\ny = 2\n",
+    "x = 1\ns = f'{x:>{w}\n}'\ny = 2\n",
+    "x = 1\ns = f'\\N{BULLET} {{}} \\{x}' rf'\\N{x}'\ny = 2\n",
+    "x = 1\ns = f'''{\nx\n:\n}'''\ny = 2\n",
+    "x = 1\ns = f'{x:{{}}}' + f'{x!r}' + f'{a:=3}'\ny = 2\n",
+)
+"""Sources whose meaning differs across 3.11-3.13 (PEP 695 generics, PEP 701 f-strings):
+each interpreter must agree with its own ``ast.parse``, accepting or rejecting."""
+
+
 def run(files: list[str], seed: int) -> dict[str, object]:
     valid = rejected = unreadable = 0
     mismatches: list[str] = []
+    for index, snippet in enumerate(SNIPPETS):
+        for size in (1, 2, 3, 5, 8, 13):
+            _, problem = check_source(snippet, random.Random(seed), low=size, high=size)
+            if problem:
+                mismatches.append(f"snippet {index} in chunks of {size}: {problem}")
     for path in files:
         source = read_source(path)
         if source is None:
