@@ -323,3 +323,59 @@ def test_accepted_values_do_not_depend_on_the_hash_seed(sources: list[str]) -> N
             check=True,
         ).stdout.splitlines()
         assert out == [r for _, r in accepted]
+
+
+json_values = st.recursive(
+    st.none() | st.booleans() | st.integers(-(2**70), 2**70) | st.floats() | st.text(max_size=5),
+    lambda inner: (
+        st.lists(inner, max_size=4)
+        | st.dictionaries(st.text(max_size=3), inner, max_size=4)
+        | st.lists(inner, max_size=3).map(tuple)
+    ),
+    max_leaves=15,
+)
+TEMPLATES = [
+    "x", "x[0]", "x[-1:]", "len(x)", "sorted(x)", "str(x)", "repr(x)", "x == y", "x != y",
+    "x < y", "x in y", "list(x)", "tuple(x)", "f'{x}|{y!r}'", "[i for i in x]", "x.get('a')",
+    "x.count(y)", "x.index(y)", "list(x.items())", "dict(x)", "set(x)", "max(x)", "sum(x)",
+    "{**x}", "[*x, *y]", "(x, y)", "[x] * 3", "x + y", "x * 2", "bool(x)", "x or y", "not x",
+    "'%s' % (x,)", "'{}'.format(x)", "{'k': x}", "len(str(x))", "x[0][0]", "sorted(x, key=str)",
+]  # fmt: skip
+
+
+def leaves_of(value: object) -> list[int]:
+    """ids of every mutable container inside a value."""
+    found: list[int] = []
+    stack = [value]
+    while stack:
+        v = stack.pop()
+        if isinstance(v, list | dict):
+            found.append(id(v))
+        if isinstance(v, list | tuple):
+            stack.extend(v)
+        elif isinstance(v, dict):
+            stack.extend(v.values())
+    return found
+
+
+@settings(max_examples=400, deadline=None)
+@given(json_values, json_values, st.sampled_from(TEMPLATES))
+def test_json_like_env_values_read_exactly_never_aliased_never_mutated(
+    x: object, y: object, template: str
+) -> None:
+    """Tool results (JSON-like) in env: exact reads, fresh results, env left untouched."""
+    env = {"x": x, "y": y}
+    before = repr(env)
+    node = parse(template)
+    assert node is not None
+    try:
+        got = evaluate(node, env)
+    except NotKnown:
+        assert repr(env) == before
+        return
+    assert repr(env) == before
+    assert not set(leaves_of(got)) & set(leaves_of(env))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", SyntaxWarning)
+        want = eval(compile(ast.Expression(node), "<json>", "eval"), copy.deepcopy(env))
+    assert same(got, want), (got, want)
