@@ -65,6 +65,9 @@ class _Unknown:
     def __repr__(self) -> str:
         return "UNKNOWN"
 
+    def __reduce__(self) -> str:
+        return "UNKNOWN"  # copies and pickles stay the one sentinel, so `is UNKNOWN` holds
+
 
 UNKNOWN: Final = _Unknown()
 """Bind a name to this in ``env`` when it is bound to a value the Host does not know.

@@ -192,6 +192,11 @@ def test_unknown_binding_gives_not_known_and_shadows_the_builtin() -> None:
         ev("name", {"name": UNKNOWN})
 
 
+def test_unknown_survives_copying() -> None:
+    assert copy.deepcopy({"k": UNKNOWN})["k"] is UNKNOWN
+    assert copy.copy(UNKNOWN) is UNKNOWN
+
+
 def test_shadowing_value_is_not_the_builtin() -> None:
     assert ev("str", {"str": "a string"}) == "a string"
     with pytest.raises(NotKnown):
