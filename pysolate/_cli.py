@@ -152,21 +152,26 @@ async def _command_output(command: Sequence[str]) -> AsyncIterator[str]:
 
     Raises ``CliError`` when the command cannot be started, ``CommandFailed`` (from the
     iterator, after the last chunk, so the run ends ``aborted``) when it exits non-zero.
-    Closing the iterator early kills the command.
+    Closing the iterator early, or cancelling it, kills the command.
+
+    A plain ``Popen`` read by a worker thread, as stdin is, rather than
+    ``anyio.open_process``: nothing of it is bound to the event loop, so an aborted run
+    leaves no loop-owned transport to be collected after the loop closed.
     """
     try:
-        process = await anyio.open_process(list(command), stdin=subprocess.DEVNULL, stderr=None)
+        process = subprocess.Popen(list(command), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE)
     except OSError as exc:
         raise CliError(f"cannot start {command[0]!r}: {exc.strerror or exc}") from None
-    async with process:
-        assert process.stdout is not None
-        decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
-        async for data in process.stdout:
-            if text := decoder.decode(data):
-                yield text
-        if tail := decoder.decode(b"", final=True):
-            yield tail
-        status = await process.wait()
+    assert process.stdout is not None
+    try:
+        async for text in _read_fd(process.stdout.fileno()):
+            yield text
+        status = await anyio.to_thread.run_sync(process.wait, abandon_on_cancel=True)
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+        process.stdout.close()
     if status != 0:
         raise CommandFailed(f"{command[0]} exited with status {status}")
 
@@ -203,16 +208,16 @@ def load_host(tools: str | None) -> Host:
     ``make_host()`` fails or returns something other than a ``Host``.
     """
     if tools is None:
-        from ._demo.tools import make_host
+        from ._demo import tools as demo_tools
 
-        return make_host()
+        return demo_tools.make_host()
     try:
         module = _import_tools(tools)
     except CliError:
         raise
     except Exception as exc:
         raise CliError(f"cannot import tools module {tools!r}: {type(exc).__name__}: {exc}") from None
-    make_host = getattr(module, "make_host", None)
+    make_host: object = getattr(module, "make_host", None)
     if not callable(make_host):
         raise CliError(f"tools module {tools!r} has no make_host() function")
     try:
@@ -256,13 +261,20 @@ _REPORT_ROWS = ("logical", "physical", "claimed", "direct", "shared", "cancelled
 
 
 def _outcome_rows(result: RunResult) -> list[tuple[str, str]]:
-    error = result.error
     return [
         ("status", result.status.value),
         ("value", repr(result.value)),
         ("stdout", result.stdout.rstrip("\n")),
-        ("error", f"{error.type}: {error.message} (line {error.line})" if error else ""),
+        ("error", _error_text(result)),
     ]
+
+
+def _error_text(result: RunResult) -> str:
+    error = result.error
+    if error is None:
+        return ""
+    where = f" (line {error.line})" if error.line is not None else ""
+    return f"{error.type}: {error.message}{where}"
 
 
 def _report_rows(m: Measured) -> list[tuple[str, str]]:
@@ -476,9 +488,12 @@ def build_parser() -> argparse.ArgumentParser:
     common(rep)
     rep.set_defaults(handler=_cmd_replay)
 
-    rec = sub.add_parser("record", help="record stdin (or `-- command args` output) while running it")
+    rec = sub.add_parser(
+        "record",
+        help="record stdin (or `-- command args` output) while running it",
+        usage="pysolate record [options] OUT.jsonl [-- command [args ...]]",
+    )
     rec.add_argument("out", metavar="OUT.jsonl")
-    rec.add_argument("command", nargs="*", help="after --: a command whose stdout is the stream")
     rec.add_argument("--no-run", action="store_true", help="only record, do not run")
     common(rec)
     rec.set_defaults(handler=_cmd_record)
@@ -491,7 +506,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     0 on success (whatever the program's own status), 2 for a usage error or a
     ``CliError`` (one line on stderr), 130 on Ctrl-C.
     """
-    args = build_parser().parse_args(argv)
+    argv = list(sys.argv[1:] if argv is None else argv)
+    # Everything after "--" is the recorded command, split off by hand: argparse cannot
+    # give a variadic positional after options (its positionals match all at once).
+    command: list[str] = []
+    if "--" in argv:
+        at = argv.index("--")
+        argv, command = argv[:at], argv[at + 1 :]
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if command and args.command_name != "record":
+        parser.error("only `pysolate record` takes a command after --")
+    args.command = command
     console = Console(highlight=False)
     try:
         return int(args.handler(args, console))
