@@ -305,6 +305,8 @@ def spec_width(spec: object, limits: Limits) -> int:
     """The total of the widths/precisions in a format spec; NotKnown if any is huge."""
     if type(spec) is not str:
         raise NotKnown("format spec is not a str")
+    if spec.endswith("n"):
+        raise NotKnown("the 'n' format follows the process locale")
     total = 0
     for digits in _SPEC_NUMBER.findall(spec):
         if len(digits) > 9:

@@ -135,6 +135,8 @@ NOT_KNOWN = [
     "list({'a', 'b'})", "''.join({'a', 'b'})", "str({'a', 'b'})", "[x for x in {'a', 'b'}]",
     # identity is only exact against singletons
     "n is 7", "name is name",
+    # locale-dependent formatting (the Guest's locale may differ)
+    "f'{n:n}'", "format(ratio, 'n')", "'{:n}'.format(10**6)",
     # comprehension variables do not leak, and are local before assignment
     "[x for x in range(3)] and x", "[y for x in range(3) if y for y in range(x)]",
 ]  # fmt: skip
