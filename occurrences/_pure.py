@@ -43,7 +43,8 @@ class Limits:
 
     max_steps: int = 200_000
     """Work units per evaluation: one per expression node, per element iterated or
-    measured, and per 64 characters/bytes allocated. Bounds total time (~0.1 s worst)."""
+    measured, and per 64 characters/bytes allocated. Bounds total time: a hostile
+    expression that exhausts it costs about 0.2 s; ordinary arguments take microseconds."""
     max_str_len: int = 1_000_000
     """Longest ``str`` any operand or result may be (also bounds format widths)."""
     max_bytes_len: int = 1_000_000
