@@ -252,3 +252,14 @@ def test_differences_names_what_the_contract_fixes() -> None:
     a = RunResult(status=RunStatus.OK, value=1, stdout="x\n")
     assert differences(a, RunResult(status=RunStatus.OK, value=1, stdout="x\n")) == []
     assert differences(a, RunResult(status=RunStatus.OK, value=True, stdout="y\n")) == ["value", "stdout"]
+
+
+def test_quickstart_doc_shows_the_example_file() -> None:
+    """docs/quickstart.md's snippet is examples/quickstart.py (without its docstring), so the
+    doc is the code the test above runs."""
+    doc = (ROOT / "docs" / "quickstart.md").read_text()
+    snippet = doc.split("```python\n", 1)[1].split("\n```\n", 1)[0]
+    example = (ROOT / "examples" / "quickstart.py").read_text()
+    assert example.split('"""\n\n', 1)[1].strip() == snippet.strip()
+    wrapping = snippet[snippet.index("class Weather") : snippet.index("# A stand-in")]
+    assert len([line for line in wrapping.splitlines() if line.strip()]) <= 15
