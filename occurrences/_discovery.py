@@ -38,8 +38,9 @@ The rules, each with a test in ``tests/occurrences/test_discovery.py``:
   assigned in either are ``UNKNOWN`` after it. ``break``/``continue``/``return`` are
   followed exactly where they certainly run; under an unresolved branch (or in code not
   followed) they make everything after them in the loop or function discardable.
-  Operands that ``and``/``or``/``x if c else y`` may skip are discardable; ``except``
-  clauses are discardable, and what a ``try`` body assigned is ``UNKNOWN`` after it.
+  The operands ``and``/``or``/``x if c else y`` may skip are decided the same way as an
+  ``if``; ``except`` clauses are discardable, and what a ``try`` body assigned is
+  ``UNKNOWN`` after it.
 - A function is expanded only when called with known arguments (bounded depth); its calls
   then get the calling position in their path.
 - Calls that may write (``write``/``unknown`` effects, program-defined or unknown code)

@@ -13,7 +13,7 @@ never by mutating the AST.
 from __future__ import annotations
 
 import ast
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import replace
 
 from ._bindings import (
@@ -170,11 +170,10 @@ class _Expressions(_Effects):
         elif isinstance(node, ast.ListComp | ast.SetComp | ast.GeneratorExp | ast.DictComp):
             self._comprehension(node, ctx, subst)
         elif isinstance(node, ast.BoolOp):
-            self._scan(node.values[0], ctx, subst)
-            self._conditional(node.values[1:], node, ctx, subst)
+            self._short_circuit(node, 0, ctx, subst)
         elif isinstance(node, ast.IfExp):
             self._scan(node.test, ctx, subst)
-            self._conditional([node.body, node.orelse], node, ctx, subst)
+            self._choice(node.test, node, [node.body], [node.orelse], ctx, subst)
         elif isinstance(node, ast.NamedExpr):
             self._scan(node.value, ctx, subst)
             # It may sit in a part that does not run; exactness over coverage.
@@ -222,15 +221,50 @@ class _Expressions(_Effects):
             node = node.func if isinstance(node, ast.Call) else node.value
         return ctx.scope.lookup(node.id) if isinstance(node, ast.Name) else None
 
-    def _conditional(self, parts: Sequence[ast.expr], node: ast.expr, ctx: _Context, subst: dict[int, tuple[str, Binding]]) -> None:
-        """Operands that short-circuiting may skip: their occurrences are discardable."""
-        inner = replace(
-            ctx,
-            control=(*ctx.control, _frame(ControlKind.CONDITIONAL, node)),
-            branches=(*ctx.branches, _Branch(frozenset())) if ctx.emit else ctx.branches,
-        )
-        for part in parts:
-            self._scan(part, inner, subst)
+    def _short_circuit(self, node: ast.BoolOp, index: int, ctx: _Context, subst: dict[int, tuple[str, Binding]]) -> None:
+        """``a and b and c``: each operand runs only if the previous one was true (false
+        for ``or``), decided like an ``if`` on it."""
+        self._scan(node.values[index], ctx, subst)
+        if index + 1 == len(node.values):
+            return
+        rest = [lambda inner: self._short_circuit(node, index + 1, inner, subst)]
+        if isinstance(node.op, ast.And):
+            self._choice(node.values[index], node, rest, [], ctx, subst)
+        else:
+            self._choice(node.values[index], node, [], rest, ctx, subst)
+
+    def _choice(
+        self,
+        test_node: ast.expr,
+        node: ast.expr,
+        if_true: Sequence[ast.expr | Callable[[_Context], None]],
+        if_false: Sequence[ast.expr | Callable[[_Context], None]],
+        ctx: _Context,
+        subst: dict[int, tuple[str, Binding]],
+    ) -> None:
+        """Parts of an expression that run only if ``test_node`` is true (or false): a known
+        test follows one side only; one that reads results is decided when they arrive;
+        otherwise both sides are discardable for good."""
+        test = self._value(test_node, ctx, subst)
+        producers = producers_of(test)
+        decided = None if producers else _truth(resolve(test, self._results))
+        frame = _frame(ControlKind.CONDITIONAL, node)
+        sides: list[tuple[Sequence[ast.expr | Callable[[_Context], None]], _Context]] = []
+        if decided is not None:
+            sides.append((if_true if decided else if_false, replace(ctx, control=(*ctx.control, frame))))
+        else:
+            on_true, on_false = _Branch(producers), _Branch(producers)
+            if producers and ctx.emit:
+                self._when_known(producers, self._decider(test, [on_true], [on_false]))
+            for parts, branch in ((if_true, on_true), (if_false, on_false)):
+                branches = (*ctx.branches, branch) if ctx.emit else ctx.branches
+                sides.append((parts, replace(ctx, control=(*ctx.control, frame), branches=branches)))
+        for parts, inner in sides:
+            for part in parts:
+                if isinstance(part, ast.expr):
+                    self._scan(part, inner, subst)
+                else:
+                    part(inner)
 
     def _scan_call(self, node: ast.Call, ctx: _Context, subst: dict[int, tuple[str, Binding]]) -> None:
         func = node.func

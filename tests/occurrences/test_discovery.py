@@ -515,3 +515,15 @@ def test_mutation_reaches_every_alias_and_container_of_the_value() -> None:
 def test_mutating_a_value_of_unknown_origin_makes_every_container_unknown() -> None:
     src = 'import json\nu = json.loads("[]")\nkeep = [1]\nu.append(1)\ndocs.get(keep)\n'
     assert show(src) == ["docs.get@5 UNKNOWN"]
+
+
+def test_known_short_circuit_tests_follow_only_the_operands_that_run() -> None:
+    src = 'on = True\noff = 0\nx = docs.get("a") if on else docs.get("b")\noff and docs.get("c")\noff or docs.get("d")\non and off and docs.get("e")\n'
+    assert show(src) == ["docs.get@3 ('a',)", "docs.get@5 ('d',)"]
+
+
+def test_a_conditional_expression_on_a_result_resolves_when_it_arrives() -> None:
+    run = Run('r = docs.search("q")\nfirst = docs.get(r[0]) if r else docs.get("none")\n')
+    assert run.show()[1:] == ["docs.get@2 ? disc deps=1", "docs.get@2 ('none',) disc"]
+    run.complete(1, ["x"])
+    assert run.show()[1:] == ["docs.get@2 ('x',) deps=1", "docs.get@2 ('none',) dead"]
