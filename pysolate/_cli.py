@@ -504,7 +504,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     """The console script: parse ``argv``, run the command, return the exit status.
 
     0 on success (whatever the program's own status), 2 for a usage error or a
-    ``CliError`` (one line on stderr), 130 on Ctrl-C.
+    ``CliError`` (one line on stderr), 1 when stdout is closed early, 130 on Ctrl-C.
     """
     argv = list(sys.argv[1:] if argv is None else argv)
     # Everything after "--" is the recorded command, split off by hand: argparse cannot
@@ -527,3 +527,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("pysolate: interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:
+        # The reader went away (``pysolate ... | head``): not an error worth a traceback.
+        # Point stdout at devnull so the interpreter's final flush does not raise again.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 1

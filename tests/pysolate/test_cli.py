@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from pysolate import RunResult, RunStatus
-from pysolate._cli import DEMO_RATE, DEMO_RECORDING, DEMO_REPLY
+from pysolate._cli import DEMO_RATE, DEMO_RECORDING, DEMO_REPLY, main
 from pysolate._demo.compare import differences
 from pysolate.streams import read_recording, source_to_stream
 
@@ -34,6 +34,13 @@ def pysolate(*args: str, stdin: str | None = None, cwd: Path | None = None) -> s
         cwd=cwd,
         timeout=120,
     )
+
+
+def in_process(capsys: pytest.CaptureFixture[str], *args: str) -> subprocess.CompletedProcess[str]:
+    """``main(args)`` in this process, for error cases that stop before any run starts."""
+    status = main(list(args))
+    out = capsys.readouterr()
+    return subprocess.CompletedProcess(["pysolate", *args], status, out.out, out.err)
 
 
 def assert_usage_error(done: subprocess.CompletedProcess[str], *needles: str) -> None:
@@ -179,11 +186,15 @@ def test_record_reports_a_failing_command(tmp_path: Path) -> None:
     assert_usage_error(done, "status 3")
 
 
-def test_python_dash_m_and_help() -> None:
-    done = pysolate("--help")
-    assert done.returncode == 0
-    for command in ("demo", "run", "replay", "record"):
-        assert command in done.stdout
+def test_python_dash_m_and_the_console_script_both_answer_help() -> None:
+    script = Path(sys.executable).with_name("pysolate")
+    runs = [pysolate("--help")]
+    if script.exists():  # the console script of an installed (or editable) copy
+        runs.append(subprocess.run([str(script), "--help"], capture_output=True, text=True, timeout=60))
+    for done in runs:
+        assert done.returncode == 0, done.stderr
+        for command in ("demo", "run", "replay", "record"):
+            assert command in done.stdout
 
 
 # -- clear errors ----------------------------------------------------------------------------
@@ -202,10 +213,10 @@ def test_missing_file(tmp_path: Path) -> None:
         ("", "empty file"),
     ],
 )
-def test_bad_recording(tmp_path: Path, content: str, needle: str) -> None:
+def test_bad_recording(tmp_path: Path, content: str, needle: str, capsys: pytest.CaptureFixture[str]) -> None:
     path = tmp_path / "bad.jsonl"
     path.write_text(content)
-    assert_usage_error(pysolate("replay", str(path)), "bad recording", needle)
+    assert_usage_error(in_process(capsys, "replay", str(path)), "bad recording", needle)
 
 
 @pytest.mark.parametrize(
@@ -217,10 +228,22 @@ def test_bad_recording(tmp_path: Path, content: str, needle: str) -> None:
         ("def make_host():\n    raise ValueError('no config')\n", "ValueError: no config"),
     ],
 )
-def test_bad_tools_module(program: Path, tmp_path: Path, module: str, needle: str) -> None:
+def test_bad_tools_module(
+    program: Path, tmp_path: Path, module: str, needle: str, capsys: pytest.CaptureFixture[str]
+) -> None:
     tools = tmp_path / "badtools.py"
     tools.write_text(module)
-    assert_usage_error(pysolate("run", str(program), "--tools", str(tools)), needle)
+    assert_usage_error(in_process(capsys, "run", str(program), "--tools", str(tools)), needle)
+
+
+def test_bad_recording_and_tools_through_the_console_script(program: Path, tmp_path: Path) -> None:
+    """The same one-line errors from the installed script (the cases above run in-process)."""
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text("not json\n")
+    assert_usage_error(pysolate("replay", str(bad)), "bad recording", ":1: bad header")
+    tools = tmp_path / "badtools.py"
+    tools.write_text("raise RuntimeError('broken import')\n")
+    assert_usage_error(pysolate("run", str(program), "--tools", str(tools)), "RuntimeError: broken import")
 
 
 def test_tools_module_that_does_not_exist(program: Path) -> None:
