@@ -17,7 +17,8 @@
   orders views, and the Guest's formal call will run it.
 - ``DROPPED``: never dispatched, and its branch turned out dead.
 - ``CLAIMED``/``CANCELLED``/``LATE``/``ORPHANED``: the dispositions (DESIGN.md glossary);
-  ``LATE`` also follows ``CANCELLED`` when the work completed after cancellation was asked.
+  ``LATE`` also follows ``CANCELLED`` when the work completed after cancellation was asked,
+  and ``FOLLOWING`` when the leader's work is ``LATE`` (a follower ends as its leader does).
 
 Every lifecycle move goes through ``transition``; nothing assigns a state directly.
 """
@@ -51,7 +52,7 @@ _ALLOWED: dict[State, frozenset[State]] = {
     _S.DISCOVERED: frozenset({_S.BLOCKED, _S.READY, _S.INELIGIBLE, _S.DROPPED}),
     _S.BLOCKED: frozenset({_S.READY, _S.INELIGIBLE, _S.DROPPED}),
     _S.READY: frozenset({_S.DISPATCHED, _S.FOLLOWING, _S.DROPPED}),
-    _S.FOLLOWING: frozenset({_S.READY, _S.COMPLETED, _S.FAILED, _S.DROPPED, _S.CANCELLED}),
+    _S.FOLLOWING: frozenset({_S.READY, _S.COMPLETED, _S.FAILED, _S.DROPPED, _S.CANCELLED, _S.LATE}),
     _S.DISPATCHED: frozenset({_S.COMPLETED, _S.FAILED, _S.CANCELLED, _S.LATE}),
     _S.COMPLETED: frozenset({_S.CLAIMED, _S.ORPHANED, _S.LATE}),
     _S.FAILED: frozenset({_S.CLAIMED, _S.ORPHANED, _S.LATE}),
