@@ -125,7 +125,7 @@ class _Writer:
         return lines or ["pass"]
 
     def statement(self, scope: _Scope, depth: int) -> list[str]:
-        kinds = ["search", "fetch", "read", "read", "write", "print", "live", "unknown", "repeat"]
+        kinds = ["search", "fetch", "read", "read", "write", "print", "live", "unknown", "repeat", "rewrite"]
         if scope.lists:
             kinds += ["mutate", "comprehension"]
         if depth < MAX_DEPTH:
@@ -184,6 +184,24 @@ class _Writer:
         again = self.fresh("p")
         (scope.lists if first == "_search" else scope.strs).append(again)
         return [*lines, f"{again} = {call}"]
+
+    def _rewrite(self, scope: _Scope, depth: int) -> list[str]:
+        """Read a path, write it (or a neighbour, or delete it), read it again."""
+        path = self.draw(st.sampled_from(PATHS[:4]))
+        before, after = self.fresh("t"), self.fresh("t")
+        target = self.draw(st.sampled_from((path, path, "d/c.txt", "b.txt")))
+        if self.draw(st.integers(0, 3)) == 0:
+            change = f"workspace.delete({target!r})"
+        else:
+            change = f"workspace.write_text({target!r}, {before} + {self.str_expr(scope)})"
+        scope.strs.append(before)
+        lines = [f"{before} = workspace.read_text({path!r})", change]
+        if self.draw(st.booleans()):
+            lines.append(f"{after} = workspace.read_text({path!r})")
+        else:
+            lines += ["try:", f"    {after} = workspace.read_text({path!r})", "except FileNotFoundError:", f"    {after} = 'gone'"]
+        scope.strs.append(after)
+        return lines
 
     def _mutate(self, scope: _Scope, depth: int) -> list[str]:
         name = self.draw(st.sampled_from(scope.lists))

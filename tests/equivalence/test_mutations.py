@@ -1,0 +1,186 @@
+"""Mutation check: disabling any one correctness gate makes the equivalence suite fail.
+
+Each test installs a mutant with ``monkeypatch`` (never committed to the code), then runs
+the suite's own checks and asserts they catch it: the generated differential property
+(generation only, no shrinking: the first failing program is enough), or the fault
+catalogue test that guards that gate. The gates are those of DESIGN.md's contract:
+effect eligibility (2), the view id in the call key (3), fresh copies on claims (4),
+exception placement (5), and seal-before-run (1). Results: ``docs/equivalence.md``.
+"""
+
+from __future__ import annotations
+
+import ast
+import dataclasses
+from collections.abc import Callable
+
+import anyio
+import pytest
+from hypothesis import HealthCheck, Phase, given, settings
+
+from occurrences import Effect, PrefixParser, SealError, Snapshot
+from pysolate import _broker, _stream_run
+from pysolate._broker import RunScope
+
+from . import test_faults_stream
+from .harness import differential
+from .programs import Conditions, conditions, programs
+
+MUTANT_PROGRAMS = 150
+"""Generated programs a mutant is given to be caught in (caught in far fewer; see docs)."""
+
+
+@dataclasses.dataclass(slots=True)
+class Verdict:
+    """How the generated suite fared against a mutant."""
+
+    programs: int
+    failure: BaseException | None
+
+
+def run_generated(limit: int = MUTANT_PROGRAMS) -> Verdict:
+    """Run the differential property over up to ``limit`` derandomized programs; stop at
+    the first failing one."""
+    seen = 0
+
+    @settings(
+        derandomize=True,
+        database=None,
+        deadline=None,
+        max_examples=limit,
+        phases=[Phase.generate],
+        suppress_health_check=list(HealthCheck),
+        report_multiple_bugs=False,
+    )
+    @given(programs(), conditions())
+    def prop(source: str, case: Conditions) -> None:
+        nonlocal seen
+        seen += 1
+        differential(source, case)
+
+    try:
+        prop()
+    except Exception as exc:
+        return Verdict(seen, exc)
+    return Verdict(seen, None)
+
+
+def test_the_unmutated_code_passes_the_same_programs() -> None:
+    """Control: the programs the mutants fail on pass without a mutant."""
+    verdict = run_generated(60)
+    assert verdict.failure is None, verdict.failure
+
+
+def test_mutant_effect_eligibility(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every method counts as speculable: live reads, writes and unknown calls run early
+    (in the graph, the lane, ``Host.call_root`` and the broker alike)."""
+    monkeypatch.setattr(Effect, "speculable", property(lambda self: True))
+    verdict = run_generated()
+    assert verdict.failure is not None
+
+
+def test_mutant_view_id_dropped_from_the_call_key(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Formal calls are keyed by the root's view, whatever the run wrote before them."""
+    registrations: Callable[[RunScope], dict[str, _broker.Registration]] = lambda scope: scope._registrations  # noqa: E731
+
+    def root_view(self: RunScope, capability: str, method: str, call: _broker.BoundCall) -> str:
+        obj = registrations(self)[capability].obj
+        if isinstance(obj, _broker.Viewed):
+            return obj.view_of(method, call.arguments)
+        return "epoch:0"
+
+    monkeypatch.setattr(RunScope, "view_of", root_view)
+    verdict = run_generated()
+    assert verdict.failure is not None
+
+
+def test_mutant_no_fresh_copies(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The broker hands out the held value itself: a program mutating a result changes
+    what a later claim of the same key sees."""
+    monkeypatch.setattr(_broker, "fresh_copy", lambda value: value)
+    verdict = run_generated()
+    assert verdict.failure is not None
+
+
+def test_mutant_failure_raised_at_the_next_call(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A failed early read surfaces at the program's next call, whatever it is (raised
+    as soon as it is known, instead of where the program reaches it)."""
+    handler = RunScope.handler
+    surfaced: set[int] = set()
+
+    async def eager(self: RunScope, capability: str, method: str, args: tuple[object, ...], kwargs: dict[str, object]) -> object:
+        for obs in getattr(self.claims, "_early", ()):
+            if obs.error is not None and not obs.claims and obs.id not in surfaced:
+                surfaced.add(obs.id)
+                raise obs.error
+        return await handler(self, capability, method, args, kwargs)
+
+    monkeypatch.setattr(RunScope, "handler", eager)
+    verdict = run_generated()
+    assert verdict.failure is not None
+
+
+def test_mutant_failure_swallowed_at_the_claim(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A held early failure is not re-raised where the program claims it."""
+    claimed = RunScope._claimed
+
+    def swallow(self: RunScope, call: _broker.BoundCall, key: object, obs: object, now: float) -> object:
+        if getattr(obs, "error", None) is not None:
+            obs.error = None  # type: ignore[attr-defined]
+        return claimed(self, call, key, obs, now)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(RunScope, "_claimed", swallow)
+    verdict = run_generated()
+    assert verdict.failure is not None
+
+
+class _Unsealed(PrefixParser):
+    """A parser whose ``close`` returns the accepted prefix when the whole does not parse."""
+
+    accepted: dict[int, str] = {}  # parser id -> source of its last snapshot
+
+    def feed(self, text: str) -> Snapshot | None:
+        snapshot = super().feed(text)
+        if snapshot is not None:
+            self.accepted[id(self)] = snapshot.source
+        return snapshot
+
+    def close(self) -> Snapshot:
+        try:
+            return super().close()
+        except SealError:
+            return _prefix_snapshot(self.accepted.get(id(self), ""))
+
+
+def _prefix_snapshot(prefix: str) -> Snapshot:
+    body = ast.parse(prefix).body
+    return Snapshot(body, prefix, first_new=len(body))
+
+
+def test_mutant_run_without_seal(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A stream that does not seal runs its accepted prefix anyway. Generated programs
+    always seal, so the fault catalogue is what must catch this one."""
+    monkeypatch.setattr(_stream_run, "PrefixParser", _Unsealed)
+    with pytest.raises(AssertionError):
+        anyio.run(test_faults_stream.test_syntax_error_at_seal_is_rejected_and_runs_nothing)
+    with pytest.raises(AssertionError):
+        anyio.run(test_faults_stream.test_cut_stream_is_rejected_and_runs_nothing, "workspace.write_text('a.txt', ")
+
+
+class _Hasty(_Unsealed):
+    """A parser that stops at its first accepted snapshot: the Guest gets that prefix
+    while the stream still runs, and the rest of the stream is ignored."""
+
+    def feed(self, text: str) -> Snapshot | None:
+        if id(self) in self.accepted:
+            return None
+        return super().feed(text)
+
+    def close(self) -> Snapshot:
+        return _prefix_snapshot(self.accepted.get(id(self), ""))
+
+
+def test_mutant_guest_given_source_before_the_stream_ends(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(_stream_run, "PrefixParser", _Hasty)
+    verdict = run_generated()
+    assert verdict.failure is not None
