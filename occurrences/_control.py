@@ -32,6 +32,12 @@ MAX_EXPANSIONS = 4096
 occurrences discovered inside them, all together. Past it nothing more is expanded and
 calls inside expansions are not reported (their effects on views still count)."""
 
+MAX_EXPANSION_SECONDS = 1.0
+"""Most wall time one run may spend inside expansions: a safety valve against a program
+whose every iteration is expensive to evaluate (each evaluation is bounded, but thousands
+of them are not). Unlike the other bounds it is not deterministic; real programs stay far
+below it, and running out of it only stops expanding."""
+
 OPAQUE_BUILTINS = frozenset(
     {"eval", "exec", "compile", "globals", "locals", "vars", "getattr", "setattr",
      "delattr", "__import__", "breakpoint", "input", "open", "super", "type", "object"}

@@ -305,9 +305,14 @@ class Discovery(_Expressions):
     def _expand_for(
         self, node: ast.For, items: list[object], origins: Origins, overlay: Scope, ctx: _Context
     ) -> bool:
-        if self._expansions + len(items) > MAX_EXPANSIONS:
+        if not self._may_expand(len(items)):
             return False
-        self._expansions += len(items)
+        with self._expanding():
+            return self._iterate(node, items, origins, overlay, ctx)
+
+    def _iterate(
+        self, node: ast.For, items: list[object], origins: Origins, overlay: Scope, ctx: _Context
+    ) -> bool:
         exit_ = _Exit(ctx.branches)
         base = replace(
             ctx,
@@ -317,6 +322,8 @@ class Discovery(_Expressions):
             loop=exit_,
         )
         for index, item in enumerate(items):
+            if not self._may_expand(0):
+                return True  # out of time: the rest is not expanded (nor is ``else``)
             iteration = replace(
                 base,
                 path=(*ctx.path, index),

@@ -12,7 +12,8 @@ from __future__ import annotations
 
 import ast
 import contextlib
-from collections.abc import Callable, Iterable, Mapping
+import time
+from collections.abc import Callable, Iterable, Iterator, Mapping
 
 from ._bindings import (
     Binding,
@@ -29,7 +30,16 @@ from ._bindings import (
     resolve,
     union_origins,
 )
-from ._control import DiscoverySink, _Branch, _Context, _Decision, _truth, _Waiter
+from ._control import (
+    MAX_EXPANSION_SECONDS,
+    MAX_EXPANSIONS,
+    DiscoverySink,
+    _Branch,
+    _Context,
+    _Decision,
+    _truth,
+    _Waiter,
+)
 from ._evaluator import UNKNOWN
 from ._model import MethodSpec, OccurrenceId
 
@@ -49,8 +59,35 @@ class _Effects:
         self._order = 0  # occurrences discovered so far
         self._fresh = 0  # origin tags handed out (see ``Origins``)
         self._expansions = 0  # expansion work so far (see MAX_EXPANSIONS)
+        self._expansion_seconds = 0.0  # spent in finished outermost expansions
+        self._expanding_since: float | None = None  # start of the outermost one running
         self._global_names: set[str] = set()  # names some function declares ``global``
         self._branches_of: dict[OccurrenceId, tuple[_Branch, ...]] = {}
+
+    # -- expansion budget ---------------------------------------------------------------
+
+    def _may_expand(self, work: int) -> bool:
+        """Charge ``work`` units of expansion; False, charging nothing, past either budget."""
+        elapsed = self._expansion_seconds
+        if self._expanding_since is not None:
+            elapsed += time.perf_counter() - self._expanding_since
+        if self._expansions + work > MAX_EXPANSIONS or elapsed >= MAX_EXPANSION_SECONDS:
+            return False
+        self._expansions += work
+        return True
+
+    @contextlib.contextmanager
+    def _expanding(self) -> Iterator[None]:
+        """Time the outermost expansion running (nested ones are inside its time)."""
+        if self._expanding_since is not None:
+            yield
+            return
+        self._expanding_since = time.perf_counter()
+        try:
+            yield
+        finally:
+            self._expansion_seconds += time.perf_counter() - self._expanding_since
+            self._expanding_since = None
 
     # -- results and waiting ------------------------------------------------------------
 

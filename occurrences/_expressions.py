@@ -37,7 +37,6 @@ from ._bindings import (
 )
 from ._control import (
     MAX_CALL_DEPTH,
-    MAX_EXPANSIONS,
     NON_MUTATING_METHODS,
     OPAQUE_BUILTINS,
     _assigned_names,
@@ -332,10 +331,8 @@ class _Expressions(_Effects):
             ctx.written.add(capability)
         if not ctx.emit:
             return UNKNOWN
-        if ctx.path:
-            if self._expansions >= MAX_EXPANSIONS:
-                return UNKNOWN
-            self._expansions += 1
+        if ctx.path and not self._may_expand(1):
+            return UNKNOWN
         site = Site(
             capability,
             method,
@@ -398,11 +395,10 @@ class _Expressions(_Effects):
             bound is None
             or not ctx.emit
             or ctx.depth >= MAX_CALL_DEPTH
-            or self._expansions >= MAX_EXPANSIONS
+            or not self._may_expand(1)
         ):
             self._opaque(ctx)
             return UNKNOWN
-        self._expansions += 1
         fn = ref.node
         assert isinstance(fn, ast.FunctionDef)
         local = Scope(ctx.globals)
@@ -423,7 +419,8 @@ class _Expressions(_Effects):
         )
         value: Binding = Known(None)
         try:
-            self._body(fn.body, inner)
+            with self._expanding():
+                self._body(fn.body, inner)
         except _Leave as leave:
             value = leave.value
         return UNKNOWN if exit_.maybe else value
@@ -526,14 +523,28 @@ class _Expressions(_Effects):
         overlay: Scope,
         ctx: _Context,
     ) -> bool:
-        if self._expansions + len(items) > MAX_EXPANSIONS:
+        if not self._may_expand(len(items)):
             return False
-        self._expansions += len(items)
+        with self._expanding():
+            self._elements(node, level, items, origins, overlay, ctx)
+        return True
+
+    def _elements(
+        self,
+        node: ast.ListComp | ast.SetComp | ast.GeneratorExp | ast.DictComp,
+        level: int,
+        items: list[object],
+        origins: Origins,
+        overlay: Scope,
+        ctx: _Context,
+    ) -> None:
         generator = node.generators[level]
         base = replace(ctx, scope=overlay)
         if level == 0:
             base.control = (*ctx.control, _frame(ControlKind.COMPREHENSION, node, "element"))
         for index, item in enumerate(items):
+            if not self._may_expand(0):
+                return  # out of time: the rest is not expanded
             element = replace(base, path=(*ctx.path, index))
             self._assign(generator.target, Known(item, origins), element)
             for condition in generator.ifs:
@@ -558,4 +569,3 @@ class _Expressions(_Effects):
                     self._expr(node.value, element)
                 else:
                     self._expr(node.elt, element)
-        return True

@@ -11,6 +11,9 @@ from __future__ import annotations
 import ast
 from dataclasses import dataclass
 
+import pytest
+
+import occurrences._effects
 from occurrences import Discovery, Effect, MethodSpec, Occurrence, OccurrenceId
 from occurrences._discovery import MAX_CALL_DEPTH, MAX_EXPANSIONS, MAX_ITERATIONS
 
@@ -527,3 +530,9 @@ def test_a_conditional_expression_on_a_result_resolves_when_it_arrives() -> None
     assert run.show()[1:] == ["docs.get@2 ? disc deps=1", "docs.get@2 ('none',) disc"]
     run.complete(1, ["x"])
     assert run.show()[1:] == ["docs.get@2 ('x',) deps=1", "docs.get@2 ('none',) dead"]
+
+
+def test_expansion_stops_when_its_time_budget_is_spent(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(occurrences._effects, "MAX_EXPANSION_SECONDS", 0.0)
+    src = 'for f in ["a", "b"]:\n    docs.get(f)\ndef g(x):\n    docs.search(x)\ng(1)\ndocs.get("top")\n'
+    assert show(src) == ["docs.get@6 ('top',) post"], "nothing expanded; g(1) is then unknown code"
