@@ -15,6 +15,7 @@ import pytest
 
 import occurrences._effects
 from occurrences import Discovery, Effect, MethodSpec, Occurrence, OccurrenceId
+from occurrences._control import NON_MUTATING_METHODS
 from occurrences._discovery import MAX_CALL_DEPTH, MAX_EXPANSIONS, MAX_ITERATIONS
 
 CAPS = {
@@ -536,3 +537,12 @@ def test_expansion_stops_when_its_time_budget_is_spent(monkeypatch: pytest.Monke
     monkeypatch.setattr(occurrences._effects, "MAX_EXPANSION_SECONDS", 0.0)
     src = 'for f in ["a", "b"]:\n    docs.get(f)\ndef g(x):\n    docs.search(x)\ng(1)\ndocs.get("top")\n'
     assert show(src) == ["docs.get@6 ('top',) post"], "nothing expanded; g(1) is then unknown code"
+
+
+def test_no_method_called_non_mutating_mutates_a_list_dict_or_set() -> None:
+    immutable = {n for t in (str, bytes, tuple, frozenset, int, float) for n in dir(t)}
+    read_only = {"get", "keys", "values", "items", "fromkeys"}
+    mutating = {n for t in (list, dict, set, bytearray) for n in dir(t) if not n.startswith("_")}
+    mutating -= immutable | read_only
+    assert {"append", "update", "add", "sort", "setdefault"} <= mutating
+    assert not NON_MUTATING_METHODS & mutating
