@@ -46,7 +46,11 @@ CodeFormat = str
 
 @dataclass(slots=True)
 class _GuestStarter:
-    """Starts the Guest in the background; the run takes it once the source is sealed."""
+    """Starts the Guest in the background; the run takes it once the source is sealed.
+
+    ``aclose`` may come at any point (a rejected stream, the caller cancelling): a start
+    still under way is cancelled (the factory kills what it began), a started Guest closed.
+    """
 
     factory: GuestFactory
     capabilities: dict[str, list[str]]
@@ -54,10 +58,12 @@ class _GuestStarter:
     guest: Guest | None = None
     error: BaseException | None = None
     ready: anyio.Event = field(default_factory=anyio.Event)
+    scope: anyio.CancelScope = field(default_factory=anyio.CancelScope)
 
     async def start(self) -> None:
         try:
-            self.guest = await self.factory(self.capabilities, self.limits)
+            with self.scope:
+                self.guest = await self.factory(self.capabilities, self.limits)
         except Exception as exc:  # reported when the Guest is needed, not before
             self.error = exc
         finally:
@@ -67,11 +73,14 @@ class _GuestStarter:
         await self.ready.wait()
         if self.error is not None:
             raise self.error
-        assert self.guest is not None
+        if self.guest is None:
+            raise RuntimeError("the Guest start was cancelled")
         return self.guest
 
     async def aclose(self) -> None:
         with anyio.CancelScope(shield=True):
+            self.scope.cancel()
+            await self.ready.wait()
             if self.guest is not None:
                 await self.guest.aclose()
 

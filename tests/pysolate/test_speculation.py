@@ -7,6 +7,7 @@ sequential reference ``run_source(sealed, speculate=False)`` on an identical fre
 
 from __future__ import annotations
 
+import os
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 
@@ -102,6 +103,21 @@ async def run_both(
     twin, _ = make_host(latency)
     reference = await twin.run_source(source, speculate=False)
     return streamed, reference, tools, stream
+
+
+def child_processes() -> list[int]:
+    """Live (non-zombie) child processes of this test process, from /proc."""
+    me, children = os.getpid(), []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat") as f:
+                    fields = f.read().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            if int(fields[1]) == me and fields[0] != "Z":
+                children.append(int(entry))
+    return children
 
 
 def lanes(result: RunResult, method: str) -> list[str]:
@@ -230,6 +246,7 @@ async def test_a_stream_ending_in_a_syntax_error_runs_no_effect(tail: str) -> No
     src = "t = clock.now()\nstore.put('k', 1)\nhits = docs.search('q')\n" + tail
     host, tools = make_host(0.05)
     result = await host.run_stream(Stream(src))
+    assert child_processes() == [], "the Guest started during the stream is gone"
     assert result.status == "rejected"
     assert result.error is not None and result.error.type in ("SyntaxError", "IndentationError")
     assert result.calls == ()
@@ -286,6 +303,7 @@ async def test_caller_cancellation_leaves_no_task_or_effect() -> None:
     host, tools = make_host(5.0)
     with anyio.move_on_after(0.2):
         await host.run_stream(Stream(src, delay=0.05))
+    assert child_processes() == []
     assert tools.store.calls == []  # type: ignore[attr-defined]
     searches = tools.docs.calls_to("search")  # type: ignore[attr-defined]
     assert [c.outcome for c in searches] in ([], ["cancelled"])
