@@ -73,11 +73,10 @@ class Measured:
 
     @property
     def share(self) -> float | None:
-        """Share of the oracle saving achieved (None when the oracle saves ~nothing)."""
-        possible = self.baseline - self.oracle.end
-        if possible < 0.05 * self.baseline:
+        """Share of the oracle saving achieved (None when no call may run early)."""
+        if not any(c.eligible for c in self.oracle.calls):
             return None
-        return (self.baseline - self.pysolate) / possible
+        return (self.baseline - self.pysolate) / (self.baseline - self.oracle.end)
 
 
 @dataclass(frozen=True, slots=True)
@@ -215,13 +214,12 @@ def quantile(samples: Sequence[float], q: float) -> float:
 
 
 def table(rows: Sequence[Measured]) -> Table:
-    peer = any(r.peer for r in rows)
-    t = Table(title="Latency: first token → result (seconds, one run)")
+    modes = [m for m in ("plain", "eager", "speculate") if any(m in r.peer for r in rows)]
+    t = Table(title="Latency: first token -> result (seconds, one run)")
     for col in ("scenario", "baseline", "Pysolate", "oracle", "speed-up", "share", "phys/log/orph", "= baseline"):
         t.add_column(col, justify="left" if col == "scenario" else "right")
-    if peer:
-        t.add_column("peer (best)", justify="right")
-        t.add_column("peer = seq", justify="right")
+    for mode in modes:
+        t.add_column(f"peer {mode}", justify="right")
     for r in rows:
         share = "n/a" if r.share is None else f"{r.share:.0%}"
         rep = r.result.report
@@ -235,21 +233,20 @@ def table(rows: Sequence[Measured]) -> Table:
             f"{rep.physical}/{rep.logical}/{rep.orphaned}",
             "yes" if not r.mismatches else "NO: " + ",".join(r.mismatches),
         ]
-        if peer:
-            best = best_peer(r)
-            cells += ["-", "-"] if best is None else [f"{best[1].seconds:.2f} ({best[0]})", "yes" if best[1].equal else "NO"]
+        for mode in modes:
+            p = r.peer.get(mode)
+            cells.append("-" if p is None else f"{p.seconds:.2f}{'' if p.equal else ' (≠)'}")
         t.add_row(*cells)
     return t
 
 
-def best_peer(r: Measured) -> tuple[str, PeerTime] | None:
-    """The peer's fastest mode whose result was correct (else its fastest)."""
-    if not r.peer:
+def best_peer(r: Measured, modes: Sequence[str] = ("plain", "eager", "speculate")) -> tuple[str, PeerTime] | None:
+    """The peer's fastest mode among ``modes`` whose result equals the sequential one."""
+    correct = {m: p for m, p in r.peer.items() if p.equal and m in modes}
+    if not correct:
         return None
-    correct = {m: p for m, p in r.peer.items() if p.equal}
-    pool = correct or r.peer
-    mode = min(pool, key=lambda m: pool[m].seconds)
-    return mode, pool[mode]
+    mode = min(correct, key=lambda m: correct[m].seconds)
+    return mode, correct[mode]
 
 
 def summary(rows: Sequence[Measured]) -> list[str]:
@@ -273,10 +270,15 @@ def summary(rows: Sequence[Measured]) -> list[str]:
     for r in rows:
         for mode, p in r.peer.items():
             if not p.equal or p.note:
-                lines.append(f"peer {mode} on {r.name}: {p.seconds:.2f} s, equal={p.equal} {p.note}")
-    ahead = [r.name for r in rows if (b := best_peer(r)) is not None and b[1].equal and b[1].seconds < r.pysolate]
+                lines.append(f"peer {mode} on {r.name}: {p.seconds:.2f} s, equal={p.equal}: {p.note}")
     if any(r.peer for r in rows):
-        lines.append(f"peer (correct) ahead of Pysolate on: {', '.join(ahead) or 'none'}")
+        for label, modes in (("any mode", ("plain", "eager", "speculate")), ("no effect before seal", ("plain", "speculate"))):
+            ahead = [
+                f"{r.name} ({b[0]} {b[1].seconds:.2f} s vs {r.pysolate:.2f} s)"
+                for r in rows
+                if (b := best_peer(r, modes)) is not None and b[1].seconds < r.pysolate
+            ]
+            lines.append(f"peer with a correct result ahead of Pysolate ({label}): {', '.join(ahead) or 'none'}")
     return lines
 
 
