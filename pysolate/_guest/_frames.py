@@ -13,6 +13,7 @@ and need no model.
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from typing import Annotated, Any, Literal
 
@@ -100,7 +101,12 @@ def parse_guest_frame(payload: bytes) -> ReadyFrame | Call | Done:
     keyword names that are not strings, an ``ok`` with an error or an error without one.
     """
     try:
-        frame = _GUEST_FRAME.validate_json(payload)
+        # The stdlib parser, not pydantic's: it accepts lone surrogates, which are valid str.
+        raw = json.loads(payload)
+    except (ValueError, RecursionError) as exc:
+        raise ProtocolViolation(f"frame is not JSON: {type(exc).__name__}") from None
+    try:
+        frame = _GUEST_FRAME.validate_python(raw, strict=True)
     except ValidationError as exc:
         raise ProtocolViolation(f"malformed frame: {exc.error_count()} validation error(s)") from None
     if isinstance(frame, ReadyFrame):

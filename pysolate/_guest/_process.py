@@ -262,7 +262,7 @@ class SubprocessGuest:
         return self._outcome(done)
 
     def _outcome(self, done: Done | None) -> GuestOutcome:
-        stdout = self._stdout.decode("utf-8", "replace")
+        stdout = self._stdout.decode("utf-8", "surrogateescape")  # as the child's stdout encoded it
         if done is not None:
             self._end(done.status, done.error)
         if self._stdout_total > self._limits.output_bytes and (self._ending is None or self._ending[0] in ("ok", "error")):

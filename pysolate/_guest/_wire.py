@@ -2,7 +2,7 @@
 
 Both ends import this module, so it is stdlib-only and cheap to import: the Guest child
 loads it before anything else. A frame is a 4-byte big-endian unsigned length followed by
-that many bytes of UTF-8 JSON (an object with a ``"t"`` field naming the message). Plain
+that many bytes of JSON in UTF-8 (lone surrogates passed through; an object with a ``"t"`` field naming the message). Plain
 values inside messages travel in the tagged form of ``occurrences._plain``. Never pickle:
 decoding a frame must not be able to run code.
 
@@ -35,6 +35,10 @@ _ENCODER = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, allow_nan
 
 
 def encode_frame(message: Mapping[str, object]) -> bytes:
-    """Header plus compact JSON payload of ``message``."""
-    payload = _ENCODER.encode(message).encode()
+    """Header plus compact JSON payload of ``message``.
+
+    ``surrogatepass``: a lone surrogate is a valid ``str`` (``os.fsdecode`` makes them), so
+    it must cross; ``json.loads`` of bytes decodes with the same handler.
+    """
+    payload = _ENCODER.encode(message).encode("utf-8", "surrogatepass")
     return HEADER.pack(len(payload)) + payload

@@ -56,6 +56,14 @@ async def test_plain_values_survive_exactly() -> None:
     assert type(out.value) is tuple and math.copysign(1, out.value[3]) == -1
 
 
+async def test_lone_surrogates_cross_both_ways() -> None:
+    """``os.fsdecode`` makes such strings; they are plain str and must survive exactly."""
+    tools = Tools()
+    out = await run("import sys\nsys.stdout.write('\\udc80')\nr = docs.search('\\udcff')\n(r[2][0], '\\ud800')", tools)
+    assert (out.status, out.value, out.stdout) == ("ok", ("\udcff", "\ud800"), "\udc80")
+    assert tools.calls == [("docs", "search", ("\udcff",), {})]
+
+
 async def test_non_plain_value_is_its_repr() -> None:
     out = await run("class P:\n    def __repr__(self):\n        return 'P!'\nP()")
     assert (out.status, out.value) == ("ok", "P!")
