@@ -294,3 +294,14 @@ def test_a_follower_takes_over_when_its_leader_is_dropped() -> None:
     graph.settle(leader.id, State.CANCELLED)
     assert follower.state is State.READY and follower.leader is None
     assert graph.take_ready() == [follower]
+
+
+def test_a_follower_settles_as_its_leader_when_the_leader_never_delivered() -> None:
+    graph = graph_of('docs.search("q")\ndocs.search("q")\ndocs.get("a")\ndocs.get("a")\n')
+    late, cancelled = graph.take_ready()
+    for leader, disposition in ((late, State.LATE), (cancelled, State.CANCELLED)):
+        graph.mark_dispatched(leader.id)
+        (follower_id,) = leader.followers
+        graph.settle(follower_id, disposition)  # the lane settles followers first
+        graph.settle(leader.id, disposition)
+        assert graph.node(follower_id).state is disposition and leader.state is disposition
