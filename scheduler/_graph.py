@@ -112,7 +112,12 @@ class EventGraph:
         self._flush()
 
     def take_ready(self) -> list[Node]:
-        """Nodes that became ready since the last call, in program order, each once."""
+        """Nodes that became ready since the last call, in program order.
+
+        Each node once - plus once more if it was handed out discardable, not dispatched,
+        and its branch then turned out taken. Nodes handed out but never dispatched stay
+        ``READY`` (the dispatcher declined them) until dropped with a dead branch.
+        """
         batch = [n for n in self._queue if n.state is State.READY]
         self._queue.clear()
         batch.sort(key=lambda n: n.order)
