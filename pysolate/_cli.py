@@ -27,7 +27,7 @@ import os
 import shutil
 import subprocess
 import sys
-from collections.abc import AsyncIterable, AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterable, AsyncIterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
@@ -39,6 +39,7 @@ from rich.table import Table
 
 from occurrences import FenceExtractor
 
+from ._demo.compare import differences
 from ._host import Host
 from ._result import RunResult
 from ._timeline import render_svg
@@ -216,7 +217,9 @@ def load_host(tools: str | None) -> Host:
     except CliError:
         raise
     except Exception as exc:
-        raise CliError(f"cannot import tools module {tools!r}: {type(exc).__name__}: {exc}") from None
+        raise CliError(
+            f"cannot import tools module {tools!r}: {type(exc).__name__}: {exc}"
+        ) from None
     make_host: object = getattr(module, "make_host", None)
     if not callable(make_host):
         raise CliError(f"tools module {tools!r} has no make_host() function")
@@ -257,7 +260,16 @@ def _positive(text: str) -> float:
 
 # -- output --------------------------------------------------------------------------------
 
-_REPORT_ROWS = ("logical", "physical", "claimed", "direct", "shared", "cancelled", "late", "orphaned")
+_REPORT_ROWS = (
+    "logical",
+    "physical",
+    "claimed",
+    "direct",
+    "shared",
+    "cancelled",
+    "late",
+    "orphaned",
+)
 
 
 def _outcome_rows(result: RunResult) -> list[tuple[str, str]]:
@@ -290,23 +302,16 @@ def _report_rows(m: Measured) -> list[tuple[str, str]]:
 
 
 def _table(title: str, columns: Sequence[str], runs: Sequence[Measured]) -> Table:
+    """Outcome rows, a rule, then report rows; one column per run."""
     table = Table(title=title, title_justify="left")
     table.add_column("")
     for name in columns:
         table.add_column(name, overflow="fold")
-    sections: list[Callable[[Measured], list[tuple[str, str]]]] = [
-        lambda m: _outcome_rows(m.result),
-        _report_rows,
-    ]
-    for number, section in enumerate(sections):
-        rows = [section(m) for m in runs]
-        for i, (label, _) in enumerate(rows[0]):
-            table.add_row(label, *(r[i][1] for r in rows), end_section=i == len(rows[0]) - 1 and number == 0)
+    for section in ([_outcome_rows(m.result) for m in runs], [_report_rows(m) for m in runs]):
+        last = len(section[0]) - 1
+        for i, (label, _) in enumerate(section[0]):
+            table.add_row(label, *(rows[i][1] for rows in section), end_section=i == last)
     return table
-
-
-def _show(console: Console, title: str, m: Measured) -> None:
-    console.print(_table(title, ["Pysolate"], [m]))
 
 
 def _write_timeline(path: str | None, m: Measured, title: str) -> None:
@@ -335,8 +340,15 @@ def _print_json(payload: dict[str, object]) -> None:
 def regenerate_demo_recording() -> Path:
     """Write the demo's recording from its markdown reply at ``DEMO_RATE`` (deterministic)."""
     reply = DEMO_REPLY.read_text(encoding="utf-8")
-    metadata = {"source": DEMO_REPLY.name, "tokens_per_second": DEMO_RATE, "seed": 0, "code": "markdown"}
-    write_recording(DEMO_RECORDING, source_to_stream(reply, tokens_per_second=DEMO_RATE), metadata=metadata)
+    metadata = {
+        "source": DEMO_REPLY.name,
+        "tokens_per_second": DEMO_RATE,
+        "seed": 0,
+        "code": "markdown",
+    }
+    write_recording(
+        DEMO_RECORDING, source_to_stream(reply, tokens_per_second=DEMO_RATE), metadata=metadata
+    )
     return DEMO_RECORDING
 
 
@@ -352,7 +364,9 @@ def _cmd_demo(args: argparse.Namespace, console: Console) -> int:
         baseline = await measure_baseline(
             load_host(None), replay(DEMO_RECORDING, speed=args.speed), code="markdown"
         )
-        fast = await measure_stream(load_host(None), replay(DEMO_RECORDING, speed=args.speed), code="markdown")
+        fast = await measure_stream(
+            load_host(None), replay(DEMO_RECORDING, speed=args.speed), code="markdown"
+        )
         return baseline, fast
 
     if not args.json:
@@ -361,8 +375,6 @@ def _cmd_demo(args: argparse.Namespace, console: Console) -> int:
             "first the usual way (stream, then run), then with Pysolate..."
         )
     baseline, fast = anyio.run(both)
-    from ._demo.compare import differences
-
     differ = differences(baseline.result, fast.result)
     speedup = baseline.wall_seconds / fast.wall_seconds if fast.wall_seconds > 0 else math.inf
     _write_timeline(args.timeline, fast, "pysolate demo")
@@ -377,7 +389,9 @@ def _cmd_demo(args: argparse.Namespace, console: Console) -> int:
             }
         )
         return 0
-    console.print(_table("Stream, then run  vs  Pysolate", ["Stream, then run", "Pysolate"], [baseline, fast]))
+    console.print(
+        _table("Stream, then run  vs  Pysolate", ["Stream, then run", "Pysolate"], [baseline, fast])
+    )
     console.print(
         f"Stream, then run: [bold]{baseline.wall_seconds:.2f} s[/]   "
         f"Pysolate: [bold]{fast.wall_seconds:.2f} s[/]   speed-up: [bold]{speedup:.2f}x[/]"
@@ -400,7 +414,7 @@ def _finish(args: argparse.Namespace, console: Console, m: Measured, title: str)
     if args.json:
         _print_json(_run_json(m))
     else:
-        _show(console, title, m)
+        console.print(_table(title, ["Pysolate"], [m]))
     return 0
 
 
@@ -463,27 +477,58 @@ def build_parser() -> argparse.ArgumentParser:
 
     def common(p: argparse.ArgumentParser, *, tools: bool = True, markdown: bool = True) -> None:
         if tools:
-            p.add_argument("--tools", metavar="MODULE", help="module or .py file with make_host() -> Host (default: the demo's tools)")
+            p.add_argument(
+                "--tools",
+                metavar="MODULE",
+                help="module or .py file with make_host() -> Host (default: the demo's tools)",
+            )
         if markdown:
-            p.add_argument("--markdown", action="store_true", help="the stream is a markdown reply: run its first ```python block")
-        p.add_argument("--timeline", metavar="OUT.svg", help="write a picture of the run (lanes: stream, speculative, guest, claims)")
-        p.add_argument("--json", action="store_true", help="print machine-readable JSON instead of tables")
+            p.add_argument(
+                "--markdown",
+                action="store_true",
+                help="the stream is a markdown reply: run its first ```python block",
+            )
+        p.add_argument(
+            "--timeline",
+            metavar="OUT.svg",
+            help="write a picture of the run (lanes: stream, speculative, guest, claims)",
+        )
+        p.add_argument(
+            "--json", action="store_true", help="print machine-readable JSON instead of tables"
+        )
 
     demo = sub.add_parser("demo", help="the bundled agent reply: stream-then-run vs Pysolate")
-    demo.add_argument("--speed", type=_positive, default=1.0, help="replay speed factor (default 1: about 50 tokens/s)")
-    demo.add_argument("--regenerate", action="store_true", help="rewrite the bundled recording from agent_reply.md and exit")
+    demo.add_argument(
+        "--speed",
+        type=_positive,
+        default=1.0,
+        help="replay speed factor (default 1: about 50 tokens/s)",
+    )
+    demo.add_argument(
+        "--regenerate",
+        action="store_true",
+        help="rewrite the bundled recording from agent_reply.md and exit",
+    )
     common(demo, tools=False, markdown=False)
     demo.set_defaults(handler=_cmd_demo)
 
     run = sub.add_parser("run", help="stream a source (or .md) file at a token rate and run it")
     run.add_argument("file")
-    run.add_argument("--rate", type=_positive, default=DEMO_RATE, metavar="TOKENS_PER_S", help="tokens per second (default 50)")
+    run.add_argument(
+        "--rate",
+        type=_positive,
+        default=DEMO_RATE,
+        metavar="TOKENS_PER_S",
+        help="tokens per second (default 50)",
+    )
     common(run)
     run.set_defaults(handler=_cmd_run)
 
     rep = sub.add_parser("replay", help="run a recorded stream (JSONL)")
     rep.add_argument("recording")
-    rep.add_argument("--speed", type=_positive, default=1.0, help="replay speed factor (default 1: as recorded)")
+    rep.add_argument(
+        "--speed", type=_positive, default=1.0, help="replay speed factor (default 1: as recorded)"
+    )
     rep.add_argument("--instant", action="store_true", help="replay without waiting between chunks")
     common(rep)
     rep.set_defaults(handler=_cmd_replay)
@@ -518,6 +563,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     if command and args.command_name != "record":
         parser.error("only `pysolate record` takes a command after --")
     args.command = command
+    if args.timeline is not None and not Path(args.timeline).resolve().parent.is_dir():
+        parser.error(f"--timeline: no directory for {args.timeline}")  # fail before a long run
     console = Console(highlight=False)
     try:
         return int(args.handler(args, console))

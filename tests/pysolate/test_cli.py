@@ -25,7 +25,9 @@ SVG = "{http://www.w3.org/2000/svg}"
 PROGRAM = 'a = docs.search("retry")\nb = people.lookup_owner("cache")\nprint(a, b)\nb\n'
 
 
-def pysolate(*args: str, stdin: str | None = None, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+def pysolate(
+    *args: str, stdin: str | None = None, cwd: Path | None = None
+) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-m", "pysolate", *args],
         input=stdin,
@@ -95,7 +97,15 @@ def test_demo_json_reports_equal_results_and_writes_the_timeline(tmp_path: Path)
 def test_demo_prints_both_runs_side_by_side() -> None:
     done = pysolate("demo", "--speed", "50")
     assert done.returncode == 0, done.stderr
-    for text in ("Stream, then run", "Pysolate", "speed-up", "Results equal", "claimed", "orphaned", "time saved"):
+    for text in (
+        "Stream, then run",
+        "Pysolate",
+        "speed-up",
+        "Results equal",
+        "claimed",
+        "orphaned",
+        "time saved",
+    ):
         assert text in done.stdout
 
 
@@ -150,7 +160,9 @@ def test_run_with_a_user_tools_module(tmp_path: Path) -> None:
         "    return host\n"
     )
     (tmp_path / "prog.py").write_text("greeter.hello('ada')\n")
-    done = pysolate("run", "prog.py", "--tools", "mytools", "--rate", "1000", "--json", cwd=tmp_path)
+    done = pysolate(
+        "run", "prog.py", "--tools", "mytools", "--rate", "1000", "--json", cwd=tmp_path
+    )
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout)["result"]["value"] == "hello ada"
 
@@ -182,7 +194,15 @@ def test_record_captures_a_commands_stdout_as_it_streams(tmp_path: Path) -> None
 
 
 def test_record_reports_a_failing_command(tmp_path: Path) -> None:
-    done = pysolate("record", str(tmp_path / "r.jsonl"), "--no-run", "--", sys.executable, "-c", "raise SystemExit(3)")
+    done = pysolate(
+        "record",
+        str(tmp_path / "r.jsonl"),
+        "--no-run",
+        "--",
+        sys.executable,
+        "-c",
+        "raise SystemExit(3)",
+    )
     assert_usage_error(done, "status 3")
 
 
@@ -190,7 +210,9 @@ def test_python_dash_m_and_the_console_script_both_answer_help() -> None:
     script = Path(sys.executable).with_name("pysolate")
     runs = [pysolate("--help")]
     if script.exists():  # the console script of an installed (or editable) copy
-        runs.append(subprocess.run([str(script), "--help"], capture_output=True, text=True, timeout=60))
+        runs.append(
+            subprocess.run([str(script), "--help"], capture_output=True, text=True, timeout=60)
+        )
     for done in runs:
         assert done.returncode == 0, done.stderr
         for command in ("demo", "run", "replay", "record"):
@@ -213,7 +235,9 @@ def test_missing_file(tmp_path: Path) -> None:
         ("", "empty file"),
     ],
 )
-def test_bad_recording(tmp_path: Path, content: str, needle: str, capsys: pytest.CaptureFixture[str]) -> None:
+def test_bad_recording(
+    tmp_path: Path, content: str, needle: str, capsys: pytest.CaptureFixture[str]
+) -> None:
     path = tmp_path / "bad.jsonl"
     path.write_text(content)
     assert_usage_error(in_process(capsys, "replay", str(path)), "bad recording", needle)
@@ -243,11 +267,15 @@ def test_bad_recording_and_tools_through_the_console_script(program: Path, tmp_p
     assert_usage_error(pysolate("replay", str(bad)), "bad recording", ":1: bad header")
     tools = tmp_path / "badtools.py"
     tools.write_text("raise RuntimeError('broken import')\n")
-    assert_usage_error(pysolate("run", str(program), "--tools", str(tools)), "RuntimeError: broken import")
+    assert_usage_error(
+        pysolate("run", str(program), "--tools", str(tools)), "RuntimeError: broken import"
+    )
 
 
 def test_tools_module_that_does_not_exist(program: Path) -> None:
-    assert_usage_error(pysolate("run", str(program), "--tools", "no_such_tools_module"), "ModuleNotFoundError")
+    assert_usage_error(
+        pysolate("run", str(program), "--tools", "no_such_tools_module"), "ModuleNotFoundError"
+    )
 
 
 def test_command_after_dashes_only_for_record(program: Path) -> None:
@@ -260,7 +288,10 @@ def test_command_after_dashes_only_for_record(program: Path) -> None:
 
 def test_quickstart_example_runs() -> None:
     done = subprocess.run(
-        [sys.executable, str(ROOT / "examples" / "quickstart.py")], capture_output=True, text=True, timeout=120
+        [sys.executable, str(ROOT / "examples" / "quickstart.py")],
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
     assert done.returncode == 0, done.stderr
     printed, report = done.stdout.splitlines()
@@ -274,7 +305,10 @@ def test_quickstart_example_runs() -> None:
 def test_differences_names_what_the_contract_fixes() -> None:
     a = RunResult(status=RunStatus.OK, value=1, stdout="x\n")
     assert differences(a, RunResult(status=RunStatus.OK, value=1, stdout="x\n")) == []
-    assert differences(a, RunResult(status=RunStatus.OK, value=True, stdout="y\n")) == ["value", "stdout"]
+    assert differences(a, RunResult(status=RunStatus.OK, value=True, stdout="y\n")) == [
+        "value",
+        "stdout",
+    ]
 
 
 def test_quickstart_doc_shows_the_example_file() -> None:
