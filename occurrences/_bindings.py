@@ -237,6 +237,12 @@ class Scope:
                     yield name, b
             scope = scope.parent
 
-    def snapshot(self) -> Scope:
-        """A detached copy of everything visible, for work deferred until results arrive."""
-        return Scope(None, dict(self.visible()))
+    def snapshot(self, node: ast.AST) -> Scope:
+        """A detached copy of what ``node`` may read, for work deferred until results arrive:
+        the names it mentions, or everything visible if it calls a program function (whose
+        body reads globals of its own)."""
+        names = {n.id for n in ast.walk(node) if isinstance(n, ast.Name)}
+        found = {name: b for name in names if (b := self.lookup(name)) is not None}
+        if any(isinstance(b, FunctionRef) for b in found.values()):
+            return Scope(None, dict(self.visible()))
+        return Scope(None, found)

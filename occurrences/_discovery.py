@@ -284,7 +284,7 @@ class Discovery(_Expressions):
                 finally:
                     self._merge(overlay, ctx)
         elif ctx.emit:
-            base, written = ctx.scope.snapshot(), set(ctx.written)
+            base, written = ctx.scope.snapshot(node), set(ctx.written)
 
             def later() -> None:
                 items = _bounded_items(resolve(iterable, self._results))

@@ -472,7 +472,7 @@ class _Expressions(_Effects):
                     self._merge(overlay, ctx, targets)
                     return
         elif ctx.emit:
-            base, written = ctx.scope.snapshot(), set(ctx.written)
+            base, written = ctx.scope.snapshot(node), set(ctx.written)
 
             def later() -> None:
                 items = _bounded_items(resolve(iterable, self._results))
