@@ -202,12 +202,12 @@ async def _seal(
     def accept(snapshot: Snapshot | None) -> None:
         if snapshot is None:
             return
-        graph.add_statements(snapshot.new_statements)
+        new = snapshot.new_statements
+        graph.add_statements(new)
         lane.pump()
-        trace.snapshot_accepted(
-            statements=len(snapshot.statements), new_statements=len(snapshot.new_statements), chars=snapshot.end
-        )
-        timeline.mark("stream", f"{len(snapshot.statements)} statements", anyio.current_time() - t0, "snapshot")
+        total = snapshot.first_new + len(new)  # len(statements) would materialize them all
+        trace.snapshot_accepted(statements=total, new_statements=len(new), chars=snapshot.end)
+        timeline.mark("stream", f"{total} statements", anyio.current_time() - t0, "snapshot")
 
     try:
         async for text in text_chunks(chunks):
