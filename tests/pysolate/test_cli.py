@@ -7,6 +7,7 @@ few seconds per command; assertions are on outputs, counts and files, never on t
 from __future__ import annotations
 
 import json
+import signal
 import subprocess
 import sys
 import xml.etree.ElementTree as ET
@@ -139,10 +140,12 @@ def test_run_prints_outcome_and_report_table(program: Path) -> None:
         assert text in done.stdout
 
 
-def test_run_markdown_takes_the_python_block(tmp_path: Path) -> None:
-    reply = tmp_path / "reply.txt"
+@pytest.mark.parametrize(("name", "flags"), [("reply.txt", ["--markdown"]), ("reply.md", [])])
+def test_run_markdown_takes_the_python_block(tmp_path: Path, name: str, flags: list[str]) -> None:
+    """``--markdown``, or a ``.md`` file, runs the reply's first Python block."""
+    reply = tmp_path / name
     reply.write_text(f"Sure.\n```python\n{PROGRAM}```\nDone.\n")
-    done = pysolate("run", str(reply), "--markdown", "--rate", "1000", "--json")
+    done = pysolate("run", str(reply), *flags, "--rate", "1000", "--json")
     assert json.loads(done.stdout)["result"]["value"] == "bob"
 
 
@@ -217,6 +220,28 @@ def test_python_dash_m_and_the_console_script_both_answer_help() -> None:
         assert done.returncode == 0, done.stderr
         for command in ("demo", "run", "replay", "record"):
             assert command in done.stdout
+
+
+def test_ctrl_c_stops_the_run_and_exits_130() -> None:
+    """SIGINT mid-stream: the run is cancelled (not left streaming), one line, status 130."""
+    slow = subprocess.Popen(
+        [sys.executable, "-m", "pysolate", "demo", "--speed", "0.05"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert slow.stdout is not None
+        assert slow.stdout.readline().startswith("Replaying")  # running; its stream takes 145 s
+        slow.send_signal(signal.SIGINT)
+        out, err = slow.communicate(timeout=30)
+    finally:
+        if slow.poll() is None:
+            slow.kill()
+            slow.wait()
+    assert slow.returncode == 130
+    assert err.strip() == "pysolate: interrupted"
+    assert "Results" not in out
 
 
 # -- clear errors ----------------------------------------------------------------------------
