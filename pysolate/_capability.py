@@ -30,12 +30,46 @@ _MARKER = "__pysolate_capability__"
 
 
 @dataclass(frozen=True, slots=True)
+class BatchLaw:
+    """``m(x, **rest)`` ≡ ``getattr(self, method)([x_1, ..., x_n], **rest)[i]`` for ``x = x_i``.
+
+    Declared by the Host on a pure or immutable-read method (the one the program calls);
+    ``method`` names a pure or immutable-read capability method of the same object taking
+    the list of ``param`` values plus the other arguments by name. Its result is a list of
+    the same length whose element ``i`` is the value of the ``i``-th call, or the exception
+    that call would have raised. Bump ``version`` whenever the law's meaning changes.
+    Used by ``pysolate.passes`` (``capability_batch_fusion``); it never grants authority.
+    """
+
+    method: str
+    param: str
+    version: str
+
+
+@dataclass(frozen=True, slots=True)
+class ProjectionLaw:
+    """``m(*a, **k).splitlines()[:n]`` ≡ ``getattr(self, method)(*a, **k, <limit>=n)``.
+
+    ``n`` is a non-negative int literal. Declared by the Host, exact for every argument
+    (the same value and the same exception); ``method`` is a pure or immutable-read method
+    of the same object. Used by ``pysolate.passes`` (``capability_projection_pushdown``).
+    """
+
+    method: str
+    limit: str
+    version: str
+    projection: str = "splitlines_head"
+
+
+@dataclass(frozen=True, slots=True)
 class Declaration:
     """What ``@capability(...)`` declared on one function."""
 
     effect: Effect
     version: str
     cost: float | None
+    batch: BatchLaw | None = None
+    projection: ProjectionLaw | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -48,6 +82,8 @@ class CapabilityMethod:
     cost: float | None
     signature: inspect.Signature  # without ``self``; call keys bind against it
     is_async: bool
+    batch: BatchLaw | None = None
+    projection: ProjectionLaw | None = None
 
     @property
     def spec(self) -> MethodSpec:
@@ -58,7 +94,12 @@ class CapabilityMethod:
 def capability(fn: F, /) -> F: ...
 @overload
 def capability(
-    *, effect: Effect = Effect.UNKNOWN, version: str = "0", cost: float | None = None
+    *,
+    effect: Effect = Effect.UNKNOWN,
+    version: str = "0",
+    cost: float | None = None,
+    batch: BatchLaw | None = None,
+    projection: ProjectionLaw | None = None,
 ) -> Callable[[F], F]: ...
 
 
@@ -69,13 +110,17 @@ def capability(
     effect: Effect = Effect.UNKNOWN,
     version: str = "0",
     cost: float | None = None,
+    batch: BatchLaw | None = None,
+    projection: ProjectionLaw | None = None,
 ) -> F | Callable[[F], F]:
     """Mark a method as callable from the Guest, with its effect, version and cost.
 
     ``effect`` defaults to ``Effect.UNKNOWN`` (treated as a write: never early). Bump
     ``version`` whenever results for the same arguments may change, so no stale early
     result is ever claimed. ``cost`` (optional) is what one call charges the speculation
-    budget. Usable bare (``@capability``) or called.
+    budget. ``batch`` and ``projection`` declare exact rewrite laws the optional passes may
+    use (``BatchLaw``, ``ProjectionLaw``); they are checked at registration. Usable bare
+    (``@capability``) or called.
 
     Raises ``RegistrationError`` when ``effect`` is not an ``Effect`` (in particular an
     unconfirmed ``EffectProposal``), ``version`` is not a str, or ``cost`` is negative.
@@ -91,7 +136,11 @@ def capability(
         raise RegistrationError("version must be a str")
     if cost is not None and not cost >= 0:
         raise RegistrationError("cost must be a non-negative number")
-    declaration = Declaration(effect, version, None if cost is None else float(cost))
+    if batch is not None and type(batch) is not BatchLaw:
+        raise RegistrationError("batch must be a BatchLaw")
+    if projection is not None and type(projection) is not ProjectionLaw:
+        raise RegistrationError("projection must be a ProjectionLaw")
+    declaration = Declaration(effect, version, None if cost is None else float(cost), batch, projection)
 
     def mark(f: F) -> F:
         if not callable(f):
@@ -134,10 +183,36 @@ def capability_methods(obj: object) -> dict[str, CapabilityMethod]:
             cost=declaration.cost,
             signature=signature,
             is_async=inspect.iscoroutinefunction(bound),
+            batch=declaration.batch,
+            projection=declaration.projection,
         )
     if not methods:
         raise RegistrationError(f"{type(obj).__qualname__} has no @capability methods")
+    for method in methods.values():
+        _check_laws(method, methods)
     return methods
+
+
+def _check_laws(method: CapabilityMethod, methods: Mapping[str, CapabilityMethod]) -> None:
+    """A law may only relate read-only methods of one object (no law adds authority)."""
+    for law, role in ((method.batch, "batch"), (method.projection, "projection")):
+        if law is None:
+            continue
+        target = methods.get(law.method)
+        if not method.effect.speculable or target is None or not target.effect.speculable:
+            raise RegistrationError(
+                f"{role} law of {method.name!r}: both it and {law.method!r} must be pure or "
+                "immutable_read capability methods of the same object"
+            )
+        if isinstance(law, BatchLaw) and law.param not in method.signature.parameters:
+            raise RegistrationError(f"batch law of {method.name!r}: no parameter {law.param!r}")
+        if isinstance(law, ProjectionLaw) and (
+            law.projection != "splitlines_head" or law.limit not in target.signature.parameters
+        ):
+            raise RegistrationError(
+                f"projection law of {method.name!r}: unknown projection {law.projection!r} "
+                f"or {law.method!r} has no parameter {law.limit!r}"
+            )
 
 
 @dataclass(frozen=True, slots=True)
