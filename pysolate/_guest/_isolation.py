@@ -6,9 +6,11 @@ Strongest available, decided once per Host process:
   may be disabled in containers, so it is probed by really starting the interpreter in
   it). The child gets fresh user, pid, net, ipc, uts and cgroup namespaces (no network,
   not even loopback), runs as ``nobody`` with no capabilities, sees a read-only ``/usr``,
-  the interpreter's own library dir (its ``site-packages`` hidden), the three source paths
-  of ``pysolate`` it imports, and a size-bounded private tmpfs at ``/tmp`` as its cwd.
-  Nothing else of the Host: no ``/etc``, ``/root``, home, or work tree.
+  the base interpreter's binary and library dirs (``site-packages`` hidden; never a venv),
+  the three source paths of ``pysolate`` it imports, its own ``/proc`` and a minimal
+  ``/dev``, and a size-bounded private tmpfs at ``/tmp`` as its cwd, the only writable
+  place (the sandbox root is remounted read-only). Nothing else of the Host: no ``/etc``,
+  ``/root``, home, venv or work tree.
 - ``seccomp``: the system ``libseccomp`` exists; the child installs the filter of
   ``_seccomp.py`` itself (after start-up, before the program). Without namespaces it also
   forbids every file write, since no read-only mounts protect the file system.
