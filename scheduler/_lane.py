@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Self
 import anyio
 from anyio.abc import TaskGroup
 
-from occurrences import CallKey
+from occurrences import CallKey, OccurrenceId
 
 from ._observation import Disposition, Observation, ObservationState
 from ._state import State
@@ -206,7 +206,7 @@ class SpeculativeLane:
             self._deliver(obs, node_id)
         self.pump()
 
-    def _deliver(self, obs: Observation, node_id: object) -> None:
+    def _deliver(self, obs: Observation, node_id: OccurrenceId) -> None:
         if obs.state is ObservationState.SUCCEEDED:
             self._graph.complete(node_id, obs.value)
         else:

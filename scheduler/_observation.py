@@ -15,7 +15,7 @@ from typing import Literal
 
 import anyio
 
-from occurrences import CallKey
+from occurrences import CallKey, OccurrenceId
 
 
 class ObservationState(enum.StrEnum):
@@ -81,7 +81,7 @@ class Observation:
     id: int
     key: CallKey
     lane: Literal["speculative", "formal"]
-    node_ids: list[object] = field(default_factory=list)  # occurrences it serves (speculative)
+    node_ids: list[OccurrenceId] = field(default_factory=list)  # occurrences it serves (speculative)
     state: ObservationState = ObservationState.QUEUED
     value: object = None
     error: BaseException | None = None  # the tool's exception, re-raised per claim
