@@ -104,3 +104,19 @@ def error_line(exc: BaseException) -> int | None:
     if line is None and isinstance(exc, SyntaxError) and exc.filename == AGENT_FILENAME:
         line = exc.lineno
     return line
+
+
+def safe_str(exc: BaseException) -> str:
+    """``str(exc)``, or a placeholder when the exception's own ``__str__`` raises."""
+    try:
+        return str(exc)
+    except Exception:
+        return f"<unprintable {type(exc).__name__}>"
+
+
+def safe_repr(value: object) -> str:
+    """``repr(value)``, or ``object.__repr__`` when the value's own ``__repr__`` raises."""
+    try:
+        return repr(value)
+    except Exception:
+        return object.__repr__(value)

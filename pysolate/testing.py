@@ -36,7 +36,14 @@ from occurrences import Effect, MethodSpec, NotPlain, check_plain, fresh_copy
 
 from ._capability import capability
 from ._guest_api import CallHandler, ErrorInfo, GuestLimits, GuestOutcome, Isolation, ToolFailure
-from ._guest_errors import arguments_not_plain, error_line, rebuild_exception, split_program
+from ._guest_errors import (
+    arguments_not_plain,
+    error_line,
+    rebuild_exception,
+    safe_repr,
+    safe_str,
+    split_program,
+)
 from ._result import RunResult
 from ._workspace import Workspace
 
@@ -222,7 +229,7 @@ class _Program:
         except _Abort as abort:
             return self.outcome("limit", error=ErrorInfo(abort.type_name, abort.message, None))
         except BaseException as exc:
-            return self.outcome("error", error=ErrorInfo(type(exc).__name__, _safe_str(exc), error_line(exc)))
+            return self.outcome("error", error=ErrorInfo(type(exc).__name__, safe_str(exc), error_line(exc)))
         return self.outcome("ok", value=_final_value(value))
 
     def outcome(self, status: Literal["ok", "error", "limit"], value: object = None, error: ErrorInfo | None = None) -> GuestOutcome:
@@ -281,22 +288,8 @@ def _final_value(value: object) -> object:
     try:
         check_plain(value)
     except NotPlain:
-        return _safe_repr(value)
+        return safe_repr(value)
     return fresh_copy(value)
-
-
-def _safe_str(exc: BaseException) -> str:
-    try:
-        return str(exc)
-    except Exception:
-        return f"<unprintable {type(exc).__name__}>"
-
-
-def _safe_repr(value: object) -> str:
-    try:
-        return repr(value)
-    except Exception:
-        return object.__repr__(value)
 
 
 class InProcessGuest:

@@ -126,13 +126,13 @@ class _Guest:
             exec(body, namespace)
             value = eval(final, namespace) if final is not None else None
         except MemoryError as exc:
-            self.finish("limit", None, ("MemoryLimit", _safe_str(exc) or "out of memory", errors.error_line(exc)))
+            self.finish("limit", None, ("MemoryLimit", errors.safe_str(exc) or "out of memory", errors.error_line(exc)))
         except BaseException as exc:
-            self.finish("error", None, (type(exc).__name__, _safe_str(exc), errors.error_line(exc)))
+            self.finish("error", None, (type(exc).__name__, errors.safe_str(exc), errors.error_line(exc)))
         try:
             tagged = self._plain.to_tagged(value)
         except self._plain.NotPlain:
-            tagged = self._plain.to_tagged(_safe_repr(value))
+            tagged = self._plain.to_tagged(self._errors.safe_repr(value))
         self.finish("ok", tagged, None)
 
     def finish_limit(self, type_name: str, message: str) -> NoReturn:
@@ -176,20 +176,6 @@ def _proxy(name: str, methods: list[str], call: Any) -> object:
     attrs["__slots__"] = ()
     attrs["__repr__"] = lambda self: f"<capability {name}>"
     return type(name, (), attrs)()
-
-
-def _safe_str(exc: BaseException) -> str:
-    try:
-        return str(exc)
-    except Exception:
-        return f"<unprintable {type(exc).__name__}>"
-
-
-def _safe_repr(value: object) -> str:
-    try:
-        return repr(value)
-    except Exception:
-        return object.__repr__(value)
 
 
 def _apply_rlimits(limits: dict[str, Any]) -> list[str]:
