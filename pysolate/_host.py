@@ -15,7 +15,7 @@ from __future__ import annotations
 import keyword
 import uuid
 from collections.abc import AsyncIterable, AsyncIterator, Mapping
-from typing import Literal, cast
+from typing import TYPE_CHECKING, Literal, cast
 
 import anyio
 import anyio.lowlevel
@@ -31,6 +31,9 @@ from ._result import RunReport, RunResult, RunStatus
 from ._seal import rejection, seal
 from ._workspace import Workspace
 from .tracing import NULL_INSTRUMENT, Instrument, RunTrace, source_hash
+
+if TYPE_CHECKING:
+    from .passes import PassConfig
 
 DEFAULT_THREADS = 16
 """Worker threads the Host's sync capability methods may occupy at once (per event loop)."""
@@ -50,9 +53,12 @@ class Host:
         threads: int = DEFAULT_THREADS,
         call_timeout: float = CALL_TIMEOUT,
         instrument: Instrument = NULL_INSTRUMENT,
+        passes: PassConfig | None = None,
     ) -> None:
         """``guest_factory`` defaults to the isolated subprocess Guest; ``instrument``
-        (default: none) traces runs, e.g. ``pysolate.tracing.OTelInstrument()``."""
+        (default: none) traces runs, e.g. ``pysolate.tracing.OTelInstrument()``;
+        ``passes`` (default: none) the correctness-gated passes speculating runs apply."""
+        self.passes = passes
         self._registrations: dict[str, Registration] = {}
         self._guest_factory = guest_factory
         self.limits = limits or GuestLimits()
@@ -75,6 +81,10 @@ class Host:
         if name in self._registrations:
             raise RegistrationError(f"capability {name!r} is already registered")
         self._registrations[name] = Registration(name, obj, capability_methods(obj))
+
+    def registration(self, name: str) -> Registration:
+        """The registration of capability ``name`` (``KeyError`` if there is none)."""
+        return self._registrations[name]
 
     def capabilities(self) -> dict[str, list[str]]:
         """Capability name → its method names (what a Guest exposes)."""

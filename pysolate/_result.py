@@ -21,6 +21,7 @@ from ._timeline import Timeline
 
 if TYPE_CHECKING:
     from ._workspace import Workspace
+    from .passes import PassOutcome
 
 
 class RunStatus(enum.StrEnum):
@@ -121,6 +122,8 @@ class RunReport:
     time_saved: float = 0.0
     """Tool latency the program did not wait for: over claims, the early call's duration
     minus the time the claim waited."""
+    passes: tuple[PassOutcome, ...] = ()
+    """What each enabled pass did (``pysolate.passes``): applied, or not and why."""
 
     def counts(self) -> dict[str, int]:
         """The count fields by name (for traces and tables)."""

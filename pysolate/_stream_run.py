@@ -19,8 +19,10 @@ cancelled, the Guest process is killed (``aclose`` is shielded), nothing is left
 
 from __future__ import annotations
 
+import ast
+import functools
 import uuid
-from collections.abc import AsyncIterable
+from collections.abc import AsyncIterable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -34,6 +36,8 @@ from ._guest_api import ErrorInfo, Guest, GuestFactory, GuestLimits, GuestOutcom
 from ._result import ObservationRecord, RunReport, RunResult, RunStatus
 from ._seal import rejection, seal
 from ._timeline import TimelineRecorder
+from .passes import BatchFusion, PassConfig, PassOutcome, apply_source_passes
+from .passes._projection import speculative_statements
 from .streams import text_chunks
 from .tracing import RunTrace, source_hash
 
@@ -111,6 +115,9 @@ async def run_stream(
     timeline = TimelineRecorder()
     starter = _GuestStarter(host.guest_factory(), host.capabilities(), limits or host.limits)
     graph = EventGraph(host.method_specs(), host.root_key_for)
+    config = host.passes
+    batcher = BatchFusion(host, config.batch_fusion) if config is not None and config.batch_fusion else None
+    pass_outcomes: tuple[PassOutcome, ...] = ()
 
     async def early(node: Node, obs: Observation) -> object:
         call = host.bind(node.site.capability, node.site.method, node.args or (), node.kwargs or {})
@@ -126,7 +133,10 @@ async def run_stream(
         scope.early_traces[obs.id] = span
         try:
             with span.activated():
-                value = await host.call_root(call.capability, call.method, call, probe=obs.probe)
+                if batcher is not None and batcher.fusable(call):
+                    value = await batcher.submit(call, obs.probe)
+                else:
+                    value = await host.call_root(call.capability, call.method, call, probe=obs.probe)
         except BaseException as exc:
             span.completed(error=exc)
             raise
@@ -146,13 +156,16 @@ async def run_stream(
             async with SpeculativeLane(graph, early, policy, may_dispatch=may_dispatch) as lane:
                 scope.claims = lane if speculate else None
                 try:
-                    final = await _seal(chunks, code, graph, lane, trace, timeline, t0)
+                    final = await _seal(chunks, code, graph, lane, trace, timeline, t0, _lens(host))
                 except _Aborted as exc:
                     failure = exc
                 else:
+                    program = final.source
+                    if config is not None:
+                        program, pass_outcomes = _apply_passes(host, config, final.source)
                     guest = await starter.take()
                     guest_started = anyio.current_time() - t0
-                    outcome = await guest.run(final.source, scope.handler)
+                    outcome = await guest.run(program, scope.handler)
                     guest_ended = anyio.current_time() - t0
         finally:
             await starter.aclose()
@@ -160,9 +173,14 @@ async def run_stream(
     _draw(timeline, lane, scope, guest_started, guest_ended)
     stats = lane.statistics()
     calls = scope.calls
+    early_physical = sum(1 for o in lane.observations() if o.lane == "speculative" and o.physical)
+    if batcher is not None:
+        early_physical -= batcher.statistics().physical_saved
+        if outcome is not None:
+            pass_outcomes = (*pass_outcomes, batcher.outcome(final.source))
     report = RunReport(
         logical=len(calls),
-        physical=scope.physical + sum(1 for o in lane.observations() if o.lane == "speculative" and o.physical),
+        physical=scope.physical + early_physical,
         claimed=sum(1 for c in calls if c.lane == "claimed"),
         direct=sum(1 for c in calls if c.lane == "direct"),
         shared=stats.shared,
@@ -173,6 +191,7 @@ async def run_stream(
         guest_seconds=(guest_ended - guest_started) if guest_ended is not None and guest_started is not None else 0.0,
         tool_seconds=sum(c.duration for c in calls),
         time_saved=stats.time_saved,
+        passes=pass_outcomes,
     )
     _settle_traces(scope, lane)
     if failure is not None:
@@ -193,6 +212,7 @@ async def _seal(
     trace: RunTrace,
     timeline: TimelineRecorder,
     t0: float,
+    lens: Callable[[Sequence[ast.stmt]], Sequence[ast.stmt]] = list,
 ) -> Snapshot:
     """Consume the stream, growing the graph as statements are accepted; return the seal."""
     extractor = FenceExtractor(mode="markdown" if code == "markdown" else "raw")
@@ -203,7 +223,7 @@ async def _seal(
         if snapshot is None:
             return
         new = snapshot.new_statements
-        graph.add_statements(new)
+        graph.add_statements(lens(new))
         lane.pump()
         total = snapshot.first_new + len(new)  # len(statements) would materialize them all
         trace.snapshot_accepted(statements=total, new_statements=len(new), chars=snapshot.end)
@@ -228,11 +248,29 @@ async def _seal(
         seal(final.source)
     except SealError as exc:
         raise _Aborted(RunStatus.REJECTED, rejection(exc)) from exc
-    graph.add_statements(final.new_statements)
+    graph.add_statements(lens(final.new_statements))
     lane.pump()
     trace.sealed(source_hash(final.source), statements=len(final.statements), chars=final.end)
     timeline.mark("stream", "sealed", end, "seal")
     return final
+
+
+def _lens(host: Host) -> Callable[[Sequence[ast.stmt]], Sequence[ast.stmt]]:
+    """How discovery reads accepted statements: as the pushdown pass will derive them, or as is."""
+    if host.passes is None or not host.passes.projection_pushdown:
+        return list
+    declarations = {name: host.registration(name).methods for name in host.capabilities()}
+    return functools.partial(speculative_statements, capabilities=declarations)
+
+
+def _apply_passes(host: Host, config: PassConfig, source: str) -> tuple[str, tuple[PassOutcome, ...]]:
+    """The program the Guest runs: ``source`` or its derived form (``pysolate.passes``)."""
+    passes = config.source_passes()
+    if not passes:
+        return source, ()
+    declarations = {name: host.registration(name).methods for name in host.capabilities()}
+    derived = apply_source_passes(source, seal(source), passes, declarations)
+    return derived.source, derived.outcomes
 
 
 def _draw(
