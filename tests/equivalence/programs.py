@@ -180,9 +180,11 @@ class _Writer:
     def _repeat(self, scope: _Scope, depth: int) -> list[str]:
         first = self.draw(st.sampled_from(("_search", "_fetch", "_read")))
         lines = getattr(self, first)(scope, depth)
-        _, _, call = lines[0].partition(" = ")
+        name, _, call = lines[0].partition(" = ")
         again = self.fresh("p")
         (scope.lists if first == "_search" else scope.strs).append(again)
+        if first == "_search" and self.draw(st.booleans()):
+            lines.append(f"{name}.append('mutated')")  # must not leak into the second result
         return [*lines, f"{again} = {call}"]
 
     def _rewrite(self, scope: _Scope, depth: int) -> list[str]:
