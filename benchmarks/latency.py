@@ -1,7 +1,12 @@
 """Benchmark: time from the model's first token to the program's result, per scenario.
 
     .venv/bin/python benchmarks/latency.py [--only NAME,...] [--speed X] [--latency-scale X]
-                                           [--no-peer] [--svg-dir DIR]
+                                           [--guest isolated|seccomp|in-process]
+                                           [--no-peer | --peer-modes plain,eager,speculate]
+                                           [--svg-dir DIR]
+
+About 6 minutes with the peer's default modes (eager, speculate), 3 without the peer: the
+streams are replayed in real time, once per measured system.
 
 Each scenario (``benchmarks/scenarios/*.jsonl``, written by ``make_scenarios.py``) is a
 recorded model stream of an agent program, and the tools (``bench_tools``) have set
@@ -12,7 +17,7 @@ latencies. In ONE run, one after the other, per scenario:
 - **Pysolate**: ``run_stream`` on the same stream replayed at recorded speed;
 - **oracle**: the bound computed from the source and the chunk times alone (``oracle.py``);
 - **peer** (when ``pydantic-ai-harness`` is installed, ``pip install -e .[bench]``): the
-  same program through Pydantic AI code mode (``peer.py``), best of its modes.
+  same program through Pydantic AI code mode (``peer.py``), in each mode asked for.
 
 It prints a table (baseline s, Pysolate s, oracle s, speed-up, share of the oracle saving
 achieved = (baseline - Pysolate) / (baseline - oracle), physical/logical/orphaned, whether
@@ -294,9 +299,7 @@ async def main_async(args: argparse.Namespace) -> list[Measured]:
     names = args.only.split(",") if args.only else [s.name for s in SCENARIOS]
     modes: list[str] = []
     if not args.no_peer and peer_available():
-        from peer import MODES
-
-        modes = list(MODES)
+        modes = [m for m in args.peer_modes.split(",") if m]
     rows = []
     for name in names:
         rows.append(
@@ -319,6 +322,11 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--latency-scale", type=float, default=1.0, help="tool latency factor")
     parser.add_argument("--guest", choices=["isolated", "seccomp", "in-process"], default="isolated")
     parser.add_argument("--no-peer", action="store_true", help="skip Pydantic AI code mode")
+    parser.add_argument(
+        "--peer-modes",
+        default="eager,speculate",
+        help="code mode's modes to run (plain,eager,speculate); plain is stream-then-run, like the baseline",
+    )
     parser.add_argument("--svg-dir", default=str(OUT_DIR), help="where timeline SVGs go")
     args = parser.parse_args(argv)
     started = time.perf_counter()

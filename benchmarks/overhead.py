@@ -1,0 +1,241 @@
+"""Benchmark: what Pysolate costs per call, whether Guest start-up hides, and scale.
+
+    .venv/bin/python benchmarks/overhead.py [--guest isolated|seccomp] [--calls N] [--runs N]
+
+In one run it prints:
+
+1. **broker cost per call**, as the program sees it (timed inside the Guest with
+   ``time.perf_counter`` over N calls to a tool that returns at once): *direct* (an
+   ``unknown``-effect method: the broker runs it on demand) and *claimed* (a ``pure``
+   method with literal arguments, every call already finished early, so each Guest call
+   only claims and copies the early result). Target (issue 7): <= 200 µs.
+2. **Guest start-up**: the cold start of a Guest (``run_source`` of ``1`` minus its run),
+   and, in ``run_stream``, the gap between the seal and the Guest starting to run for a
+   stream of 1 s (start-up hidden behind the stream) and for a single instant chunk
+   (nothing to hide behind).
+3. **1,000 tiny calls**: programs making 1,000 calls to a 0-latency ``pure`` tool, one
+   loop of 1,000 (past ``MAX_ITERATIONS`` = 256, so discovery does not expand it and every
+   call is direct) and four loops of 250 (expanded: every call claimed); sequential
+   reference vs ``run_stream``, wall times and equality.
+4. **scale**: N (default 200) concurrent ``run_stream`` runs in ONE Host, the read-only
+   scenarios round-robin at recorded speed; wall time, peak memory of the Host process
+   (max RSS) and of the Host with all its Guests (sampled), and that every result equals
+   its sequential twin (the
+   twins run concurrently too, each one itself sequential).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import resource
+import statistics
+import sys
+import time
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import anyio
+from bench_tools import GuestKind, guest_factory, make_host
+from latency import call_log, load
+
+from pysolate import Effect, Host, LanePolicy, RunResult
+from pysolate.streams import play
+from pysolate.testing import Script, scripted_tool
+
+READ_ONLY = ["issue5_four_reads", "parallel_reads", "dependent_chain", "loop_known_list", "loop_listed_dir", "branches", "failing_read_caught"]
+
+
+def tiny_host(guest: GuestKind) -> Host:
+    host = Host(guest_factory=guest_factory(guest))
+    host.register(
+        "tiny",
+        scripted_tool(
+            direct=Script(lambda x: x, effect=Effect.UNKNOWN),
+            pure=Script(lambda x: x, effect=Effect.PURE, version="1"),
+        ),
+    )
+    return host
+
+
+async def chunks_then_pause(parts: list[str], pause: float) -> AsyncIterator[str]:
+    """All but the last part at once, the last after ``pause`` (early work finishes)."""
+    for part in parts[:-1]:
+        yield part
+    await anyio.sleep(pause)
+    yield parts[-1]
+
+
+def timed_calls(method: str, n: int) -> str:
+    """A program timing ``n`` straight-line calls (literal arguments) from inside the Guest."""
+    calls = "".join(f"tiny.{method}(x={i})\n" for i in range(n))
+    return f"import time\nt0 = time.perf_counter()\n{calls}elapsed = time.perf_counter() - t0\n"
+
+
+async def broker_cost(guest: GuestKind, n: int) -> None:
+    print(f"1. broker cost per call ({n} calls, timed in the Guest)")
+    for method, lane in (("direct", "direct"), ("pure", "claimed")):
+        host = tiny_host(guest)
+        body = timed_calls(method, n)
+        result = await host.run_stream(
+            chunks_then_pause([body, "elapsed\n"], 1.0), policy=LanePolicy(concurrency=64, budget=n + 10)
+        )
+        assert result.status == "ok", result.error
+        lanes = [c.lane for c in result.calls]
+        assert isinstance(result.value, float)
+        print(
+            f"   {lane:8} {result.value / n * 1e6:7.1f} µs per call   "
+            f"({lanes.count(lane)}/{n} calls {lane}; target <= 200 µs)"
+        )
+
+
+async def guest_start(guest: GuestKind) -> None:
+    print("2. Guest start-up")
+    host = tiny_host(guest)
+    cold = []
+    for _ in range(5):
+        t0 = time.perf_counter()
+        result = await host.run_source("1", speculate=False)
+        cold.append(time.perf_counter() - t0 - result.report.guest_seconds)
+    print(f"   cold start (run_source('1') minus the run): median {statistics.median(cold) * 1e3:.1f} ms")
+    for label, parts, pause in (("1 s stream", ["x = 1\n", "x\n"], 1.0), ("one instant chunk", ["x = 1\n", "x\n"], 0.0)):
+        gaps = []
+        for _ in range(5):
+            result = await host.run_stream(chunks_then_pause(parts, pause))
+            assert result.timeline is not None
+            sealed = next(m.at for m in result.timeline.marks if m.kind == "seal")
+            started = min(b.start for b in result.timeline.lane("guest"))
+            gaps.append(started - sealed)
+        print(f"   {label:18} seal → Guest running: median {statistics.median(gaps) * 1e3:6.1f} ms")
+
+
+async def tiny_calls(guest: GuestKind) -> None:
+    print("3. 1,000 tiny calls (0-latency pure tool), sequential reference vs run_stream")
+    programs = {
+        "one loop of 1,000": "total = 0\nfor i in range(1000):\n    total += tiny.pure(x=i)\ntotal\n",
+        "4 loops of 250": "".join(
+            f"total{k} = 0\nfor i in range({k * 250}, {(k + 1) * 250}):\n    total{k} += tiny.pure(x=i)\n" for k in range(4)
+        )
+        + "total0 + total1 + total2 + total3\n",
+    }
+    for label, source in programs.items():
+        host = tiny_host(guest)
+        t0 = time.perf_counter()
+        reference = await host.run_source(source, speculate=False)
+        sequential = time.perf_counter() - t0
+        t0 = time.perf_counter()
+        streamed = await host.run_stream(chunks_then_pause([source], 0.0), policy=LanePolicy(concurrency=64, budget=2000))
+        speculative = time.perf_counter() - t0
+        equal = (streamed.status, streamed.value, call_log(streamed)) == (
+            reference.status,
+            reference.value,
+            call_log(reference),
+        )
+        rep = streamed.report
+        print(
+            f"   {label:18} sequential {sequential:.3f} s, run_stream {speculative:.3f} s "
+            f"(claimed {rep.claimed}, direct {rep.direct}, physical {rep.physical}); equal: {equal}"
+        )
+
+
+def tree_rss() -> int:
+    """Resident memory (bytes) of this process and all its descendants, from /proc."""
+    parent: dict[int, int] = {}
+    rss: dict[int, int] = {}
+    page = os.sysconf("SC_PAGE_SIZE")
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+            with open(f"/proc/{entry}/statm") as f:
+                rss[int(entry)] = int(f.read().split()[1]) * page
+        except (OSError, IndexError, ValueError):
+            continue
+        parent[int(entry)] = int(fields[1])
+    me = os.getpid()
+    total = 0
+    for pid, size in rss.items():
+        p = pid
+        while p and p != me:
+            p = parent.get(p, 0)
+        if p == me:
+            total += size
+    return total
+
+
+async def scale(guest: GuestKind, runs: int) -> None:
+    print(f"4. scale: {runs} concurrent run_stream runs in one Host ({len(READ_ONLY)} read-only scenarios round-robin)")
+    recordings = {name: load(name) for name in READ_ONLY}
+    host, _ = make_host(guest=guest)
+    twins_host, _ = make_host(guest=guest)
+    names = [READ_ONLY[i % len(READ_ONLY)] for i in range(runs)]
+    results: list[RunResult | None] = [None] * runs
+    twins: list[RunResult | None] = [None] * runs
+
+    async def one(i: int) -> None:
+        results[i] = await host.run_stream(play(recordings[names[i]].chunks))
+
+    async def twin(i: int) -> None:
+        twins[i] = await twins_host.run_source(recordings[names[i]].text, speculate=False)
+
+    peak_tree = 0
+    sampling = True
+
+    async def sample() -> None:
+        nonlocal peak_tree
+        while sampling:
+            peak_tree = max(peak_tree, await anyio.to_thread.run_sync(tree_rss))
+            await anyio.sleep(0.1)
+
+    rss0 = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    t0 = time.perf_counter()
+    async with anyio.create_task_group() as outer:
+        outer.start_soon(sample)
+        async with anyio.create_task_group() as tg:
+            for i in range(runs):
+                tg.start_soon(one, i)
+        sampling = False
+    wall = time.perf_counter() - t0
+    rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    t0 = time.perf_counter()
+    async with anyio.create_task_group() as tg:
+        for i in range(runs):
+            tg.start_soon(twin, i)
+    twin_wall = time.perf_counter() - t0
+    equal = sum(
+        1
+        for r, t in zip(results, twins, strict=True)
+        if r is not None and t is not None and (r.status, r.value, r.stdout, r.error, call_log(r)) == (t.status, t.value, t.stdout, t.error, call_log(t))
+    )
+    longest = max(recordings[n].duration for n in names)
+    own = [r.report.wall_seconds for r in results if r is not None]
+    print(
+        f"   wall {wall:.2f} s (longest stream {longest:.2f} s; per-run median {statistics.median(own):.2f} s, "
+        f"max {max(own):.2f} s); sequential twins, concurrently: {twin_wall:.2f} s"
+    )
+    print(
+        f"   peak RSS: Host process {rss / 1024:.0f} MiB (before the runs: {rss0 / 1024:.0f} MiB); "
+        f"Host + all Guest processes (sampled every 0.1 s) {peak_tree / 2**20:.0f} MiB"
+    )
+    print(f"   equal to the sequential twin: {equal}/{runs}")
+
+
+async def main(guest: GuestKind, calls: int, runs: int) -> None:
+    await broker_cost(guest, calls)
+    await guest_start(guest)
+    await tiny_calls(guest)
+    await scale(guest, runs)
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--guest", choices=["isolated", "seccomp", "in-process"], default="isolated")
+    parser.add_argument("--calls", type=int, default=500)
+    parser.add_argument("--runs", type=int, default=200)
+    options = parser.parse_args()
+    anyio.run(main, options.guest, options.calls, options.runs)
