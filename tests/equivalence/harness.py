@@ -18,6 +18,7 @@ import itertools
 import os
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
+from typing import Any
 
 import anyio
 
@@ -55,11 +56,15 @@ class Tools:
 
 
 def build_host(
-    conditions: Conditions, factory: GuestFactory = in_process_guest, **host_kwargs: object
+    conditions: Conditions,
+    factory: GuestFactory = in_process_guest,
+    *,
+    sync_fetch: bool = True,
+    **host_kwargs: Any,
 ) -> tuple[Host, Tools]:
-    """A Host with fresh tools: ``docs`` (pure async ``search``, immutable-read sync
-    ``fetch``), ``clock.now`` (live read, counts up), ``shell.run`` (unknown, stateful) and
-    a memory ``workspace``."""
+    """A Host with fresh tools: ``docs`` (pure async ``search``, immutable-read ``fetch``,
+    sync in a worker thread unless ``sync_fetch=False``), ``clock.now`` (live read, counts
+    up), ``shell.run`` (unknown, stateful) and a memory ``workspace``."""
     failing, lat = conditions.failing, conditions.latencies
     ticks = itertools.count(1)
     log: list[str] = []
@@ -84,12 +89,12 @@ def build_host(
     tools = Tools(
         docs=scripted_tool(
             search=Script(search, effect=Effect.PURE, version="1", latency=lat.get("docs.search", 0.0)),
-            fetch=Script(fetch, effect=Effect.IMMUTABLE_READ, latency=lat.get("docs.fetch", 0.0), sync=True),
+            fetch=Script(fetch, effect=Effect.IMMUTABLE_READ, latency=lat.get("docs.fetch", 0.0), sync=sync_fetch),
         ),
         clock=scripted_tool(now=Script(now, effect=Effect.LIVE_READ, latency=lat.get("clock.now", 0.0))),
         shell=scripted_tool(run=Script(run, latency=lat.get("shell.run", 0.0))),
     )
-    host = Host(guest_factory=factory, **host_kwargs)  # type: ignore[arg-type]
+    host = Host(guest_factory=factory, **host_kwargs)
     for name, tool in tools.by_name().items():
         host.register(name, tool)
     host.register("workspace", memory_workspace(FILES))
@@ -216,7 +221,7 @@ async def streamed(
     source: str,
     conditions: Conditions = QUIET,
     factory: GuestFactory = in_process_guest,
-    **host_kwargs: object,
+    **host_kwargs: Any,
 ) -> tuple[RunResult, Tools, TimedChunks]:
     """``run_stream`` of ``source`` against a fresh Host, with the tools and the stream."""
     host, tools = build_host(conditions, factory, **host_kwargs)
@@ -227,7 +232,7 @@ async def streamed(
 
 
 async def reference(
-    source: str, conditions: Conditions = QUIET, factory: GuestFactory = in_process_guest, **host_kwargs: object
+    source: str, conditions: Conditions = QUIET, factory: GuestFactory = in_process_guest, **host_kwargs: Any
 ) -> RunResult:
     """The sequential reference run of ``source`` against a fresh Host."""
     host, _ = build_host(conditions, factory, **host_kwargs)

@@ -200,7 +200,7 @@ def _cancelling(factory: GuestFactory, scope: anyio.CancelScope) -> GuestFactory
     async def start(capabilities: object, limits: GuestLimits) -> Guest:
         return _CancellingGuest(await factory(capabilities, limits), scope)  # type: ignore[arg-type]
 
-    return start  # type: ignore[return-value]
+    return start
 
 
 async def _settle_threads() -> None:
