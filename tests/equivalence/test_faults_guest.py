@@ -16,15 +16,18 @@ import dataclasses
 import anyio
 import pytest
 
-from pysolate import GuestLimits
+from pysolate import GuestLimits, RunResult
 from pysolate._guest import start_subprocess_guest
 from pysolate._guest_api import GuestFactory
-from pysolate.testing import in_process_guest
+from pysolate.testing import check_invariants, in_process_guest
 
 from .harness import (
     QUIET,
+    TimedChunks,
+    Tools,
     assert_no_early_effects,
     assert_same,
+    build_host,
     children,
     reference,
     streamed,
@@ -74,16 +77,37 @@ async def test_hostile_program_ends_the_run_and_runs_no_effect(hostile: str, sta
     assert children() == []
 
 
-async def test_guest_dying_mid_call_cancels_the_call_and_never_replays_it() -> None:
+async def _die_mid_call() -> tuple[RunResult, Tools, TimedChunks]:
     conditions = with_latency(QUIET, shell_run=10.0)
     source = READS + "import os, threading\nthreading.Timer(0.3, os._exit, (1,)).start()\nshell.run('deploy')\n" + AFTER
+    host, tools = build_host(conditions, start_subprocess_guest, limits=SMALL)
+    chunks = TimedChunks(source, conditions.chunk_sizes, conditions.pauses)
     with anyio.fail_after(30):
-        result, tools, chunks = await streamed(source, conditions, factory=start_subprocess_guest, limits=SMALL)
+        result = await host.run_stream(chunks, policy=conditions.policy)
+    return result, tools, chunks
+
+
+async def test_guest_dying_mid_call_cancels_the_call_and_never_replays_it() -> None:
+    result, tools, chunks = await _die_mid_call()
     assert result.status == "aborted"
+    assert result.error is not None and result.error.type == "GuestCrashed"
     made = tools.shell.calls
     assert len(made) == 1 and made[0].outcome == "cancelled"
-    assert made[0].started >= chunks.ended  # type: ignore[operator]
+    assert chunks.ended is not None and made[0].started >= chunks.ended
     assert children() == []
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="bug: a call interrupted by the Guest's death started physically but leaves no "
+    "receipt (RunScope.handler records none on cancellation), so the aborted result hides "
+    "that shell.run('deploy') may have taken effect, and physical > logical + orphaned + "
+    "cancelled + late",
+)
+async def test_call_interrupted_by_a_dying_guest_is_reported_as_unknown() -> None:
+    result, _, _ = await _die_mid_call()
+    assert [(c.capability, c.method, c.outcome) for c in result.calls][-1] == ("shell", "run", "unknown")
+    check_invariants(result)
 
 
 @pytest.mark.parametrize(
