@@ -36,7 +36,7 @@ def guest_factory(kind: GuestKind) -> GuestFactory | None:
     if kind == "seccomp":
         from pysolate._guest import start_subprocess_guest
 
-        return functools.partial(start_subprocess_guest, isolation="seccomp")  # type: ignore[return-value]
+        return functools.partial(start_subprocess_guest, isolation="seccomp")
     return None
 
 

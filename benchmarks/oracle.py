@@ -250,10 +250,10 @@ def unit_closure(units: Sequence[_Unit]) -> list[set[int]]:
         seen: set[int] = set()
         todo = list(preds[u.id])
         while todo:
-            v = todo.pop()
-            if v not in seen:
-                seen.add(v)
-                todo.extend(preds[v])
+            w = todo.pop()
+            if w not in seen:
+                seen.add(w)
+                todo.extend(preds[w])
         closure.append(seen)
     return closure
 

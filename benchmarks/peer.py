@@ -91,27 +91,27 @@ def _tools(specs: dict[str, dict[str, ToolSpec]], log: _Log) -> list[Any]:
 
     async def docs_search(query: str) -> list[str]:
         """Documentation pages for a query."""
-        return await m["docs"]["search"](query=query)  # type: ignore[no-any-return]
+        return await m["docs"]["search"](query=query)
 
     async def kb_get(key: str) -> str:
         """A knowledge-base entry; KeyError if missing."""
-        return await m["kb"]["get"](key=key)  # type: ignore[no-any-return]
+        return await m["kb"]["get"](key=key)
 
     async def web_fetch(url: str) -> str:
         """A web page."""
-        return await m["web"]["fetch"](url=url)  # type: ignore[no-any-return]
+        return await m["web"]["fetch"](url=url)
 
     async def fs_list_dir(path: str) -> list[str]:
         """File names in a directory."""
-        return await m["fs"]["list_dir"](path=path)  # type: ignore[no-any-return]
+        return await m["fs"]["list_dir"](path=path)
 
     async def fs_read(path: str) -> str:
         """A file's text; FileNotFoundError if missing."""
-        return await m["fs"]["read"](path=path)  # type: ignore[no-any-return]
+        return await m["fs"]["read"](path=path)
 
     async def clock_now() -> str:
         """The current time (live)."""
-        return await m["clock"]["now"]()  # type: ignore[no-any-return]
+        return await m["clock"]["now"]()
 
     async def store_get(key: str) -> Any:
         """A stored value."""
@@ -123,7 +123,7 @@ def _tools(specs: dict[str, dict[str, ToolSpec]], log: _Log) -> list[Any]:
 
     async def shell_run(cmd: str) -> str:
         """Run a shell command (unknown effect)."""
-        return await m["shell"]["run"](cmd=cmd)  # type: ignore[no-any-return]
+        return await m["shell"]["run"](cmd=cmd)
 
     fns = {
         ("docs", "search"): docs_search,
