@@ -68,6 +68,7 @@ class PeerOutcome:
 @dataclass(slots=True)
 class _Log:
     effects: list[tuple[str, str, dict[str, object]]] = field(default_factory=list)
+    effect_times: list[float] = field(default_factory=list)  # anyio clock, when each started
 
 
 def _tools(specs: dict[str, dict[str, ToolSpec]], log: _Log) -> list[Any]:
@@ -78,6 +79,7 @@ def _tools(specs: dict[str, dict[str, ToolSpec]], log: _Log) -> list[Any]:
         async def sleep_then(**kwargs: object) -> object:
             if not spec.effect.speculable:
                 log.effects.append((cap, method, dict(kwargs)))
+                log.effect_times.append(anyio.current_time())
             await anyio.sleep(spec.latency)
             return spec.behaviour(**kwargs)
 
@@ -207,10 +209,13 @@ async def run_peer(
         note = "run_code asked for a retry: " + str(getattr(part, "content", ""))[:120].replace("\n", " ")
         return PeerOutcome(seconds, False, note)
     content = part.content
+    stream_end = t0 + chunks[-1].t
+    early = sum(1 for t in log.effect_times if t < stream_end)
+    before_seal = f"{early} live read/write/unknown call(s) ran before the stream ended" if early else ""
     if reference is None:
-        return PeerOutcome(seconds, True, "", content)
+        return PeerOutcome(seconds, True, before_seal, content)
     equal, note = _compare(content, log, reference, reference_state, final_state(specs), specs)
-    return PeerOutcome(seconds, equal, note, content)
+    return PeerOutcome(seconds, equal, "; ".join(n for n in (note, before_seal) if n), content)
 
 
 def _compare(
