@@ -27,7 +27,7 @@ from .programs import Conditions, conditions, programs
 DEFAULT_PROGRAMS = 320
 """Programs the default (CI) run executes through the in-process Guest."""
 
-SUBPROCESS_PROGRAMS = 24
+SUBPROCESS_PROGRAMS = 40
 """Programs the default run also executes through the subprocess Guest (slower start-up)."""
 
 SOAK_PROGRAMS = 10_000
@@ -72,6 +72,17 @@ _EAGER = Conditions(
     # A failure on a branch never taken is never surfaced.
     "n1 = clock.now()\nif n1 > 5:\n    docs.fetch('bad')\nn1\n",
     _EAGER,
+)
+@example(
+    # Equal-key sync reads still in flight at the end: the follower settles late (was a crash).
+    "1/0\nf = docs.fetch('a')\np = docs.fetch('a')\n",
+    Conditions(
+        chunk_sizes=(7,),
+        pauses=(0.0,),
+        latencies={"docs.fetch": 0.05},
+        failing=frozenset({"bad"}),
+        policy=LanePolicy(concurrency=1),
+    ),
 )
 def test_stream_equals_sequential_in_process(source: str, case: Conditions) -> None:
     """Speculating run == sequential reference, with invariants, through the in-process Guest."""
