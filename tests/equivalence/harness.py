@@ -139,8 +139,10 @@ async def run_pair(source: str, conditions: Conditions, factory: GuestFactory = 
     ref_host, ref_tools = build_host(conditions, factory)
     reference = await ref_host.run_source(source, speculate=False)
     host, tools = build_host(conditions, factory)
-    chunks = TimedChunks(source, conditions.chunk_sizes, conditions.pauses)
-    speculative = await host.run_stream(chunks, policy=conditions.policy)
+    text = f"Here is the plan.\n\n```python\n{source}```\n\nDone.\n" if conditions.markdown else source
+    chunks = TimedChunks(text, conditions.chunk_sizes, conditions.pauses)
+    code = "markdown" if conditions.markdown else "raw"
+    speculative = await host.run_stream(chunks, code=code, policy=conditions.policy)
     return Pair(source, reference, speculative, ref_tools, tools, chunks.ended, host.method_specs())  # type: ignore[arg-type]
 
 

@@ -294,6 +294,8 @@ class Conditions:
     failing: frozenset[str]
     """Arguments for which ``docs.search``/``docs.fetch`` raise."""
     policy: LanePolicy
+    markdown: bool = False
+    """Stream the program as a model's markdown reply: prose, a ```python fence, prose."""
 
 
 @st.composite
@@ -313,4 +315,5 @@ def conditions(draw: st.DrawFn) -> Conditions:
             allow_discardable=draw(st.booleans()),
             share_formal=draw(st.booleans()),
         ),
+        markdown=draw(st.booleans()),
     )
