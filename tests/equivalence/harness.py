@@ -141,8 +141,7 @@ async def run_pair(source: str, conditions: Conditions, factory: GuestFactory = 
     host, tools = build_host(conditions, factory)
     text = f"Here is the plan.\n\n```python\n{source}```\n\nDone.\n" if conditions.markdown else source
     chunks = TimedChunks(text, conditions.chunk_sizes, conditions.pauses)
-    code = "markdown" if conditions.markdown else "raw"
-    speculative = await host.run_stream(chunks, code=code, policy=conditions.policy)
+    speculative = await host.run_stream(chunks, code="markdown" if conditions.markdown else "raw", policy=conditions.policy)
     return Pair(source, reference, speculative, ref_tools, tools, chunks.ended, host.method_specs())  # type: ignore[arg-type]
 
 

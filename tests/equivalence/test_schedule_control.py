@@ -24,6 +24,8 @@ import anyio
 import pytest
 import trio
 import trio.testing
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from trio.testing import MockClock
 
 from occurrences import fresh_copy
@@ -40,8 +42,18 @@ from pysolate._guest_api import (
 )
 from pysolate.testing import check_invariants
 
-from .harness import QUIET, TimedChunks, Tools, assert_no_early_effects, assert_same, build_host
-from .programs import Conditions
+from .harness import (
+    QUIET,
+    Pair,
+    TimedChunks,
+    Tools,
+    assert_no_early_effects,
+    assert_same,
+    build_host,
+    check_pair,
+)
+from .programs import Conditions, conditions, programs
+from .twin import twin_guest
 
 Call = Callable[..., Awaitable[object]]
 Program = Callable[[Call], Awaitable[object]]
@@ -278,3 +290,68 @@ async def test_a_read_never_outlives_its_run_on_the_mock_clock(anyio_backend: ob
     assert trio.current_time() - start < 1.0
     assert [c.outcome for c in tools.docs.calls] == ["cancelled"]
     assert [o.disposition for o in result.observations if o.lane == "speculative"] == ["cancelled"]
+
+
+# -- generated programs on the virtual clock --------------------------------------------
+
+SCHEDULED_PROGRAMS = 500
+"""Generated (program, conditions, seed) cases run on the mock clock by default."""
+
+
+def scheduled_pair(source: str, conditions: Conditions, seed: int) -> Pair:
+    """Reference and speculating run of ``source`` through the async twin, on trio's mock
+    clock with the scheduler seeded: the whole pair replays exactly from its arguments."""
+    trio._core._run._r.seed(seed)
+
+    async def main() -> Pair:
+        ref_host, ref_tools = build_host(conditions, twin_guest, sync_fetch=False)
+        reference = await ref_host.run_source(source, speculate=False)
+        host, tools = build_host(conditions, twin_guest, sync_fetch=False)
+        chunks = TimedChunks(source, conditions.chunk_sizes, conditions.pauses)
+        speculative = await host.run_stream(chunks, policy=conditions.policy)
+        return Pair(source, reference, speculative, ref_tools, tools, chunks.ended, host.method_specs())  # type: ignore[arg-type]
+
+    return anyio.run(main, backend="trio", backend_options={"clock": MockClock(autojump_threshold=0)})
+
+
+@settings(
+    derandomize=True,
+    database=None,
+    deadline=None,
+    max_examples=SCHEDULED_PROGRAMS,
+    print_blob=True,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
+@given(programs(), conditions(), st.integers(0, 2**32 - 1))
+def test_generated_programs_on_seeded_schedules(source: str, case: Conditions, seed: int) -> None:
+    """The differential property over generated programs, each on a seeded interleaving
+    with virtual latencies: a failure here replays exactly from (program, conditions, seed)."""
+    check_pair(scheduled_pair(source, case, seed))
+
+
+def test_a_generated_case_replays_exactly() -> None:
+    """The same (program, conditions, seed) gives the same trace, twice."""
+    source = (
+        "r = docs.search('alpha')\nfor x in r:\n    f = docs.fetch(x)\n    t = workspace.read_text('a.txt')\n"
+        "workspace.write_text('a.txt', t + f)\nn = clock.now()\n[r, workspace.read_text('a.txt'), n]\n"
+    )
+    for seed in range(5):
+        case = conditions_for(seed)
+        first, again = scheduled_pair(source, case, seed), scheduled_pair(source, case, seed)
+        check_pair(first)
+        assert _trace(first.speculative, first.speculative_tools) == _trace(again.speculative, again.speculative_tools)
+
+
+@pytest.mark.soak
+@settings(
+    derandomize=True,
+    database=None,
+    deadline=None,
+    max_examples=10_000,
+    print_blob=True,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
+@given(programs(max_statements=12), conditions(), st.integers(0, 2**32 - 1))
+def test_soak_on_seeded_schedules(source: str, case: Conditions, seed: int) -> None:
+    """10,000 generated programs on seeded schedules (``-m soak``)."""
+    check_pair(scheduled_pair(source, case, seed))
