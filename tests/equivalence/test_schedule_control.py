@@ -9,9 +9,11 @@ and Guest, and it reproduces exactly: a failing seed is a failing test.
 The in-process Guest cannot be driven this way: its program runs in a worker thread, which
 neither the mock clock nor the seeded scheduler controls (the clock even jumps past its
 wall-time limit while the thread computes). The tests here therefore replace the Guest
-with ``CoroutineGuest``: an async twin of the program that makes the same calls through
-the same ``RunScope.handler``, so the real prefix parser, event graph, speculative lane,
-broker and claims run unchanged, all in the event loop.
+with one that runs in the event loop and makes the same calls through the same
+``RunScope.handler``, so the real prefix parser, event graph, speculative lane, broker and
+claims run unchanged: ``CoroutineGuest`` (a hand-written async twin of a fixed program)
+and ``twin.twin_guest`` (the async twin of any generated program, by AST rewrite; checked
+here to show the program what the in-process Guest shows).
 """
 
 from __future__ import annotations
@@ -40,7 +42,7 @@ from pysolate._guest_api import (
     Isolation,
     ToolFailure,
 )
-from pysolate.testing import check_invariants
+from pysolate.testing import check_invariants, in_process_guest
 
 from .harness import (
     QUIET,
@@ -355,3 +357,23 @@ def test_a_generated_case_replays_exactly() -> None:
 def test_soak_on_seeded_schedules(source: str, case: Conditions, seed: int) -> None:
     """10,000 generated programs on seeded schedules (``-m soak``)."""
     check_pair(scheduled_pair(source, case, seed))
+
+
+@settings(
+    derandomize=True,
+    database=None,
+    deadline=None,
+    max_examples=100,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
+@given(programs(), conditions())
+def test_the_twin_shows_what_the_in_process_guest_shows(source: str, case: Conditions) -> None:
+    """The async twin is a faithful stand-in: sequential runs through it and through the
+    in-process Guest are observationally equal."""
+
+    async def main() -> tuple[RunResult, RunResult]:
+        threaded, _ = build_host(case, in_process_guest, sync_fetch=False)
+        twin, _ = build_host(case, twin_guest, sync_fetch=False)
+        return await threaded.run_source(source, speculate=False), await twin.run_source(source, speculate=False)
+
+    assert_same(*anyio.run(main))
