@@ -21,6 +21,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import anyio
+import trio
+from trio.testing import MockClock
 
 from occurrences import Effect
 from pysolate import Host, LanePolicy, RunResult
@@ -35,6 +37,7 @@ from pysolate.testing import (
 )
 
 from .programs import Conditions
+from .twin import twin_guest
 
 FILES = {"a.txt": "alpha", "b.txt": "beta", "d/c.txt": "gamma", "d/e.txt": "bad"}
 """The frozen workspace root every case starts from."""
@@ -197,6 +200,22 @@ def differential(source: str, conditions: Conditions, factory: GuestFactory = in
     pair = anyio.run(run_pair, source, conditions, factory)
     check_pair(pair)
     return pair
+
+
+def scheduled_pair(source: str, conditions: Conditions, seed: int) -> Pair:
+    """Reference and speculating run of ``source`` through the async twin, on trio's mock
+    clock with the scheduler seeded: the whole pair replays exactly from its arguments."""
+    trio._core._run._r.seed(seed)
+
+    async def main() -> Pair:
+        ref_host, ref_tools = build_host(conditions, twin_guest, sync_fetch=False)
+        reference = await ref_host.run_source(source, speculate=False)
+        host, tools = build_host(conditions, twin_guest, sync_fetch=False)
+        chunks = TimedChunks(source, conditions.chunk_sizes, conditions.pauses)
+        speculative = await host.run_stream(chunks, policy=conditions.policy)
+        return Pair(source, reference, speculative, ref_tools, tools, chunks.ended, host.method_specs())  # type: ignore[arg-type]
+
+    return anyio.run(main, backend="trio", backend_options={"clock": MockClock(autojump_threshold=0)})
 
 
 # -- helpers for the fault catalogue ---------------------------------------------------------

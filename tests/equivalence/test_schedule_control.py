@@ -46,13 +46,13 @@ from pysolate.testing import check_invariants, in_process_guest
 
 from .harness import (
     QUIET,
-    Pair,
     TimedChunks,
     Tools,
     assert_no_early_effects,
     assert_same,
     build_host,
     check_pair,
+    scheduled_pair,
 )
 from .programs import Conditions, conditions, programs
 from .twin import twin_guest
@@ -298,22 +298,6 @@ async def test_a_read_never_outlives_its_run_on_the_mock_clock(anyio_backend: ob
 
 SCHEDULED_PROGRAMS = 500
 """Generated (program, conditions, seed) cases run on the mock clock by default."""
-
-
-def scheduled_pair(source: str, conditions: Conditions, seed: int) -> Pair:
-    """Reference and speculating run of ``source`` through the async twin, on trio's mock
-    clock with the scheduler seeded: the whole pair replays exactly from its arguments."""
-    trio._core._run._r.seed(seed)
-
-    async def main() -> Pair:
-        ref_host, ref_tools = build_host(conditions, twin_guest, sync_fetch=False)
-        reference = await ref_host.run_source(source, speculate=False)
-        host, tools = build_host(conditions, twin_guest, sync_fetch=False)
-        chunks = TimedChunks(source, conditions.chunk_sizes, conditions.pauses)
-        speculative = await host.run_stream(chunks, policy=conditions.policy)
-        return Pair(source, reference, speculative, ref_tools, tools, chunks.ended, host.method_specs())  # type: ignore[arg-type]
-
-    return anyio.run(main, backend="trio", backend_options={"clock": MockClock(autojump_threshold=0)})
 
 
 @settings(
