@@ -20,6 +20,7 @@ from ._evaluator import UNKNOWN
 from ._exceptions import NotKnown
 from ._model import ControlFrame, ControlKind, Occurrence, OccurrenceId, PathItem
 from ._pure import truth
+from ._scopes import Written
 
 MAX_ITERATIONS = 256
 """Most iterations one loop or comprehension is expanded into; longer ones are not expanded."""
@@ -104,7 +105,7 @@ class _Context:
 
     scope: Scope
     globals: Scope  # the module scope as this code sees it (differs inside functions)
-    written: set[str]  # capabilities on a new view from here on (shared along one timeline)
+    written: Written  # what may have been written so far (shared along one timeline)
     path: tuple[PathItem, ...]
     control: tuple[ControlFrame, ...]  # lexical: recorded in sites
     branches: tuple[_Branch, ...]  # dynamic: decides discardable/dead

@@ -47,6 +47,12 @@ The rules, each with a test in ``tests/occurrences/test_discovery.py``:
   put the capability (all capabilities, for unknown code) on a new view: later reads are
   not pre-write. A ``live_read`` does not. Library imports are not unknown code; the
   reflective modules (``REFLECTIVE_MODULES``) are.
+- Scopes (``_scopes``, tests in ``tests/occurrences/test_discovery_scopes.py``): a
+  ``write`` whose declared scope argument is known exactly when it is discovered moves
+  only that scope to a new view; a later read stays pre-write unless its own scope may
+  overlap it (no scope, or one not computable: it may). A read whose scope reads results
+  is decided when they arrive; if it overlaps, its arguments are reported unknown. In a
+  body followed only for its effects (a loop not expanded) every write touches everything.
 - Determinism: the graph's final shape never depends on when results arrive (a condition
   or loop that reads a result is always handled as pending, then resolved), nor on how the
   statements were chunked.
@@ -71,6 +77,7 @@ from ._bindings import (
     Origins,
     Scope,
     is_immutable,
+    may_be_mutable,
     origins_of,
     producers_of,
     resolve,
@@ -182,9 +189,11 @@ class Discovery(_Expressions):
                 expr = ast.BinOp(ast.Name(target.id, ast.Load()), node.op, ast.Name("$v", ast.Load()))
                 self._bind(target.id, self._derive(expr, {target.id: old, "$v": value}), ctx)
             else:
-                # ``+=`` on a list or dict mutates it in place, and aliases see the change.
-                self._mutated(ctx, origins_of(old))
-                self._bind(target.id, UNKNOWN, ctx)
+                # ``+=`` on a list or dict mutates it in place, and aliases see the change;
+                # where followed exactly, the name keeps the origins that gives it.
+                self._mutated(ctx, origins_of(old), origins_of(value))
+                if not (ctx.emit and may_be_mutable(old)):
+                    self._bind(target.id, UNKNOWN, ctx)
         else:
             self._assign(target, UNKNOWN, ctx)
 
@@ -284,7 +293,7 @@ class Discovery(_Expressions):
                 finally:
                     self._merge(overlay, ctx)
         elif ctx.emit:
-            base, written = ctx.scope.snapshot(node), set(ctx.written)
+            base, written = ctx.scope.snapshot(node), ctx.written.copy()
 
             def later() -> None:
                 items = _bounded_items(resolve(iterable, self._results))
@@ -323,7 +332,10 @@ class Discovery(_Expressions):
         )
         for index, item in enumerate(items):
             if not self._may_expand(0):
-                return True  # out of time: the rest is not expanded (nor is ``else``)
+                # Out of time: the rest is not expanded (nor is ``else``), so what it may
+                # write is not known either.
+                ctx.written.update(self._capabilities)
+                return True
             iteration = replace(
                 base,
                 path=(*ctx.path, index),

@@ -24,11 +24,13 @@ from ._bindings import (
     Known,
     MethodRef,
     ModuleRef,
+    Mutated,
     Origins,
     Result,
     Scope,
     Unpacked,
     evaluator_env,
+    is_immutable,
     may_be_mutable,
     origins_of,
     producers_of,
@@ -54,8 +56,9 @@ from ._effect import Effect
 from ._effects import _Effects
 from ._evaluator import UNKNOWN, evaluate_call_arguments, free_names
 from ._exceptions import NotKnown
-from ._model import ControlKind, Occurrence, OccurrenceId, Site
+from ._model import ControlKind, MethodSpec, Occurrence, OccurrenceId, Site
 from ._pure import BUILTINS, TYPE_NAMES
+from ._scopes import Everything, Prior, may_see, scope_path
 
 
 class _Expressions(_Effects):
@@ -84,7 +87,7 @@ class _Expressions(_Effects):
             receiver = self._expr(target.value, ctx)  # a capability here escapes: untrusted
             if isinstance(target, ast.Subscript):
                 self._expr(target.slice, ctx)
-            self._mutated(ctx, origins_of(receiver))
+            self._mutated(ctx, origins_of(receiver), origins_of(value))
 
     def _unpack(self, value: Binding, index: int, count: int) -> Binding:
         if isinstance(value, Known):
@@ -95,6 +98,8 @@ class _Expressions(_Effects):
             return UNKNOWN
         if isinstance(value, Result | Derived | Unpacked):
             return Unpacked(value, index, count)
+        if isinstance(value, Mutated):
+            return value  # an item of it shares its origins
         return UNKNOWN
 
     # -- expressions --------------------------------------------------------------------
@@ -298,15 +303,17 @@ class _Expressions(_Effects):
             if module.reflective:
                 self._opaque(ctx)
                 return
-            # Library code: it may mutate what it is handed, nothing else.
+            # Library code: it may mutate what it is handed (an unknown value may be
+            # anything), and make any of it hold any other; nothing else.
             handed = [
                 b
                 for arg in arguments
                 for n in free_names(arg)
-                if may_be_mutable(b := ctx.scope.lookup(n))
+                if may_be_mutable(b := ctx.scope.lookup(n)) or b is UNKNOWN
             ]
             if handed:
-                self._mutated(ctx, union_origins(map(origins_of, handed)))
+                origins = union_origins(map(origins_of, handed))
+                self._mutated(ctx, origins, origins)
             return
         if isinstance(func, ast.Attribute):
             self._scan(func.value, ctx, subst)
@@ -314,7 +321,10 @@ class _Expressions(_Effects):
             if func.attr not in NON_MUTATING_METHODS:
                 receiver = self._value(func.value, ctx, subst)
                 if may_be_mutable(receiver) or receiver is UNKNOWN:
-                    self._mutated(ctx, origins_of(receiver))
+                    # The receiver may come to hold what the method is handed.
+                    passed = (self._value(a, ctx, subst) for a in arguments)
+                    received = union_origins([origins_of(receiver), *map(origins_of, passed)])
+                    self._mutated(ctx, origins_of(receiver), received)
             return
         # Calling a value that is not a known function: unknown code.
         self._scan(func, ctx, subst)
@@ -326,9 +336,20 @@ class _Expressions(_Effects):
     ) -> Binding:
         spec = self._capabilities.get(capability, {}).get(method)
         effect = spec.effect if spec is not None else Effect.UNKNOWN
-        pre_write = capability not in ctx.written
+        prior = ctx.written.prior(capability)
+        scope: Binding = UNKNOWN  # the value of the declared scope argument, where it matters
+        if (
+            ctx.emit  # a body followed once for its effects may run with other values
+            and spec is not None
+            and spec.scope is not None
+            and effect is not Effect.UNKNOWN
+            and (effect.may_write or (prior and not isinstance(prior, Everything)))
+        ):
+            scope = self._scope_argument(call, spec, ctx, subst)
         if effect.may_write:
-            ctx.written.add(capability)
+            # Only a scope known now narrows a write: waiting would make what follows
+            # depend on when results arrive.
+            ctx.written.add_scoped(capability, None if producers_of(scope) else scope_path(resolve(scope, self._results)))
         if not ctx.emit:
             return UNKNOWN
         if ctx.path and not self._may_expand(1):
@@ -363,6 +384,7 @@ class _Expressions(_Effects):
         for branch in ctx.branches:
             if branch.producers:  # decided or not: the graph's shape must not depend on timing
                 control = control | branch.producers
+        pre_write, overlapping = self._pre_write(prior, scope, effect)
         discardable, dead = self._control_of(ctx.branches)
         occurrence = Occurrence(oid, effect, pre_write, data, control, discardable, dead, self._order)
         self._order += 1
@@ -372,13 +394,61 @@ class _Expressions(_Effects):
                 branch.members.append(oid)
         self._sink.discovered(occurrence)
         final_call = args_call
-        self._when_known(data, lambda: self._arguments(oid, final_call, captured))
+        self._when_known(data, lambda: self._arguments(oid, final_call, captured, overlapping))
         return Result(oid) if effect.speculable and pre_write else UNKNOWN
 
-    def _arguments(self, oid: OccurrenceId, call: ast.Call, captured: dict[str, Binding]) -> None:
+    def _scope_argument(
+        self, call: ast.Call, spec: MethodSpec, ctx: _Context, subst: dict[int, tuple[str, Binding]]
+    ) -> Binding:
+        """The binding of the argument ``call`` passes for ``spec.scope``; ``UNKNOWN`` when
+        it cannot be told from the source (``*args``/``**kwargs``, omitted for its default,
+        passed twice)."""
+        found: ast.expr | None = None
+        for keyword in call.keywords:
+            if keyword.arg is None:
+                return UNKNOWN
+            if keyword.arg == spec.scope:
+                found = keyword.value
+        position = spec.scope_position
+        if position is not None:
+            if any(isinstance(a, ast.Starred) for a in call.args):
+                return UNKNOWN
+            if position < len(call.args):
+                if found is not None:
+                    return UNKNOWN
+                found = call.args[position]
+        return UNKNOWN if found is None else self._value(found, ctx, subst)
+
+    def _pre_write(self, prior: Prior, scope: Binding, effect: Effect) -> tuple[bool, Callable[[], bool] | None]:
+        """Whether a call of ``scope`` after the writes ``prior`` is pre-write, and, when that
+        waits on results its scope reads, the test to apply once they are in (the call is
+        then provisionally pre-write)."""
+        if not prior:
+            return True, None
+        if isinstance(prior, Everything) or scope is UNKNOWN:
+            return False, None
+        if not producers_of(scope):
+            return not may_see(prior, scope_path(resolve(scope, self._results))), None
+        if not effect.speculable:
+            return False, None  # never early anyway: nothing to wait for
+        return True, lambda: may_see(prior, scope_path(resolve(scope, self._results)))
+
+    def _arguments(
+        self,
+        oid: OccurrenceId,
+        call: ast.Call,
+        captured: dict[str, Binding],
+        overlapping: Callable[[], bool] | None = None,
+    ) -> None:
+        """Report the call's arguments, or that they are unknown - also when ``overlapping``
+        finds that a write before it may have changed what it reads (it is not pre-write:
+        it must never run early, and what reads its result is unknown)."""
         try:
             args, kwargs = evaluate_call_arguments(call, evaluator_env(captured, self._results))
         except (NotKnown, RecursionError):
+            self._sink.arguments_unknown(oid)
+            return
+        if overlapping is not None and overlapping():
             self._sink.arguments_unknown(oid)
             return
         self._sink.arguments_known(oid, args, kwargs)
@@ -391,6 +461,8 @@ class _Expressions(_Effects):
         if self._harmless(ref.node, ctx):
             return UNKNOWN  # it only computes a value, which the evaluator does not follow
         bound = self._bind_parameters(ref, call, ctx, subst)
+        if bound is None and self._walk_for_effects(ref, call, ctx, subst):
+            return UNKNOWN
         if (
             bound is None
             or not ctx.emit
@@ -424,6 +496,63 @@ class _Expressions(_Effects):
         except _Leave as leave:
             value = leave.value
         return UNKNOWN if exit_.maybe else value
+
+    def _walk_for_effects(
+        self, ref: FunctionRef, call: ast.Call, ctx: _Context, subst: dict[int, tuple[str, Binding]]
+    ) -> bool:
+        """A call whose arguments are not all known: when its body can be followed, apply
+        only what it may do (writes, mutations, unknown code it calls) by walking it once
+        without reporting occurrences, its parameters holding unknown values; True if done.
+
+        Left to ``_opaque`` (False): code not followed exactly itself, a call from inside
+        a function (the body's mutations must reach every name that may see them, and only
+        the module's are in reach), a function that is not plainly expandable (decorated,
+        ``global``/``nonlocal``, generators, ``*args``...), and a module handed to it.
+        Program functions it calls are unknown code in turn, so recursion stops at once."""
+        fn = ref.node
+        if (
+            not ctx.emit
+            or ctx.scope is not ctx.globals
+            or not ref.expandable
+            or not isinstance(fn, ast.FunctionDef)
+        ):
+            return False
+        arguments = [*call.args, *(k.value for k in call.keywords)]
+        if any(isinstance(ctx.scope.lookup(n), ModuleRef) for a in arguments for n in free_names(a)):
+            return False
+        if not self._may_expand(1):
+            return False
+        local = Scope(ctx.globals)
+        for name, origins in self._parameter_origins(ref, call, ctx, subst).items():
+            local.bind(name, UNKNOWN if origins is None else Mutated(origins))
+        inner = replace(ctx, scope=local, emit=False, depth=ctx.depth + 1, loop=None, function=None)
+        with self._expanding():
+            self._body(fn.body, inner)
+        return True
+
+    def _parameter_origins(
+        self, ref: FunctionRef, call: ast.Call, ctx: _Context, subst: dict[int, tuple[str, Binding]]
+    ) -> dict[str, Origins]:
+        """What each parameter of ``ref`` may share structure with in ``call``: its argument's
+        origins, a default's (a mutable default is shared by every call: anything), or, when
+        the call does not map arguments to parameters plainly, all of them together."""
+        params = [a.arg for a in ref.node.args.args]
+        defaults = dict(zip(params[len(params) - len(ref.defaults) :], ref.defaults, strict=True))
+        pairs = [*zip(params, call.args, strict=False), *((k.arg, k.value) for k in call.keywords)]
+        found = {name: origins_of(self._value(expr, ctx, subst)) for name, expr in pairs}
+        plain = (
+            len(call.args) <= len(params)
+            and not any(isinstance(a, ast.Starred) for a in call.args)
+            and len(found) == len(pairs)
+            and set(found) <= set(params)
+        )
+        if not plain:
+            everything = union_origins([*found.values(), *(frozenset() if is_immutable(d) else None for d in ref.defaults)])
+            return dict.fromkeys(params, everything)
+        return {
+            name: found[name] if name in found else (frozenset() if is_immutable(defaults.get(name, UNKNOWN)) else None)
+            for name in params
+        }
 
     def _bind_parameters(
         self, ref: FunctionRef, call: ast.Call, ctx: _Context, subst: dict[int, tuple[str, Binding]]
@@ -472,7 +601,7 @@ class _Expressions(_Effects):
                     self._merge(overlay, ctx, targets)
                     return
         elif ctx.emit:
-            base, written = ctx.scope.snapshot(node), set(ctx.written)
+            base, written = ctx.scope.snapshot(node), ctx.written.copy()
 
             def later() -> None:
                 items = _bounded_items(resolve(iterable, self._results))
@@ -544,7 +673,9 @@ class _Expressions(_Effects):
             base.control = (*ctx.control, _frame(ControlKind.COMPREHENSION, node, "element"))
         for index, item in enumerate(items):
             if not self._may_expand(0):
-                return  # out of time: the rest is not expanded
+                # Out of time: the rest is not expanded, so what it may write is not known.
+                ctx.written.update(self._capabilities)
+                return
             element = replace(base, path=(*ctx.path, index))
             self._assign(generator.target, Known(item, origins), element)
             for condition in generator.ifs:

@@ -22,10 +22,18 @@ from ._effect import Effect
 
 @dataclass(frozen=True, slots=True)
 class MethodSpec:
-    """What the Host declares about one capability method (the only source of effects)."""
+    """What the Host declares about one capability method (the only source of effects).
+
+    ``scope`` (optional) names the parameter whose value is the only part of the
+    capability's state the method reads or writes (see ``_scopes``); ``scope_position`` is
+    that parameter's index among the positional parameters, so a positional argument is
+    found too (None: it can only be passed by keyword).
+    """
 
     effect: Effect
     version: str
+    scope: str | None = None
+    scope_position: int | None = None
 
 
 class ControlKind(enum.StrEnum):
@@ -95,9 +103,12 @@ class Occurrence:
 
     ``data_deps`` are the occurrences whose results its arguments read (even ones already
     completed, so the graph's shape does not depend on timing); ``control_deps`` those whose
-    results decide an enclosing branch. ``pre_write`` is False when a call that may write the
-    same capability (effect ``write`` or ``unknown``, or unknown code) precedes it in program
-    order. ``order`` is its rank in program order (discovery order of one run).
+    results decide an enclosing branch. ``pre_write`` is False when a call that may write
+    what it reads (effect ``write`` or ``unknown``, or unknown code; with declared scopes,
+    only a write whose scope may overlap its own) precedes it in program order. When that
+    depends on a scope argument computed from results, ``pre_write`` is True and decided
+    once they arrive: if the scope overlaps, its arguments are reported unknown (so it never
+    runs early). ``order`` is its rank in program order (discovery order of one run).
     """
 
     id: OccurrenceId
