@@ -77,7 +77,6 @@ from ._bindings import (
     Origins,
     Scope,
     is_immutable,
-    may_be_mutable,
     origins_of,
     producers_of,
     resolve,
@@ -189,11 +188,9 @@ class Discovery(_Expressions):
                 expr = ast.BinOp(ast.Name(target.id, ast.Load()), node.op, ast.Name("$v", ast.Load()))
                 self._bind(target.id, self._derive(expr, {target.id: old, "$v": value}), ctx)
             else:
-                # ``+=`` on a list or dict mutates it in place, and aliases see the change;
-                # where followed exactly, the name keeps the origins that gives it.
-                self._mutated(ctx, origins_of(old), origins_of(value))
-                if not (ctx.emit and may_be_mutable(old)):
-                    self._bind(target.id, UNKNOWN, ctx)
+                # ``+=`` on a list or dict mutates it in place, and aliases see the change.
+                self._mutated(ctx, origins_of(old))
+                self._bind(target.id, UNKNOWN, ctx)
         else:
             self._assign(target, UNKNOWN, ctx)
 
