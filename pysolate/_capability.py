@@ -70,6 +70,7 @@ class Declaration:
     cost: float | None
     batch: BatchLaw | None = None
     projection: ProjectionLaw | None = None
+    scope: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,10 +85,19 @@ class CapabilityMethod:
     is_async: bool
     batch: BatchLaw | None = None
     projection: ProjectionLaw | None = None
+    scope: str | None = None  # a parameter of ``signature``, checked at registration
 
     @property
     def spec(self) -> MethodSpec:
-        return MethodSpec(self.effect, self.version)
+        if self.scope is None:
+            return MethodSpec(self.effect, self.version)
+        positional = [
+            p.name
+            for p in self.signature.parameters.values()
+            if p.kind in (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
+        ]
+        position = positional.index(self.scope) if self.scope in positional else None
+        return MethodSpec(self.effect, self.version, self.scope, position)
 
 
 @overload
@@ -100,6 +110,7 @@ def capability(
     cost: float | None = None,
     batch: BatchLaw | None = None,
     projection: ProjectionLaw | None = None,
+    scope: str | None = None,
 ) -> Callable[[F], F]: ...
 
 
@@ -112,6 +123,7 @@ def capability(
     cost: float | None = None,
     batch: BatchLaw | None = None,
     projection: ProjectionLaw | None = None,
+    scope: str | None = None,
 ) -> F | Callable[[F], F]:
     """Mark a method as callable from the Guest, with its effect, version and cost.
 
@@ -119,11 +131,15 @@ def capability(
     ``version`` whenever results for the same arguments may change, so no stale early
     result is ever claimed. ``cost`` (optional) is what one call charges the speculation
     budget. ``batch`` and ``projection`` declare exact rewrite laws the optional passes may
-    use (``BatchLaw``, ``ProjectionLaw``); they are checked at registration. Usable bare
-    (``@capability``) or called.
+    use (``BatchLaw``, ``ProjectionLaw``); they are checked at registration. ``scope``
+    names the parameter whose value is the only part of the object's state the method
+    reads or writes (docs/tools.md, "Scopes"): a read is then still tried early after a
+    write of a scope that cannot overlap its own. Usable bare (``@capability``) or called.
 
     Raises ``RegistrationError`` when ``effect`` is not an ``Effect`` (in particular an
-    unconfirmed ``EffectProposal``), ``version`` is not a str, or ``cost`` is negative.
+    unconfirmed ``EffectProposal``), ``version`` is not a str, ``cost`` is negative, or
+    ``scope`` is not an identifier or is declared with effect ``UNKNOWN`` (a method whose
+    effect is not known cannot promise what it touches).
     """
     if isinstance(effect, EffectProposal):
         raise RegistrationError(
@@ -140,7 +156,11 @@ def capability(
         raise RegistrationError("batch must be a BatchLaw")
     if projection is not None and type(projection) is not ProjectionLaw:
         raise RegistrationError("projection must be a ProjectionLaw")
-    declaration = Declaration(effect, version, None if cost is None else float(cost), batch, projection)
+    if scope is not None and (type(scope) is not str or not scope.isidentifier()):
+        raise RegistrationError("scope must be the name of a parameter")
+    if scope is not None and effect is Effect.UNKNOWN:
+        raise RegistrationError("scope needs a declared effect (effect UNKNOWN may touch anything)")
+    declaration = Declaration(effect, version, None if cost is None else float(cost), batch, projection, scope)
 
     def mark(f: F) -> F:
         if not callable(f):
@@ -154,8 +174,9 @@ def capability(
 def capability_methods(obj: object) -> dict[str, CapabilityMethod]:
     """The capability methods of ``obj``, by name, read from its class's declarations.
 
-    Raises ``RegistrationError`` when ``obj`` has none, when one has a private name, or
-    when a parameter default is not plain data (defaults are part of the call key).
+    Raises ``RegistrationError`` when ``obj`` has none, when one has a private name, when
+    a parameter default is not plain data (defaults are part of the call key), or when a
+    declared scope is not a parameter that can be passed by name.
     """
     methods: dict[str, CapabilityMethod] = {}
     for name, attr in inspect.getmembers_static(type(obj)):
@@ -176,6 +197,14 @@ def capability_methods(obj: object) -> dict[str, CapabilityMethod]:
                 raise RegistrationError(
                     f"default of {name}({param.name}=...) is not plain data: {exc}"
                 ) from None
+        scoped = signature.parameters.get(declaration.scope) if declaration.scope else None
+        if declaration.scope is not None and (
+            scoped is None
+            or scoped.kind not in (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)
+        ):
+            raise RegistrationError(
+                f"scope of {name!r}: no parameter {declaration.scope!r} that can be passed by name"
+            )
         methods[name] = CapabilityMethod(
             name=name,
             effect=declaration.effect,
@@ -185,6 +214,7 @@ def capability_methods(obj: object) -> dict[str, CapabilityMethod]:
             is_async=inspect.iscoroutinefunction(bound),
             batch=declaration.batch,
             projection=declaration.projection,
+            scope=declaration.scope,
         )
     if not methods:
         raise RegistrationError(f"{type(obj).__qualname__} has no @capability methods")

@@ -10,8 +10,11 @@ Writes never reach the root, nor the source directory. Each run gets a *branch*
 ``write_bytes`` and ``delete`` land and where later reads see them. ``view_of`` gives
 each read the id of what it would see: the root id while nothing the read depends on has
 been written in this branch, else an id that changes with every affecting write (so a
-read after a write never claims a pre-write result, contract 3). At the end of the run
-the caller commits the branch to a *new* directory, or discards it.
+read after a write never claims a pre-write result, contract 3). Every method declares
+``scope="path"``: it touches only the state at ``path`` (a directory for ``list_dir``,
+so anything under it), exactly the relation ``view_of`` uses, so discovery may still try
+early a read that no earlier write can affect. At the end of the run the caller commits
+the branch to a *new* directory, or discards it.
 
 Paths are relative, ``/``-separated. Absolute paths, any ``..`` component and paths
 through a symlink that led out of the root when it was frozen are refused with
@@ -271,7 +274,7 @@ class Workspace:
 
     # -- capability methods ---------------------------------------------------------------
 
-    @capability(effect=Effect.IMMUTABLE_READ, version=VERSION)
+    @capability(effect=Effect.IMMUTABLE_READ, version=VERSION, scope="path")
     async def read_bytes(self, path: str) -> bytes:
         """The content of file ``path``."""
         p = self._resolve(path)
@@ -282,12 +285,12 @@ class Workspace:
             raise _not_found(path)
         return data
 
-    @capability(effect=Effect.IMMUTABLE_READ, version=VERSION)
+    @capability(effect=Effect.IMMUTABLE_READ, version=VERSION, scope="path")
     async def read_text(self, path: str, encoding: str = "utf-8") -> str:
         """The content of file ``path``, decoded."""
         return (await self.read_bytes(path)).decode(encoding)
 
-    @capability(effect=Effect.IMMUTABLE_READ, version=VERSION)
+    @capability(effect=Effect.IMMUTABLE_READ, version=VERSION, scope="path")
     async def list_dir(self, path: str = ".") -> list[str]:
         """The sorted names in directory ``path``."""
         p = self._resolve(path)
@@ -304,26 +307,26 @@ class Workspace:
         refused = self._tree.refused
         return sorted(n for n in names if self._exists(prefix + n) or prefix + n in refused)
 
-    @capability(effect=Effect.IMMUTABLE_READ, version=VERSION)
+    @capability(effect=Effect.IMMUTABLE_READ, version=VERSION, scope="path")
     async def exists(self, path: str) -> bool:
         """True when ``path`` is a file or directory."""
         return self._exists(self._resolve(path))
 
-    @capability(effect=Effect.WRITE, version=VERSION)
+    @capability(effect=Effect.WRITE, version=VERSION, scope="path")
     async def write_bytes(self, path: str, data: bytes) -> None:
         """Create or replace file ``path`` (parent directories are created)."""
         if type(data) is not bytes:
             raise TypeError(f"data must be bytes, not {type(data).__name__}")
         self._write(path, data)
 
-    @capability(effect=Effect.WRITE, version=VERSION)
+    @capability(effect=Effect.WRITE, version=VERSION, scope="path")
     async def write_text(self, path: str, text: str, encoding: str = "utf-8") -> None:
         """Create or replace file ``path`` with ``text`` encoded."""
         if type(text) is not str:
             raise TypeError(f"text must be str, not {type(text).__name__}")
         self._write(path, text.encode(encoding))
 
-    @capability(effect=Effect.WRITE, version=VERSION)
+    @capability(effect=Effect.WRITE, version=VERSION, scope="path")
     async def delete(self, path: str) -> None:
         """Delete file ``path`` (directories are not deleted)."""
         p = self._writable(path)
