@@ -12,6 +12,9 @@ what a name holds *as far as the Host can tell exactly*:
 - ``FunctionRef``: a function defined by the program (expanded when called with known
   arguments);
 - ``ModuleRef``: an imported library module or name (its calls are not program code);
+- ``Mutated``: a data value no longer known exactly (something it may share structure
+  with was changed in place), whose origins are still tracked so that mutating it later
+  forgets only what may share structure with it;
 - ``UNKNOWN`` (the evaluator's marker): bound, but nothing exact is known.
 
 Bindings are immutable; scopes map names to them. A name absent from every scope is a
@@ -86,6 +89,14 @@ class Derived:
 
 
 @dataclass(frozen=True, slots=True)
+class Mutated:
+    """A plain data value whose contents are unknown but which may share structure only
+    with ``origins`` (never a capability, module or function)."""
+
+    origins: frozenset[object]
+
+
+@dataclass(frozen=True, slots=True)
 class Unpacked:
     """Item ``index`` of unpacking ``source`` into exactly ``count`` targets."""
 
@@ -94,7 +105,7 @@ class Unpacked:
     count: int
 
 
-Binding = Known | Result | Derived | Unpacked | CapabilityRef | MethodRef | ModuleRef | FunctionRef | object
+Binding = Known | Result | Derived | Unpacked | Mutated | CapabilityRef | MethodRef | ModuleRef | FunctionRef | object
 """One of the classes above, or ``UNKNOWN``."""
 
 _IMMUTABLE_SCALARS = (type(None), bool, int, float, complex, str, bytes)
@@ -115,7 +126,7 @@ def may_be_mutable(binding: Binding) -> bool:
     """True when the value behind ``binding`` might be a list, dict or other mutable."""
     if isinstance(binding, Known):
         return not is_immutable(binding.value)
-    return isinstance(binding, Result | Derived | Unpacked)
+    return isinstance(binding, Result | Derived | Unpacked | Mutated)
 
 
 def origins_of(binding: Binding) -> Origins:
@@ -124,7 +135,7 @@ def origins_of(binding: Binding) -> Origins:
         return frozenset() if is_immutable(binding.value) else binding.origins
     if isinstance(binding, Result):
         return frozenset((binding.producer,))  # every claim gets a fresh copy
-    if isinstance(binding, Derived):
+    if isinstance(binding, Derived | Mutated):
         return binding.origins
     if isinstance(binding, Unpacked):
         return origins_of(binding.source)

@@ -27,9 +27,11 @@ The rules, each with a test in ``tests/occurrences/test_discovery.py``:
   over the names bound so far; ``x = cap.m(...)`` binds ``x`` to that occurrence's result.
 - Any statement that might mutate a value in place (a method call that is not known to be
   non-mutating, an item or attribute assignment, ``+=`` on a possible container, a library
-  call handed a container, a call to program-defined or unknown code) makes every
-  possibly-mutable binding ``UNKNOWN``: values may alias each other and the Host cannot
-  see which.
+  call handed a container, a call to program-defined or unknown code) makes every binding
+  that may share structure with the mutated value unknown (all possibly-mutable ones when
+  its origin is unknown). Where code is followed exactly such a binding keeps its origins
+  (``Mutated``), grown by what the mutation took in, so that mutating it again forgets
+  only what may share structure with it (tests in ``test_discovery_precision.py``).
 - ``for`` over a known, bounded iterable expands one occurrence per iteration (path =
   iteration index); over a call result, the expansion waits for the result. ``while`` is
   never expanded. After any loop, names assigned in its body are ``UNKNOWN``.
@@ -42,7 +44,10 @@ The rules, each with a test in ``tests/occurrences/test_discovery.py``:
   ``if``; ``except`` clauses are discardable, and what a ``try`` body assigned is
   ``UNKNOWN`` after it.
 - A function is expanded only when called with known arguments (bounded depth); its calls
-  then get the calling position in their path.
+  then get the calling position in their path. Called from module level with arguments
+  not all known, its body is walked once for its effects only (its own calls of program
+  functions are unknown code); otherwise the call is unknown code. A value returned where
+  the caller cannot see it exactly escapes (a capability is no longer trusted).
 - Calls that may write (``write``/``unknown`` effects, program-defined or unknown code)
   put the capability (all capabilities, for unknown code) on a new view: later reads are
   not pre-write. A ``live_read`` does not. Library imports are not unknown code; the
@@ -77,6 +82,7 @@ from ._bindings import (
     Origins,
     Scope,
     is_immutable,
+    may_be_mutable,
     origins_of,
     producers_of,
     resolve,
@@ -188,9 +194,11 @@ class Discovery(_Expressions):
                 expr = ast.BinOp(ast.Name(target.id, ast.Load()), node.op, ast.Name("$v", ast.Load()))
                 self._bind(target.id, self._derive(expr, {target.id: old, "$v": value}), ctx)
             else:
-                # ``+=`` on a list or dict mutates it in place, and aliases see the change.
-                self._mutated(ctx, origins_of(old))
-                self._bind(target.id, UNKNOWN, ctx)
+                # ``+=`` on a list or dict mutates it in place, and aliases see the change;
+                # where followed exactly, the name keeps the origins that gives it.
+                self._mutated(ctx, origins_of(old), origins_of(value))
+                if not (ctx.emit and may_be_mutable(old)):
+                    self._bind(target.id, UNKNOWN, ctx)
         else:
             self._assign(target, UNKNOWN, ctx)
 
@@ -442,11 +450,15 @@ class Discovery(_Expressions):
     def _stmt_return(self, node: ast.Return, ctx: _Context) -> None:
         value = self._expr(node.value, ctx, alias=True) if node.value is not None else Known(None)
         exit_ = ctx.function
-        if exit_ is None:
-            return
-        if ctx.emit and self._certain(ctx, exit_):
+        if exit_ is not None and ctx.emit and self._certain(ctx, exit_):
             raise _Leave(ast.Return, value)
-        exit_.maybe = True
+        # The caller gets an unknown value (in code not followed exactly): whatever it
+        # is escapes there, as a capability, function or reflective module handed out.
+        self._escape(value, ctx)
+        if isinstance(value, ModuleRef) and value.reflective:
+            self._opaque(ctx)
+        if exit_ is not None:
+            exit_.maybe = True
 
     def _stmt_nothing(self, node: ast.stmt, ctx: _Context) -> None:
         pass

@@ -21,6 +21,7 @@ from ._bindings import (
     Derived,
     Known,
     MethodRef,
+    Mutated,
     Origins,
     Scope,
     evaluate_in,
@@ -161,21 +162,30 @@ class _Effects:
                 resolve(derived, self._results)  # memoize now: keeps resolution chains short
             return derived
         value = evaluate_in(expr, captured, self._results)
-        return UNKNOWN if value is UNKNOWN else Known(value, origins)
+        if value is UNKNOWN:
+            return _part_of_mutated(expr, captured)
+        return Known(value, origins)
 
     @staticmethod
     def _scopes(ctx: _Context) -> tuple[Scope, ...]:
         return (ctx.scope,) if ctx.globals is ctx.scope else (ctx.scope, ctx.globals)
 
-    def _mutated(self, ctx: _Context, origins: Origins = None) -> None:
-        """Something with ``origins`` may have changed in place: no value that may share
-        structure with it is known any more (with ``None``: no possibly-mutable value)."""
+    def _mutated(self, ctx: _Context, origins: Origins = None, received: Origins = None) -> None:
+        """Something with ``origins`` may have changed in place, taking in values with
+        ``received`` origins: no value that may share structure with it is known any more
+        (with ``None``: no possibly-mutable value).
+
+        Where code is followed exactly (``ctx.emit``) such a value keeps its origins, grown
+        by ``received``, so that mutating it later forgets only what may share structure
+        with it. Code followed once for its effects (a loop body not expanded) may run
+        again after aliases it creates, so there it forgets them too."""
         for scope in self._scopes(ctx):
             for name, b in list(scope.visible()):
                 if may_be_mutable(b):
                     theirs = origins_of(b)
                     if origins is None or theirs is None or origins & theirs:
-                        scope.bind(name, UNKNOWN)
+                        grown = union_origins((theirs, received)) if ctx.emit else None
+                        scope.bind(name, UNKNOWN if grown is None else Mutated(grown))
 
     def _opaque(self, ctx: _Context) -> None:
         """Code this module does not follow runs here: it may call any capability (so
@@ -234,3 +244,15 @@ class _Effects:
                     self._sink.control_changed(member, discardable, dead)
 
         return decide
+
+
+def _part_of_mutated(expr: ast.expr, captured: Mapping[str, Binding]) -> Binding:
+    """``name``, ``name[i]``, ``name.attr`` ... of a ``Mutated`` value: unknown, but only
+    part of that value, so it shares its origins (a receiver being mutated again, say)."""
+    while isinstance(expr, ast.Subscript | ast.Attribute):
+        expr = expr.value
+    if isinstance(expr, ast.Name):
+        b = captured.get(expr.id)
+        if isinstance(b, Mutated):
+            return b
+    return UNKNOWN

@@ -24,11 +24,13 @@ from ._bindings import (
     Known,
     MethodRef,
     ModuleRef,
+    Mutated,
     Origins,
     Result,
     Scope,
     Unpacked,
     evaluator_env,
+    is_immutable,
     may_be_mutable,
     origins_of,
     producers_of,
@@ -83,9 +85,10 @@ class _Expressions(_Effects):
         elif isinstance(target, ast.Attribute | ast.Subscript):
             # Item or attribute assignment (or deletion) mutates the object in place.
             receiver = self._expr(target.value, ctx)  # a capability here escapes: untrusted
+            received = origins_of(value)
             if isinstance(target, ast.Subscript):
-                self._expr(target.slice, ctx)
-            self._mutated(ctx, origins_of(receiver))
+                received = union_origins((received, origins_of(self._expr(target.slice, ctx))))
+            self._mutated(ctx, origins_of(receiver), received)
 
     def _unpack(self, value: Binding, index: int, count: int) -> Binding:
         if isinstance(value, Known):
@@ -96,6 +99,8 @@ class _Expressions(_Effects):
             return UNKNOWN
         if isinstance(value, Result | Derived | Unpacked):
             return Unpacked(value, index, count)
+        if isinstance(value, Mutated):
+            return value  # an item of it shares its origins
         return UNKNOWN
 
     # -- expressions --------------------------------------------------------------------
@@ -299,12 +304,13 @@ class _Expressions(_Effects):
             if module.reflective:
                 self._opaque(ctx)
                 return
-            # Library code: it may mutate what it is handed, nothing else.
+            # Library code: it may mutate what it is handed (an unknown value may be
+            # anything), and make it hold anything it kept from earlier calls; nothing else.
             handed = [
                 b
                 for arg in arguments
                 for n in free_names(arg)
-                if may_be_mutable(b := ctx.scope.lookup(n))
+                if may_be_mutable(b := ctx.scope.lookup(n)) or b is UNKNOWN
             ]
             if handed:
                 self._mutated(ctx, union_origins(map(origins_of, handed)))
@@ -315,7 +321,10 @@ class _Expressions(_Effects):
             if func.attr not in NON_MUTATING_METHODS:
                 receiver = self._value(func.value, ctx, subst)
                 if may_be_mutable(receiver) or receiver is UNKNOWN:
-                    self._mutated(ctx, origins_of(receiver))
+                    # The receiver may come to hold what the method is handed.
+                    passed = (self._value(a, ctx, subst) for a in arguments)
+                    received = union_origins([origins_of(receiver), *map(origins_of, passed)])
+                    self._mutated(ctx, origins_of(receiver), received)
             return
         # Calling a value that is not a known function: unknown code.
         self._scan(func, ctx, subst)
@@ -452,6 +461,8 @@ class _Expressions(_Effects):
         if self._harmless(ref.node, ctx):
             return UNKNOWN  # it only computes a value, which the evaluator does not follow
         bound = self._bind_parameters(ref, call, ctx, subst)
+        if bound is None and self._walk_for_effects(ref, call, ctx, subst):
+            return UNKNOWN
         if (
             bound is None
             or not ctx.emit
@@ -485,6 +496,63 @@ class _Expressions(_Effects):
         except _Leave as leave:
             value = leave.value
         return UNKNOWN if exit_.maybe else value
+
+    def _walk_for_effects(
+        self, ref: FunctionRef, call: ast.Call, ctx: _Context, subst: dict[int, tuple[str, Binding]]
+    ) -> bool:
+        """A call whose arguments are not all known: when its body can be followed, apply
+        only what it may do (writes, mutations, unknown code it calls) by walking it once
+        without reporting occurrences, its parameters holding unknown values; True if done.
+
+        Left to ``_opaque`` (False): code not followed exactly itself, a call from inside
+        a function (the body's mutations must reach every name that may see them, and only
+        the module's are in reach), a function that is not plainly expandable (decorated,
+        ``global``/``nonlocal``, generators, ``*args``...), and a module handed to it.
+        Program functions it calls are unknown code in turn, so recursion stops at once."""
+        fn = ref.node
+        if (
+            not ctx.emit
+            or ctx.scope is not ctx.globals
+            or not ref.expandable
+            or not isinstance(fn, ast.FunctionDef)
+        ):
+            return False
+        arguments = [*call.args, *(k.value for k in call.keywords)]
+        if any(isinstance(ctx.scope.lookup(n), ModuleRef) for a in arguments for n in free_names(a)):
+            return False
+        if not self._may_expand(1):
+            return False
+        local = Scope(ctx.globals)
+        for name, origins in self._parameter_origins(ref, call, ctx, subst).items():
+            local.bind(name, UNKNOWN if origins is None else Mutated(origins))
+        inner = replace(ctx, scope=local, emit=False, depth=ctx.depth + 1, loop=None, function=None)
+        with self._expanding():
+            self._body(fn.body, inner)
+        return True
+
+    def _parameter_origins(
+        self, ref: FunctionRef, call: ast.Call, ctx: _Context, subst: dict[int, tuple[str, Binding]]
+    ) -> dict[str, Origins]:
+        """What each parameter of ``ref`` may share structure with in ``call``: its argument's
+        origins, a default's (a mutable default is shared by every call: anything), or, when
+        the call does not map arguments to parameters plainly, all of them together."""
+        params = [a.arg for a in ref.node.args.args]
+        defaults = dict(zip(params[len(params) - len(ref.defaults) :], ref.defaults, strict=True))
+        pairs = [*zip(params, call.args, strict=False), *((k.arg, k.value) for k in call.keywords)]
+        found = {name: _data_origins(self._value(expr, ctx, subst)) for name, expr in pairs}
+        plain = (
+            len(call.args) <= len(params)
+            and not any(isinstance(a, ast.Starred) for a in call.args)
+            and len(found) == len(pairs)
+            and set(found) <= set(params)
+        )
+        if not plain:
+            everything = union_origins([*found.values(), *(frozenset() if is_immutable(d) else None for d in ref.defaults)])
+            return dict.fromkeys(params, everything)
+        return {
+            name: found[name] if name in found else (frozenset() if is_immutable(defaults.get(name, UNKNOWN)) else None)
+            for name in params
+        }
 
     def _bind_parameters(
         self, ref: FunctionRef, call: ast.Call, ctx: _Context, subst: dict[int, tuple[str, Binding]]
@@ -632,3 +700,11 @@ class _Expressions(_Effects):
                     self._expr(node.value, element)
                 else:
                     self._expr(node.elt, element)
+
+
+def _data_origins(binding: Binding) -> Origins:
+    """The origins of a plain data value; ``None`` (anything) for a capability, module or
+    function, which a body walked for its effects must not take for data."""
+    if isinstance(binding, CapabilityRef | MethodRef | ModuleRef | FunctionRef):
+        return None
+    return origins_of(binding)

@@ -409,9 +409,11 @@ def test_function_bodies_are_not_occurrences_until_called_with_known_arguments()
     assert run.oid(2, ((3, 4),)).site.control[0].kind.value == "function"
 
 
-def test_a_function_called_with_unknown_arguments_is_unknown_code() -> None:
+def test_a_function_called_with_unknown_arguments_applies_only_its_effects() -> None:
     src = 'def load(name):\n    return workspace.read_text(name)\nload(ask())\ndocs.get(1)\n'
-    assert show(src) == ["docs.get@4 (1,) post"]
+    assert show(src) == ["docs.get@4 (1,)"], "its body is walked, reporting nothing"
+    src = 'def save(name):\n    workspace.write_text(name, "x")\nsave(ask())\ndocs.get(1)\nworkspace.read_text("a")\n'
+    assert show(src) == ["docs.get@4 (1,)", "workspace.read_text@5 ('a',) post"]
 
 
 def test_recursion_is_bounded() -> None:
