@@ -57,14 +57,16 @@ class BatchPolicy:
 class BatchStatistics:
     """An immutable snapshot of one run's batching."""
 
-    batch_calls: int  # physical batch calls made (served or not)
-    served: int  # early occurrences answered by an element of a batch call
-    fallbacks: int  # members that ran their own single call because the batch could not serve them
+    batch_calls: int  # physical batch calls started (served, failed or cancelled)
+    members: int  # early occurrences whose batch call started (each counts as one observation)
+    served: int  # of those, answered by an element of their batch call
+    fallbacks: int  # single calls members made after their started batch could not serve them
 
     @property
     def physical_saved(self) -> int:
-        """Physical calls avoided (negative when failed batches cost extra calls)."""
-        return self.served - self.batch_calls
+        """Physical calls avoided, against one call per early observation (negative when
+        failed batches cost extra calls)."""
+        return self.members - self.batch_calls - self.fallbacks
 
 
 _FALLBACK = object()  # a member's outcome when the batch could not serve it
@@ -76,6 +78,7 @@ class _Batch:
     calls: list[BoundCall] = field(default_factory=list)
     probes: list[Probe] = field(default_factory=list)
     outcomes: list[object] | None = None  # value, ToolFailure, or _FALLBACK per member; set once
+    sent: bool = False  # the physical batch call started
     full: anyio.Event = field(default_factory=anyio.Event)
     done: anyio.Event = field(default_factory=anyio.Event)
 
@@ -88,6 +91,7 @@ class BatchFusion:
         self._policy = policy or BatchPolicy()
         self._open: dict[tuple[object, ...], _Batch] = {}  # group -> batch still taking members
         self._batch_calls = 0
+        self._members = 0
         self._served = 0
         self._fallbacks = 0
         self._versions: set[str] = set()
@@ -126,6 +130,8 @@ class BatchFusion:
         assert batch.outcomes is not None
         outcome = batch.outcomes[index]
         if outcome is _FALLBACK:
+            if batch.sent:
+                self._fallbacks += 1
             return await self._host.call_root(call.capability, call.method, call, probe=probe)
         if isinstance(outcome, ToolFailure):
             raise ToolFailure(outcome.type_name, outcome.message, outcome.exc_args)
@@ -155,10 +161,11 @@ class BatchFusion:
         try:
             call = bind(reg, law.method, (values,), rest)
         except (AttributeError, TypeError):
-            self._fallbacks += len(batch.calls)
             batch.outcomes = [_FALLBACK] * len(batch.calls)
             return
+        batch.sent = True
         self._batch_calls += 1
+        self._members += len(batch.calls)
         self._versions.update(
             {
                 f"{first.capability}.{first.method}@{single.version}",
@@ -176,27 +183,32 @@ class BatchFusion:
                 else:
                     for probe in batch.probes:
                         probe.in_thread = True
-                    work = functools.partial(_probed, batch.probes, functools.partial(fn, *call.args, **call.kwargs))
-                    raw = await anyio.to_thread.run_sync(work, abandon_on_cancel=True, limiter=self._host.limiter())
+                    work = functools.partial(
+                        _probed, batch.probes, functools.partial(fn, *call.args, **call.kwargs)
+                    )
+                    raw = await anyio.to_thread.run_sync(
+                        work, abandon_on_cancel=True, limiter=self._host.limiter()
+                    )
                 failed = False
             except Exception:  # the batch as a whole failed: each member runs its own call
                 pass
         outcomes = None if failed else _elements(raw, len(batch.calls))
         if outcomes is None:
-            self._fallbacks += len(batch.calls)
             batch.outcomes = [_FALLBACK] * len(batch.calls)
             return
         self._served += len(batch.calls)
         batch.outcomes = outcomes
 
     def statistics(self) -> BatchStatistics:
-        return BatchStatistics(self._batch_calls, self._served, self._fallbacks)
+        return BatchStatistics(self._batch_calls, self._members, self._served, self._fallbacks)
 
     def outcome(self, source: str) -> PassOutcome:
         """The pass's record for the run report."""
         stats = self.statistics()
         if not stats.served:
-            return NotApplicable(NAME, "no two ready occurrences of a method with a batch law were fused")
+            return NotApplicable(
+                NAME, "no two ready occurrences of a method with a batch law were fused"
+            )
         digest = source_hash(source)
         return Applied(
             NAME,

@@ -88,7 +88,9 @@ class SourcePass(Protocol):
 
     name: str
 
-    def rewrite(self, source: str, tree: ast.Module, capabilities: Capabilities) -> Rewrite | NotApplicable: ...
+    def rewrite(
+        self, source: str, tree: ast.Module, capabilities: Capabilities
+    ) -> Rewrite | NotApplicable: ...
 
 
 class Offsets:
@@ -145,7 +147,9 @@ def _identifiers(tree: ast.AST) -> set[str]:
     return found
 
 
-def derive(name: str, source: str, tree: ast.Module, rewrite: Rewrite) -> tuple[str, ast.Module] | NotApplicable:
+def derive(
+    name: str, source: str, tree: ast.Module, rewrite: Rewrite
+) -> tuple[str, ast.Module] | NotApplicable:
     """The derived source and its tree, or why the rewrite is refused (see module docstring)."""
     try:
         derived = apply_edits(source, rewrite.edits)
@@ -193,7 +197,14 @@ def apply_source_passes(
             continue
         derived, new_tree = result
         outcomes.append(
-            Applied(p.name, source_hash(source), source_hash(derived), proposal.law, proposal.versions, proposal.detail)
+            Applied(
+                p.name,
+                source_hash(source),
+                source_hash(derived),
+                proposal.law,
+                proposal.versions,
+                proposal.detail,
+            )
         )
         source, tree = derived, new_tree
     return SourcePassRun(source, tuple(outcomes))

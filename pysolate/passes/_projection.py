@@ -53,7 +53,19 @@ def _bound_anywhere(tree: ast.Module) -> set[str]:
     return names
 
 
-_REBINDERS = frozenset({"globals", "locals", "vars", "exec", "eval", "compile", "__import__", "__builtins__", "setattr"})
+_REBINDERS = frozenset(
+    {
+        "globals",
+        "locals",
+        "vars",
+        "exec",
+        "eval",
+        "compile",
+        "__import__",
+        "__builtins__",
+        "setattr",
+    }
+)
 """Names through which a program could rebind a global behind the AST's back."""
 
 
@@ -86,7 +98,11 @@ def _match(node: ast.AST) -> _Site | None:
     ):
         return None
     call = split.func.value
-    if not (isinstance(call, ast.Call) and isinstance(call.func, ast.Attribute) and isinstance(call.func.value, ast.Name)):
+    if not (
+        isinstance(call, ast.Call)
+        and isinstance(call.func, ast.Attribute)
+        and isinstance(call.func.value, ast.Name)
+    ):
         return None
     return _Site(node, call, call.func.value.id, call.func.attr, n)
 
@@ -97,10 +113,16 @@ class ProjectionPushdown:
 
     name: str = "capability_projection_pushdown"
 
-    def rewrite(self, source: str, tree: ast.Module, capabilities: Capabilities) -> Rewrite | NotApplicable:
-        sites = [s for s in map(_match, ast.walk(tree)) if s is not None and s.capability in capabilities]
+    def rewrite(
+        self, source: str, tree: ast.Module, capabilities: Capabilities
+    ) -> Rewrite | NotApplicable:
+        sites = [
+            s for s in map(_match, ast.walk(tree)) if s is not None and s.capability in capabilities
+        ]
         if not sites:
-            return NotApplicable(self.name, "no capability call used only through .splitlines()[:n]")
+            return NotApplicable(
+                self.name, "no capability call used only through .splitlines()[:n]"
+            )
         bound = _bound_anywhere(tree)
         loaded = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)}
         if loaded & _REBINDERS:
@@ -145,11 +167,15 @@ class ProjectionPushdown:
         )
 
     @staticmethod
-    def _refusal(site: _Site, law: ProjectionLaw, bound: set[str], source: str, offsets: Offsets) -> str | None:
+    def _refusal(
+        site: _Site, law: ProjectionLaw, bound: set[str], source: str, offsets: Offsets
+    ) -> str | None:
         if site.capability in bound:
             return f"the program may rebind {site.capability!r}"
         call = site.call
-        if any(isinstance(a, ast.Starred) for a in call.args) or any(k.arg is None for k in call.keywords):
+        if any(isinstance(a, ast.Starred) for a in call.args) or any(
+            k.arg is None for k in call.keywords
+        ):
             return "starred arguments"
         if any(k.arg == law.limit for k in call.keywords):
             return f"already passes {law.limit!r}"
@@ -179,7 +205,9 @@ class ProjectionPushdown:
         ]
 
 
-def speculative_statements(statements: Sequence[ast.stmt], capabilities: Capabilities) -> list[ast.stmt]:
+def speculative_statements(
+    statements: Sequence[ast.stmt], capabilities: Capabilities
+) -> list[ast.stmt]:
     """Accepted statements as the speculative lane should read them with the pass on: sites
     of declared projections call the cheaper method, so early work matches the calls the
     derived program will make.
@@ -190,7 +218,11 @@ def speculative_statements(statements: Sequence[ast.stmt], capabilities: Capabil
     """
     out: list[ast.stmt] = []
     for stmt in statements:
-        sites = [s for s in map(_match, ast.walk(stmt)) if s is not None and _law(s, capabilities) is not None]
+        sites = [
+            s
+            for s in map(_match, ast.walk(stmt))
+            if s is not None and _law(s, capabilities) is not None
+        ]
         if not sites:
             out.append(stmt)
             continue

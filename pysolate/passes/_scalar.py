@@ -37,7 +37,10 @@ _BINARY: dict[type[ast.operator], Callable[[object, object], object]] = {
     ast.Sub: operator.sub,
     ast.Mult: operator.mul,
 }
-_UNARY: dict[type[ast.unaryop], Callable[[object], object]] = {ast.USub: operator.neg, ast.UAdd: operator.pos}
+_UNARY: dict[type[ast.unaryop], Callable[[object], object]] = {
+    ast.USub: operator.neg,
+    ast.UAdd: operator.pos,
+}
 
 
 class _Unsupported(Exception):
@@ -48,7 +51,11 @@ def _value_parts(stmt: ast.stmt) -> tuple[list[str], ast.expr]:
     """(names bound, the expression) of a supported statement; raises ``_Unsupported``."""
     if isinstance(stmt, ast.Assign) and all(isinstance(t, ast.Name) for t in stmt.targets):
         return [t.id for t in stmt.targets if isinstance(t, ast.Name)], stmt.value
-    if isinstance(stmt, ast.AugAssign) and isinstance(stmt.target, ast.Name) and type(stmt.op) in _BINARY:
+    if (
+        isinstance(stmt, ast.AugAssign)
+        and isinstance(stmt.target, ast.Name)
+        and type(stmt.op) in _BINARY
+    ):
         return [stmt.target.id], stmt.value
     if isinstance(stmt, ast.Expr):
         return [], stmt.value
@@ -82,7 +89,9 @@ def closed_scalar_program(tree: ast.Module) -> str | None:
         for stmt in tree.body:
             names, expr = _value_parts(stmt)
             if isinstance(stmt, ast.AugAssign) and names[0] not in bound:
-                raise _Unsupported(f"line {stmt.lineno}: name {names[0]!r} not bound by the program")
+                raise _Unsupported(
+                    f"line {stmt.lineno}: name {names[0]!r} not bound by the program"
+                )
             _check_expr(expr, bound)
             bound.update(names)
     except _Unsupported as exc:
@@ -124,7 +133,9 @@ class PureScalarFold:
 
     name: str = "pure_scalar_fold"
 
-    def rewrite(self, source: str, tree: ast.Module, capabilities: Capabilities) -> Rewrite | NotApplicable:
+    def rewrite(
+        self, source: str, tree: ast.Module, capabilities: Capabilities
+    ) -> Rewrite | NotApplicable:
         why = closed_scalar_program(tree)
         if why is not None:
             return NotApplicable(self.name, f"not a closed scalar program: {why}")
@@ -137,20 +148,26 @@ class PureScalarFold:
                     assert isinstance(stmt.target, ast.Name)
                     value = _fits(_BINARY[type(stmt.op)](env[stmt.target.id], value))
             except _Int64Exceeded:
-                return NotApplicable(self.name, f"line {stmt.lineno}: a value leaves the int64 range")
+                return NotApplicable(
+                    self.name, f"line {stmt.lineno}: a value leaves the int64 range"
+                )
             for n in names:
                 env[n] = value
             if isinstance(stmt, ast.AugAssign):  # ``x += e`` becomes ``x = <literal>``
                 assert stmt.target.end_lineno is not None and stmt.target.end_col_offset is not None
                 start = offsets.at(stmt.target.end_lineno, stmt.target.end_col_offset)
                 end = offsets.span(stmt)[1]
-                edits.append(Edit(start, end, " = " + same_lines(_literal(value), source[start:end])))
+                edits.append(
+                    Edit(start, end, " = " + same_lines(_literal(value), source[start:end]))
+                )
             elif not isinstance(expr, ast.Constant):
                 start, end = offsets.span(expr)
                 edits.append(Edit(start, end, same_lines(_literal(value), source[start:end])))
         if not edits:
             return NotApplicable(self.name, "nothing to fold")
-        return Rewrite(tuple(edits), law="int64 arithmetic of bool/int literals", detail=f"{len(edits)} folded")
+        return Rewrite(
+            tuple(edits), law="int64 arithmetic of bool/int literals", detail=f"{len(edits)} folded"
+        )
 
 
 def _subexpressions(expr: ast.expr) -> Iterator[ast.expr]:
@@ -179,7 +196,9 @@ class PureScalarCSE:
 
     name: str = "pure_scalar_cse"
 
-    def rewrite(self, source: str, tree: ast.Module, capabilities: Capabilities) -> Rewrite | NotApplicable:
+    def rewrite(
+        self, source: str, tree: ast.Module, capabilities: Capabilities
+    ) -> Rewrite | NotApplicable:
         why = closed_scalar_program(tree)
         if why is not None:
             return NotApplicable(self.name, f"not a closed scalar program: {why}")
@@ -199,7 +218,9 @@ class PureScalarCSE:
                 edits.append(Edit(start, end, same_lines(held[0], source[start:end])))
                 skip.update(id(n) for n in ast.walk(sub))
             for name in targets:  # rebinding invalidates what reads or holds the name
-                available = {s: h for s, h in available.items() if name != h[0] and name not in h[1]}
+                available = {
+                    s: h for s, h in available.items() if name != h[0] and name not in h[1]
+                }
             if (
                 isinstance(stmt, ast.Assign)
                 and next(_subexpressions(expr), None) is expr
@@ -208,4 +229,8 @@ class PureScalarCSE:
                 available.setdefault(_shape(expr), (targets[0], _names(expr)))
         if not edits:
             return NotApplicable(self.name, "no repeated pure scalar subexpression")
-        return Rewrite(tuple(edits), law="pure int/bool arithmetic is deterministic", detail=f"{len(edits)} reused")
+        return Rewrite(
+            tuple(edits),
+            law="pure int/bool arithmetic is deterministic",
+            detail=f"{len(edits)} reused",
+        )

@@ -21,7 +21,9 @@ __all__ = ["LawfulFiles"]
 class LawfulFiles:
     """Files by path; ``latency`` seconds per physical call (``anyio.sleep``)."""
 
-    def __init__(self, files: dict[str, str], latency: float = 0.0, *, batch_fails: bool = False) -> None:
+    def __init__(
+        self, files: dict[str, str], latency: float = 0.0, *, batch_fails: bool = False
+    ) -> None:
         self._files = dict(files)
         self._latency = latency
         self._batch_fails = batch_fails

@@ -28,7 +28,9 @@ class Fixed:
     def __init__(self, rewrite: Rewrite | Exception) -> None:
         self._rewrite = rewrite
 
-    def rewrite(self, source: str, tree: ast.Module, capabilities: object) -> Rewrite | NotApplicable:
+    def rewrite(
+        self, source: str, tree: ast.Module, capabilities: object
+    ) -> Rewrite | NotApplicable:
         if isinstance(self._rewrite, Exception):
             raise self._rewrite
         return self._rewrite
@@ -60,7 +62,9 @@ def test_a_valid_rewrite_is_applied_with_both_hashes() -> None:
         (RuntimeError("bug"), "pass failed: RuntimeError: bug"),
     ],
 )
-def test_a_bad_rewrite_leaves_the_source_unchanged(rewrite: Rewrite | Exception, reason: str) -> None:
+def test_a_bad_rewrite_leaves_the_source_unchanged(
+    rewrite: Rewrite | Exception, reason: str
+) -> None:
     source, outcome = apply(rewrite)
     assert source == SOURCE
     assert isinstance(outcome, NotApplicable) and reason in outcome.reason
@@ -82,14 +86,31 @@ class _Reads:
 @pytest.mark.parametrize(
     ("decorate", "message"),
     [
-        (dict(effect=Effect.IMMUTABLE_READ, batch=BatchLaw("put", "path", "1")), "pure or immutable_read"),
-        (dict(effect=Effect.LIVE_READ, batch=BatchLaw("many", "path", "1")), "pure or immutable_read"),
-        (dict(effect=Effect.IMMUTABLE_READ, batch=BatchLaw("missing", "path", "1")), "pure or immutable_read"),
-        (dict(effect=Effect.IMMUTABLE_READ, batch=BatchLaw("many", "nope", "1")), "no parameter 'nope'"),
-        (dict(effect=Effect.IMMUTABLE_READ, projection=ProjectionLaw("many", "limit", "1")), "no parameter 'limit'"),
+        (
+            dict(effect=Effect.IMMUTABLE_READ, batch=BatchLaw("put", "path", "1")),
+            "pure or immutable_read",
+        ),
+        (
+            dict(effect=Effect.LIVE_READ, batch=BatchLaw("many", "path", "1")),
+            "pure or immutable_read",
+        ),
+        (
+            dict(effect=Effect.IMMUTABLE_READ, batch=BatchLaw("missing", "path", "1")),
+            "pure or immutable_read",
+        ),
+        (
+            dict(effect=Effect.IMMUTABLE_READ, batch=BatchLaw("many", "nope", "1")),
+            "no parameter 'nope'",
+        ),
+        (
+            dict(effect=Effect.IMMUTABLE_READ, projection=ProjectionLaw("many", "limit", "1")),
+            "no parameter 'limit'",
+        ),
     ],
 )
-def test_laws_relate_only_read_only_methods_of_one_object(decorate: dict[str, object], message: str) -> None:
+def test_laws_relate_only_read_only_methods_of_one_object(
+    decorate: dict[str, object], message: str
+) -> None:
     """A law never adds authority: both ends are pure/immutable_read methods of the object."""
 
     class Tool(_Reads):

@@ -74,7 +74,9 @@ texts
 
 
 async def test_batch_fusion_serves_each_occurrence_its_own_element() -> None:
-    streamed, reference, fs, ref_fs = await run_both(LOOP, PassConfig(batch_fusion=BatchPolicy(max_wait=0.01)))
+    streamed, reference, fs, ref_fs = await run_both(
+        LOOP, PassConfig(batch_fusion=BatchPolicy(max_wait=0.01))
+    )
     assert_same_outcome(streamed, reference)
     assert log(streamed) == log(reference)  # per-element errors included
     assert fs.physical == [("read_many", ("f0", "f1", "missing", "f2", "f3"))]
@@ -88,10 +90,13 @@ async def test_batch_fusion_serves_each_occurrence_its_own_element() -> None:
 
 async def test_batch_size_is_bounded() -> None:
     source = "[fs.read_text(f'f{i}') for i in range(10)]"
-    streamed, reference, fs, _ = await run_both(source, PassConfig(batch_fusion=BatchPolicy(max_size=4, max_wait=0.01)))
+    streamed, reference, fs, _ = await run_both(
+        source, PassConfig(batch_fusion=BatchPolicy(max_size=4, max_wait=0.01))
+    )
     assert log(streamed) == log(reference)
     sizes = [len(arg) for method, arg in fs.physical if method == "read_many"]  # type: ignore[arg-type]
     assert max(sizes) <= 4 and sum(sizes) + sum(m == "read_text" for m, _ in fs.physical) == 10
+    assert any(method == "read_many" for method, _ in fs.physical)
     assert streamed.report.physical == len(fs.physical)
 
 
@@ -110,7 +115,9 @@ async def test_a_failing_batch_falls_back_to_single_calls() -> None:
 
 
 async def test_a_lone_call_is_not_batched() -> None:
-    streamed, reference, fs, _ = await run_both("fs.read_text('f1')", PassConfig(batch_fusion=BatchPolicy()))
+    streamed, reference, fs, _ = await run_both(
+        "fs.read_text('f1')", PassConfig(batch_fusion=BatchPolicy())
+    )
     assert log(streamed) == log(reference)
     assert fs.physical == [("read_text", "f1")]
     [outcome] = streamed.report.passes
@@ -130,7 +137,11 @@ whole = fs.read_text("f2")
 async def test_pushdown_serves_a_projected_read_by_the_cheaper_call() -> None:
     streamed, reference, fs, _ = await run_both(HEAD, PassConfig(projection_pushdown=True))
     assert_same_outcome(streamed, reference)
-    assert sorted(fs.physical) == [("read_lines", "f1"), ("read_lines", "missing"), ("read_text", "f2")]
+    assert sorted(fs.physical) == [
+        ("read_lines", "f1"),
+        ("read_lines", "missing"),
+        ("read_text", "f2"),
+    ]
     # The receipts are the calls made; they differ from the reference's only by the law.
     for got, want in zip(streamed.calls, reference.calls, strict=True):
         if got.method == "read_lines":
@@ -148,13 +159,13 @@ async def test_pushdown_serves_a_projected_read_by_the_cheaper_call() -> None:
 
 def test_pushdown_keeps_error_lines() -> None:
     """An argument error inside a multi-line pushed-down call stays on its line."""
-    source = 'x = fs.read_text(\n    undefined_name,\n).splitlines()[:3]\n'
+    source = "x = fs.read_text(\n    undefined_name,\n).splitlines()[:3]\n"
     host = Host()
     host.register("fs", LawfulFiles({}))
     declarations = {"fs": host.registration("fs").methods}
     derived = apply_source_passes(source, ast.parse(source), [ProjectionPushdown()], declarations)
     assert isinstance(derived.outcomes[0], Applied)
-    assert derived.source == 'x = fs.read_lines(\n    undefined_name,\n limit=3)\n'
+    assert derived.source == "x = fs.read_lines(\n    undefined_name,\n limit=3)\n"
     fake = SimpleNamespace(read_text=lambda *a, **k: "", read_lines=lambda *a, **k: [])
     for text in (source, derived.source):
         namespace: dict[str, object] = {"fs": fake}
@@ -204,9 +215,24 @@ async def test_passes_off_by_default_and_never_in_the_reference() -> None:
 
 async def test_fold_end_to_end_equals_the_reference() -> None:
     source = "a = 6\nb = a * 7 - 2\nc = b + True\nc"
-    streamed, reference, _, _ = await run_both(source, PassConfig(pure_scalar_fold=True, pure_scalar_cse=True))
+    streamed, reference, _, _ = await run_both(
+        source, PassConfig(pure_scalar_fold=True, pure_scalar_cse=True)
+    )
     assert_same_outcome(streamed, reference)
     assert [(o.name, o.applied) for o in streamed.report.passes] == [
         ("pure_scalar_fold", True),
         ("pure_scalar_cse", False),
     ]
+
+
+async def test_a_batch_cancelled_in_flight_counts_one_physical_call() -> None:
+    """The program raises while a batch call runs; the report counts the calls the tool saw."""
+    source = "fs.read_text('missing').splitlines()[:2]\n" + LOOP
+    fs = LawfulFiles(FILES, 0.05)
+    streamed, reference, _, _ = await run_both(
+        source, PassConfig(batch_fusion=BatchPolicy(), projection_pushdown=True), files=fs
+    )
+    assert_same_outcome(streamed, reference)
+    assert streamed.error is not None and streamed.error.line == 1
+    assert any(method == "read_many" for method, _ in fs.physical)
+    assert streamed.report.physical == len(fs.physical)

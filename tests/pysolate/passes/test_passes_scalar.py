@@ -44,7 +44,9 @@ def outcome_of(source: str) -> tuple[object, ...]:
 def test_fold_applies_and_keeps_the_outcome(source: str, derived: str) -> None:
     got, outcomes = run(source, PureScalarFold())
     assert got == derived
-    assert isinstance(outcomes[0], Applied) and outcomes[0].original_hash != outcomes[0].derived_hash
+    assert (
+        isinstance(outcomes[0], Applied) and outcomes[0].original_hash != outcomes[0].derived_hash
+    )
     assert outcome_of(got) == outcome_of(source)
     assert [s.lineno for s in ast.parse(got).body] == [s.lineno for s in ast.parse(source).body]
 
@@ -123,4 +125,7 @@ def test_cse_not_applicable(source: str, reason: str) -> None:
 
 def test_fold_then_cse_each_reported() -> None:
     _, outcomes = run("x = 2\ny = x + 1\ny", PureScalarFold(), PureScalarCSE())
-    assert [(o.name, o.applied) for o in outcomes] == [("pure_scalar_fold", True), ("pure_scalar_cse", False)]
+    assert [(o.name, o.applied) for o in outcomes] == [
+        ("pure_scalar_fold", True),
+        ("pure_scalar_cse", False),
+    ]
