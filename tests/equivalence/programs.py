@@ -39,9 +39,11 @@ class _Scope:
     strs: list[str] = field(default_factory=list)
     lists: list[str] = field(default_factory=list)
     ints: list[str] = field(default_factory=list)
+    iterated: frozenset[str] = frozenset()  # lists an enclosing loop runs over: never grown
 
-    def child(self) -> _Scope:
-        return _Scope(list(self.strs), list(self.lists), list(self.ints))
+    def child(self, iterating: str | None = None) -> _Scope:
+        iterated = self.iterated | {iterating} if iterating else self.iterated
+        return _Scope(list(self.strs), list(self.lists), list(self.ints), iterated)
 
 
 class _Writer:
@@ -127,7 +129,9 @@ class _Writer:
     def statement(self, scope: _Scope, depth: int) -> list[str]:
         kinds = ["search", "fetch", "read", "read", "write", "print", "live", "unknown", "repeat", "rewrite"]
         if scope.lists:
-            kinds += ["mutate", "comprehension"]
+            kinds += ["comprehension"]
+        if set(scope.lists) - scope.iterated:
+            kinds += ["mutate"]
         if depth < MAX_DEPTH:
             kinds += ["if", "for", "try"]
         if depth == 0:
@@ -206,7 +210,7 @@ class _Writer:
         return lines
 
     def _mutate(self, scope: _Scope, depth: int) -> list[str]:
-        name = self.draw(st.sampled_from(scope.lists))
+        name = self.draw(st.sampled_from(sorted(set(scope.lists) - scope.iterated)))
         if self.draw(st.booleans()):
             return [f"{name}.append({self.str_expr(scope)})"]
         return [f"{name}[:1] = ['zz']"]
@@ -229,7 +233,7 @@ class _Writer:
 
     def _for(self, scope: _Scope, depth: int) -> list[str]:
         source = self.list_expr(scope)
-        inner = scope.child()
+        inner = scope.child(iterating=source if source.isidentifier() else None)
         var = self.fresh("x")
         inner.strs.append(var)
         return [f"for {var} in {source}:", *_indent(self.block(inner, depth + 1))]

@@ -86,18 +86,24 @@ def compile_twin(source: str, capabilities: set[str]) -> tuple[CodeType, CodeTyp
 class TwinGuest:
     """Runs the async twin of the sealed source in the event loop (no thread)."""
 
-    def __init__(self, capabilities: Mapping[str, Sequence[str]]) -> None:
+    def __init__(self, capabilities: Mapping[str, Sequence[str]], limits: GuestLimits) -> None:
         self._capabilities = set(capabilities)
+        self._limits = limits
 
     async def run(self, source: str, handler: CallHandler) -> GuestOutcome:
         output: list[str] = []
+        calls = 0
 
         async def call(capability: str, method: str, *args: object, **kwargs: object) -> object:
+            nonlocal calls
             try:
                 check_plain(args)
                 check_plain(kwargs)
             except NotPlain as exc:
                 raise arguments_not_plain(capability, method, exc) from None
+            calls += 1
+            if calls > self._limits.max_calls:
+                raise _CallLimit(f"the program made more than {self._limits.max_calls} calls")
             try:
                 return await handler(capability, method, args, kwargs)
             except ToolFailure as failure:
@@ -119,6 +125,8 @@ class TwinGuest:
             await _run(body, namespace)
             if final is not None:
                 value = await _run(final, namespace)
+        except _CallLimit as limit:
+            return GuestOutcome("limit", None, "".join(output), ErrorInfo("CallLimit", str(limit), None), Isolation("in_process"))
         except Exception as exc:
             error = ErrorInfo(type(exc).__name__, str(exc), error_line(exc))
             return GuestOutcome("error", None, "".join(output), error, Isolation("in_process"))
@@ -126,6 +134,11 @@ class TwinGuest:
 
     async def aclose(self) -> None:
         pass
+
+
+class _CallLimit(BaseException):
+    """Ends the program at its call limit (not catchable by ``except Exception``); the
+    twin has no wall time, its clock being virtual, so this bounds an endless loop."""
 
 
 async def _run(code: CodeType, namespace: dict[str, object]) -> object:
@@ -144,7 +157,7 @@ def _plain_or_repr(value: object) -> object:
 
 
 async def _start(capabilities: Mapping[str, Sequence[str]], limits: GuestLimits) -> Guest:
-    return TwinGuest(capabilities)
+    return TwinGuest(capabilities, limits)
 
 
 twin_guest: GuestFactory = _start
