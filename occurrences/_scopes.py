@@ -18,6 +18,7 @@ a read that is not tried early; the claim is the gate (DESIGN.md, contract 3).
 from __future__ import annotations
 
 from collections.abc import Iterable
+from dataclasses import dataclass
 
 MAX_WRITTEN_SCOPES = 64
 """Most distinct scopes kept per capability along one timeline; one more and the
@@ -44,6 +45,14 @@ def overlaps(a: str | None, b: str | None) -> bool:
     return a == b or a.startswith(b + "/") or b.startswith(a + "/")
 
 
+def _above(path: str) -> Iterable[str]:
+    """The directories above ``path``, nearest first (``a/b/c``: ``a/b``, ``a``)."""
+    end = path.rfind("/")
+    while end > 0:
+        yield path[:end]
+        end = path.rfind("/", 0, end)
+
+
 class Everything:
     """The marker of a capability that may have been written anywhere."""
 
@@ -55,16 +64,40 @@ class Everything:
 
 EVERYTHING = Everything()
 
-Prior = tuple[str, ...] | Everything
-"""The writes that precede a call on its capability: the normalized scopes written (empty:
-none), or ``EVERYTHING``. Immutable, so a call may keep it to decide later."""
+@dataclass(frozen=True, slots=True)
+class Paths:
+    """The scopes written on one capability (false when none), and every directory above
+    one of them: a read overlaps them when its scope is one of either, or lies under a
+    written one - a lookup per component of its path, whatever the number of writes."""
+
+    written: frozenset[str] = frozenset()
+    above: frozenset[str] = frozenset()
+
+    def __bool__(self) -> bool:
+        return bool(self.written)
+
+    def __len__(self) -> int:
+        return len(self.written)
+
+    def plus(self, scope: str) -> Paths:
+        return Paths(self.written | {scope}, self.above.union(_above(scope)))
+
+    def may_see(self, scope: str | None) -> bool:
+        if not self.written:
+            return False
+        if scope is None or scope in self.written or scope in self.above:
+            return True
+        return any(d in self.written for d in _above(scope))
+
+
+Prior = Paths | Everything
+"""The writes that precede a call on its capability, or ``EVERYTHING``. Immutable, so a
+call may keep it to decide later."""
 
 
 def may_see(prior: Prior, scope: str | None) -> bool:
     """Whether a read of ``scope`` (``None``: odd or undeclared) may see one of ``prior``."""
-    if isinstance(prior, Everything):
-        return True
-    return any(overlaps(scope, written) for written in prior)
+    return True if isinstance(prior, Everything) else prior.may_see(scope)
 
 
 class Written:
@@ -77,13 +110,13 @@ class Written:
     __slots__ = ("_priors",)
 
     def __init__(self, priors: dict[str, Prior] | None = None) -> None:
-        # Invariant: a capability absent from _priors has not been written; a tuple entry is
-        # never empty and holds each scope once.
+        # Invariant: a capability absent from _priors has not been written; a Paths entry
+        # holds at most MAX_WRITTEN_SCOPES scopes.
         self._priors: dict[str, Prior] = {} if priors is None else priors
 
     def prior(self, capability: str) -> Prior:
         """What was written on ``capability`` so far."""
-        return self._priors.get(capability, ())
+        return self._priors.get(capability, _NONE)
 
     def add(self, capability: str) -> None:
         """``capability`` may have been written anywhere."""
@@ -98,9 +131,12 @@ class Written:
         prior = self.prior(capability)
         if scope is None:
             self.add(capability)
-        elif not isinstance(prior, Everything) and scope not in prior:
-            grown = (*prior, scope)
+        elif not isinstance(prior, Everything) and scope not in prior.written:
+            grown = prior.plus(scope)
             self._priors[capability] = grown if len(grown) <= MAX_WRITTEN_SCOPES else EVERYTHING
 
     def copy(self) -> Written:
         return Written(dict(self._priors))
+
+
+_NONE = Paths()

@@ -11,9 +11,11 @@ from __future__ import annotations
 import ast
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from occurrences import Discovery, Effect, MethodSpec, Occurrence, OccurrenceId
-from occurrences._scopes import MAX_WRITTEN_SCOPES, overlaps, scope_path
+from occurrences._scopes import MAX_WRITTEN_SCOPES, Paths, may_see, overlaps, scope_path
 
 READ, WRITE = Effect.IMMUTABLE_READ, Effect.WRITE
 
@@ -113,6 +115,17 @@ def test_normalized_paths_overlap_when_equal_or_one_is_a_directory_prefix(a: str
 def test_odd_scopes_overlap_everything(odd: object) -> None:
     assert scope_path(odd) is None
     assert overlaps(scope_path(odd), scope_path("anything.md"))
+
+
+_PATHS = st.lists(st.sampled_from(["a", "b", "ab"]), min_size=1, max_size=4).map("/".join)
+
+
+@given(st.lists(_PATHS, max_size=6), st.one_of(st.none(), _PATHS))
+def test_the_written_paths_lookup_agrees_with_the_overlap_relation(written: list[str], read: str | None) -> None:
+    paths = Paths()
+    for w in written:
+        paths = paths.plus(w)
+    assert may_see(paths, read) is any(overlaps(read, w) for w in written)
 
 
 # -- reads after writes ------------------------------------------------------------------------
