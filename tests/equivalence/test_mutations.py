@@ -12,18 +12,20 @@ from __future__ import annotations
 
 import ast
 import dataclasses
+import weakref
 from collections.abc import Callable
 
 import anyio
 import pytest
 from hypothesis import HealthCheck, Phase, given, settings
+from hypothesis import strategies as st
 
 from occurrences import Effect, PrefixParser, SealError, Snapshot
 from pysolate import _broker, _stream_run
 from pysolate._broker import RunScope
 
 from . import test_faults_stream
-from .harness import differential
+from .harness import check_pair, scheduled_pair
 from .programs import Conditions, conditions, programs
 
 MUTANT_PROGRAMS = 150
@@ -39,8 +41,9 @@ class Verdict:
 
 
 def run_generated(limit: int = MUTANT_PROGRAMS) -> Verdict:
-    """Run the differential property over up to ``limit`` derandomized programs; stop at
-    the first failing one."""
+    """Run the differential property over up to ``limit`` derandomized cases; stop at the
+    first failing one. Cases run on seeded schedules on the mock clock
+    (``scheduled_pair``), so whether a mutant is caught does not depend on machine load."""
     seen = 0
 
     @settings(
@@ -52,11 +55,11 @@ def run_generated(limit: int = MUTANT_PROGRAMS) -> Verdict:
         suppress_health_check=list(HealthCheck),
         report_multiple_bugs=False,
     )
-    @given(programs(), conditions())
-    def prop(source: str, case: Conditions) -> None:
+    @given(programs(), conditions(), st.integers(0, 2**32 - 1))
+    def prop(source: str, case: Conditions, seed: int) -> None:
         nonlocal seen
         seen += 1
-        differential(source, case)
+        check_pair(scheduled_pair(source, case, seed))
 
     try:
         prop()
@@ -106,12 +109,13 @@ def test_mutant_failure_raised_at_the_next_call(monkeypatch: pytest.MonkeyPatch)
     """A failed early read surfaces at the program's next call, whatever it is (raised
     as soon as it is known, instead of where the program reaches it)."""
     handler = RunScope.handler
-    surfaced: set[int] = set()
+    surfaced: weakref.WeakKeyDictionary[RunScope, set[int]] = weakref.WeakKeyDictionary()
 
     async def eager(self: RunScope, capability: str, method: str, args: tuple[object, ...], kwargs: dict[str, object]) -> object:
+        done = surfaced.setdefault(self, set())
         for obs in getattr(self.claims, "_early", ()):
-            if obs.error is not None and not obs.claims and obs.id not in surfaced:
-                surfaced.add(obs.id)
+            if obs.error is not None and not obs.claims and obs.id not in done:
+                done.add(obs.id)
                 raise obs.error
         return await handler(self, capability, method, args, kwargs)
 
