@@ -235,7 +235,9 @@ async def measure(scenario: Scenario, runs: int, guest: str) -> Measured:
     return Measured(scenario.name, off, on, p_off, p_on, equal, passes)
 
 
-def source_pass_cost(runs: int) -> list[tuple[str, float, float, float]]:
+def source_pass_cost(
+    runs: int,
+) -> list[tuple[str, float, float, float]]:  # name, pass, before, after
     """CPU time of the source passes themselves, and of executing the program before/after."""
     import ast
 
@@ -260,7 +262,7 @@ def source_pass_cost(runs: int) -> list[tuple[str, float, float, float]]:
                     thunk()
                 samples.append((time.process_time() - t0) / 20)
             timings.append(min(samples))
-        rows.append((name, *timings))
+        rows.append((name, timings[0], timings[1], timings[2]))
     return rows
 
 

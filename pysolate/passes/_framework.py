@@ -86,7 +86,8 @@ Capabilities = Mapping[str, Mapping[str, CapabilityMethod]]
 class SourcePass(Protocol):
     """A pass over the sealed source; pure and synchronous, never runs anything."""
 
-    name: str
+    @property
+    def name(self) -> str: ...
 
     def rewrite(
         self, source: str, tree: ast.Module, capabilities: Capabilities

@@ -26,6 +26,7 @@ import ast
 import operator
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from typing import Any
 
 from ._framework import Capabilities, Edit, NotApplicable, Offsets, Rewrite, same_lines
 
@@ -37,7 +38,7 @@ _BINARY: dict[type[ast.operator], Callable[[object, object], object]] = {
     ast.Sub: operator.sub,
     ast.Mult: operator.mul,
 }
-_UNARY: dict[type[ast.unaryop], Callable[[object], object]] = {
+_UNARY: dict[type[ast.unaryop], Callable[[Any], object]] = {
     ast.USub: operator.neg,
     ast.UAdd: operator.pos,
 }
@@ -139,7 +140,7 @@ class PureScalarFold:
         why = closed_scalar_program(tree)
         if why is not None:
             return NotApplicable(self.name, f"not a closed scalar program: {why}")
-        offsets, env, edits = Offsets(source), {}, []
+        offsets, env, edits = Offsets(source), dict[str, object](), list[Edit]()
         for stmt in tree.body:
             names, expr = _value_parts(stmt)
             try:

@@ -263,7 +263,7 @@ def test_the_comparison_catches_a_wrong_batch_law() -> None:
 
     class Reversed(LawfulFiles):
         @capability(effect=Effect.IMMUTABLE_READ, version="1")
-        async def read_many(self, paths: list[str]) -> list[object]:  # type: ignore[override]
+        async def read_many(self, paths: list[str]) -> list[object]:
             return list(reversed(await super().read_many(paths)))
 
     source = "[fs.read_text(p) for p in ['a', 'd']]\n"

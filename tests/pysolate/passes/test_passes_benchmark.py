@@ -30,7 +30,10 @@ async def test_every_scenario_runs_and_the_pass_keeps_the_outcome() -> None:
     bench = load()
     measured = {s.name: await bench.measure(s, 1, "in-process") for s in bench.SCENARIOS}
     assert all(m.equal for m in measured.values())
-    assert (measured["batch_fusion/loop"].physical_off, measured["batch_fusion/loop"].physical_on) == (16, 2)
+    assert (
+        measured["batch_fusion/loop"].physical_off,
+        measured["batch_fusion/loop"].physical_on,
+    ) == (16, 2)
     assert measured["batch_fusion/loop-c16"].physical_on == 1
     assert "n/a" in measured["batch_fusion/lone"].passes
     assert "applied" in measured["projection_pushdown"].passes

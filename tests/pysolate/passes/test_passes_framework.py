@@ -40,7 +40,7 @@ SOURCE = "x = 1\ny = x + 1\ny"
 
 
 def apply(rewrite: Rewrite | Exception) -> tuple[str, object]:
-    result = apply_source_passes(SOURCE, ast.parse(SOURCE), [Fixed(rewrite)], {})  # type: ignore[list-item]
+    result = apply_source_passes(SOURCE, ast.parse(SOURCE), [Fixed(rewrite)], {})
     return result.source, result.outcomes[0]
 
 
@@ -77,7 +77,8 @@ def test_declared_introductions_are_allowed() -> None:
 
 class _Reads:
     @capability(effect=Effect.IMMUTABLE_READ)
-    async def many(self, paths: list[str]) -> list[str]: ...
+    async def many(self, paths: list[str]) -> list[str]:
+        return paths
 
     @capability(effect=Effect.WRITE)
     async def put(self, paths: list[str]) -> None: ...
@@ -115,7 +116,8 @@ def test_laws_relate_only_read_only_methods_of_one_object(
 
     class Tool(_Reads):
         @capability(**decorate)  # type: ignore[call-overload]
-        async def one(self, path: str) -> str: ...
+        async def one(self, path: str) -> str:
+            return path
 
     with pytest.raises(RegistrationError, match=message):
         capability_methods(Tool())

@@ -10,14 +10,16 @@ import pytest
 from pysolate.passes import (
     Applied,
     NotApplicable,
+    PassOutcome,
     PureScalarCSE,
     PureScalarFold,
+    SourcePass,
     apply_source_passes,
 )
 
 
-def run(source: str, *passes: object) -> tuple[str, tuple[object, ...]]:
-    result = apply_source_passes(source, ast.parse(source), list(passes), {})  # type: ignore[arg-type]
+def run(source: str, *passes: SourcePass) -> tuple[str, tuple[PassOutcome, ...]]:
+    result = apply_source_passes(source, ast.parse(source), list(passes), {})
     return result.source, result.outcomes
 
 
@@ -27,7 +29,11 @@ def outcome_of(source: str) -> tuple[object, ...]:
     last = tree.body.pop() if tree.body and isinstance(tree.body[-1], ast.Expr) else None
     env: dict[str, object] = {}
     exec(compile(tree, "<agent>", "exec"), env)
-    value = eval(compile(ast.Expression(last.value), "<agent>", "eval"), env) if last else None
+    value = (
+        eval(compile(ast.Expression(last.value), "<agent>", "eval"), env)
+        if isinstance(last, ast.Expr)
+        else None
+    )
     return value, type(value)
 
 
