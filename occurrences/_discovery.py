@@ -354,6 +354,10 @@ class Discovery(_Expressions):
                     return True  # ``else`` does not run
                 if leave.kind is ast.Return:
                     raise
+            if exit_.maybe:
+                # A ``continue`` under an unresolved branch may have skipped the rest of
+                # this iteration: the next one may start from any point of it.
+                self._merge(overlay, base)
         if node.orelse:
             self._body(
                 node.orelse,

@@ -272,3 +272,17 @@ def test_a_store_under_a_key_of_unknown_origin_takes_that_key_in() -> None:
     assert last(src) == "kb.get@5 UNKNOWN"
     src = "keep = [1]\nbox = {}\nbox['k'] = 1\nbox.clear()\nkb.get(key=keep)\n"
     assert last(src) == "kb.get@5 ('key=[1]',)"
+
+
+# -- exactness found on the way --------------------------------------------------------------
+
+
+def test_after_a_continue_that_may_run_the_next_iteration_starts_from_anything() -> None:
+    """Iteration 1 may ``continue`` before ``n = []``: iteration 2 may then append to
+    ``keep``, and read ``x`` as ``'a'``."""
+    src = "keep = [1]\nn = keep\nfor i in [1, 2]:\n    if i == 2:\n        n.append(0)\n    if ask():\n        continue\n    n = []\nkb.get(key=keep)\n"
+    assert last(src) == "kb.get@9 UNKNOWN"
+    src = "x = 'a'\nfor i in [1, 2]:\n    kb.get(key=x)\n    if ask():\n        continue\n    x = 'b'\n"
+    assert show(src) == ["kb.get@3[0] (\"key='a'\",)", "kb.get@3[1] UNKNOWN"]
+    certain = "x = 'a'\nfor i in [1, 2]:\n    kb.get(key=x)\n    if i == 1:\n        continue\n    x = 'b'\n"
+    assert show(certain) == ["kb.get@3[0] (\"key='a'\",)", "kb.get@3[1] (\"key='a'\",)"]
