@@ -22,6 +22,8 @@ from hypothesis import HealthCheck, Phase, find, given, settings
 from hypothesis import strategies as st
 
 from pysolate import Effect, Host, LanePolicy, RunResult, capability
+from pysolate._guest import start_subprocess_guest
+from pysolate._guest_api import GuestFactory
 from pysolate.passes import BatchPolicy, PassConfig
 from pysolate.passes.testing import LawfulFiles
 from pysolate.testing import check_invariants, in_process_guest
@@ -50,6 +52,9 @@ PROGRAMS = 120
 
 READ_PROGRAMS = 80
 """Generated read programs per default run (each streams with tool latency)."""
+
+SUBPROCESS_PROGRAMS = 12
+"""Generated programs of either kind run through the subprocess Guest (slower start-up)."""
 
 _CI = settings(
     derandomize=True,
@@ -162,17 +167,21 @@ def read_programs(draw: st.DrawFn) -> str:
     return "\n".join(lines) + "\n"
 
 
-def lawful_host(conditions: Conditions, passes: PassConfig | None) -> tuple[Host, LawfulFiles]:
-    host, _ = build_host(conditions, in_process_guest, passes=passes)
+def lawful_host(
+    conditions: Conditions, passes: PassConfig | None, factory: GuestFactory = in_process_guest
+) -> tuple[Host, LawfulFiles]:
+    host, _ = build_host(conditions, factory, passes=passes)
     files = LawfulFiles(FILES, latency=conditions.latencies.get("docs.search", 0.0))
     host.register("fs", files)
     return host, files
 
 
-async def pair(source: str, case: Conditions) -> tuple[RunResult, RunResult, Host]:
-    ref_host, _ = lawful_host(case, None)
+async def pair(
+    source: str, case: Conditions, factory: GuestFactory = in_process_guest
+) -> tuple[RunResult, RunResult, Host]:
+    ref_host, _ = lawful_host(case, None, factory)
     reference = await ref_host.run_source(source, speculate=False)
-    host, _ = lawful_host(case, ALL)
+    host, _ = lawful_host(case, ALL, factory)
     streamed = await host.run_stream(
         TimedChunks(source, case.chunk_sizes, case.pauses), policy=case.policy
     )
@@ -205,8 +214,10 @@ def assert_equal_by_law(source: str, streamed: RunResult, reference: RunResult) 
         ), f"receipt {g.index} differs\n{source}"
 
 
-def check(source: str, case: Conditions) -> tuple[RunResult, RunResult]:
-    streamed, reference, host = anyio.run(pair, source, case)
+def check(
+    source: str, case: Conditions, factory: GuestFactory = in_process_guest
+) -> tuple[RunResult, RunResult]:
+    streamed, reference, host = anyio.run(pair, source, case, factory)
     assert_equal_by_law(source, streamed, reference)
     check_invariants(streamed, host.method_specs())
     return streamed, reference
@@ -224,6 +235,13 @@ def test_scalar_passes_equal_the_unrewritten_run(source: str, case: Conditions) 
 def test_read_passes_equal_the_unrewritten_run(source: str, case: Conditions) -> None:
     """Batch fusion and pushdown: same outcome; same log, pushed-down receipts by the law."""
     check(source, case)
+
+
+@settings(_CI, max_examples=SUBPROCESS_PROGRAMS)
+@given(st.one_of(read_programs(), scalar_programs()), conditions())
+def test_passes_through_the_subprocess_guest(source: str, case: Conditions) -> None:
+    """A sample through the isolated subprocess Guest (derived source, real broker)."""
+    check(source, case, start_subprocess_guest)
 
 
 @settings(_CI, max_examples=40)
