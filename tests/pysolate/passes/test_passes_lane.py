@@ -237,3 +237,16 @@ async def test_a_batch_cancelled_in_flight_counts_one_physical_call() -> None:
     assert streamed.error is not None and streamed.error.line == 1
     assert any(method == "read_many" for method, _ in fs.physical)
     assert streamed.report.physical == len(fs.physical)
+
+
+async def test_the_sequential_reference_never_runs_a_pass() -> None:
+    """``run_source(speculate=False)`` on a Host with every pass on runs the source as written."""
+    fs = LawfulFiles(FILES)
+    host = Host(
+        guest_factory=in_process_guest,
+        passes=PassConfig(True, True, True, BatchPolicy()),
+    )
+    host.register("fs", fs)
+    result = await host.run_source(HEAD + "a = 2\nb = a * 3\n", speculate=False)
+    assert result.report.passes == ()
+    assert [m for m, _ in fs.physical] == ["read_text", "read_text", "read_text"]
