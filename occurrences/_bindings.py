@@ -144,6 +144,14 @@ def origins_of(binding: Binding) -> Origins:
     return None
 
 
+def data_origins(binding: Binding) -> Origins:
+    """The origins of a plain data value; ``None`` (anything) for ``UNKNOWN`` and for a
+    capability, module or function, which must never be taken for data."""
+    if isinstance(binding, CapabilityRef | MethodRef | ModuleRef | FunctionRef):
+        return None
+    return origins_of(binding)
+
+
 def union_origins(origins: Iterable[Origins]) -> Origins:
     out: set[object] = set()
     for o in origins:
@@ -214,7 +222,7 @@ class Scope:
     parent is the module scope.
     """
 
-    __slots__ = ("assigned", "local", "parent")
+    __slots__ = ("assigned", "local", "parent", "seen")
 
     def __init__(
         self, parent: Scope | None = None, local: dict[str, Binding] | None = None
@@ -223,6 +231,9 @@ class Scope:
         self.local: dict[str, Binding] = {} if local is None else local
         # Names bound in this scope since it was created (what a merge must forget).
         self.assigned: set[str] = set()
+        # Per assigned name, the origins of every binding it had here (None: anything);
+        # a merge may keep them (see ``_Effects._merge``).
+        self.seen: dict[str, Origins] = {}
 
     def lookup(self, name: str) -> Binding | None:
         scope: Scope | None = self
@@ -236,6 +247,7 @@ class Scope:
     def bind(self, name: str, binding: Binding) -> None:
         self.local[name] = binding
         self.assigned.add(name)
+        self.seen[name] = union_origins((self.seen.get(name, frozenset()), data_origins(binding)))
 
     def visible(self) -> Iterator[tuple[str, Binding]]:
         """Every visible name with its binding (inner scopes shadow outer ones)."""

@@ -24,6 +24,7 @@ from ._bindings import (
     Mutated,
     Origins,
     Scope,
+    data_origins,
     evaluate_in,
     may_be_mutable,
     origins_of,
@@ -143,6 +144,8 @@ class _Effects:
 
     def _bind(self, name: str, binding: Binding, ctx: _Context) -> None:
         ctx.scope.bind(name, binding)
+        if not ctx.emit:
+            ctx.scope.seen[name] = None  # followed once for code that may run again
 
     def _derive(self, expr: ast.expr, captured: dict[str, Binding]) -> Binding:
         """The binding of ``expr`` over ``captured``: known now, or once its results are."""
@@ -214,12 +217,20 @@ class _Effects:
 
     def _merge(self, overlay: Scope, ctx: _Context, exclude: frozenset[str] = frozenset()) -> None:
         """Back from code that may not have run (or not exactly as followed): every name
-        it bound is ``UNKNOWN``; a capability it aliased is no longer trusted."""
+        it bound is unknown; a capability it aliased is no longer trusted.
+
+        Where that code was followed exactly, a name that held only data, before and at
+        every point of it, keeps what its values may share structure with (``Mutated``):
+        it holds one of them."""
         for name in overlay.assigned - exclude:
             b = overlay.local.get(name)
             if isinstance(b, CapabilityRef | MethodRef):
                 self._distrust(b.capability, ctx)
-            ctx.scope.bind(name, UNKNOWN)
+            origins = overlay.seen.get(name) if ctx.emit else None
+            before = overlay.parent.lookup(name) if overlay.parent is not None else None
+            if before is not None:
+                origins = union_origins((origins, data_origins(before)))
+            ctx.scope.bind(name, UNKNOWN if origins is None else Mutated(origins))
 
     @staticmethod
     def _control_of(branches: Iterable[_Branch]) -> tuple[bool, bool]:

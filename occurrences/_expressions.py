@@ -29,6 +29,7 @@ from ._bindings import (
     Result,
     Scope,
     Unpacked,
+    data_origins,
     evaluator_env,
     is_immutable,
     may_be_mutable,
@@ -539,7 +540,7 @@ class _Expressions(_Effects):
         params = [a.arg for a in ref.node.args.args]
         defaults = dict(zip(params[len(params) - len(ref.defaults) :], ref.defaults, strict=True))
         pairs = [*zip(params, call.args, strict=False), *((k.arg, k.value) for k in call.keywords)]
-        found = {name: _data_origins(self._value(expr, ctx, subst)) for name, expr in pairs}
+        found = {name: data_origins(self._value(expr, ctx, subst)) for name, expr in pairs}
         plain = (
             len(call.args) <= len(params)
             and not any(isinstance(a, ast.Starred) for a in call.args)
@@ -700,11 +701,3 @@ class _Expressions(_Effects):
                     self._expr(node.value, element)
                 else:
                     self._expr(node.elt, element)
-
-
-def _data_origins(binding: Binding) -> Origins:
-    """The origins of a plain data value; ``None`` (anything) for a capability, module or
-    function, which a body walked for its effects must not take for data."""
-    if isinstance(binding, CapabilityRef | MethodRef | ModuleRef | FunctionRef):
-        return None
-    return origins_of(binding)

@@ -145,6 +145,39 @@ def test_mutating_a_value_of_unknown_origin_still_forgets_every_container() -> N
     assert last(src) == "kb.get@5 UNKNOWN", "acc took in a value of unknown origin"
 
 
+def test_a_container_filled_in_a_loop_can_be_mutated_again_after_it() -> None:
+    """After the loop ``results`` is unknown but still only itself: storing into it again
+    leaves ``topics`` known."""
+    src = (
+        "topics = ['a', 'b']\nresults = {}\nfor t in topics:\n    results[t] = docs.search(query=t)\n"
+        "results['n'] = 2\n[kb.get(key=t) for t in topics]\n"
+    )
+    assert show(src)[-2:] == ["kb.get@6[0] (\"key='a'\",)", "kb.get@6[1] (\"key='b'\",)"]
+    branch = "keep = [1]\nacc = []\nif ask():\n    acc = [2]\nacc.append(3)\nkb.get(key=keep)\nkb.get(key=acc)\n"
+    assert show(branch) == ["kb.get@6 ('key=[1]',)", "kb.get@7 UNKNOWN"]
+
+
+def test_after_a_branch_a_name_may_hold_any_value_it_had() -> None:
+    """``n`` may be ``keep`` (the branch did not run) or ``b`` (an earlier value of the
+    branch's): mutating it may mutate either."""
+    before = "keep = [1]\nn = keep\nif ask():\n    n = [2]\nn.append(0)\nkb.get(key=keep)\n"
+    assert last(before) == "kb.get@6 UNKNOWN"
+    earlier = "b = [1]\nn = []\nif ask():\n    n = b\n    n = [2]\nn.append(0)\nkb.get(key=b)\n"
+    assert last(earlier) == "kb.get@7 UNKNOWN", "any value it had counts, also one overwritten"
+    stopped = "b = [1]\nn = []\ntry:\n    n = b\n    n = ask()\nexcept E:\n    pass\nn.append(0)\nkb.get(key=b)\n"
+    assert last(stopped) == "kb.get@9 UNKNOWN", "the try body may stop while n is b"
+    capability = "n = []\nif ask():\n    n = fs\nn.write('a')\nfs.read('a')\ndocs.search('q')\n"
+    assert show(capability) == ["docs.search@6 ('q',)"], "fs is no longer trusted"
+
+
+def test_a_loop_not_expanded_still_forgets_what_it_assigned() -> None:
+    src = "keep = [1]\nacc = []\nfor i in ask():\n    acc = acc + [i]\nacc.append(0)\nkb.get(key=keep)\n"
+    assert last(src) == "kb.get@6 UNKNOWN"
+    # Followed once, but in a second iteration ``n`` is ``keep``.
+    src = "keep = [1]\nm = []\nn = []\nfor i in ask():\n    n = m\n    m = keep\nn.append(0)\nkb.get(key=keep)\n"
+    assert last(src) == "kb.get@8 UNKNOWN"
+
+
 # -- 2. a program function called with arguments not all known ------------------------------
 
 
