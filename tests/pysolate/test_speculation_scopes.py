@@ -173,7 +173,8 @@ def test_the_scope_position_counts_positional_parameters_only() -> None:
         def put(self, bucket: str, /, key: str, value: str) -> None: ...
 
         @capability(effect=Effect.IMMUTABLE_READ, version="1", scope="key")
-        def get(self, *, key: str) -> str: ...
+        def get(self, *, key: str) -> str:
+            return key
 
     host = Host()
     host.register("store", Store())
@@ -203,7 +204,7 @@ def test_a_scope_must_name_a_parameter_passable_by_name() -> None:
 @pytest.mark.parametrize("scope", ["", "not a name", 3])
 def test_a_scope_must_be_an_identifier(scope: object) -> None:
     with pytest.raises(RegistrationError, match="scope"):
-        capability(effect=Effect.WRITE, version="1", scope=scope)  # type: ignore[arg-type]
+        capability(effect=Effect.WRITE, version="1", scope=scope)  # type: ignore[call-overload]
 
 
 def test_a_method_of_unknown_effect_cannot_declare_a_scope() -> None:
