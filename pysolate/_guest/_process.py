@@ -431,16 +431,19 @@ async def start_subprocess_guest(
     host_end, child_end = socket.socketpair()
     t0 = time.perf_counter()
     try:
-        process = await anyio.open_process(
-            [*plan.argv, str(child_end.fileno())],
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            env={},
-            cwd=scratch,
-            start_new_session=True,
-            pass_fds=(child_end.fileno(),),
-        )
+        # Shielded: a cancellation landing after the fork but before we hold the process
+        # would leave a live child nobody kills; once we hold it, cleanup below kills it.
+        with anyio.CancelScope(shield=True):
+            process = await anyio.open_process(
+                [*plan.argv, str(child_end.fileno())],
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                env={},
+                cwd=scratch,
+                start_new_session=True,
+                pass_fds=(child_end.fileno(),),
+            )
     except BaseException:
         host_end.close()
         if scratch is not None:
