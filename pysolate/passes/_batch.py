@@ -117,10 +117,10 @@ class BatchFusion:
             try:
                 with anyio.move_on_after(self._policy.max_wait):
                     await batch.full.wait()
-                if self._open.get(group) is batch:
-                    del self._open[group]
+                self._close(batch)
                 await self._send(batch)
             finally:
+                self._close(batch)  # also when cancelled while waiting: nobody may join it now
                 if batch.outcomes is None:
                     batch.outcomes = [_FALLBACK] * len(batch.calls)
                 batch.done.set()
@@ -142,9 +142,13 @@ class BatchFusion:
         batch.probes.append(probe)
         if len(batch.calls) >= self._policy.max_size:
             batch.full.set()
-            if self._open.get(batch.group) is batch:
-                del self._open[batch.group]
+            self._close(batch)
         return len(batch.calls) - 1
+
+    def _close(self, batch: _Batch) -> None:
+        """Take no more members into ``batch``."""
+        if self._open.get(batch.group) is batch:
+            del self._open[batch.group]
 
     async def _send(self, batch: _Batch) -> None:
         if len(batch.calls) == 1:
