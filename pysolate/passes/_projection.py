@@ -132,6 +132,7 @@ class ProjectionPushdown:
         versions: set[str] = set()
         introduces: set[str] = set()
         refused: list[str] = []
+        pushed: list[int] = []  # line of each rewritten site
         for site in sites:
             method = capabilities[site.capability].get(site.method)
             law = method.projection if method is not None else None
@@ -145,6 +146,7 @@ class ProjectionPushdown:
                 refused.append(f"{where}: {reason}")
                 continue
             edits.extend(self._edits(site, law, source, offsets))
+            pushed.append(site.call.lineno)
             versions.update(
                 {
                     f"{site.capability}.{site.method}@{method.version}",
@@ -155,7 +157,7 @@ class ProjectionPushdown:
             introduces.update({law.method, law.limit})
         if not edits:
             return NotApplicable(self.name, "; ".join(refused))
-        detail = f"{len(edits) // 3} site(s) pushed down"
+        detail = f"{len(pushed)} site(s) pushed down, at line(s) {', '.join(map(str, sorted(pushed)))}"
         if refused:
             detail += f"; left alone: {'; '.join(refused)}"
         return Rewrite(
