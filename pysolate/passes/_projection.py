@@ -55,18 +55,24 @@ def _bound_anywhere(tree: ast.Module) -> set[str]:
 
 _REBINDERS = frozenset(
     {
-        "globals",
-        "locals",
-        "vars",
-        "exec",
-        "eval",
-        "compile",
-        "__import__",
-        "__builtins__",
-        "setattr",
+        "globals", "locals", "vars", "exec", "eval", "compile", "__import__", "__builtins__",
+        "setattr", "getattr", "delattr", "breakpoint",
     }
-)
-"""Names through which a program could rebind a global behind the AST's back."""
+)  # fmt: skip
+"""Names through which a program could rebind a global behind the AST's back (so could an
+import, e.g. ``inspect``, or an underscore attribute such as ``__dict__``: both refused too)."""
+
+
+def _reaches_globals(tree: ast.Module) -> str | None:
+    """Why the program might rebind a capability name without an assignment, or None."""
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import | ast.ImportFrom):
+            return f"line {node.lineno}: the program imports"
+        if isinstance(node, ast.Name) and node.id in _REBINDERS:
+            return f"line {node.lineno}: the program uses {node.id}"
+        if isinstance(node, ast.Attribute) and node.attr.startswith("_"):
+            return f"line {node.lineno}: the program reads attribute {node.attr}"
+    return None
 
 
 @dataclass(frozen=True, slots=True)
@@ -124,9 +130,9 @@ class ProjectionPushdown:
                 self.name, "no capability call used only through .splitlines()[:n]"
             )
         bound = _bound_anywhere(tree)
-        loaded = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)}
-        if loaded & _REBINDERS:
-            return NotApplicable(self.name, f"the program uses {sorted(loaded & _REBINDERS)}")
+        why = _reaches_globals(tree)
+        if why is not None:
+            return NotApplicable(self.name, why)
         offsets = Offsets(source)
         edits: list[Edit] = []
         versions: set[str] = set()
@@ -157,7 +163,9 @@ class ProjectionPushdown:
             introduces.update({law.method, law.limit})
         if not edits:
             return NotApplicable(self.name, "; ".join(refused))
-        detail = f"{len(pushed)} site(s) pushed down, at line(s) {', '.join(map(str, sorted(pushed)))}"
+        detail = (
+            f"{len(pushed)} site(s) pushed down, at line(s) {', '.join(map(str, sorted(pushed)))}"
+        )
         if refused:
             detail += f"; left alone: {'; '.join(refused)}"
         return Rewrite(
