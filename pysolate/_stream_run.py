@@ -212,7 +212,7 @@ async def _seal(
     trace: RunTrace,
     timeline: TimelineRecorder,
     t0: float,
-    lens: Callable[[Sequence[ast.stmt]], Sequence[ast.stmt]] = list,
+    lens: Callable[[Sequence[ast.stmt]], Sequence[ast.stmt]] | None = None,
 ) -> Snapshot:
     """Consume the stream, growing the graph as statements are accepted; return the seal."""
     extractor = FenceExtractor(mode="markdown" if code == "markdown" else "raw")
@@ -223,7 +223,7 @@ async def _seal(
         if snapshot is None:
             return
         new = snapshot.new_statements
-        graph.add_statements(lens(new))
+        graph.add_statements(lens(new) if lens is not None else new)
         lane.pump()
         total = snapshot.first_new + len(new)  # len(statements) would materialize them all
         trace.snapshot_accepted(statements=total, new_statements=len(new), chars=snapshot.end)
@@ -248,17 +248,18 @@ async def _seal(
         seal(final.source)
     except SealError as exc:
         raise _Aborted(RunStatus.REJECTED, rejection(exc)) from exc
-    graph.add_statements(lens(final.new_statements))
+    graph.add_statements(lens(final.new_statements) if lens is not None else final.new_statements)
     lane.pump()
     trace.sealed(source_hash(final.source), statements=len(final.statements), chars=final.end)
     timeline.mark("stream", "sealed", end, "seal")
     return final
 
 
-def _lens(host: Host) -> Callable[[Sequence[ast.stmt]], Sequence[ast.stmt]]:
-    """How discovery reads accepted statements: as the pushdown pass will derive them, or as is."""
+def _lens(host: Host) -> Callable[[Sequence[ast.stmt]], Sequence[ast.stmt]] | None:
+    """How discovery reads accepted statements: as the pushdown pass will derive them, or
+    (None) as they are."""
     if host.passes is None or not host.passes.projection_pushdown:
-        return list
+        return None
     declarations = {name: host.registration(name).methods for name in host.capabilities()}
     return functools.partial(speculative_statements, capabilities=declarations)
 
