@@ -142,13 +142,18 @@ class Pair:
     specs: dict[str, dict[str, object]] = field(default_factory=dict)
 
 
+def stream_of(source: str, conditions: Conditions) -> TimedChunks:
+    """The stream a case sends: the source, or a markdown reply with it in a fence."""
+    text = f"Here is the plan.\n\n```python\n{source}```\n\nDone.\n" if conditions.markdown else source
+    return TimedChunks(text, conditions.chunk_sizes, conditions.pauses)
+
+
 async def run_pair(source: str, conditions: Conditions, factory: GuestFactory = in_process_guest) -> Pair:
     """Run ``source`` sequentially and streamed, each against a fresh Host."""
     ref_host, ref_tools = build_host(conditions, factory)
     reference = await ref_host.run_source(source, speculate=False)
     host, tools = build_host(conditions, factory)
-    text = f"Here is the plan.\n\n```python\n{source}```\n\nDone.\n" if conditions.markdown else source
-    chunks = TimedChunks(text, conditions.chunk_sizes, conditions.pauses)
+    chunks = stream_of(source, conditions)
     speculative = await host.run_stream(chunks, code="markdown" if conditions.markdown else "raw", policy=conditions.policy)
     return Pair(source, reference, speculative, ref_tools, tools, chunks.ended, host.method_specs())  # type: ignore[arg-type]
 
@@ -219,8 +224,8 @@ def scheduled_pair(source: str, conditions: Conditions, seed: int) -> Pair:
         ref_host, ref_tools = build_host(conditions, twin_guest, sync_fetch=False)
         reference = await ref_host.run_source(source, speculate=False)
         host, tools = build_host(conditions, twin_guest, sync_fetch=False)
-        chunks = TimedChunks(source, conditions.chunk_sizes, conditions.pauses)
-        speculative = await host.run_stream(chunks, policy=conditions.policy)
+        chunks = stream_of(source, conditions)
+        speculative = await host.run_stream(chunks, code="markdown" if conditions.markdown else "raw", policy=conditions.policy)
         return Pair(source, reference, speculative, ref_tools, tools, chunks.ended, host.method_specs())  # type: ignore[arg-type]
 
     return anyio.run(main, backend="trio", backend_options={"clock": MockClock(autojump_threshold=0)})
