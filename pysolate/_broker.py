@@ -327,8 +327,10 @@ class RunScope:
         With a claim table attached (``claims``), a pure or immutable-read call whose exact
         key has early work takes that result (waiting while it runs), or its held failure;
         otherwise it runs now. Raises ``ToolFailure`` for whatever the program must see
-        raised at the call. Cancellation propagates and leaves no receipt for the
-        interrupted call.
+        raised at the call. Cancellation (the Guest died, the caller gave up) propagates;
+        a call it interrupts after the tool was invoked keeps a receipt with outcome
+        ``unknown``, because it may have taken effect (contract 6: an ambiguous end is
+        reported as such).
         """
         now = self._now()
         try:
@@ -352,6 +354,14 @@ class RunScope:
                 self.claims.end_formal(formal, error=failure)  # type: ignore[union-attr]
             outcome: CallOutcome = "unknown" if isinstance(failure, OutcomeUnknown) else "error"
             self._record(capability, method, call.args, call.kwargs, call, key, outcome, None, failure, now)
+            raise
+        except BaseException:
+            interrupted = OutcomeUnknown(
+                "OutcomeUnknown", f"{capability}.{method} was interrupted; it may or may not have taken effect"
+            )
+            if shareable:
+                self.claims.end_formal(formal, error=interrupted)  # type: ignore[union-attr]
+            self._record(capability, method, call.args, call.kwargs, call, key, "unknown", None, interrupted, now)
             raise
         if shareable:
             self.claims.end_formal(formal, value=result)  # type: ignore[union-attr]
