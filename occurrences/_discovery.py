@@ -79,6 +79,7 @@ from ._bindings import (
     Known,
     MethodRef,
     ModuleRef,
+    Mutated,
     Origins,
     Scope,
     is_immutable,
@@ -314,7 +315,7 @@ class Discovery(_Expressions):
                     self._expand_for(node, items, origins_of(iterable), Scope(base), deferred)
 
             self._when_known(producers, later)
-        self._dry_loop(node.target, node.body, node.orelse, ctx)
+        self._dry_loop(node.target, node.body, node.orelse, ctx, origins_of(iterable))
 
     def _expand_for(
         self, node: ast.For, items: list[object], origins: Origins, overlay: Scope, ctx: _Context
@@ -338,8 +339,8 @@ class Discovery(_Expressions):
         for index, item in enumerate(items):
             if not self._may_expand(0):
                 # Out of time: the rest is not expanded (nor is ``else``), so what it may
-                # write is not known either.
-                ctx.written.update(self._capabilities)
+                # do is not known either.
+                self._opaque(ctx)
                 return True
             iteration = replace(
                 base,
@@ -371,9 +372,15 @@ class Discovery(_Expressions):
         return True
 
     def _dry_loop(
-        self, target: ast.expr | None, body: Sequence[ast.stmt], orelse: Sequence[ast.stmt], ctx: _Context
+        self,
+        target: ast.expr | None,
+        body: Sequence[ast.stmt],
+        orelse: Sequence[ast.stmt],
+        ctx: _Context,
+        items: Origins = None,
     ) -> None:
-        """Collect the effects of a loop that is not expanded: once, with nothing known."""
+        """Collect the effects of a loop that is not expanded, as many runs of its body
+        (its items, unknown, share structure with ``items`` only)."""
         overlay = Scope(ctx.scope)
         dry = replace(
             ctx,
@@ -381,10 +388,14 @@ class Discovery(_Expressions):
             globals=overlay if ctx.globals is ctx.scope else ctx.globals,
             emit=False,
         )
-        if target is not None:
-            self._assign(target, UNKNOWN, dry)
-        self._body(body, replace(dry, loop=None))  # its break/continue are its own
-        self._body(orelse, dry)
+
+        def once() -> None:
+            if target is not None:
+                self._assign(target, UNKNOWN if items is None else Mutated(items), dry)
+            self._body(body, replace(dry, loop=None))  # its break/continue are its own
+            self._body(orelse, dry)
+
+        self._repeatedly(once, overlay, dry, [*([target] if target is not None else []), *body, *orelse])
         self._merge(overlay, ctx)
 
     def _stmt_while(self, node: ast.While, ctx: _Context) -> None:
@@ -480,7 +491,7 @@ class Discovery(_Expressions):
         dry = replace(
             ctx, scope=overlay, globals=overlay if ctx.globals is ctx.scope else ctx.globals, emit=False
         )
-        self._dry_children(node, dry)
+        self._repeatedly(lambda: self._dry_children(node, dry), overlay, dry, [node])
         for stored in ast.walk(node):
             if isinstance(stored, ast.Name) and isinstance(stored.ctx, ast.Store | ast.Del):
                 overlay.bind(stored.id, UNKNOWN)

@@ -19,8 +19,10 @@ from ._bindings import (
     Binding,
     CapabilityRef,
     Derived,
+    FunctionRef,
     Known,
     MethodRef,
+    ModuleRef,
     Mutated,
     Origins,
     Scope,
@@ -35,6 +37,7 @@ from ._bindings import (
 from ._control import (
     MAX_EXPANSION_SECONDS,
     MAX_EXPANSIONS,
+    OPAQUE_BUILTINS,
     DiscoverySink,
     _Branch,
     _Context,
@@ -42,9 +45,17 @@ from ._control import (
     _truth,
     _Waiter,
 )
-from ._evaluator import UNKNOWN
+from ._evaluator import UNKNOWN, free_names
 from ._model import MethodSpec, OccurrenceId
+from ._pure import BUILTINS
 from ._scopes import Written
+
+MAX_PASSES = 3
+"""Most passes over a loop body not expanded before its last, forget-everything pass."""
+
+MAX_REPEATED_NESTING = 2
+"""Deepest nesting of loops not expanded that get more than that last pass (each level
+multiplies the passes of the ones inside it)."""
 
 
 class _Effects:
@@ -66,6 +77,7 @@ class _Effects:
         self._expanding_since: float | None = None  # start of the outermost one running
         self._global_names: set[str] = set()  # names some function declares ``global``
         self._branches_of: dict[OccurrenceId, tuple[_Branch, ...]] = {}
+        self._repeating = 0  # nesting of code being followed repeatedly (``_repeatedly``)
 
     # -- expansion budget ---------------------------------------------------------------
 
@@ -144,8 +156,6 @@ class _Effects:
 
     def _bind(self, name: str, binding: Binding, ctx: _Context) -> None:
         ctx.scope.bind(name, binding)
-        if not ctx.emit:
-            ctx.scope.seen[name] = None  # followed once for code that may run again
 
     def _derive(self, expr: ast.expr, captured: dict[str, Binding]) -> Binding:
         """The binding of ``expr`` over ``captured``: known now, or once its results are."""
@@ -155,8 +165,7 @@ class _Effects:
             if p:
                 producers = producers | p
         # The value may contain (alias) what it reads, plus whatever it creates itself.
-        self._fresh += 1
-        origins = union_origins([*map(origins_of, captured.values()), frozenset({self._fresh})])
+        origins = union_origins([*map(origins_of, captured.values()), frozenset({self._origin(expr)})])
         if producers:
             # Stays a Derived even when every result is in, so what depends on it (is a
             # condition known? may a function be expanded?) never depends on timing.
@@ -166,7 +175,7 @@ class _Effects:
             return derived
         value = evaluate_in(expr, captured, self._results)
         if value is UNKNOWN:
-            return _part_of_mutated(expr, captured)
+            return _unknown_value(expr, captured, origins)
         return Known(value, origins)
 
     @staticmethod
@@ -178,16 +187,15 @@ class _Effects:
         ``received`` origins: no value that may share structure with it is known any more
         (with ``None``: no possibly-mutable value).
 
-        Where code is followed exactly (``ctx.emit``) such a value keeps its origins, grown
-        by ``received``, so that mutating it later forgets only what may share structure
-        with it. Code followed once for its effects (a loop body not expanded) may run
-        again after aliases it creates, so there it forgets them too."""
+        Such a value keeps its origins (``Mutated``), grown by ``received``, so that
+        mutating it later forgets only what may share structure with it. (Code that may
+        run again after aliases it creates is followed until that settles: ``_repeatedly``.)"""
         for scope in self._scopes(ctx):
             for name, b in list(scope.visible()):
                 if may_be_mutable(b):
                     theirs = origins_of(b)
                     if origins is None or theirs is None or origins & theirs:
-                        grown = union_origins((theirs, received)) if ctx.emit else None
+                        grown = union_origins((theirs, received))
                         scope.bind(name, UNKNOWN if grown is None else Mutated(grown))
 
     def _opaque(self, ctx: _Context) -> None:
@@ -216,21 +224,59 @@ class _Effects:
                 scope.bind(name, UNKNOWN)
 
     def _merge(self, overlay: Scope, ctx: _Context, exclude: frozenset[str] = frozenset()) -> None:
-        """Back from code that may not have run (or not exactly as followed): every name
-        it bound is unknown; a capability it aliased is no longer trusted.
-
-        Where that code was followed exactly, a name that held only data, before and at
-        every point of it, keeps what its values may share structure with (``Mutated``):
-        it holds one of them."""
+        """Back from code that may not have run, or may have stopped anywhere (or run
+        again): every name it bound is unknown; a capability it aliased is no longer
+        trusted. A name that held only data, before and at every point of it, keeps what
+        its values may share structure with (``Mutated``): it holds one of them."""
         for name in overlay.assigned - exclude:
             b = overlay.local.get(name)
             if isinstance(b, CapabilityRef | MethodRef):
                 self._distrust(b.capability, ctx)
-            origins = overlay.seen.get(name) if ctx.emit else None
+            origins = overlay.seen.get(name)
             before = overlay.parent.lookup(name) if overlay.parent is not None else None
             if before is not None:
                 origins = union_origins((origins, data_origins(before)))
             ctx.scope.bind(name, UNKNOWN if origins is None else Mutated(origins))
+
+    def _repeatedly(self, walk: Callable[[], None], overlay: Scope, dry: _Context, nodes: Iterable[ast.AST]) -> None:
+        """Collect the effects of code that may run any number of times (a loop body not
+        expanded): ``walk`` follows one run over ``overlay`` with ``dry`` (nothing reported).
+
+        A later run starts where an earlier one left: passes repeat, each from what every
+        name may hold by then (what the passes so far assigned it, ``_merge``), until a
+        pass neither assigns a new name nor lets one share structure with more. Values
+        created in these passes get one origin per expression (``_origin``), the same in
+        every pass, so that this ends. Past ``MAX_PASSES`` passes, or nested more than
+        ``MAX_REPEATED_NESTING`` deep, one last pass starts with every container and every
+        name ``nodes`` bind forgotten (and with unknown code having run if such a name
+        holds a capability, module or function)."""
+        self._repeating += 1
+        try:
+            if self._repeating <= MAX_REPEATED_NESTING:
+                state: dict[str, Origins] | None = None
+                for _ in range(MAX_PASSES):
+                    walk()
+                    self._merge(overlay, dry)
+                    now = {name: origins_of(overlay.local.get(name)) for name in overlay.assigned}
+                    if state is not None and _within(now, state):
+                        return
+                    state = now
+            self._mutated(dry)
+            for name in _bound_names(nodes):
+                if isinstance(dry.scope.lookup(name), CapabilityRef | MethodRef | ModuleRef | FunctionRef):
+                    self._opaque(dry)
+                dry.scope.bind(name, UNKNOWN)
+            walk()
+        finally:
+            self._repeating -= 1
+
+    def _origin(self, node: ast.AST) -> object:
+        """A new origin tag for a value created at ``node``: one per evaluation, but one
+        per position while code is followed repeatedly (all its runs' values share it)."""
+        if self._repeating:
+            return ("at", getattr(node, "lineno", 0), getattr(node, "col_offset", 0), type(node).__name__)
+        self._fresh += 1
+        return self._fresh
 
     @staticmethod
     def _control_of(branches: Iterable[_Branch]) -> tuple[bool, bool]:
@@ -257,13 +303,59 @@ class _Effects:
         return decide
 
 
-def _part_of_mutated(expr: ast.expr, captured: Mapping[str, Binding]) -> Binding:
-    """``name``, ``name[i]``, ``name.attr`` ... of a ``Mutated`` value: unknown, but only
-    part of that value, so it shares its origins (a receiver being mutated again, say)."""
-    while isinstance(expr, ast.Subscript | ast.Attribute):
-        expr = expr.value
-    if isinstance(expr, ast.Name):
-        b = captured.get(expr.id)
-        if isinstance(b, Mutated):
-            return b
-    return UNKNOWN
+def _unknown_value(expr: ast.expr, captured: Mapping[str, Binding], origins: Origins) -> Binding:
+    """The binding of ``expr`` when its value is not known.
+
+    ``name``, ``name[i]``, ``name.attr`` ... of a ``Mutated`` value is part of it: it
+    shares its origins. Otherwise a value computed only from data (names bound to data,
+    pure builtins, no code of its own, no dunder attribute) can only hold those values and
+    objects it creates: it shares ``origins``. Anything else may be anything."""
+    root = expr
+    while isinstance(root, ast.Subscript | ast.Attribute):
+        root = root.value
+    if isinstance(root, ast.Name) and isinstance(captured.get(root.id), Mutated):
+        return captured[root.id]
+    if origins is None:
+        return UNKNOWN
+    for inner in ast.walk(expr):
+        if isinstance(inner, ast.Lambda | ast.NamedExpr | ast.Await | ast.Yield | ast.YieldFrom | ast.GeneratorExp):
+            return UNKNOWN
+        if isinstance(inner, ast.Attribute) and inner.attr.startswith("__"):
+            return UNKNOWN
+    for name in free_names(expr):
+        b = captured.get(name)
+        if b is None:
+            if name not in BUILTINS or name in OPAQUE_BUILTINS:
+                return UNKNOWN
+        elif data_origins(b) is None:
+            return UNKNOWN
+    return Mutated(origins)
+
+
+def _bound_names(nodes: Iterable[ast.AST]) -> set[str]:
+    """Every name the code in ``nodes`` may bind (or delete), wherever it sits in it."""
+    names: set[str] = set()
+    for node in nodes:
+        for inner in ast.walk(node):
+            if isinstance(inner, ast.Name) and not isinstance(inner.ctx, ast.Load):
+                names.add(inner.id)
+            elif isinstance(inner, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+                names.add(inner.name)
+            elif isinstance(inner, ast.alias):
+                names.add((inner.asname or inner.name).split(".")[0])
+            elif isinstance(inner, ast.ExceptHandler | ast.MatchAs | ast.MatchStar) and inner.name:
+                names.add(inner.name)
+            elif isinstance(inner, ast.MatchMapping) and inner.rest:
+                names.add(inner.rest)
+    return names
+
+
+def _within(now: Mapping[str, Origins], before: Mapping[str, Origins]) -> bool:
+    """Whether every name in ``now`` was in ``before`` sharing structure with no more."""
+    for name, origins in now.items():
+        if name not in before:
+            return False
+        old = before[name]
+        if old is not None and (origins is None or not origins <= old):
+            return False
+    return True

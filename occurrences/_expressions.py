@@ -352,7 +352,8 @@ class _Expressions(_Effects):
             # depend on when results arrive.
             ctx.written.add_scoped(capability, None if producers_of(scope) else scope_path(resolve(scope, self._results)))
         if not ctx.emit:
-            return UNKNOWN
+            # Unknown, but plain data of its own: the Guest gets every result fresh.
+            return Mutated(frozenset({self._origin(call)}))
         if ctx.path and not self._may_expand(1):
             return UNKNOWN
         site = Site(
@@ -633,15 +634,19 @@ class _Expressions(_Effects):
         dry = replace(
             ctx, scope=overlay, globals=overlay if ctx.globals is ctx.scope else ctx.globals, emit=False
         )
-        for name in targets:
-            overlay.bind(name, UNKNOWN)
-        subst: dict[int, tuple[str, Binding]] = {}
-        for index, g in enumerate(node.generators):
-            if index:
-                self._scan(g.iter, dry, subst)
-            self._scan_all(g.ifs, dry, subst)
         parts = [node.key, node.value] if isinstance(node, ast.DictComp) else [node.elt]
-        self._scan_all(parts, dry, subst)
+
+        def once() -> None:
+            for name in targets:
+                overlay.bind(name, UNKNOWN)
+            subst: dict[int, tuple[str, Binding]] = {}
+            for index, g in enumerate(node.generators):
+                if index:
+                    self._scan(g.iter, dry, subst)
+                self._scan_all(g.ifs, dry, subst)
+            self._scan_all(parts, dry, subst)
+
+        self._repeatedly(once, overlay, dry, [node])
         self._merge(overlay, ctx, targets)
 
     def _expand_comprehension(
@@ -674,8 +679,8 @@ class _Expressions(_Effects):
             base.control = (*ctx.control, _frame(ControlKind.COMPREHENSION, node, "element"))
         for index, item in enumerate(items):
             if not self._may_expand(0):
-                # Out of time: the rest is not expanded, so what it may write is not known.
-                ctx.written.update(self._capabilities)
+                # Out of time: the rest is not expanded, so what it may do is not known.
+                self._opaque(ctx)
                 return
             element = replace(base, path=(*ctx.path, index))
             self._assign(generator.target, Known(item, origins), element)

@@ -27,6 +27,7 @@ from occurrences import (
     OccurrenceId,
     canonical_arguments,
 )
+from occurrences._effects import MAX_PASSES, MAX_REPEATED_NESTING
 from scheduler import EventGraph
 
 CAPS = {
@@ -319,3 +320,46 @@ def test_after_a_continue_that_may_run_the_next_iteration_starts_from_anything()
     assert show(src) == ["kb.get@3[0] (\"key='a'\",)", "kb.get@3[1] UNKNOWN"]
     certain = "x = 'a'\nfor i in [1, 2]:\n    kb.get(key=x)\n    if i == 1:\n        continue\n    x = 'b'\n"
     assert show(certain) == ["kb.get@3[0] (\"key='a'\",)", "kb.get@3[1] (\"key='a'\",)"]
+
+
+def test_a_loop_not_expanded_is_followed_until_its_runs_settle() -> None:
+    """A later run starts where earlier ones left: what they assigned, mutated or made
+    share structure decides it (each case was taken from the first run alone)."""
+    rebound = "keep = [1]\nv = []\nfor i in ask():\n    v.append(1)\n    v = keep\nkb.get(key=keep)\n"
+    assert last(rebound) == "kb.get@6 UNKNOWN"
+    mutated = "keep = [1]\nfor i in ask():\n    if len(keep) > 1:\n        exec('x')\n    keep.append(1)\ndocs.search('q')\n"
+    assert last(mutated) == "docs.search@6 ('q',) post"
+    flag = "flag = False\nfor i in ask():\n    if flag:\n        fs.write('a')\n    flag = True\nfs.read('a')\n"
+    assert last(flag) == "fs.read@6 ('a',) post"
+    shared = "x = [[0]]\ny = [1]\nwhile ask():\n    v = x[-1]\n    v.append(0)\n    x.append(y)\nkb.get(key=y)\n"
+    assert last(shared) == "kb.get@7 UNKNOWN"
+    walrus = "keep = [1]\nv = []\n[(v.append(1), v := keep) for i in ask()]\nkb.get(key=keep)\n"
+    assert last(walrus) == "kb.get@4 UNKNOWN"
+    # The fourth run appends to keep: the names settle after two passes, what they may
+    # share structure with only after more.
+    chain = "keep = [1]\na = []\nb = []\nc = []\nwhile ask():\n    b.append(0)\n    b = a\n    a = c\n    c = keep\nkb.get(key=keep)\n"
+    assert last(chain) == "kb.get@10 UNKNOWN"
+
+
+def test_a_loop_not_expanded_still_spares_what_it_cannot_reach() -> None:
+    src = (
+        "keep = [1]\nnames = fs.read('n')\ntexts = []\nfor name in names:\n"
+        "    texts.append(fs.read(name))\n    texts.append([name])\nkb.get(key=keep)\n"
+    )
+    assert last(src) == "kb.get@7 ('key=[1]',)"
+    flag = "flag = False\nfor i in ask():\n    if flag:\n        fs.write('a')\nfs.read('a')\n"
+    assert last(flag) == "fs.read@5 ('a',)", "flag never changes"
+
+
+def test_runs_that_do_not_settle_soon_are_assumed_to_reach_anything() -> None:
+    """Each pass finds one more name assigned (a, then b, then c): past ``MAX_PASSES`` one
+    last pass starts with all of them forgotten, and finds the write."""
+    src = (
+        "a = b = c = 0\nfor i in ask():\n    if c == 1:\n        fs.write('x')\n    if b == 1:\n"
+        "        c = 1\n    if a == 1:\n        b = 1\n    a = 1\nfs.read('y')\n"
+    )
+    assert MAX_PASSES == 3
+    assert last(src) == "fs.read@10 ('y',) post"
+    nested = "keep = [1]\nv = []\nfor i in ask():\n    for j in ask():\n        for k in ask():\n            v.append(1)\n            v = keep\nkb.get(key=keep)\n"
+    assert MAX_REPEATED_NESTING < 3
+    assert last(nested) == "kb.get@8 UNKNOWN"
