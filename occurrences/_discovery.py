@@ -34,7 +34,9 @@ The rules, each with a test in ``tests/occurrences/test_discovery.py``:
   only what may share structure with it (tests in ``test_discovery_precision.py``).
 - ``for`` over a known, bounded iterable expands one occurrence per iteration (path =
   iteration index); over a call result, the expansion waits for the result. ``while`` is
-  never expanded. After any loop, names assigned in its body are ``UNKNOWN``.
+  never expanded. A loop not expanded is followed for its effects, pass after pass, until
+  what its runs assign and let share structure settles. After any loop, names assigned
+  in its body are unknown.
 - ``if`` with a known condition follows the live branch only; otherwise both branches'
   occurrences are discardable (resolved later if the condition reads results), and names
   assigned in either are ``UNKNOWN`` after it. ``break``/``continue``/``return`` are
@@ -87,6 +89,7 @@ from ._bindings import (
     origins_of,
     producers_of,
     resolve,
+    union_origins,
 )
 from ._control import (
     MAX_CALL_DEPTH as MAX_CALL_DEPTH,
@@ -196,10 +199,10 @@ class Discovery(_Expressions):
                 self._bind(target.id, self._derive(expr, {target.id: old, "$v": value}), ctx)
             else:
                 # ``+=`` on a list or dict mutates it in place, and aliases see the change;
-                # where followed exactly, the name keeps the origins that gives it.
+                # the name then holds that value, or a new one, made of both.
                 self._mutated(ctx, origins_of(old), origins_of(value))
-                if not (ctx.emit and may_be_mutable(old)):
-                    self._bind(target.id, UNKNOWN, ctx)
+                grown = union_origins((origins_of(old), origins_of(value)))
+                self._bind(target.id, Mutated(grown) if may_be_mutable(old) and grown is not None else UNKNOWN, ctx)
         else:
             self._assign(target, UNKNOWN, ctx)
 

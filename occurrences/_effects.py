@@ -190,6 +190,8 @@ class _Effects:
         Such a value keeps its origins (``Mutated``), grown by ``received``, so that
         mutating it later forgets only what may share structure with it. (Code that may
         run again after aliases it creates is followed until that settles: ``_repeatedly``.)"""
+        if origins is not None and not origins:
+            return  # nothing in it can change
         for scope in self._scopes(ctx):
             for name, b in list(scope.visible()):
                 if may_be_mutable(b):
