@@ -222,7 +222,7 @@ class Scope:
     parent is the module scope.
     """
 
-    __slots__ = ("assigned", "local", "parent", "seen")
+    __slots__ = ("aliased", "assigned", "local", "parent", "seen")
 
     def __init__(
         self, parent: Scope | None = None, local: dict[str, Binding] | None = None
@@ -234,6 +234,8 @@ class Scope:
         # Per assigned name, the origins of every binding it had here (None: anything);
         # a merge may keep them (see ``_Effects._merge``).
         self.seen: dict[str, Origins] = {}
+        # Capabilities some name here was bound to, even if bound to something else since.
+        self.aliased: set[str] = set()
 
     def lookup(self, name: str) -> Binding | None:
         scope: Scope | None = self
@@ -248,6 +250,8 @@ class Scope:
         self.local[name] = binding
         self.assigned.add(name)
         self.seen[name] = union_origins((self.seen.get(name, frozenset()), data_origins(binding)))
+        if isinstance(binding, CapabilityRef | MethodRef):
+            self.aliased.add(binding.capability)
 
     def visible(self) -> Iterator[tuple[str, Binding]]:
         """Every visible name with its binding (inner scopes shadow outer ones)."""

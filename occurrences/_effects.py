@@ -228,12 +228,12 @@ class _Effects:
     def _merge(self, overlay: Scope, ctx: _Context, exclude: frozenset[str] = frozenset()) -> None:
         """Back from code that may not have run, or may have stopped anywhere (or run
         again): every name it bound is unknown; a capability it aliased is no longer
-        trusted. A name that held only data, before and at every point of it, keeps what
-        its values may share structure with (``Mutated``): it holds one of them."""
+        trusted (also one aliased only for a while: it may have stopped there). A name
+        that held only data, before and at every point of it, keeps what its values may
+        share structure with (``Mutated``): it holds one of them."""
+        for capability in sorted(overlay.aliased):
+            self._distrust(capability, ctx)
         for name in overlay.assigned - exclude:
-            b = overlay.local.get(name)
-            if isinstance(b, CapabilityRef | MethodRef):
-                self._distrust(b.capability, ctx)
             origins = overlay.seen.get(name)
             before = overlay.parent.lookup(name) if overlay.parent is not None else None
             if before is not None:

@@ -363,3 +363,9 @@ def test_runs_that_do_not_settle_soon_are_assumed_to_reach_anything() -> None:
     nested = "keep = [1]\nv = []\nfor i in ask():\n    for j in ask():\n        for k in ask():\n            v.append(1)\n            v = keep\nkb.get(key=keep)\n"
     assert MAX_REPEATED_NESTING < 3
     assert last(nested) == "kb.get@8 UNKNOWN"
+
+
+def test_a_capability_aliased_for_a_while_where_code_may_stop_is_no_longer_trusted() -> None:
+    """The ``try`` body may stop while ``w`` is ``fs``: ``w.write`` may write ``fs``."""
+    src = "try:\n    w = fs\n    risky()\n    w = 1\nexcept E:\n    pass\nw.write('a')\nfs.read('a')\ndocs.search('q')\n"
+    assert show(src) == ["docs.search@9 ('q',)"]
