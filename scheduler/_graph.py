@@ -304,6 +304,27 @@ class EventGraph:
             # discardable work): now certain, it is offered once more.
             self._handed.discard(node.id)
             self._queue.append(node)
+        elif was_discardable and not discardable and node.state is State.FOLLOWING:
+            self._lead_if_certain(node)
+
+    def _lead_if_certain(self, node: Node) -> None:
+        """A node that just became certain must not wait on a discardable leader that was
+        never dispatched (the policy may never run it): it takes over as leader, and the
+        old leader and its other followers follow it."""
+        assert node.leader is not None and node.key is not None
+        leader = self._nodes[node.leader]
+        if leader.state is not State.READY or not leader.discardable:
+            return
+        rest = [f for f in leader.followers if f != node.id]
+        self._move(leader, State.FOLLOWING)
+        self._move(node, State.READY)
+        leader.leader, leader.followers = node.id, []
+        node.leader, node.followers = None, [leader.id, *rest]
+        for follower_id in rest:
+            self._nodes[follower_id].leader = node.id
+        self._leaders[node.key] = node
+        self._handed.discard(leader.id)
+        self._queue.append(node)
 
     def _promote(self, node: Node) -> None:
         """``node`` will produce nothing: its first live follower takes over as leader."""

@@ -156,6 +156,8 @@ class SpeculativeLane:
         return self._may_dispatch is None or self._may_dispatch(node)
 
     def _consider(self, node: Node) -> None:
+        if node.state is not State.READY:
+            return  # changed since it was handed out in this batch (branch died, now follows)
         if not self._eligible(node):
             return
         assert node.key is not None

@@ -305,3 +305,32 @@ def test_a_follower_settles_as_its_leader_when_the_leader_never_delivered() -> N
         graph.settle(follower_id, disposition)  # the lane settles followers first
         graph.settle(leader.id, disposition)
         assert graph.node(follower_id).state is disposition and leader.state is disposition
+
+
+def test_a_node_that_becomes_certain_leads_instead_of_following_an_undecided_leader() -> None:
+    """Equal keys in two branches: the first stays undecided (its condition's call fails),
+    the second's condition resolves; the certain one must be handed out, not left waiting on
+    a discardable leader that a lane refusing discardable work never runs."""
+    graph = graph_of(
+        "a = docs.search('never')\n"
+        "b = docs.search('soon')\n"
+        "if a:\n    x = docs.get('k')\n"
+        "if b:\n    y = docs.get('k')\n"
+    )
+    by_site = {(n.site.method, n.site.lineno): n for n in graph.nodes()}
+    first, second = by_site[("get", 4)], by_site[("get", 6)]
+    for node in graph.take_ready():
+        if node.discardable:
+            continue  # what a lane with the default policy does
+        graph.mark_dispatched(node.id)
+        if node.args == ("never",):
+            graph.fail(node.id)
+        else:
+            graph.complete(node.id, ["hit"])
+    assert first.discardable and not second.discardable
+    ready = [n for n in graph.take_ready() if not n.discardable]
+    assert [n.id for n in ready] == [second.id]
+    assert first.state is State.FOLLOWING and first.leader == second.id
+    graph.mark_dispatched(second.id)
+    graph.complete(second.id, "v")
+    assert (first.state, second.state) == (State.COMPLETED, State.COMPLETED)

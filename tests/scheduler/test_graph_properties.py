@@ -77,7 +77,8 @@ def settle_all(graph: EventGraph) -> None:
 def fingerprint(graph: EventGraph, *, timing_free: bool = False) -> object:
     """Everything about the final graph; ``timing_free`` leaves out what legitimately
     depends on when results arrived: discovery order, and what became of a node under a
-    branch that died (dropped, or completed alongside an equal-key leader first)."""
+    branch that died (dropped, or completed alongside an equal-key leader first) or that is
+    still undecided (it may complete by following an equal-key certain node, or wait)."""
     nodes = sorted(
         (
             str(n.id),
@@ -87,7 +88,7 @@ def fingerprint(graph: EventGraph, *, timing_free: bool = False) -> object:
             n.pre_write,
             n.discardable,
             n.dead,
-            "dead" if timing_free and n.dead else n.state,
+            "dead" if timing_free and n.dead else "undecided" if timing_free and n.discardable else n.state,
             None if timing_free else n.order,
         )
         for n in graph.nodes()
@@ -170,8 +171,8 @@ def test_frontier_hands_out_only_eligible_nodes_once_with_distinct_keys(src: str
     while ready := graph.take_ready():
         assert all(node.state is State.READY for node in ready)
         for node in ready:
-            if node.state is State.DROPPED:
-                continue  # an earlier completion in this batch decided its branch
+            if node.state is not State.READY:
+                continue  # an earlier completion in this batch decided its branch or its leader
             assert node.id not in seen
             seen.add(node.id)
             assert node.key is not None
