@@ -39,7 +39,7 @@ from rich.table import Table
 
 from occurrences import FenceExtractor
 
-from ._demo.compare import differences
+from ._equivalence import differences
 from ._host import Host
 from ._result import RunResult
 from ._timeline import render_svg

@@ -35,6 +35,7 @@ import anyio.from_thread
 from occurrences import Effect, MethodSpec, NotPlain, check_plain, fresh_copy
 
 from ._capability import capability
+from ._equivalence import differences, observable
 from ._guest_api import CallHandler, ErrorInfo, GuestLimits, GuestOutcome, Isolation, ToolFailure
 from ._guest_errors import (
     arguments_not_plain,
@@ -53,8 +54,10 @@ __all__ = [
     "ScriptedCall",
     "ScriptedTool",
     "check_invariants",
+    "differences",
     "in_process_guest",
     "memory_workspace",
+    "observable",
     "scripted_tool",
 ]
 

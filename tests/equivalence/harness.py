@@ -26,6 +26,7 @@ from trio.testing import MockClock
 
 from occurrences import Effect
 from pysolate import GuestLimits, Host, LanePolicy, RunResult
+from pysolate._equivalence import same
 from pysolate._guest_api import GuestFactory
 from pysolate.testing import (
     Script,
@@ -33,6 +34,7 @@ from pysolate.testing import (
     check_invariants,
     in_process_guest,
     memory_workspace,
+    observable,
     scripted_tool,
 )
 
@@ -158,27 +160,11 @@ async def run_pair(source: str, conditions: Conditions, factory: GuestFactory = 
     return Pair(source, reference, speculative, ref_tools, tools, chunks.ended, host.method_specs())  # type: ignore[arg-type]
 
 
-def observable(result: RunResult) -> dict[str, object]:
-    """Everything the contract says must be equal, as comparable plain data."""
-    workspace = result.workspaces.get("workspace")
-    return {
-        "status": result.status.value,
-        "value": result.value,
-        "stdout": result.stdout,
-        "error": result.error,
-        "calls": [
-            (c.capability, c.method, c.args, c.kwargs, c.outcome, c.result, c.error)
-            for c in result.calls
-        ],
-        "workspace": None if workspace is None else workspace.state_files(),
-    }
-
-
 def assert_equivalent(pair: Pair) -> None:
     """The correctness contract: the speculating run equals the sequential reference."""
     ref, spec = observable(pair.reference), observable(pair.speculative)
     for name in ref:
-        assert spec[name] == ref[name], (
+        assert same(spec[name], ref[name]), (
             f"{name} differs\nprogram:\n{pair.source}\nreference: {ref[name]!r}\nspeculative: {spec[name]!r}"
         )
 
@@ -276,7 +262,7 @@ def assert_same(result: RunResult, ref: RunResult) -> None:
     """``result`` is observationally equal to the reference ``ref``."""
     got, want = observable(result), observable(ref)
     for name in want:
-        assert got[name] == want[name], f"{name}: {got[name]!r} != {want[name]!r}"
+        assert same(got[name], want[name]), f"{name}: {got[name]!r} != {want[name]!r}"
 
 
 def children(pid: int | None = None) -> list[int]:

@@ -22,13 +22,14 @@ from hypothesis import HealthCheck, Phase, find, given, settings
 from hypothesis import strategies as st
 
 from pysolate import Effect, Host, LanePolicy, RunResult, capability
+from pysolate._equivalence import same
 from pysolate._guest import start_subprocess_guest
 from pysolate._guest_api import GuestFactory
 from pysolate.passes import BatchPolicy, PassConfig
 from pysolate.passes.testing import LawfulFiles
-from pysolate.testing import check_invariants, in_process_guest
+from pysolate.testing import check_invariants, in_process_guest, observable
 
-from .harness import TimedChunks, build_host, observable
+from .harness import TimedChunks, build_host
 from .programs import Conditions, conditions, programs
 
 ALL = PassConfig(
@@ -191,8 +192,8 @@ async def pair(
 def assert_equal_by_law(source: str, streamed: RunResult, reference: RunResult) -> None:
     """Equal observables; a pushed-down receipt matches its reference receipt by the law."""
     got, want = observable(streamed), observable(reference)
-    for name in ("status", "value", "stdout", "error", "workspace"):
-        assert got[name] == want[name], f"{name} differs\n{source}\n{got[name]!r}\n{want[name]!r}"
+    for name in ("status", "value", "stdout", "error", "workspaces"):
+        assert same(got[name], want[name]), f"{name} differs\n{source}\n{got[name]!r}\n{want[name]!r}"
     assert len(streamed.calls) == len(reference.calls), f"call counts differ\n{source}"
     for g, w in zip(streamed.calls, reference.calls, strict=True):
         if (g.capability, g.method) == ("fs", "read_lines"):

@@ -17,8 +17,8 @@ import pytest
 
 from pysolate import RunResult, RunStatus
 from pysolate._cli import DEMO_RATE, DEMO_RECORDING, DEMO_REPLY, main
-from pysolate._demo.compare import differences
 from pysolate.streams import read_recording, source_to_stream
+from pysolate.testing import differences
 
 ROOT = Path(__file__).resolve().parents[2]
 SVG = "{http://www.w3.org/2000/svg}"
