@@ -24,7 +24,7 @@ import functools
 import uuid
 from collections.abc import AsyncIterable, Callable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Literal
 
 import anyio
 
@@ -44,7 +44,7 @@ from .tracing import RunTrace, source_hash
 if TYPE_CHECKING:
     from ._host import Host
 
-CodeFormat = str
+CodeFormat = Literal["raw", "markdown"]
 """``"raw"``: the stream is Python source. ``"markdown"``: the first ```python block of it."""
 
 
