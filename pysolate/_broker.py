@@ -119,6 +119,11 @@ def bind(registration: Registration, method: str, args: tuple[object, ...], kwar
     )
 
 
+def call_key(call: BoundCall, view: str) -> CallKey:
+    """The exact identity of ``call`` seen at ``view``: what a claim is checked against."""
+    return CallKey(call.capability, call.method, call.spec.version, canonical_arguments(call.arguments), view)
+
+
 def failure_from(exc: Exception) -> ToolFailure:
     """The ``ToolFailure`` the program sees for an exception a tool raised."""
     if isinstance(exc, ToolFailure):
@@ -282,13 +287,7 @@ class RunScope:
         return self._key(call)
 
     def _key(self, call: BoundCall) -> CallKey:
-        return CallKey(
-            call.capability,
-            call.method,
-            call.spec.version,
-            canonical_arguments(call.arguments),
-            self.view_of(call.capability, call.method, call),
-        )
+        return call_key(call, self.view_of(call.capability, call.method, call))
 
     async def call(self, capability: str, method: str, call: BoundCall, key: CallKey | None = None) -> object:
         """Execute ``call`` formally, against this run's objects, traced as ``formal``.

@@ -20,10 +20,19 @@ from typing import TYPE_CHECKING, Literal, cast
 import anyio
 import anyio.lowlevel
 
-from occurrences import CallKey, MethodSpec, SealError, canonical_arguments
+from occurrences import CallKey, MethodSpec, SealError
 from scheduler import LanePolicy, Probe
 
-from ._broker import CALL_TIMEOUT, BoundCall, Registration, RunScope, Viewed, bind, execute
+from ._broker import (
+    CALL_TIMEOUT,
+    BoundCall,
+    Registration,
+    RunScope,
+    Viewed,
+    bind,
+    call_key,
+    execute,
+)
 from ._capability import capability_methods
 from ._exceptions import RegistrationError
 from ._guest_api import GuestFactory, GuestLimits, GuestOutcome
@@ -111,13 +120,7 @@ class Host:
 
     def root_key(self, call: BoundCall) -> CallKey:
         """The call key of an early execution of ``call`` against the root."""
-        return CallKey(
-            call.capability,
-            call.method,
-            call.spec.version,
-            canonical_arguments(call.arguments),
-            self.root_view(call.capability, call.method, call),
-        )
+        return call_key(call, self.root_view(call.capability, call.method, call))
 
     def root_key_for(
         self, capability: str, method: str, args: tuple[object, ...], kwargs: Mapping[str, object]
