@@ -10,16 +10,18 @@ from ._guest_api import ErrorInfo
 from ._guest_errors import AGENT_FILENAME
 
 
-def seal(source: str) -> ast.Module:
+def seal(source: str, tree: ast.Module | None = None) -> ast.Module:
     """Check that ``source`` compiles as a whole and return its tree; raise ``SealError``
     when it does not.
 
     ``compile``, not only ``ast.parse``: some errors (``return`` outside a function, a
     top-level ``await``) are only found by the compiler, and the Guest must never start
-    on a source it would reject.
+    on a source it would reject. ``tree``, when given, is ``source`` already parsed (the
+    prefix parser's statements equal ``ast.parse``'s), so it is not parsed again.
     """
     try:
-        tree = ast.parse(source, AGENT_FILENAME, "exec")
+        if tree is None:
+            tree = ast.parse(source, AGENT_FILENAME, "exec")
         compile(tree, AGENT_FILENAME, "exec", dont_inherit=True)
         return tree
     except SyntaxError as exc:

@@ -162,7 +162,7 @@ async def run_stream(
                 else:
                     program = final.source
                     if config is not None:
-                        program, pass_outcomes = _apply_passes(host, config, final.source)
+                        program, pass_outcomes = _apply_passes(host, config, final)
                     guest = await starter.take()
                     guest_started = anyio.current_time() - t0
                     outcome = await guest.run(program, scope.handler)
@@ -245,7 +245,7 @@ async def _seal(
         final = parser.close()
         # Some errors only the compiler finds (``return`` outside a function); the Guest
         # must never receive a source it would reject.
-        seal(final.source)
+        seal(final.source, _tree(final))
     except SealError as exc:
         raise _Aborted(RunStatus.REJECTED, rejection(exc)) from exc
     graph.add_statements(lens(final.new_statements) if lens is not None else final.new_statements)
@@ -264,13 +264,18 @@ def _lens(host: Host) -> Callable[[Sequence[ast.stmt]], Sequence[ast.stmt]] | No
     return functools.partial(speculative_statements, capabilities=declarations)
 
 
-def _apply_passes(host: Host, config: PassConfig, source: str) -> tuple[str, tuple[PassOutcome, ...]]:
-    """The program the Guest runs: ``source`` or its derived form (``pysolate.passes``)."""
+def _tree(final: Snapshot) -> ast.Module:
+    """The sealed source's module, from the statements the prefix parser already built."""
+    return ast.Module(body=list(final.statements), type_ignores=[])
+
+
+def _apply_passes(host: Host, config: PassConfig, final: Snapshot) -> tuple[str, tuple[PassOutcome, ...]]:
+    """The program the Guest runs: the sealed source or its derived form (``pysolate.passes``)."""
     passes = config.source_passes()
     if not passes:
-        return source, ()
+        return final.source, ()
     declarations = {name: host.registration(name).methods for name in host.capabilities()}
-    derived = apply_source_passes(source, seal(source), passes, declarations)
+    derived = apply_source_passes(final.source, _tree(final), passes, declarations)
     return derived.source, derived.outcomes
 
 
