@@ -39,6 +39,8 @@ from typing import Final
 from opentelemetry import trace
 from opentelemetry.trace import Link, SpanKind, Status, StatusCode
 
+from occurrences import tool_name
+
 from . import _attributes as A
 from ._interface import (
     NO_RESULT,
@@ -94,10 +96,6 @@ def _set_error(span: trace.Span, error: BaseException | str | None, *, describe:
     span.set_attribute(A.ERROR_TYPE, kind)
     description = str(error) if describe and isinstance(error, BaseException) else None
     span.set_status(Status(StatusCode.ERROR, description))
-
-
-def _tool_name(capability: str, method: str) -> str:
-    return f"{capability}.{method}"
 
 
 class _Phase(enum.Enum):
@@ -281,7 +279,7 @@ class _OTelRun:
         arguments: Mapping[str, object] | None,
     ) -> dict[str, str]:
         attributes = {
-            A.GEN_AI_TOOL_NAME: _tool_name(capability, method),
+            A.GEN_AI_TOOL_NAME: tool_name(capability, method),
             A.GEN_AI_TOOL_CALL_ID: call_id,
             A.GEN_AI_TOOL_TYPE: "function",
             A.CAPABILITY: capability,
@@ -311,7 +309,7 @@ class _OTelRun:
             A.EFFECT: str(effect),
         }
         span = self._tracer.start_span(
-            f"{A.EXECUTE_TOOL} {_tool_name(capability, method)}",
+            f"{A.EXECUTE_TOOL} {tool_name(capability, method)}",
             context=self._context,
             kind=SpanKind.INTERNAL,
             attributes=attributes,
@@ -338,7 +336,7 @@ class _OTelRun:
                 Link(observation.span.get_span_context(), {A.LINK_RELATION: A.LINK_CLAIMS})
             )
         span = self._tracer.start_span(
-            f"{A.CLAIM} {_tool_name(capability, method)}",
+            f"{A.CLAIM} {tool_name(capability, method)}",
             context=self._context,
             kind=SpanKind.INTERNAL,
             attributes=attributes,
