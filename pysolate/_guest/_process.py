@@ -203,6 +203,11 @@ class SubprocessGuest:
     def statistics(self) -> GuestStatistics:
         return GuestStatistics(self._startup_seconds, self._calls, self._stdout_total)
 
+    @property
+    def pid(self) -> int:
+        """The child's process id (also its process group's: ``aclose`` kills the group)."""
+        return self._process.pid
+
     # -- running ---------------------------------------------------------------------------
 
     async def run(self, source: str, handler: CallHandler) -> GuestOutcome:
