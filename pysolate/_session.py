@@ -55,6 +55,7 @@ from ._guest_api import (
     ErrorInfo,
     GuestLimits,
     GuestOutcome,
+    Isolation,
     SessionGuest,
     SessionGuestFactory,
 )
@@ -142,9 +143,14 @@ class _Turn:
 
     async def execute(self, program: str, handler: CallHandler) -> GuestOutcome:
         session = self._session
-        guest = await session._take_guest()
-        wall = min(session._guest_limits.wall_time, session._remaining())
         self.entered = True
+        guest = await session._take_guest()
+        if guest is None:
+            self.alive = False
+            error = session._guest_error
+            info = ErrorInfo(type(error).__name__, f"the session's Guest did not start: {error}", None)
+            return GuestOutcome("crashed", error=info, isolation=Isolation("process"))
+        wall = min(session._guest_limits.wall_time, session._remaining())
         turn = await guest.turn(program, handler, wall_time=max(wall, 0.0))
         self.alive = turn.alive
         self.known, self.opaque = turn.known, turn.opaque
@@ -229,11 +235,9 @@ class Session:
         finally:
             self._guest_ready.set()
 
-    async def _take_guest(self) -> SessionGuest:
+    async def _take_guest(self) -> SessionGuest | None:
+        """The started Guest, or None if it could not start (``_guest_error`` says why)."""
         await self._guest_ready.wait()
-        if self._guest_error is not None:
-            raise self._guest_error
-        assert self._guest is not None
         return self._guest
 
     async def _stop_guest(self) -> None:
@@ -293,8 +297,8 @@ class Session:
         """Run the next turn from a model's stream (``Host.run_stream``'s streams and result).
 
         Raises ``SessionBroken`` (``SessionExpired``) when the session's Guest was stopped,
-        ``SessionBusy`` while another turn runs, ``SessionClosed`` outside ``async with``;
-        the Guest's start error if it could not start (the session is then broken).
+        ``SessionBusy`` while another turn runs, ``SessionClosed`` outside ``async with``.
+        A Guest that could not start makes the turn ``aborted`` (and the session broken).
         Cancellation stops the stream's early work; if the Guest had the program it is
         stopped too and the session is broken.
         """
@@ -378,7 +382,7 @@ class Session:
         """The turn raised (cancellation, a Host bug, the Guest's start failure)."""
         if self._state is not SessionState.RUNNING:
             return  # closed meanwhile
-        if turn.entered or self._guest_error is not None:
+        if turn.entered:
             self._break(SessionBroken(f"turn {self._turns} was stopped after its Guest got the program: {exc!r}", exc))
             return
         self._state = _advance(self._state, SessionState.IDLE)
