@@ -47,7 +47,7 @@ from ._control import (
     _Waiter,
 )
 from ._evaluator import UNKNOWN, free_names
-from ._model import MethodSpec, OccurrenceId
+from ._model import FUNCTIONS, MethodSpec, OccurrenceId
 from ._plain import fresh_copy
 from ._prior import PRIOR_ORIGIN, PriorGlobals
 from ._pure import BUILTINS
@@ -72,7 +72,9 @@ class _Effects:
     ) -> None:
         self._capabilities = capabilities
         self._sink = sink
-        module = Scope(None, {name: CapabilityRef(name) for name in capabilities})
+        module = Scope(None, {name: CapabilityRef(name) for name in capabilities if name != FUNCTIONS})
+        # A function tool is a method of the FUNCTIONS capability under a global name.
+        module.local.update({name: MethodRef(FUNCTIONS, name) for name in capabilities.get(FUNCTIONS, ())})
         if prior is not None:
             for name in prior.opaque:
                 # Anything reached through it is code discovery does not follow.

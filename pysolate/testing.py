@@ -32,7 +32,7 @@ from typing import Any, Literal
 import anyio
 import anyio.from_thread
 
-from occurrences import Effect, MethodSpec, NotPlain, check_plain, fresh_copy
+from occurrences import FUNCTIONS, Effect, MethodSpec, NotPlain, check_plain, fresh_copy
 
 from ._capability import capability
 from ._equivalence import differences, observable
@@ -236,7 +236,10 @@ class _Program:
         """Fresh globals: builtins (with this program's ``print``) and capability proxies."""
         namespace: dict[str, object] = {"__name__": "__main__", "__builtins__": self._builtins()}
         for name, methods in self.capabilities.items():
-            namespace[name] = _Proxy(name, {m: self._proxy_method(name, m) for m in methods})
+            if name == FUNCTIONS:
+                namespace.update({m: self._proxy_method(name, m) for m in methods})
+            else:
+                namespace[name] = _Proxy(name, {m: self._proxy_method(name, m) for m in methods})
         return namespace
 
     def execute(self, source: str, namespace: dict[str, object] | None = None) -> GuestOutcome:
@@ -368,7 +371,7 @@ class InProcessSession:
     def __init__(self, capabilities: Mapping[str, Sequence[str]], limits: GuestLimits) -> None:
         self._program = _Program({n: tuple(m) for n, m in capabilities.items()}, limits, _no_handler)
         self._namespace = self._program.namespace()
-        self._proxies = {name: self._namespace[name] for name in capabilities}
+        self._proxies = dict(self._namespace)  # the capability (and function tool) globals
         self._alive = True
 
     @classmethod

@@ -287,3 +287,31 @@ async def test_rejected_turns_do_not_start_the_guest_work() -> None:
         result = await session.run_stream(Stream("fs.log('x')\nworkspace.write_text('a', 'b')\n)"))
     assert result.status is RunStatus.REJECTED
     assert fs.calls_to("log") == []  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize("subprocess", [False, True], ids=["in-process", "subprocess"])
+async def test_function_tools_are_globals_of_every_turn(subprocess: bool) -> None:
+    """A registered function tool is a global in every turn, never reported as a global the
+    turns left, and its early calls over an earlier turn's list are claimed."""
+    from pysolate import capability
+
+    @capability(effect=Effect.PURE, version="1")
+    async def shout(text: str) -> str:
+        await anyio.sleep(0.02)
+        return text.upper()
+
+    def host_with_function() -> Host:
+        host, _ = make_host(subprocess=subprocess)
+        host.register("shout", shout)
+        return host
+
+    turns = ["words = ['a', 'b']", "loud = [shout(w) for w in words]\nn = 1\n" + "# pad\n" * 5 + "loud"]
+    host = host_with_function()
+    async with host.session() as session:
+        got = [await session.run_stream(Stream(t)) for t in turns]
+        assert "shout" not in session.prior.known and "shout" not in session.prior.opaque
+    assert got[1].value == ["A", "B"] and got[1].report.claimed == 2
+    ref_host = host_with_function()
+    async with ref_host.session() as ref:
+        want = [await ref.run_source(t, speculate=False) for t in turns]
+    assert_equal_turns(got, want)
