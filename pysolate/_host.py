@@ -16,8 +16,8 @@ import builtins
 import dataclasses
 import keyword
 import uuid
-from collections.abc import AsyncIterable, AsyncIterator, Callable, Mapping
-from typing import TYPE_CHECKING, Literal, cast
+from collections.abc import AsyncIterable, AsyncIterator, Callable, Iterable, Mapping
+from typing import TYPE_CHECKING, cast
 
 import anyio
 import anyio.lowlevel
@@ -37,13 +37,15 @@ from ._broker import (
 )
 from ._capability import FunctionTools, capability_function, capability_methods, is_function_tool
 from ._exceptions import RegistrationError
-from ._guest_api import GuestFactory, GuestLimits, GuestOutcome
+from ._guest_api import GuestFactory, GuestLimits, GuestOutcome, SessionGuestFactory
 from ._result import RunReport, RunResult, RunStatus
 from ._seal import rejection, seal
 from ._workspace import Workspace
+from .streams import DEFAULT_DEADLINE, DEFAULT_IDLE_TIMEOUT, Code, CodeReader
 from .tracing import GLOBAL_INSTRUMENT, NULL_INSTRUMENT, Instrument, RunTrace, source_hash
 
 if TYPE_CHECKING:
+    from ._session import Session, SessionLimits
     from .passes import PassConfig
 
 DEFAULT_THREADS = 16
@@ -65,15 +67,18 @@ class Host:
         call_timeout: float = CALL_TIMEOUT,
         instrument: Instrument | None = GLOBAL_INSTRUMENT,
         passes: PassConfig | None = None,
+        session_factory: SessionGuestFactory | None = None,
     ) -> None:
         """``guest_factory`` defaults to the isolated subprocess Guest; ``instrument``
         traces runs: by default OpenTelemetry spans through the global tracer provider
         (nothing is recorded until the application configures an SDK), ``None`` for no
         tracing at all, or e.g. ``OTelInstrument(provider, record_payloads=True)``;
-        ``passes`` (default: none) the correctness-gated passes speculating runs apply."""
+        ``passes`` (default: none) the correctness-gated passes speculating runs apply;
+        ``session_factory`` (default: the isolated subprocess Guest) starts sessions' Guests."""
         self.passes = passes
         self._registrations: dict[str, Registration] = {}
         self._guest_factory = guest_factory
+        self._session_factory = session_factory  # None: the subprocess Guest, kept across turns
         self.limits = limits or GuestLimits()
         self._threads = threads
         self.call_timeout = call_timeout
@@ -181,39 +186,57 @@ class Host:
             limiter = self._limiters[token] = anyio.CapacityLimiter(self._threads)
         return limiter
 
-    def new_scope(self, trace: RunTrace | None = None) -> RunScope:
-        """A fresh per-run scope (run-scoped objects, epochs, call log, its trace)."""
+    def new_scope(self, trace: RunTrace | None = None, targets: Mapping[str, object] | None = None) -> RunScope:
+        """A fresh per-run scope (run-scoped objects, epochs, call log, its trace);
+        ``targets``: a session turn's objects (see ``RunScope``)."""
         return RunScope(
             self._registrations,
             limiter=self.limiter(),
             call_timeout=self.call_timeout,
             trace=trace or self.instrument.run_started(run_id=uuid.uuid4().hex[:16]),
+            targets=targets,
         )
 
     # -- runs -----------------------------------------------------------------------------
 
     async def run_stream(
         self,
-        chunks: AsyncIterable[object],
+        chunks: AsyncIterable[object] | Iterable[object],
         *,
-        code: Literal["raw", "markdown"] = "raw",
+        code: Code | None = None,
         speculate: bool = True,
         policy: LanePolicy | None = None,
         limits: GuestLimits | None = None,
+        idle_timeout: float | None = DEFAULT_IDLE_TIMEOUT,
+        deadline: float | None = DEFAULT_DEADLINE,
     ) -> RunResult:
         """Run the program a model is streaming, starting safe calls while it streams.
 
-        ``chunks``: any async iterable of ``str``, or of OpenAI / Anthropic stream events
-        (``pysolate.streams.text_chunks``). ``code="markdown"`` takes the first ```python
-        block of a markdown reply. The result equals ``run_source(sealed, speculate=False)``
-        (DESIGN.md, the correctness contract); a stream ending in a syntax error is
-        ``rejected``, one whose iterator raises is ``aborted``, and in both cases no write,
-        live read or unknown call ran. Cancellation propagates after stopping early work and
-        killing the Guest.
+        ``chunks``: an async iterable (or a sync one, read in the event loop) of ``str``,
+        or of OpenAI / Anthropic stream events, raw or from the SDKs' helper streams.
+        ``code`` says where the program is (``pysolate.streams``): ``"raw"`` (the text),
+        ``"markdown"`` / ``MarkdownCode(block=...)`` (a ```python block; the run seals at its
+        closing fence), ``ToolCallCode(tool)`` (a tool call's string argument, decoded as it
+        streams); None (the default) takes the format a ``CodedStream`` (a replay) carries,
+        else ``"raw"``. The result equals ``run_source(sealed, speculate=False)`` (DESIGN.md,
+        the correctness contract).
+
+        Without a program to run the result says why, and no write, live read or unknown
+        call ran: ``rejected`` for a syntax error, ``NoCodeBlock`` or ``ToolArgumentsError``;
+        ``aborted`` for a stream that raises, is cut (``StreamCut``: the SDK says the reply
+        is incomplete, or the fence never closed) or stalls (``StreamTimeout``: no event for
+        ``idle_timeout`` seconds, default 120, or the program not complete ``deadline``
+        seconds after the stream started, default 1800; None disables either).
+
+        Raises ``TypeError`` for a ``chunks`` that is not a stream (a ``str``, an
+        un-awaited coroutine, an un-entered stream manager) and ``ValueError`` for an
+        unknown ``code`` or a bad timeout, before anything starts. Cancellation propagates
+        after stopping early work and killing the Guest.
         """
         from ._stream_run import run_stream
 
-        return await run_stream(self, chunks, code=code, speculate=speculate, policy=policy, limits=limits)
+        reader = CodeReader(chunks, code, idle_timeout=idle_timeout, deadline=deadline)
+        return await run_stream(self, reader, speculate=speculate, policy=policy, limits=limits)
 
     async def run_source(
         self,
@@ -272,6 +295,17 @@ class Host:
         }
         trace.ended(result.status.value, counts=counts, error_type=result.error.type if result.error else None)
         return result
+
+    def session(self, limits: SessionLimits | None = None, *, guest_limits: GuestLimits | None = None) -> Session:
+        """A session: turns against one Guest that keeps its globals (``pysolate._session``).
+
+        Use as ``async with host.session() as session:``; ``limits`` bound the session as a
+        whole, ``guest_limits`` (default: the Host's) each turn.
+        """
+        from ._session import Session, SessionLimits, default_session_factory
+
+        factory = self._session_factory or default_session_factory()
+        return Session(self, factory, limits or SessionLimits(), guest_limits or self.limits)
 
     def guest_factory(self) -> GuestFactory:
         """The factory this Host starts Guests with (default: the isolated subprocess)."""

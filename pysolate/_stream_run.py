@@ -5,9 +5,13 @@ The order of events is the correctness contract made operational (DESIGN.md):
 1. While chunks arrive, accepted statements grow the event graph and the lane starts the
    ready, eligible occurrences against the frozen roots (``Host.call_root``). The Guest
    process starts meanwhile, so its start-up hides behind the stream; it is given nothing.
-2. At the end of the stream the source is sealed (``PrefixParser.close``). A syntax error
-   makes the run ``rejected``; an exception from the stream makes it ``aborted``. Either
-   way the Guest never receives a source, so no write, live read or unknown call happens.
+2. When the program is complete (``pysolate.streams.CodeReader``: the end of a raw
+   stream, the closing fence of the markdown block, the end of the code tool's call) the
+   source is sealed (``PrefixParser.close``). A syntax error, no code block or bad tool
+   arguments make the run ``rejected``; a stream that raises, is cut (the SDK says the reply
+   is incomplete) or stalls (``idle_timeout``, ``deadline``) makes it ``aborted``. Either way
+   the Guest never receives a source, so no write, live read or unknown call happens. The
+   rest of the stream is drained while the program runs and closed when the run ends.
 3. The Guest runs the sealed source. Each call goes through the run scope's handler, which
    claims an exact-key early result or runs the call then (``RunScope.handler``).
 4. Leaving the lane cancels unclaimed early work and fixes every early observation's
@@ -23,31 +27,35 @@ import ast
 import dataclasses
 import functools
 import uuid
-from collections.abc import AsyncIterable, Callable, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Protocol
 
 import anyio
 
-from occurrences import FenceExtractor, PrefixParser, SealError, Snapshot, tool_name
+from occurrences import (
+    CallKey,
+    PrefixParser,
+    PriorGlobals,
+    SealError,
+    Snapshot,
+    fresh_copy,
+    tool_name,
+)
 from scheduler import EventGraph, LanePolicy, Node, Observation, SpeculativeLane
 
 from ._broker import RunScope
-from ._guest_api import ErrorInfo, Guest, GuestFactory, GuestLimits, GuestOutcome
+from ._guest_api import CallHandler, ErrorInfo, Guest, GuestFactory, GuestLimits, GuestOutcome
 from ._result import ObservationRecord, RunReport, RunResult, RunStatus
 from ._seal import rejection, seal
 from ._timeline import TimelineRecorder
 from .passes import BatchFusion, PassConfig, PassOutcome, apply_source_passes
 from .passes._projection import speculative_statements
-from .streams import text_chunks
+from .streams import CodeReader, StreamError
 from .tracing import RunTrace, source_hash
 
 if TYPE_CHECKING:
     from ._host import Host
-
-CodeFormat = Literal["raw", "markdown"]
-"""``"raw"``: the stream is Python source. ``"markdown"``: the first ```python block of it."""
-
 
 @dataclass(slots=True)
 class _GuestStarter:
@@ -90,6 +98,25 @@ class _GuestStarter:
                 await self.guest.aclose()
 
 
+class TurnHooks(Protocol):
+    """What differs when the run is one turn of a session (``pysolate._session``).
+
+    ``prior``: the globals earlier turns left, for discovery. ``new_scope``: the turn's
+    scope (its objects: the session's workspace layers). ``execute``: run the sealed program
+    in the session's Guest. ``carried``: a settled early observation of an earlier rejected
+    turn with this exact key, reused instead of a new physical call (nothing ran in the
+    Guest since it was made). ``ended``: the lane and result when the turn ends (not called
+    when the caller cancels).
+    """
+
+    prior: PriorGlobals | None
+
+    def new_scope(self, trace: RunTrace) -> RunScope: ...
+    async def execute(self, program: str, handler: CallHandler) -> GuestOutcome: ...
+    def carried(self, key: CallKey) -> Observation | None: ...
+    def ended(self, lane: SpeculativeLane, result: RunResult) -> None: ...
+
+
 class _Aborted(Exception):
     """The stream ended without a sealed source (cut, failed, no code block)."""
 
@@ -101,21 +128,22 @@ class _Aborted(Exception):
 
 async def run_stream(
     host: Host,
-    chunks: AsyncIterable[object],
+    reader: CodeReader,
     *,
-    code: CodeFormat = "raw",
     speculate: bool = True,
     policy: LanePolicy | None = None,
     limits: GuestLimits | None = None,
+    turn: TurnHooks | None = None,
 ) -> RunResult:
-    """See ``Host.run_stream``."""
+    """See ``Host.run_stream``; ``turn``: the run is a turn of a session."""
     trace = host.instrument.run_started(run_id=uuid.uuid4().hex[:16])
-    scope = host.new_scope(trace)
+    scope = host.new_scope(trace) if turn is None else turn.new_scope(trace)
     scope.start()
     t0 = scope.started_at
     timeline = TimelineRecorder()
-    starter = _GuestStarter(host.guest_factory(), host.capabilities(), limits or host.limits)
-    graph = EventGraph(host.method_specs(), host.root_key_for)
+    starter = None if turn is not None else _GuestStarter(host.guest_factory(), host.capabilities(), limits or host.limits)
+    graph = EventGraph(host.method_specs(), host.root_key_for, turn.prior if turn is not None else None)
+    reused: set[int] = set()  # early observations served by a carried one (nothing physical)
     config = host.passes
     batcher = BatchFusion(host, config.batch_fusion) if config is not None and config.batch_fusion else None
     pass_outcomes: tuple[PassOutcome, ...] = ()
@@ -132,6 +160,14 @@ async def run_stream(
             arguments=call.arguments,
         )
         scope.early_traces[obs.id] = span
+        held = turn.carried(obs.key) if turn is not None else None
+        if held is not None:
+            reused.add(obs.id)
+            if held.error is not None:
+                span.completed(error=held.error)
+                raise held.error
+            span.completed(result=held.value)
+            return fresh_copy(held.value)
         try:
             with span.activated():
                 if batcher is not None and batcher.fusable(call):
@@ -152,29 +188,38 @@ async def run_stream(
     guest_started: float | None = None
     guest_ended: float | None = None
     async with anyio.create_task_group() as tg:
-        tg.start_soon(starter.start)
+        if starter is not None:
+            tg.start_soon(starter.start)
         try:
             async with SpeculativeLane(graph, early, policy, may_dispatch=may_dispatch) as lane:
                 scope.claims = lane if speculate else None
                 try:
-                    final = await _seal(chunks, code, graph, lane, trace, timeline, t0, _lens(host))
+                    final = await _seal(reader, graph, lane, trace, timeline, t0, _lens(host))
                 except _Aborted as exc:
                     failure = exc
                 else:
+                    tg.start_soon(reader.drain)
                     program = final.source
                     if config is not None:
                         program, pass_outcomes = _apply_passes(host, config, final)
-                    guest = await starter.take()
-                    guest_started = anyio.current_time() - t0
-                    outcome = await guest.run(program, scope.handler)
+                    if starter is not None:
+                        guest = await starter.take()
+                        guest_started = anyio.current_time() - t0
+                        outcome = await guest.run(program, scope.handler)
+                    else:
+                        assert turn is not None
+                        guest_started = anyio.current_time() - t0
+                        outcome = await turn.execute(program, scope.handler)
                     guest_ended = anyio.current_time() - t0
         finally:
-            await starter.aclose()
+            await reader.aclose()
+            if starter is not None:
+                await starter.aclose()
     wall = anyio.current_time() - t0
     _draw(timeline, lane, scope, guest_started, guest_ended)
     stats = lane.statistics()
     calls = scope.calls
-    early_physical = sum(1 for o in lane.observations() if o.lane == "speculative" and o.physical)
+    early_physical = sum(1 for o in lane.observations() if o.lane == "speculative" and o.physical and o.id not in reused)
     if batcher is not None:
         early_physical -= batcher.statistics().physical_saved
         if outcome is not None:
@@ -201,13 +246,14 @@ async def run_stream(
         assert outcome is not None
         result = dataclasses.replace(host.result_from(outcome, scope, report), source=final.source)
     result = result.with_speculation(timeline.freeze(wall), _observations(lane, scope.started_at))
+    if turn is not None:
+        turn.ended(lane, result)
     trace.ended(result.status.value, counts=report.counts(), error_type=result.error.type if result.error else None)
     return result
 
 
 async def _seal(
-    chunks: AsyncIterable[object],
-    code: CodeFormat,
+    reader: CodeReader,
     graph: EventGraph,
     lane: SpeculativeLane,
     trace: RunTrace,
@@ -215,8 +261,7 @@ async def _seal(
     t0: float,
     lens: Callable[[Sequence[ast.stmt]], Sequence[ast.stmt]] | None = None,
 ) -> Snapshot:
-    """Consume the stream, growing the graph as statements are accepted; return the seal."""
-    extractor = FenceExtractor(mode="markdown" if code == "markdown" else "raw")
+    """Read the program, growing the graph as statements are accepted; return the seal."""
     parser = PrefixParser()
     first: float | None = None
 
@@ -231,17 +276,16 @@ async def _seal(
         timeline.mark("stream", f"{total} statements", anyio.current_time() - t0, "snapshot")
 
     try:
-        async for text in text_chunks(chunks):
-            if first is None:
+        while (text := await reader.read()) is not None:
+            if first is None and text:
                 first = anyio.current_time() - t0
-            accept(parser.feed(extractor.feed(text)))
-        accept(parser.feed(extractor.close()))
+            accept(parser.feed(text))
+    except StreamError as exc:
+        raise _Aborted(RunStatus(exc.status), ErrorInfo(type(exc).__name__, str(exc), None)) from exc
     except Exception as exc:
         raise _Aborted(RunStatus.ABORTED, ErrorInfo(type(exc).__name__, f"the stream failed: {exc}", None)) from exc
     end = anyio.current_time() - t0
     timeline.bar("stream", "tokens", first if first is not None else end, end, "stream")
-    if code == "markdown" and not extractor.done and not parser.source:
-        raise _Aborted(RunStatus.REJECTED, ErrorInfo("NoCodeBlock", "the stream contained no ```python block", None))
     try:
         final = parser.close()
         # Some errors only the compiler finds (``return`` outside a function); the Guest

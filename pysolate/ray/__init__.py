@@ -17,5 +17,7 @@ from ._agent import AGENT_RESOURCE as AGENT_RESOURCE
 from ._agent import GuestNode as GuestNode
 from ._factory import RayGuest as RayGuest
 from ._factory import RayGuestFactory as RayGuestFactory
+from ._pool import HostPool as HostPool
+from ._pool import HostWorker as HostWorker
 
-__all__ = ["AGENT_RESOURCE", "GuestNode", "RayGuest", "RayGuestFactory"]
+__all__ = ["AGENT_RESOURCE", "GuestNode", "HostPool", "HostWorker", "RayGuest", "RayGuestFactory"]

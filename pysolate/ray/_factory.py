@@ -145,9 +145,17 @@ class RayGuestFactory:
             ray.init(address=self._address, include_dashboard=False, log_to_driver=False, **self._init)
         remote = ray.remote(GuestNode)
         nodes = [n["NodeID"] for n in ray.nodes() if n["Alive"] and n["Resources"].get(AGENT_RESOURCE)]
-        # Named, so every factory of this driver reuses the same agents (creating an actor
-        # is a call to Ray's central store; starting a Guest must not be).
-        common = {"num_cpus": 0, "max_concurrency": 10_000, "max_restarts": 0, "namespace": NAMESPACE, "get_if_exists": True}
+        # Named and detached, so every factory of the cluster reuses the same agents (creating
+        # an actor is a call to Ray's central store; starting a Guest must not be), and an
+        # agent outlives the handles of the factory that created it.
+        common = {
+            "num_cpus": 0,
+            "max_concurrency": 10_000,
+            "max_restarts": 0,
+            "namespace": NAMESPACE,
+            "get_if_exists": True,
+            "lifetime": "detached",
+        }
         if self._agent_count is None and nodes:
             self._agents = [
                 remote.options(

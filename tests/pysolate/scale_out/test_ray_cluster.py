@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import os
 import signal
-from collections.abc import Iterator
+import sys
+from collections.abc import AsyncIterator, Iterator
 
 import anyio
 import pytest
@@ -13,6 +14,8 @@ from equivalence.harness import Pair, build_host, check_pair, stream_of
 from equivalence.programs import conditions, programs
 from hypothesis import HealthCheck, given, settings
 
+from pysolate import Effect, Host
+from pysolate._equivalence import differences
 from pysolate._guest import start_subprocess_guest
 from pysolate._guest_api import GuestLimits
 
@@ -21,7 +24,8 @@ from .test_link import CAPS, LIMITS, PROGRAMS, _local, _remote
 ray = pytest.importorskip("ray")
 from ray.cluster_utils import Cluster  # noqa: E402
 
-from pysolate.ray import AGENT_RESOURCE, RayGuestFactory  # noqa: E402
+from pysolate.ray import AGENT_RESOURCE, HostPool, RayGuestFactory  # noqa: E402
+from pysolate.testing import Script, scripted_tool  # noqa: E402
 
 pytestmark = [pytest.mark.ray, pytest.mark.anyio]
 
@@ -82,7 +86,9 @@ async def test_killing_the_node_agent_mid_call_is_a_crash(cluster) -> None:
             with anyio.fail_after(20):
                 outcome = await guest.run("docs.search(1)\ndocs.search(2)", slow)
     assert outcome.status == "crashed" and outcome.error.type == "GuestCrashed"
-    assert not _alive(guest.placement["guest_pid"]), "the Guest died with its agent"
+    with anyio.fail_after(10):  # the agent's reaper sees its pipe break, then kills
+        while _alive(guest.placement["guest_pid"]):
+            await anyio.sleep(0.05)
 
 
 async def test_killing_the_guest_process_is_a_crash(cluster) -> None:
@@ -140,3 +146,36 @@ def _alive(pid: int) -> bool:
     with open(f"/proc/{pid}/stat", encoding="ascii") as stat:
         return stat.read().rsplit(")", 1)[1].split()[0] != "Z"
 
+
+
+def _pool_host() -> Host:
+    host = Host(instrument=None)
+    host.register("docs", scripted_tool(search=Script(lambda query: [query.upper()], effect=Effect.PURE, latency=0.01)))
+    return host
+
+
+async def _chunks(text: str, fail: bool = False) -> AsyncIterator[str]:
+    for i in range(0, len(text), 5):
+        await anyio.sleep(0.002)
+        yield text[i : i + 5]
+    if fail:
+        raise ConnectionError("the model's stream broke")
+
+
+async def test_a_host_pool_pins_keys_and_equals_local_runs(cluster) -> None:
+    source = "hits = [docs.search(q) for q in ('a', 'b', 'c')]\nprint(hits)\nhits[0]\n"
+    # Ray workers cannot import this test module: ship ``_pool_host`` by value.
+    ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])
+    async with HostPool(_pool_host, workers=2) as pool:
+        pids = {key: (await pool.identity(key))["pid"] for key in ("s1", "s2", "s3", "s4", "s5")}
+        assert len(set(pids.values())) == 2, "keys spread over both workers"
+        again = {key: (await pool.identity(key))["pid"] for key in pids}
+        assert again == pids, "each key pinned to its worker"
+        local = await _pool_host().run_source(source, speculate=False)
+        for key in pids:
+            streamed = await pool.run_stream(_chunks(source), key=key)
+            assert differences(local, streamed) == [] and streamed.report.claimed == 3
+            assert differences(local, await pool.run_source(source, key=key, speculate=False)) == []
+        broken = await pool.run_stream(_chunks(source, fail=True), key="s1")
+        local_broken = await _pool_host().run_stream(_chunks(source, fail=True))
+    assert (broken.status, broken.error) == (local_broken.status, local_broken.error)
