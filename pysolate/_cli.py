@@ -40,6 +40,7 @@ from rich.table import Table
 
 from occurrences import FenceExtractor
 
+from ._cli_guests import GuestsUnavailable, guests
 from ._equivalence import differences
 from ._host import Host
 from ._progress import Progress, ProgressInstrument, counted
@@ -361,18 +362,23 @@ def _cmd_demo(args: argparse.Namespace, console: Console) -> int:
         console.print(f"wrote {path}")
         return 0
     _check_recording(str(DEMO_RECORDING))
+    from ._demo import tools as demo_tools
 
     progress = (Progress("stream, then run"), Progress("pysolate"))
 
     async def both() -> tuple[Measured, Measured]:
         # One after the other, never overlapping, so neither run slows the other.
         runs = []
-        for watch, measure in zip(progress, (measure_baseline, measure_stream), strict=True):
-            host = load_host(None)
-            host.instrument = ProgressInstrument(host.instrument, watch)
-            chunks = counted(replay(DEMO_RECORDING, speed=args.speed), watch)
-            runs.append(await measure(host, chunks, code="markdown"))
+        async with guests(args.guests) as factory:
+            for watch, measure in zip(progress, (measure_baseline, measure_stream), strict=True):
+                host = demo_tools.make_host(guest_factory=factory)
+                host.instrument = ProgressInstrument(host.instrument, watch)
+                chunks = counted(replay(DEMO_RECORDING, speed=args.speed), watch)
+                runs.append(await measure(host, chunks, code="markdown"))
         return runs[0], runs[1]
+
+    if args.guests == "ray" and not args.json:
+        console.print("Starting Ray (a local cluster unless RAY_ADDRESS names one); Guests run under its node agents.")
 
     if args.json:
         baseline, fast = anyio.run(both)
@@ -517,6 +523,12 @@ def build_parser() -> argparse.ArgumentParser:
         help="replay speed factor (default 1: about 50 tokens/s)",
     )
     demo.add_argument(
+        "--guests",
+        choices=("local", "ray"),
+        default="local",
+        help="where Guests run: this machine (default), or Ray node agents (pysolate[ray])",
+    )
+    demo.add_argument(
         "--regenerate",
         action="store_true",
         help="rewrite the bundled recording from agent_reply.md and exit",
@@ -580,7 +592,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     console = Console(highlight=False)
     try:
         return int(args.handler(args, console))
-    except CliError as exc:
+    except (CliError, GuestsUnavailable) as exc:
         print(f"pysolate: error: {exc}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:

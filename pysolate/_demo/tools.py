@@ -14,6 +14,7 @@ from pathlib import Path
 import anyio
 
 from pysolate import Effect, Host, Workspace, capability
+from pysolate._guest_api import GuestFactory
 
 WORKSPACE = Path(__file__).parent / "workspace"
 
@@ -54,9 +55,10 @@ class Clock:
         return datetime.date.today().isoformat()
 
 
-def make_host(*, docs_latency: float = 0.5, people_latency: float = 0.3) -> Host:
-    """A Host with the demo's tools and a frozen copy of the demo workspace."""
-    host = Host()
+def make_host(*, docs_latency: float = 0.5, people_latency: float = 0.3, guest_factory: GuestFactory | None = None) -> Host:
+    """A Host with the demo's tools and a frozen copy of the demo workspace (Guests from
+    ``guest_factory``, default local)."""
+    host = Host(guest_factory=guest_factory)
     host.register("workspace", Workspace.frozen(WORKSPACE))
     host.register("docs", Docs(docs_latency))
     host.register("people", People(people_latency))
