@@ -85,6 +85,12 @@ class _Reaper:
         self._process.stdin.write(f"{sign}{pid}\n")
         self._process.stdin.flush()
 
+    def stop(self) -> None:
+        """Close the pipe (the reaper kills what is still listed, then exits) and reap it."""
+        assert self._process.stdin is not None
+        self._process.stdin.close()
+        self._process.wait(timeout=5)
+
 
 def _relay(link: Link) -> CallHandler:
     """A handler that asks the Host for each call's result over the link."""
@@ -186,6 +192,14 @@ class GuestNode:
         if self._reaper is not None:
             self._reaper.tell("-", live.pid)
         self._counts.closed += 1
+
+    async def shutdown(self) -> None:
+        """Close every Guest and stop the reaper (an agent that is going away on purpose)."""
+        for gid in list(self._live):
+            await self.close(gid)
+        if self._reaper is not None:
+            self._reaper.stop()
+            self._reaper = None
 
     async def stats(self) -> dict[str, object]:
         """Live Guests and counts; ``alive`` lists Guest processes that still exist."""

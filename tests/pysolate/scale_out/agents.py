@@ -12,12 +12,16 @@ from typing import Any
 
 from pysolate.ray import GuestNode
 
+CREATED: list[GuestNode] = []
+"""Every in-process agent made by a test (``conftest`` shuts them down after it)."""
+
 
 class LocalHandle:
     """A ``GuestNode`` in this process, called as a Ray actor handle is."""
 
     def __init__(self, node: Any | None = None) -> None:
         self.node = node or GuestNode()
+        CREATED.append(self.node)
 
     def __getattr__(self, name: str) -> types.SimpleNamespace:
         method: Callable[..., Any] = getattr(self.node, name)
