@@ -94,7 +94,7 @@ class _Guest:
             tagged_args = self._plain.to_tagged(args)
             tagged_kwargs = self._plain.to_tagged(kwargs)
         except self._plain.NotPlain as exc:
-            raise TypeError(f"{capability}.{method}: arguments must be plain data ({exc})") from None
+            raise self._errors.arguments_not_plain(capability, method, exc) from None
         frame = self._channel.encode(
             {"t": "call", "capability": capability, "method": method, "args": tagged_args, "kwargs": tagged_kwargs}
         )
