@@ -77,7 +77,8 @@ def arguments_not_plain(capability: str, method: str, reason: Exception) -> Exce
     surrogate, an int over the digit limit) a ``ValueError``.
     """
     cls = ValueError if isinstance(reason, ValueError) else TypeError
-    return cls(f"{capability}.{method}: arguments must be plain data ({reason})")
+    where = f"{capability}.{method}" if capability else method  # "": a function tool
+    return cls(f"{where}: arguments must be plain data ({reason})")
 
 
 def split_program(source: str) -> tuple[CodeType, CodeType | None]:
