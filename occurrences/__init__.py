@@ -35,6 +35,7 @@ from ._plain import NotPlain as NotPlain
 from ._plain import Uncrossable as Uncrossable
 from ._plain import check_plain as check_plain
 from ._plain import fresh_copy as fresh_copy
+from ._prior import PriorGlobals as PriorGlobals
 from ._snapshot import Snapshot as Snapshot
 
 __all__ = [
@@ -57,6 +58,7 @@ __all__ = [
     "OccurrencesError",
     "ParserStatistics",
     "PrefixParser",
+    "PriorGlobals",
     "SealError",
     "Site",
     "Snapshot",
