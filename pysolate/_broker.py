@@ -199,6 +199,7 @@ class RunScope:
         self._registrations = dict(registrations)
         self.trace = trace
         # Run-scoped objects (a workspace branch) replace the shared one for formal calls.
+        self.session_turn = targets is not None  # a session owns the targets' lifecycle
         self._targets: dict[str, object] = {
             name: reg.obj.for_run() if isinstance(reg.obj, RunScoped) else reg.obj
             for name, reg in self._registrations.items()

@@ -326,7 +326,8 @@ class Host:
             report=report,
             isolation=outcome.isolation,
             guest_status=outcome.status,
-            workspaces=run_workspaces(scope.targets(), status.value, outcome.error),
+            # A session turn's layers are the session's to keep or drop (``Session``).
+            workspaces=run_workspaces(scope.targets(), "ok" if scope.session_turn else status.value, outcome.error),
         )
 
 

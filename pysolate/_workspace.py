@@ -286,21 +286,23 @@ class Workspace:
         self._state = _advance(self._state, BranchState.UNCOMMITTABLE)
         self._why_uncommittable = reason
 
-    def layer(self) -> Workspace:
+    def layer(self) -> Self:
         """A copy of this open branch, for one turn of a session: the turn writes into the
         copy, which the session adopts as its branch when the turn keeps its effects (it
         ended ``ok`` or ``error``) and drops otherwise. View ids continue this branch's.
+        Of this object's own class, like ``for_run``.
 
         Raises ``WorkspaceError`` unless the branch is open.
         """
         if self._state is not BranchState.OPEN:
             raise WorkspaceError(f"cannot layer a {self._state.value} branch")
-        copy = Workspace(self._tree, BranchState.OPEN)
-        copy._deleted_or_written = dict(self._deleted_or_written)
-        copy._dirs_added = set(self._dirs_added)
-        copy._touched = dict(self._touched)
-        copy._seq = self._seq
-        return copy
+        layer = copy.copy(self)
+        Workspace.__init__(layer, self._tree, BranchState.OPEN)
+        layer._deleted_or_written = dict(self._deleted_or_written)
+        layer._dirs_added = set(self._dirs_added)
+        layer._touched = dict(self._touched)
+        layer._seq = self._seq
+        return layer
 
     def view_of(self, method: str, arguments: Mapping[str, object]) -> str:
         """The id of what ``method(**arguments)`` would see now (root id if unaffected)."""
