@@ -93,9 +93,57 @@ def from_tagged(tagged: object, _depth: int = 0) -> object:
     raise ValueError("malformed plain value")
 
 
+def own(value: object, _depth: int = 0) -> tuple[object, object]:
+    """``(fresh_copy(value), to_tagged(value))`` in one walk; raises ``NotPlain`` as ``to_tagged``.
+
+    What the broker does to every argument of a call: check it, take its own copy (the
+    tool never shares a container with the program) and tag it (the call key), once.
+    """
+    if _depth > MAX_DEPTH:
+        raise NotPlain(f"value nested deeper than {MAX_DEPTH}")
+    t = type(value)
+    if t is str:
+        return value, ["s", value]
+    if t is int:
+        return value, ["i", str(value)]
+    if value is None:
+        return None, ["n"]
+    if t is bool:
+        return value, ["b", value]
+    if t is float:
+        assert isinstance(value, float)
+        return value, ["f", "nan" if math.isnan(value) else value.hex()]
+    if t is bytes:
+        assert isinstance(value, bytes)
+        return value, ["y", value.hex()]
+    d = _depth + 1
+    if t is tuple or t is list:
+        assert isinstance(value, tuple | list)
+        copies, tags = [], []
+        for item in value:
+            c, g = own(item, d)
+            copies.append(c)
+            tags.append(g)
+        return (tuple(copies), ["t", tags]) if t is tuple else (copies, ["l", tags])
+    if t is dict:
+        assert isinstance(value, dict)
+        copy, pairs = {}, []
+        for k, v in value.items():
+            ck, gk = own(k, d)
+            cv, gv = own(v, d)
+            copy[ck] = cv
+            pairs.append([gk, gv])
+        return copy, ["d", pairs]
+    raise NotPlain(f"not plain data: {t.__qualname__}")
+
+
+ENCODER = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+"""Built once: ``json.dumps`` with options builds a new encoder per call."""
+
+
 def dumps(value: object) -> str:
     """Encode a plain value as compact JSON text (deterministic)."""
-    return json.dumps(to_tagged(value), separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+    return ENCODER.encode(to_tagged(value))
 
 
 def loads(text: str | bytes) -> object:

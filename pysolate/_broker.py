@@ -22,15 +22,17 @@ Nothing about a run lives on the Host, so runs share a Host freely.
 
 from __future__ import annotations
 
+import asyncio
 import functools
-from collections.abc import Callable, Mapping
+import types
+from collections.abc import Awaitable, Callable, Coroutine, Generator, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
 import anyio
 
-from occurrences import CallKey, MethodSpec, NotPlain, canonical_arguments, check_plain, fresh_copy
-from occurrences._plain import dumps
+from occurrences import CallKey, MethodSpec, NotPlain, check_plain, fresh_copy
+from occurrences._plain import ENCODER, own
 from scheduler import Observation, Probe
 
 from ._capability import CapabilityMethod
@@ -79,8 +81,9 @@ class BoundCall:
     """A call bound to its method's signature, defaults applied.
 
     ``arguments`` (parameter name → value) is what the call key is made of, so ``f("a")``
-    and ``f(path="a")`` are one call; ``args``/``kwargs`` are how the method is invoked.
-    All values are the broker's own plain copies.
+    and ``f(path="a")`` are one call; ``canonical`` is their canonical text (the key's
+    ``arguments``); ``args``/``kwargs`` are how the method is invoked. All values are the
+    broker's own plain copies, shared by nobody else (defaults included).
     """
 
     capability: str
@@ -89,11 +92,14 @@ class BoundCall:
     arguments: dict[str, object]
     args: tuple[object, ...]
     kwargs: dict[str, object]
+    canonical: str
 
 
 def bind(registration: Registration, method: str, args: tuple[object, ...], kwargs: Mapping[str, object]) -> BoundCall:
     """Bind a call exactly as calling the method would.
 
+    One walk over the arguments checks that they are plain, takes the broker's copy and
+    tags them for the key (``_plain.own``); the method's ``Binder`` binds the copy.
     Raises ``AttributeError`` for a method that is not a capability method, ``TypeError``
     when the arguments do not fit the signature or are not plain data.
     """
@@ -101,27 +107,28 @@ def bind(registration: Registration, method: str, args: tuple[object, ...], kwar
     if cap is None:
         raise AttributeError(f"capability {registration.name!r} has no method {method!r}")
     try:
-        check_plain(args)
-        check_plain(dict(kwargs))
+        own_args, tagged_args = own(args)
+        own_kwargs, tagged_kwargs = own(kwargs if type(kwargs) is dict else dict(kwargs))
     except NotPlain as exc:
         raise arguments_not_plain(registration.name, method, exc) from None
-    own_args, own_kwargs = fresh_copy(args), fresh_copy(dict(kwargs))
-    assert isinstance(own_args, tuple) and isinstance(own_kwargs, dict)
-    bound = cap.signature.bind(*own_args, **own_kwargs)
-    bound.apply_defaults()
+    assert type(own_args) is tuple and type(own_kwargs) is dict
+    assert isinstance(tagged_args, list) and isinstance(tagged_kwargs, list)
+    binder = cap.binder
+    arguments, bound_args, bound_kwargs = binder.bind(own_args, own_kwargs)
     return BoundCall(
         capability=registration.name,
         method=method,
         spec=cap.spec,
-        arguments=dict(bound.arguments),
-        args=tuple(bound.args),
-        kwargs=dict(bound.kwargs),
+        arguments=arguments,
+        args=bound_args,
+        kwargs=bound_kwargs,
+        canonical=binder.key_text(arguments, tagged_args[1], tagged_kwargs[1]),
     )
 
 
 def call_key(call: BoundCall, view: str) -> CallKey:
     """The exact identity of ``call`` seen at ``view``: what a claim is checked against."""
-    return CallKey(call.capability, call.method, call.spec.version, canonical_arguments(call.arguments), view)
+    return CallKey(call.capability, call.method, call.spec.version, call.canonical, view)
 
 
 def failure_from(exc: Exception) -> ToolFailure:
@@ -162,19 +169,21 @@ async def execute(
     fn: Any = getattr(target, call.method)
     args, kwargs = fresh_copy(call.args), fresh_copy(call.kwargs)
     assert isinstance(args, tuple) and isinstance(kwargs, dict)
-    with anyio.move_on_after(timeout) as deadline:
-        try:
-            if method.is_async:
-                raw = await fn(*args, **kwargs)
-            else:
-                work = functools.partial(fn, *args, **kwargs)
-                if probe is not None:
-                    work = functools.partial(_probed, probe, work)
-                    probe.in_thread = True
+    finished = False
+    try:
+        if method.is_async:
+            finished, raw = await _awaited(fn(*args, **kwargs), timeout)
+        else:
+            work = functools.partial(fn, *args, **kwargs)
+            if probe is not None:
+                work = functools.partial(_probed, probe, work)
+                probe.in_thread = True
+            with anyio.move_on_after(timeout):
                 raw = await anyio.to_thread.run_sync(work, abandon_on_cancel=True, limiter=limiter)
-        except Exception as exc:
-            raise failure_from(exc) from None
-    if deadline.cancelled_caught:
+                finished = True
+    except Exception as exc:
+        raise failure_from(exc) from None
+    if not finished:
         where = f"{call.capability}.{call.method}"
         if method.effect.may_write:
             raise OutcomeUnknown(
@@ -183,14 +192,80 @@ async def execute(
             )
         raise ToolFailure("TimeoutError", f"{where} did not finish within {timeout}s")
     try:
-        size = len(dumps(raw))
+        value, tagged = own(raw)
+        size = len(ENCODER.encode(tagged))
     except NotPlain as exc:
         raise ToolFailure("TypeError", f"{call.capability}.{call.method} returned non-plain data: {exc}") from None
     if size > MAX_RESULT_CHARS:
         raise ToolFailure(
             "ValueError", f"{call.capability}.{call.method} returned {size} characters (limit {MAX_RESULT_CHARS})"
         )
-    return fresh_copy(raw)
+    return value
+
+
+async def _awaited(awaitable: Awaitable[object], timeout: float) -> tuple[bool, object]:
+    """``(True, result)`` of an async tool call, or ``(False, None)`` after ``timeout``.
+
+    A call that finishes without suspending (a cache hit, a 0-latency tool) cannot be
+    interrupted by a timeout anyway, so it costs no timer: its cancel scope is entered
+    undated (a scope must be entered before the tool enters its own, or their nesting
+    breaks), the coroutine's first step runs in it, and only a call that suspended gets
+    the deadline, counted from before that first step, as ``move_on_after`` would have.
+    """
+    with anyio.CancelScope() as scope:
+        started = _loop_clock()()
+        if type(awaitable) is not types.CoroutineType:
+            scope.deadline = started + timeout
+            return True, await awaitable
+        coro: Coroutine[object, object, object] = awaitable
+        try:
+            first = coro.send(None)
+        except StopIteration as stop:
+            return True, stop.value
+        scope.deadline = started + timeout
+        return True, await _Resumed(coro, first)
+    return False, None
+
+
+class _Resumed:
+    """Awaiting a coroutine that already ran its first step (which yielded ``first``).
+
+    Forwards what the event loop sends or throws, as ``await coro`` would have (PEP 380).
+    """
+
+    __slots__ = ("_coro", "_first")
+
+    def __init__(self, coro: Coroutine[object, object, object], first: object) -> None:
+        self._coro = coro
+        self._first = first
+
+    def __await__(self) -> Generator[object, object, object]:
+        coro, pending = self._coro, self._first
+        while True:
+            try:
+                sent = yield pending
+            except GeneratorExit:
+                coro.close()
+                raise
+            except BaseException as exc:
+                try:
+                    pending = coro.throw(exc)
+                except StopIteration as stop:
+                    return stop.value
+            else:
+                try:
+                    pending = coro.send(sent)
+                except StopIteration as stop:
+                    return stop.value
+
+
+def _loop_clock() -> Callable[[], float]:
+    """``anyio.current_time`` without its per-call backend lookup (on asyncio it is the
+    running loop's ``time``; elsewhere anyio's own function)."""
+    try:
+        return asyncio.get_running_loop().time
+    except RuntimeError:
+        return anyio.current_time
 
 
 def _probed(probe: Probe, work: Callable[[], object]) -> object:
@@ -229,19 +304,26 @@ class RunScope:
             name: reg.obj.for_run() if isinstance(reg.obj, RunScoped) else reg.obj
             for name, reg in self._registrations.items()
         }
+        # The view function of each target that has one, looked up once (a runtime Protocol
+        # check costs microseconds; it is per run, not per call).
+        self._views: dict[str, Callable[[str, Mapping[str, object]], str]] = {
+            name: target.view_of for name, target in self._targets.items() if isinstance(target, Viewed)
+        }
         self._epochs: dict[str, int] = dict.fromkeys(self._registrations, 0)  # may-write calls started
         self._calls: list[CallRecord] = []
         self._physical = 0
         self._limiter = limiter
         self._timeout = call_timeout
         self._t0: float | None = None  # anyio.current_time() at the first call or start()
+        self._clock: Callable[[], float] = anyio.current_time  # the same clock, looked up at start()
         self.claims: Claims | None = None  # set by a speculating run before the Guest starts
         # Trace of each early observation, by observation id, so claims can link to it.
         self.early_traces: dict[int, ObservationTrace] = {}
 
     def start(self) -> None:
         """Start the run's clock (receipt times are relative to it)."""
-        self._t0 = anyio.current_time()
+        self._clock = _loop_clock()
+        self._t0 = self._clock()
 
     @property
     def started_at(self) -> float:
@@ -273,9 +355,9 @@ class RunScope:
 
     def view_of(self, capability: str, method: str, call: BoundCall) -> str:
         """The id of the state ``call`` would see now (see the module docstring)."""
-        target = self._targets[capability]
-        if isinstance(target, Viewed):
-            return target.view_of(method, call.arguments)
+        view = self._views.get(capability)
+        if view is not None:
+            return view(method, call.arguments)
         return f"epoch:{self._epochs[capability]}"
 
     def key_for(self, capability: str, method: str, args: tuple[object, ...], kwargs: Mapping[str, object]) -> CallKey | None:
@@ -300,6 +382,8 @@ class RunScope:
         if cap.effect.may_write:
             self._epochs[capability] += 1
         self._physical += 1
+        if self.trace is NULL_RUN:  # no trace: no span, and no key digest to label it with
+            return await execute(self._targets[capability], cap, call, limiter=self._limiter, timeout=self._timeout)
         observation = self.trace.observation_started(
             capability,
             method,
@@ -420,7 +504,7 @@ class RunScope:
         if self._t0 is None:
             self.start()
         assert self._t0 is not None
-        return anyio.current_time() - self._t0
+        return self._clock() - self._t0
 
     def _record(
         self,
@@ -438,8 +522,14 @@ class RunScope:
         lane: Lane = "direct",
         observation_id: int | None = None,
     ) -> None:
-        spec = call.spec if call is not None else _spec_or_none(self._registrations.get(capability), method)
-        plain_args, plain_kwargs = _plain_or_repr(args), _plain_or_repr(dict(kwargs))
+        if call is not None:
+            # A bound call's values are the broker's own copies, made for this receipt.
+            spec: MethodSpec | None = call.spec
+            plain_args: object = args
+            plain_kwargs: object = dict(kwargs)
+        else:
+            spec = _spec_or_none(self._registrations.get(capability), method)
+            plain_args, plain_kwargs = _plain_or_repr(args), _plain_or_repr(dict(kwargs))
         assert isinstance(plain_args, tuple) and isinstance(plain_kwargs, dict)
         self._calls.append(
             CallRecord(

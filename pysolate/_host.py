@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import keyword
 import uuid
-from collections.abc import AsyncIterable, AsyncIterator, Mapping
+from collections.abc import AsyncIterable, AsyncIterator, Callable, Mapping
 from typing import TYPE_CHECKING, Literal, cast
 
 import anyio
@@ -69,6 +69,7 @@ class Host:
         ``passes`` (default: none) the correctness-gated passes speculating runs apply."""
         self.passes = passes
         self._registrations: dict[str, Registration] = {}
+        self._root_views: dict[str, Callable[[str, Mapping[str, object]], str]] = {}  # of Viewed roots
         self._guest_factory = guest_factory
         self.limits = limits or GuestLimits()
         self._threads = threads
@@ -90,6 +91,8 @@ class Host:
         if name in self._registrations:
             raise RegistrationError(f"capability {name!r} is already registered")
         self._registrations[name] = Registration(name, obj, capability_methods(obj))
+        if isinstance(obj, Viewed):  # a runtime Protocol check: once, not per early call
+            self._root_views[name] = obj.view_of
 
     def registration(self, name: str) -> Registration:
         """The registration of capability ``name`` (``KeyError`` if there is none)."""
@@ -113,9 +116,9 @@ class Host:
 
     def root_view(self, capability: str, method: str, call: BoundCall) -> str:
         """The view id of ``call`` against the shared root object (the speculative lane's)."""
-        obj = self._registrations[capability].obj
-        if isinstance(obj, Viewed):
-            return obj.view_of(method, call.arguments)
+        view = self._root_views.get(capability)
+        if view is not None:
+            return view(method, call.arguments)
         return "epoch:0"
 
     def root_key(self, call: BoundCall) -> CallKey:
