@@ -12,6 +12,7 @@ number of runs may share a Host concurrently.
 
 from __future__ import annotations
 
+import builtins
 import keyword
 import uuid
 from collections.abc import AsyncIterable, AsyncIterator, Callable, Mapping
@@ -20,7 +21,7 @@ from typing import TYPE_CHECKING, Literal, cast
 import anyio
 import anyio.lowlevel
 
-from occurrences import CallKey, MethodSpec, SealError
+from occurrences import FUNCTIONS, CallKey, MethodSpec, SealError
 from scheduler import LanePolicy, Probe
 
 from ._broker import (
@@ -33,13 +34,13 @@ from ._broker import (
     call_key,
     execute,
 )
-from ._capability import capability_methods
+from ._capability import FunctionTools, capability_function, capability_methods, is_function_tool
 from ._exceptions import RegistrationError
 from ._guest_api import GuestFactory, GuestLimits, GuestOutcome
 from ._result import RunReport, RunResult, RunStatus
 from ._seal import rejection, seal
 from ._workspace import Workspace
-from .tracing import NULL_INSTRUMENT, Instrument, RunTrace, source_hash
+from .tracing import GLOBAL_INSTRUMENT, NULL_INSTRUMENT, Instrument, RunTrace, source_hash
 
 if TYPE_CHECKING:
     from .passes import PassConfig
@@ -61,11 +62,13 @@ class Host:
         limits: GuestLimits | None = None,
         threads: int = DEFAULT_THREADS,
         call_timeout: float = CALL_TIMEOUT,
-        instrument: Instrument = NULL_INSTRUMENT,
+        instrument: Instrument | None = GLOBAL_INSTRUMENT,
         passes: PassConfig | None = None,
     ) -> None:
         """``guest_factory`` defaults to the isolated subprocess Guest; ``instrument``
-        (default: none) traces runs, e.g. ``pysolate.tracing.OTelInstrument()``;
+        traces runs: by default OpenTelemetry spans through the global tracer provider
+        (nothing is recorded until the application configures an SDK), ``None`` for no
+        tracing at all, or e.g. ``OTelInstrument(provider, record_payloads=True)``;
         ``passes`` (default: none) the correctness-gated passes speculating runs apply."""
         self.passes = passes
         self._registrations: dict[str, Registration] = {}
@@ -74,32 +77,57 @@ class Host:
         self.limits = limits or GuestLimits()
         self._threads = threads
         self.call_timeout = call_timeout
-        self.instrument = instrument
+        self.instrument = NULL_INSTRUMENT if instrument is None else instrument
         # One limiter per event loop: an anyio limiter binds to the first loop using it.
         self._limiters: dict[anyio.lowlevel.EventLoopToken, anyio.CapacityLimiter] = {}
 
     # -- registry -------------------------------------------------------------------------
 
     def register(self, name: str, obj: object) -> None:
-        """Expose ``obj``'s ``@capability`` methods to the Guest as the global ``name``.
+        """Expose ``obj`` to the Guest as the global ``name``.
 
-        Raises ``RegistrationError`` for a name that is not a public identifier or is
-        taken, or an object the broker cannot call exactly (see ``capability_methods``).
+        ``obj`` is an object whose ``@capability`` methods the program calls as
+        ``name.method(...)``, or a function (sync or async, or a bound method) declared
+        with ``@capability`` that the program calls as ``name(...)`` (a *function tool*).
+        All function tools are methods of one capability, ``occurrences.FUNCTIONS``, so
+        they are one unit of state: a call of one that may write puts all of them on a
+        new view (docs/tools.md, "Function tools").
+
+        Raises ``RegistrationError`` for a name that is not a str or not a public
+        identifier, shadows a builtin or is taken, or an object the broker cannot call
+        exactly (see ``capability_methods``, ``capability_function``).
         """
+        if type(name) is not str:
+            raise RegistrationError(f"capability name must be a str, not {type(name).__qualname__}")
         if not name.isidentifier() or keyword.iskeyword(name) or name.startswith("_"):
             raise RegistrationError(f"capability name {name!r} is not a public identifier")
-        if name in self._registrations:
+        if hasattr(builtins, name):
+            raise RegistrationError(f"capability name {name!r} would shadow the builtin of that name")
+        functions = self._registrations.get(FUNCTIONS)
+        if name in self._registrations or (functions is not None and name in functions.methods):
             raise RegistrationError(f"capability {name!r} is already registered")
-        self._registrations[name] = Registration(name, obj, capability_methods(obj))
-        if isinstance(obj, Viewed):  # a runtime Protocol check: once, not per early call
-            self._root_views[name] = obj.view_of
+        if not is_function_tool(obj):
+            self._registrations[name] = Registration(name, obj, capability_methods(obj))
+            if isinstance(obj, Viewed):  # a runtime Protocol check: once, not per early call
+                self._root_views[name] = obj.view_of
+            return
+        fn = cast("Callable[..., object]", obj)
+        method = capability_function(name, fn)
+        if functions is None:
+            self._registrations[FUNCTIONS] = Registration(FUNCTIONS, FunctionTools({name: fn}), {name: method})
+            return
+        assert isinstance(functions.obj, FunctionTools)
+        self._registrations[FUNCTIONS] = Registration(
+            FUNCTIONS, functions.obj.with_function(name, fn), {**functions.methods, name: method}
+        )
 
     def registration(self, name: str) -> Registration:
         """The registration of capability ``name`` (``KeyError`` if there is none)."""
         return self._registrations[name]
 
     def capabilities(self) -> dict[str, list[str]]:
-        """Capability name → its method names (what a Guest exposes)."""
+        """Capability name → its method names (what a Guest exposes); the function tools
+        are the methods of ``occurrences.FUNCTIONS``."""
         return {name: sorted(reg.methods) for name, reg in self._registrations.items()}
 
     def method_specs(self) -> dict[str, dict[str, MethodSpec]]:

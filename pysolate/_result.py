@@ -14,7 +14,7 @@ import math
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Literal
 
-from occurrences import CallKey, Effect
+from occurrences import CallKey, Effect, tool_name
 
 from ._guest_api import ErrorInfo, Isolation
 from ._timeline import Timeline
@@ -72,6 +72,11 @@ class CallRecord:
     @property
     def duration(self) -> float:
         return self.ended - self.started
+
+    @property
+    def tool(self) -> str:
+        """``docs.search``, or ``search`` for a function tool (capability ``FUNCTIONS``)."""
+        return tool_name(self.capability, self.method)
 
 
 @dataclass(frozen=True, slots=True)

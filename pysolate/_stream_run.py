@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Literal
 
 import anyio
 
-from occurrences import FenceExtractor, PrefixParser, SealError, Snapshot
+from occurrences import FenceExtractor, PrefixParser, SealError, Snapshot, tool_name
 from scheduler import EventGraph, LanePolicy, Node, Observation, SpeculativeLane
 
 from ._broker import RunScope
@@ -293,12 +293,12 @@ def _draw(
         if obs.lane != "speculative" or obs.started is None:
             continue
         end = obs.finished if obs.finished is not None else obs.started
-        label = f"{obs.key.capability}.{obs.key.method}"
+        label = tool_name(obs.key.capability, obs.key.method)
         timeline.bar("speculative", label, obs.started - base, end - base, dispositions[obs.id].value)
     if guest_started is not None and guest_ended is not None:
         timeline.bar("guest", "sealed program", guest_started, guest_ended, "guest")
     for call in scope.calls:
-        label = f"{call.capability}.{call.method}"
+        label = tool_name(call.capability, call.method)
         if call.lane == "claimed":
             timeline.bar("claims", label, call.started, call.ended, "claim")
         else:

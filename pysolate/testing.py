@@ -32,7 +32,7 @@ from typing import Any, Literal
 import anyio
 import anyio.from_thread
 
-from occurrences import Effect, MethodSpec, NotPlain, check_plain, fresh_copy
+from occurrences import FUNCTIONS, Effect, MethodSpec, NotPlain, check_plain, fresh_copy
 
 from ._capability import capability
 from ._equivalence import differences, observable
@@ -224,7 +224,10 @@ class _Program:
     def execute(self, source: str) -> GuestOutcome:
         namespace: dict[str, object] = {"__name__": "__main__", "__builtins__": self._builtins()}
         for name, methods in self.capabilities.items():
-            namespace[name] = _Proxy(name, {m: self._proxy_method(name, m) for m in methods})
+            if name == FUNCTIONS:
+                namespace.update({m: self._proxy_method(name, m) for m in methods})
+            else:
+                namespace[name] = _Proxy(name, {m: self._proxy_method(name, m) for m in methods})
         try:
             body, final = split_program(source)
             exec(body, namespace)
