@@ -98,27 +98,15 @@ def own(value: object, _depth: int = 0) -> tuple[object, object]:
 
     What the broker does to every argument of a call: check it, take its own copy (the
     tool never shares a container with the program) and tag it (the call key), once.
+    Scalars are tagged by ``to_tagged`` itself, so what a scalar may be is decided in one
+    place; containers are walked here (shared by nothing, so the copy is just new ones).
     """
-    if _depth > MAX_DEPTH:
-        raise NotPlain(f"value nested deeper than {MAX_DEPTH}")
     t = type(value)
-    if t is str:
-        return value, ["s", value]
-    if t is int:
-        return value, ["i", str(value)]
-    if value is None:
-        return None, ["n"]
-    if t is bool:
-        return value, ["b", value]
-    if t is float:
-        assert isinstance(value, float)
-        return value, ["f", "nan" if math.isnan(value) else value.hex()]
-    if t is bytes:
-        assert isinstance(value, bytes)
-        return value, ["y", value.hex()]
-    d = _depth + 1
     if t is tuple or t is list:
+        if _depth > MAX_DEPTH:
+            raise NotPlain(f"value nested deeper than {MAX_DEPTH}")
         assert isinstance(value, tuple | list)
+        d = _depth + 1
         copies, tags = [], []
         for item in value:
             c, g = own(item, d)
@@ -126,7 +114,10 @@ def own(value: object, _depth: int = 0) -> tuple[object, object]:
             tags.append(g)
         return (tuple(copies), ["t", tags]) if t is tuple else (copies, ["l", tags])
     if t is dict:
+        if _depth > MAX_DEPTH:
+            raise NotPlain(f"value nested deeper than {MAX_DEPTH}")
         assert isinstance(value, dict)
+        d = _depth + 1
         copy, pairs = {}, []
         for k, v in value.items():
             ck, gk = own(k, d)
@@ -134,7 +125,7 @@ def own(value: object, _depth: int = 0) -> tuple[object, object]:
             copy[ck] = cv
             pairs.append([gk, gv])
         return copy, ["d", pairs]
-    raise NotPlain(f"not plain data: {t.__qualname__}")
+    return value, to_tagged(value, _depth)
 
 
 ENCODER = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, allow_nan=False)
