@@ -296,14 +296,20 @@ class RunScope:
         limiter: anyio.CapacityLimiter,
         call_timeout: float = CALL_TIMEOUT,
         trace: RunTrace = NULL_RUN,
+        targets: Mapping[str, object] | None = None,
     ) -> None:
+        """``targets`` (a session's turn): the objects formal calls run against, by name,
+        instead of a fresh ``for_run()`` each."""
         self._registrations = dict(registrations)
         self.trace = trace
         # Run-scoped objects (a workspace branch) replace the shared one for formal calls.
         self._targets: dict[str, object] = {
             name: reg.obj.for_run() if isinstance(reg.obj, RunScoped) else reg.obj
             for name, reg in self._registrations.items()
+            if targets is None or name not in targets
         }
+        if targets is not None:
+            self._targets.update(targets)
         # The view function of each target that has one, looked up once (a runtime Protocol
         # check costs microseconds; it is per run, not per call).
         self._views: dict[str, Callable[[str, Mapping[str, object]], str]] = {
