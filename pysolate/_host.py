@@ -39,7 +39,7 @@ from ._guest_api import GuestFactory, GuestLimits, GuestOutcome
 from ._result import RunReport, RunResult, RunStatus
 from ._seal import rejection, seal
 from ._workspace import Workspace
-from .tracing import NULL_INSTRUMENT, Instrument, RunTrace, source_hash
+from .tracing import GLOBAL_INSTRUMENT, NULL_INSTRUMENT, Instrument, RunTrace, source_hash
 
 if TYPE_CHECKING:
     from .passes import PassConfig
@@ -61,11 +61,13 @@ class Host:
         limits: GuestLimits | None = None,
         threads: int = DEFAULT_THREADS,
         call_timeout: float = CALL_TIMEOUT,
-        instrument: Instrument = NULL_INSTRUMENT,
+        instrument: Instrument | None = GLOBAL_INSTRUMENT,
         passes: PassConfig | None = None,
     ) -> None:
         """``guest_factory`` defaults to the isolated subprocess Guest; ``instrument``
-        (default: none) traces runs, e.g. ``pysolate.tracing.OTelInstrument()``;
+        traces runs: by default OpenTelemetry spans through the global tracer provider
+        (nothing is recorded until the application configures an SDK), ``None`` for no
+        tracing at all, or e.g. ``OTelInstrument(provider, record_payloads=True)``;
         ``passes`` (default: none) the correctness-gated passes speculating runs apply."""
         self.passes = passes
         self._registrations: dict[str, Registration] = {}
@@ -73,7 +75,7 @@ class Host:
         self.limits = limits or GuestLimits()
         self._threads = threads
         self.call_timeout = call_timeout
-        self.instrument = instrument
+        self.instrument = NULL_INSTRUMENT if instrument is None else instrument
         # One limiter per event loop: an anyio limiter binds to the first loop using it.
         self._limiters: dict[anyio.lowlevel.EventLoopToken, anyio.CapacityLimiter] = {}
 
