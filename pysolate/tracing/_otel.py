@@ -46,6 +46,8 @@ from typing import Final
 from opentelemetry import trace
 from opentelemetry.trace import Link, SpanKind, Status, StatusCode
 
+from occurrences import tool_name
+
 from . import _attributes as A
 from ._context import current_code_action
 from ._interface import (
@@ -102,10 +104,6 @@ def _set_error(span: trace.Span, error: BaseException | str | None, *, describe:
     span.set_attribute(A.ERROR_TYPE, kind)
     description = str(error) if describe and isinstance(error, BaseException) else None
     span.set_status(Status(StatusCode.ERROR, description))
-
-
-def _tool_name(capability: str, method: str) -> str:
-    return f"{capability}.{method}"
 
 
 class _Phase(enum.Enum):
@@ -312,7 +310,7 @@ class _OTelRun:
         arguments: Mapping[str, object] | None,
     ) -> dict[str, str]:
         attributes = {
-            A.GEN_AI_TOOL_NAME: _tool_name(capability, method),
+            A.GEN_AI_TOOL_NAME: tool_name(capability, method),
             A.GEN_AI_TOOL_CALL_ID: call_id,
             A.GEN_AI_TOOL_TYPE: "function",
             A.CAPABILITY: capability,
@@ -346,7 +344,7 @@ class _OTelRun:
             A.EFFECT: str(effect),
         }
         span = self._tracer.start_span(
-            f"{A.EXECUTE_TOOL} {_tool_name(capability, method)}",
+            f"{A.EXECUTE_TOOL} {tool_name(capability, method)}",
             context=self._context,
             kind=SpanKind.INTERNAL,
             attributes=attributes,
@@ -374,7 +372,7 @@ class _OTelRun:
                 Link(observation.span.get_span_context(), {A.LINK_RELATION: A.LINK_CLAIMS})
             )
         span = self._tracer.start_span(
-            f"{A.CLAIM} {_tool_name(capability, method)}",
+            f"{A.CLAIM} {tool_name(capability, method)}",
             context=self._context,
             kind=SpanKind.INTERNAL,
             attributes=attributes,
