@@ -14,11 +14,11 @@ import re
 import sys
 import warnings
 
+from corpus_check import due_offsets
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from occurrences import PrefixParser, SealError, Snapshot
-from corpus_check import due_offsets
 from occurrences._parser import _COMPOUND
 
 FRAGMENTS = [
