@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Literal
 import anyio
 
 from occurrences import FenceExtractor, PrefixParser, SealError, Snapshot, tool_name
-from scheduler import EventGraph, LanePolicy, Node, Observation, SpeculativeLane
+from scheduler import EventGraph, LanePolicy, Node, Observation, Respeculation, SpeculativeLane
 
 from ._broker import RunScope
 from ._guest_api import ErrorInfo, Guest, GuestFactory, GuestLimits, GuestOutcome
@@ -120,7 +120,9 @@ async def run_stream(
     batcher = BatchFusion(host, config.batch_fusion) if config is not None and config.batch_fusion else None
     pass_outcomes: tuple[PassOutcome, ...] = ()
 
-    async def early(node: Node, obs: Observation) -> object:
+    async def early(node: Node, obs: Observation, on_view: bool = False) -> object:
+        """One early call: against the root, or (``on_view``, a read after a write the Guest
+        made) against the run's own object, on the view that write left."""
         call = host.bind(node.site.capability, node.site.method, node.args or (), node.kwargs or {})
         span = trace.observation_started(
             call.capability,
@@ -134,7 +136,9 @@ async def run_stream(
         scope.early_traces[obs.id] = span
         try:
             with span.activated():
-                if batcher is not None and batcher.fusable(call):
+                if on_view:
+                    value = await scope.call_on_view(call, probe=obs.probe)
+                elif batcher is not None and batcher.fusable(call):
                     value = await batcher.submit(call, obs.probe)
                 else:
                     value = await host.call_root(call.capability, call.method, call, probe=obs.probe)
@@ -156,6 +160,15 @@ async def run_stream(
         try:
             async with SpeculativeLane(graph, early, policy, may_dispatch=may_dispatch) as lane:
                 scope.claims = lane if speculate else None
+                if speculate:
+                    follow = Respeculation(
+                        graph,
+                        lane,
+                        scope.key_for,
+                        functools.partial(early, on_view=True),
+                        allow_discardable=(policy or LanePolicy()).allow_discardable,
+                    )
+                    scope.on_written = follow.written
                 try:
                     final = await _seal(chunks, code, graph, lane, trace, timeline, t0, _lens(host))
                 except _Aborted as exc:
