@@ -45,6 +45,7 @@ from dataclasses import dataclass
 from typing import Final
 
 from ._exceptions import SealError
+from ._pending import Pending, pending
 from ._scanner import LineScanner
 from ._snapshot import Snapshot
 
@@ -102,6 +103,7 @@ class PrefixParser:
         "_group_line",
         "_groups",
         "_parts",
+        "_pending_at",
         "_phase",
         "_scanner",
         "_start",
@@ -126,6 +128,7 @@ class PrefixParser:
         self._candidate = False
         self._start = 0
         self._at_newline = 0  # groups accepted at the end of their logical line
+        self._pending_at = (0, 0)  # (group line, complete lines) of the last pending() parse
         self._statements: list[ast.stmt] = []  # accepted statements; append-only
         self._end = 0  # characters covered by _statements (the groups parsed so far)
         self._groups = 0  # groups parsed successfully
@@ -183,6 +186,23 @@ class PrefixParser:
         if len(self._statements) == before:
             return None
         return Snapshot.view(self._statements, before, self._end, self._source_text)
+
+    def pending(self) -> Pending | None:
+        """A provisional parse of the unfinished statement (``occurrences._pending``), when
+        it gained complete lines since the last call; None otherwise, or when nothing can
+        be taken from it. For discovery only: none of it is accepted, and it may change.
+        """
+        at = (self._group_line, len(self._group))
+        if self._phase is not _Phase.OPEN or not self._code or at == self._pending_at:
+            return None
+        self._pending_at = at
+        found = pending("".join(self._group))
+        if found is None:
+            return None
+        shift = self._group_line - 1
+        if shift:
+            _shift_lines(found.statements, shift)
+        return Pending(found.statements, (found.limit[0] + shift, found.limit[1]))
 
     def close(self) -> Snapshot:
         """Seal the stream: the whole source's statements, exactly as ``ast.parse`` gives them.

@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Literal
 import anyio
 
 from occurrences import FenceExtractor, PrefixParser, SealError, Snapshot, tool_name
+from occurrences._pending import Pending
 from scheduler import EventGraph, LanePolicy, Node, Observation, Respeculation, SpeculativeLane
 
 from ._broker import RunScope
@@ -234,14 +235,20 @@ async def _seal(
     first: float | None = None
 
     def accept(snapshot: Snapshot | None) -> None:
-        if snapshot is None:
-            return
-        new = snapshot.new_statements
-        graph.add_statements(lens(new) if lens is not None else new)
-        lane.pump()
-        total = snapshot.first_new + len(new)  # len(statements) would materialize them all
-        trace.snapshot_accepted(statements=total, new_statements=len(new), chars=snapshot.end)
-        timeline.mark("stream", f"{total} statements", anyio.current_time() - t0, "snapshot")
+        if snapshot is not None:
+            new = snapshot.new_statements
+            graph.add_statements(lens(new) if lens is not None else new)
+            lane.pump()
+            total = snapshot.first_new + len(new)  # len(statements) would materialize them all
+            trace.snapshot_accepted(statements=total, new_statements=len(new), chars=snapshot.end)
+            timeline.mark("stream", f"{total} statements", anyio.current_time() - t0, "snapshot")
+        # The statement still streaming: its complete parts, for discovery only.
+        found = parser.pending()
+        if found is not None:
+            if lens is not None:
+                found = Pending(list(lens(found.statements)), found.limit)
+            graph.add_provisional(found)
+            lane.pump()
 
     try:
         async for text in text_chunks(chunks):

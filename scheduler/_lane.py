@@ -53,6 +53,11 @@ class LanePolicy:
     """Early physical calls per run; past it, ready occurrences are left to the Guest."""
     allow_discardable: bool = False
     """Whether occurrences under an unresolved branch may run early (wasted if not taken)."""
+    provisional: bool = True
+    """Whether calls found in a statement that is still streaming may run early (inside an
+    unfinished block, or complete elements of an unfinished expression). Their own text is
+    final, but the rest of the statement may still make them conditional or rebind what
+    they read: then the early call is wasted, accounted ``orphaned`` or ``cancelled``."""
     share_formal: bool = True
     """Whether an equal-key Guest call may reuse a completed formal observation
     (``effectful_cse`` on a frozen root; pure and immutable_read only)."""
@@ -153,6 +158,8 @@ class SpeculativeLane:
         if node.key is None or not node.effect.speculable or not node.pre_write:
             return False
         if node.discardable and not self._policy.allow_discardable:
+            return False
+        if node.provisional and not self._policy.provisional:
             return False
         return self._may_dispatch is None or self._may_dispatch(node)
 

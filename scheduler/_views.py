@@ -78,7 +78,11 @@ class Respeculation:
         if capability in self._lost:
             return 0
         writes = sorted(
-            (n for n in self._graph.nodes() if n.site.capability == capability and n.effect.may_write and not n.dead),
+            (
+                n
+                for n in self._graph.nodes()
+                if n.site.capability == capability and n.effect.may_write and not n.dead and not n.provisional
+            ),
             key=lambda n: n.order,
         )
         done = self._matched.get(capability, 0)
@@ -121,6 +125,8 @@ class Respeculation:
         """A read discovery kept from the root only because of a write before it."""
         if node.state is not State.INELIGIBLE or node.pre_write or not node.effect.speculable:
             return False
+        if node.provisional:
+            return False  # its real occurrence is the one to follow
         if node.args is None or node.kwargs is None or node.dead:
             return False
         if node.discardable and not self._allow_discardable:

@@ -34,6 +34,7 @@ class FakeNode:
     pre_write: bool = True
     state: State = State.READY
     followers: list[str] = field(default_factory=list)
+    provisional: bool = False
 
 
 @dataclass
