@@ -44,7 +44,7 @@ from types import MappingProxyType
 
 import networkx as nx
 
-from occurrences import CallKey, Effect, fresh_copy
+from occurrences import CallKey, Effect, PriorGlobals, fresh_copy
 from occurrences._model import MethodSpec, Occurrence, OccurrenceId, Site
 from occurrences._pending import Pending
 from occurrences._provisional import ProvisionalDiscovery, provisional_generation
@@ -106,7 +106,13 @@ class EventGraph:
     Synchronous and not thread-safe: call it from one task (the run's coordinator).
     """
 
-    def __init__(self, capabilities: Mapping[str, Mapping[str, MethodSpec]], key_for: KeyFn) -> None:
+    def __init__(
+        self,
+        capabilities: Mapping[str, Mapping[str, MethodSpec]],
+        key_for: KeyFn,
+        prior: PriorGlobals | None = None,
+    ) -> None:
+        """``prior``: the globals earlier turns of a session left (discovery starts from them)."""
         self._key_for = key_for
         self._graph: nx.DiGraph = nx.DiGraph()
         self._nodes: dict[OccurrenceId, Node] = {}
@@ -119,7 +125,7 @@ class EventGraph:
         self._outcomes: dict[OccurrenceId, object] = {}
         # Results for discovery, delivered after the current call into discovery returns.
         self._notices: deque[tuple[OccurrenceId, object]] = deque()
-        self._discovery = ProvisionalDiscovery(capabilities, _Sink(self))
+        self._discovery = ProvisionalDiscovery(capabilities, _Sink(self), prior)
         self._generation = 0  # provisional parses discovered so far
         self._limits: dict[int, tuple[int, int]] = {}  # generation -> end of the model's text
         self._provisional: list[Node] = []  # provisional nodes not yet superseded
