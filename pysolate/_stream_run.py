@@ -188,6 +188,8 @@ async def run_stream(
         return value
 
     def may_dispatch(node: Node) -> bool:
+        if node.provisional and batcher is not None:
+            return False  # a loop's reads wait for the loop, to be fused into one batch
         return speculate and scope.may_speculate(node.site.capability)
 
     outcome: GuestOutcome | None = None
