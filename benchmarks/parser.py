@@ -200,7 +200,8 @@ def accept_report(sources: list[str], seed: int) -> None:
                 accepted_in += [index] * (snap.first_new + len(snap.new_statements) - len(accepted_in))
         accepted_in += [len(pieces)] * (len(body) - len(accepted_in))  # at close()
         for i, stmt in enumerate(body):
-            end = starts[stmt.end_lineno] if stmt.end_lineno is not None else len(source)
+            # Where its logical line ends (statements joined by ";" and "\\" end together).
+            end = due.get(i, starts[stmt.end_lineno] if stmt.end_lineno is not None else len(source))
             complete = _chunk_at(bounds, end)
             if i in due:
                 simple.append(accepted_in[i] - complete)
