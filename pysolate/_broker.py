@@ -34,7 +34,7 @@ from occurrences import CallKey, MethodSpec, NotPlain, canonical_arguments, chec
 from scheduler import Observation, Probe
 
 from ._capability import CapabilityMethod
-from ._crossing import check_arguments, checked_result, failure_from, is_tool_exception
+from ._crossing import check_arguments, checked_result, failure_from, in_thread, is_tool_exception
 from ._guest_api import ErrorInfo, ToolFailure
 from ._result import CallOutcome, CallRecord, Lane
 from .tracing import ObservationTrace, RunTrace
@@ -144,7 +144,7 @@ async def execute(
             if method.is_async:
                 raw = await fn(*args, **kwargs)
             else:
-                work = functools.partial(fn, *args, **kwargs)
+                work = in_thread(functools.partial(fn, *args, **kwargs))
                 if probe is not None:
                     work = functools.partial(_probed, probe, work)
                     probe.in_thread = True
@@ -323,7 +323,12 @@ class RunScope:
         shareable = self.claims is not None and call.spec.effect.speculable
         if shareable:
             assert self.claims is not None
-            obs = await self.claims.claim(key)
+            try:
+                obs = await self.claims.claim(key)
+            except BaseException:  # cancelled while waiting for early work: still a receipt
+                stopped = OutcomeUnknown("OutcomeUnknown", f"{capability}.{method} was interrupted waiting for its early result")
+                self._record(capability, method, call.args, call.kwargs, call, key, "unknown", None, stopped, now)
+                raise
             if obs is not None:
                 return self._claimed(call, key, obs, now)
             formal = self.claims.begin_formal(key)

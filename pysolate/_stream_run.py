@@ -194,11 +194,13 @@ async def run_stream(
     failure: _Aborted | None = None
     guest_started: float | None = None
     guest_ended: float | None = None
+    entered: SpeculativeLane | None = None
     async with anyio.create_task_group() as tg:
         if starter is not None:
             tg.start_soon(starter.start)
         try:
             async with SpeculativeLane(graph, early, policy, may_dispatch=may_dispatch) as lane:
+                entered = lane
                 scope.claims = lane if speculate else None
                 if speculate:
                     follow = Respeculation(
@@ -227,6 +229,9 @@ async def run_stream(
                         guest_started = anyio.current_time() - t0
                         outcome = await turn.execute(program, scope.handler)
                     guest_ended = anyio.current_time() - t0
+        except BaseException as exc:  # the caller's cancellation, or a Host bug: account, re-raise
+            _account_interrupted(trace, scope, entered, exc)
+            raise
         finally:
             await reader.aclose()
             if starter is not None:
@@ -390,6 +395,21 @@ def _observations(lane: SpeculativeLane, base: float) -> tuple[ObservationRecord
         )
         for obs in lane.observations()
     )
+
+
+def _account_interrupted(trace: RunTrace, scope: RunScope, lane: SpeculativeLane | None, exc: BaseException) -> None:
+    """End the trace of a run that raises instead of returning a result (the caller
+    cancelled it; a Host bug): the lane is closed by now, so every early observation gets
+    its disposition on its span, and every formal call started has its span (an
+    interrupted one also an ``unknown`` receipt in the scope). The run span ends
+    ``aborted`` with the counts and the exception's type."""
+    early = lane.observations() if lane is not None else []
+    counts = {"logical": len(scope.calls), "physical": scope.physical + sum(1 for o in early if o.lane == "speculative" and o.physical)}
+    if lane is not None:
+        _settle_traces(scope, lane)
+        stats = lane.statistics()
+        counts.update(cancelled=stats.cancelled, late=stats.late, orphaned=stats.orphaned)
+    trace.ended("aborted", counts=counts, error_type=type(exc).__name__)
 
 
 def _settle_traces(scope: RunScope, lane: SpeculativeLane) -> None:
