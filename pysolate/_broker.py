@@ -36,7 +36,7 @@ from occurrences import CallKey, MethodSpec, NotPlain, check_plain, fresh_copy
 from scheduler import Observation, Probe
 
 from ._capability import CapabilityMethod
-from ._crossing import checked_result, failure_from, is_tool_exception, owned_arguments
+from ._crossing import checked_result, failure_from, in_thread, is_tool_exception, owned_arguments
 from ._guest_api import ErrorInfo, ToolFailure
 from ._result import CallOutcome, CallRecord, Lane
 from .tracing import ObservationTrace, RunTrace
@@ -149,7 +149,7 @@ async def execute(
         if method.is_async:
             finished, raw = await _awaited(fn(*args, **kwargs), timeout)
         else:
-            work = functools.partial(fn, *args, **kwargs)
+            work = in_thread(functools.partial(fn, *args, **kwargs))
             if probe is not None:
                 work = functools.partial(_probed, probe, work)
                 probe.in_thread = True
@@ -292,6 +292,9 @@ class RunScope:
         self._t0: float | None = None  # anyio.current_time() at the first call or start()
         self._clock: Callable[[], float] = anyio.current_time  # the same clock, looked up at start()
         self.claims: Claims | None = None  # set by a speculating run before the Guest starts
+        # Told when a Guest call that may write returned or failed, so reads that follow
+        # it can start on the new view (``scheduler.Respeculation``); set by speculating runs.
+        self.on_written: Callable[[str, CallKey], object] | None = None
         # Trace of each early observation, by observation id, so claims can link to it.
         self.early_traces: dict[int, ObservationTrace] = {}
 
@@ -401,7 +404,12 @@ class RunScope:
         shareable = self.claims is not None and call.spec.effect.speculable
         if shareable:
             assert self.claims is not None
-            obs = await self.claims.claim(key)
+            try:
+                obs = await self.claims.claim(key)
+            except BaseException:  # cancelled while waiting for early work: still a receipt
+                stopped = OutcomeUnknown("OutcomeUnknown", f"{capability}.{method} was interrupted waiting for its early result")
+                self._record(capability, method, call.args, call.kwargs, call, key, "unknown", None, stopped, now)
+                raise
             if obs is not None:
                 return self._claimed(call, key, obs, now)
             formal = self.claims.begin_formal(key)
@@ -412,6 +420,8 @@ class RunScope:
                 self.claims.end_formal(formal, error=failure)  # type: ignore[union-attr]
             outcome: CallOutcome = "unknown" if isinstance(failure, OutcomeUnknown) else "error"
             self._record(capability, method, call.args, call.kwargs, call, key, outcome, None, failure, now)
+            if outcome == "error":  # it ended; an unknown outcome may still be writing
+                self._written(call, key)
             raise
         except BaseException:
             interrupted = OutcomeUnknown(
@@ -424,7 +434,25 @@ class RunScope:
         if shareable:
             self.claims.end_formal(formal, value=result)  # type: ignore[union-attr]
         self._record(capability, method, call.args, call.kwargs, call, key, "ok", result, None, now)
+        self._written(call, key)
         return fresh_copy(result)
+
+    def _written(self, call: BoundCall, key: CallKey) -> None:
+        """A call that may write has ended (returned or raised): no write is in flight on its
+        capability until the Guest's next call, so reads on its view may start now."""
+        if self.on_written is not None and call.spec.effect.may_write:
+            self.on_written(call.capability, key)
+
+    async def call_on_view(self, call: BoundCall, *, probe: Probe | None = None) -> object:
+        """Execute a pure or immutable-read ``call`` early against this run's own object (the
+        state its formal calls see now, after the run's writes); ``execute``'s errors and
+        cancellation behaviour. Raises ``PermissionError`` for any other effect."""
+        cap = self._registrations[call.capability].methods[call.method]
+        if not cap.effect.speculable:
+            raise PermissionError(f"{call.capability}.{call.method} is {cap.effect.value}: never run early")
+        return await execute(
+            self._targets[call.capability], cap, call, limiter=self._limiter, timeout=self._timeout, probe=probe
+        )
 
     def _claimed(self, call: BoundCall, key: CallKey, obs: Observation, now: float) -> object:
         """Serve a Guest call from early (or shared) work: a fresh copy, or the held failure."""

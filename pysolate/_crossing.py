@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import asyncio
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
 import anyio
 
@@ -111,6 +111,8 @@ def failure_from(exc: BaseException) -> ToolFailure:
     (``_guest_errors.rebuild_exception``); any other class, ``SystemExit`` and
     ``CancelledError`` included, becomes a ``ToolError`` carrying its name.
     """
+    if isinstance(exc, _RaisedInThread):
+        exc = exc.exc
     if isinstance(exc, ToolFailure):
         return exc
     args: tuple[object, ...] = exc.args
@@ -126,6 +128,30 @@ def failure_from(exc: BaseException) -> ToolFailure:
     except Exception:
         message = f"<{type(exc).__name__} with unprintable message>"
     return ToolFailure(valid_text(type(exc).__name__), valid_text(message), args)
+
+
+class _RaisedInThread(Exception):
+    """Carries a non-``Exception`` a sync tool raised out of its worker thread: anyio's
+    thread machinery treats a raw ``GeneratorExit`` or ``SystemExit`` as its own end."""
+
+    def __init__(self, exc: BaseException) -> None:
+        super().__init__(exc)
+        self.exc = exc
+
+
+def in_thread(work: Callable[[], object]) -> Callable[[], object]:
+    """``work`` made safe to hand to a worker thread: whatever it raises comes back as an
+    ``Exception`` that ``failure_from`` unwraps."""
+
+    def run() -> object:
+        try:
+            return work()
+        except Exception:
+            raise
+        except BaseException as exc:
+            raise _RaisedInThread(exc) from None
+
+    return run
 
 
 def valid_text(text: str) -> str:
