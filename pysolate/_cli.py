@@ -40,6 +40,7 @@ from rich.table import Table
 from occurrences import FenceExtractor
 
 from ._equivalence import differences
+from ._exceptions import IsolationUnavailable
 from ._host import Host
 from ._result import RunResult
 from ._timeline import render_svg
@@ -278,6 +279,7 @@ def _outcome_rows(result: RunResult) -> list[tuple[str, str]]:
         ("value", repr(result.value)),
         ("stdout", result.stdout.rstrip("\n")),
         ("error", _error_text(result)),
+        ("isolation", result.isolation.level if result.isolation else "none (nothing ran)"),
     ]
 
 
@@ -568,7 +570,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     console = Console(highlight=False)
     try:
         return int(args.handler(args, console))
-    except CliError as exc:
+    except (CliError, IsolationUnavailable) as exc:
         print(f"pysolate: error: {exc}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:

@@ -7,8 +7,10 @@ Raised in the Host, to the code that embeds Pysolate::
     │                                          no capability methods, a non-plain default,
     │                                          a duplicate or invalid name, an unconfirmed
     │                                          MCP effect proposal
-    └── WorkspaceError                         freezing or committing a workspace failed
-        └── CommitError                        the commit target is unusable
+    ├── WorkspaceError                         freezing or committing a workspace failed
+    │   └── CommitError                        the commit target is unusable
+    └── IsolationUnavailable                   this machine cannot isolate a Guest at the
+                                               level the Host asked for (nothing ran)
 
 Raised inside the program (the Guest), never in the Host::
 
@@ -42,3 +44,11 @@ class WorkspaceError(PysolateError):
 
 class CommitError(WorkspaceError):
     """The commit target is unusable (exists and is not empty, or is the source dir)."""
+
+
+class IsolationUnavailable(PysolateError):
+    """The machine cannot give a Guest the isolation level the Host requires.
+
+    Raised before any source reaches a Guest; the message says what is missing and how to
+    get it. A Host never falls back to a weaker level on its own.
+    """

@@ -12,6 +12,7 @@ number of runs may share a Host concurrently.
 
 from __future__ import annotations
 
+import functools
 import keyword
 import uuid
 from collections.abc import AsyncIterable, AsyncIterator, Mapping
@@ -34,14 +35,15 @@ from ._broker import (
     execute,
 )
 from ._capability import capability_methods
-from ._exceptions import RegistrationError
-from ._guest_api import GuestFactory, GuestLimits, GuestOutcome
+from ._exceptions import IsolationUnavailable, RegistrationError
+from ._guest_api import GuestFactory, GuestLimits, GuestOutcome, Isolation
 from ._result import RunReport, RunResult, RunStatus
 from ._seal import rejection, seal
 from ._workspace import Workspace
 from .tracing import NULL_INSTRUMENT, Instrument, RunTrace, source_hash
 
 if TYPE_CHECKING:
+    from ._guest._isolation import IsolationChoice, Level
     from .passes import PassConfig
 
 DEFAULT_THREADS = 16
@@ -63,10 +65,22 @@ class Host:
         call_timeout: float = CALL_TIMEOUT,
         instrument: Instrument = NULL_INSTRUMENT,
         passes: PassConfig | None = None,
+        isolation: IsolationChoice = "strongest",
     ) -> None:
         """``guest_factory`` defaults to the isolated subprocess Guest; ``instrument``
         (default: none) traces runs, e.g. ``pysolate.tracing.OTelInstrument()``;
-        ``passes`` (default: none) the correctness-gated passes speculating runs apply."""
+        ``passes`` (default: none) the correctness-gated passes speculating runs apply.
+
+        ``isolation`` is the level every Guest of this Host runs at, and so the minimum
+        (docs/isolation.md): ``"strongest"`` (the default) is the strongest this machine
+        offers and must include file-system isolation (``"namespaces"`` or
+        ``"landlock"``); naming a level (``"namespaces"``, ``"landlock"``, ``"seccomp"``,
+        ``"rlimits"``) asks for exactly it — the last two are an explicit opt-in to running
+        without file-system isolation. Raises ``IsolationUnavailable`` here, before any
+        source can reach a Guest, when the machine cannot give it (the message says what
+        is missing and how to get it), and ``ValueError`` for an unknown level. The probe
+        blocks once per process (it starts bubblewrap to see that it works). With a
+        custom ``guest_factory`` the factory decides and ``isolation`` is not consulted."""
         self.passes = passes
         self._registrations: dict[str, Registration] = {}
         self._guest_factory = guest_factory
@@ -76,6 +90,29 @@ class Host:
         self.instrument = instrument
         # One limiter per event loop: an anyio limiter binds to the first loop using it.
         self._limiters: dict[anyio.lowlevel.EventLoopToken, anyio.CapacityLimiter] = {}
+        self._level: Level | None = None  # the resolved level of the default factory
+        if guest_factory is None:
+            from ._guest import _isolation
+
+            self._level = _isolation.resolve(isolation)
+
+    def isolation(self) -> Isolation | None:
+        """The isolation this Host's Guests run at, known before any run: the level and
+        the mechanisms it consists of on this machine (a Guest reports what it applied in
+        ``RunResult.isolation``). None with a custom ``guest_factory``."""
+        if self._level is None:
+            return None
+        from ._guest import _isolation
+        from ._guest._process import SCRATCH_BYTES
+
+        plan = _isolation.plan(self._level, SCRATCH_BYTES)
+        return Isolation(plan.level, (*plan.mechanisms, *plan.requires()))
+
+    def trace_run(self) -> RunTrace:
+        """Start the trace of one run (its span carries the isolation level)."""
+        return self.instrument.run_started(
+            run_id=uuid.uuid4().hex[:16], isolation=self._level or "custom"
+        )
 
     # -- registry -------------------------------------------------------------------------
 
@@ -158,7 +195,7 @@ class Host:
             self._registrations,
             limiter=self.limiter(),
             call_timeout=self.call_timeout,
-            trace=trace or self.instrument.run_started(run_id=uuid.uuid4().hex[:16]),
+            trace=trace or self.trace_run(),
         )
 
     # -- runs -----------------------------------------------------------------------------
@@ -179,12 +216,23 @@ class Host:
         block of a markdown reply. The result equals ``run_source(sealed, speculate=False)``
         (DESIGN.md, the correctness contract); a stream ending in a syntax error is
         ``rejected``, one whose iterator raises is ``aborted``, and in both cases no write,
-        live read or unknown call ran. Cancellation propagates after stopping early work and
-        killing the Guest.
+        live read or unknown call ran. Raises ``IsolationUnavailable`` (as ``run_source``
+        does) when the Guest could not be isolated at the Host's level; nothing of the
+        program ran. Cancellation propagates after stopping early work and killing the Guest.
         """
         from ._stream_run import run_stream
 
-        return await run_stream(self, chunks, code=code, speculate=speculate, policy=policy, limits=limits)
+        try:
+            return await run_stream(self, chunks, code=code, speculate=speculate, policy=policy, limits=limits)
+        except BaseExceptionGroup as group:
+            # As ``run_source`` raises it: the Guest refused to run below its level.
+            refused, rest = group.split(IsolationUnavailable)
+            if refused is None or rest is not None:
+                raise
+            first: BaseException = refused
+            while isinstance(first, BaseExceptionGroup):
+                first = first.exceptions[0]
+            raise first from None
 
     async def run_source(
         self,
@@ -210,7 +258,7 @@ class Host:
         try:
             tree = seal(source)
         except SealError as exc:
-            trace = self.instrument.run_started(run_id=uuid.uuid4().hex[:16])
+            trace = self.trace_run()
             trace.ended("rejected", error_type=rejection(exc).type)
             return RunResult(
                 status=RunStatus.REJECTED,
@@ -219,7 +267,7 @@ class Host:
             )
         if speculate:
             return await self.run_stream(_once(source), policy=policy, limits=limits)
-        trace = self.instrument.run_started(run_id=uuid.uuid4().hex[:16])
+        trace = self.trace_run()
         trace.sealed(source_hash(source), statements=len(tree.body), chars=len(source))
         scope = self.new_scope(trace)
         scope.start()
@@ -244,8 +292,12 @@ class Host:
         return result
 
     def guest_factory(self) -> GuestFactory:
-        """The factory this Host starts Guests with (default: the isolated subprocess)."""
-        return self._guest_factory or _default_guest_factory()
+        """The factory this Host starts Guests with (default: the isolated subprocess, at
+        this Host's isolation level)."""
+        if self._guest_factory is not None:
+            return self._guest_factory
+        assert self._level is not None
+        return _default_guest_factory(self._level)
 
     def _result(self, outcome: GuestOutcome, scope: RunScope, *, wall: float, guest: float) -> RunResult:
         calls = scope.calls
@@ -280,7 +332,7 @@ async def _once(source: str) -> AsyncIterator[str]:
     yield source
 
 
-def _default_guest_factory() -> GuestFactory:
+def _default_guest_factory(level: Level) -> GuestFactory:
     from ._guest import start_subprocess_guest  # type: ignore[import-not-found,attr-defined,unused-ignore]
 
-    return cast(GuestFactory, start_subprocess_guest)
+    return cast(GuestFactory, functools.partial(start_subprocess_guest, isolation=level))

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import ast
 import functools
-import uuid
 from collections.abc import AsyncIterable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Literal
@@ -108,7 +107,7 @@ async def run_stream(
     limits: GuestLimits | None = None,
 ) -> RunResult:
     """See ``Host.run_stream``."""
-    trace = host.instrument.run_started(run_id=uuid.uuid4().hex[:16])
+    trace = host.trace_run()
     scope = host.new_scope(trace)
     scope.start()
     t0 = scope.started_at

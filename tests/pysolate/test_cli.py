@@ -106,8 +106,10 @@ def test_demo_prints_both_runs_side_by_side() -> None:
         "claimed",
         "orphaned",
         "time saved",
+        "isolation",
     ):
         assert text in done.stdout
+    assert any(level in done.stdout for level in ("namespaces", "landlock"))  # the default's floor
 
 
 def test_bundled_recording_is_the_reply_at_50_tokens_per_second() -> None:
