@@ -20,12 +20,14 @@ from ._exceptions import OccurrencesError as OccurrencesError
 from ._exceptions import SealError as SealError
 from ._exceptions import StreamError as StreamError
 from ._fences import FenceExtractor as FenceExtractor
+from ._model import FUNCTIONS as FUNCTIONS
 from ._model import ControlFrame as ControlFrame
 from ._model import ControlKind as ControlKind
 from ._model import MethodSpec as MethodSpec
 from ._model import Occurrence as Occurrence
 from ._model import OccurrenceId as OccurrenceId
 from ._model import Site as Site
+from ._model import tool_name as tool_name
 from ._parser import ParserStatistics as ParserStatistics
 from ._parser import PrefixParser as PrefixParser
 from ._plain import NotPlain as NotPlain
@@ -34,6 +36,7 @@ from ._plain import fresh_copy as fresh_copy
 from ._snapshot import Snapshot as Snapshot
 
 __all__ = [
+    "FUNCTIONS",
     "UNKNOWN",
     "CallKey",
     "ControlFrame",
@@ -62,4 +65,5 @@ __all__ = [
     "evaluate_call_arguments",
     "free_names",
     "fresh_copy",
+    "tool_name",
 ]

@@ -46,7 +46,7 @@ from ._control import (
     _Waiter,
 )
 from ._evaluator import UNKNOWN, free_names
-from ._model import MethodSpec, OccurrenceId
+from ._model import FUNCTIONS, MethodSpec, OccurrenceId
 from ._pure import BUILTINS
 from ._scopes import Written
 
@@ -64,7 +64,9 @@ class _Effects:
     def __init__(self, capabilities: Mapping[str, Mapping[str, MethodSpec]], sink: DiscoverySink) -> None:
         self._capabilities = capabilities
         self._sink = sink
-        module = Scope(None, {name: CapabilityRef(name) for name in capabilities})
+        module = Scope(None, {name: CapabilityRef(name) for name in capabilities if name != FUNCTIONS})
+        # A function tool is a method of the FUNCTIONS capability under a global name.
+        module.local.update({name: MethodRef(FUNCTIONS, name) for name in capabilities.get(FUNCTIONS, ())})
         self._top = _Context(module, module, Written(), (), (), (), emit=True)
         # Results of producers, UNKNOWN for those that failed or will never run.
         self._results: dict[OccurrenceId, object] = {}

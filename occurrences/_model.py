@@ -19,6 +19,20 @@ from dataclasses import dataclass
 
 from ._effect import Effect
 
+FUNCTIONS = ""
+"""The capability the Host's top-level function tools belong to (``host.register("search",
+fn)``). It is not an identifier, so the program can never name it: each of its methods is
+a global function of the program instead (``search(...)``), bound in discovery's module
+scope like an alias ``search = <capability>.search``. All function tools are one
+capability and so one unit of state: a call of one that may write puts every one of them
+on a new view (they may share a backend, like the tools of one MCP server)."""
+
+
+def tool_name(capability: str, method: str) -> str:
+    """How a tool is named to people (traces, timelines, messages): ``docs.search``, or
+    ``search`` for a function tool."""
+    return method if capability == FUNCTIONS else f"{capability}.{method}"
+
 
 @dataclass(frozen=True, slots=True)
 class MethodSpec:
@@ -93,7 +107,7 @@ class OccurrenceId:
 
     def __str__(self) -> str:
         s = self.site
-        where = f"{s.capability}.{s.method}@{s.lineno}:{s.col_offset}"
+        where = f"{tool_name(s.capability, s.method)}@{s.lineno}:{s.col_offset}"
         return where + ("" if not self.path else "[" + ",".join(map(str, self.path)) + "]")
 
 

@@ -14,6 +14,7 @@ until the Host calls ``confirm()``: a hint alone never makes a tool eligible to 
 
 from __future__ import annotations
 
+import functools
 import inspect
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -186,41 +187,93 @@ def capability_methods(obj: object) -> dict[str, CapabilityMethod]:
             continue
         if name.startswith("_"):
             raise RegistrationError(f"capability method {name!r} has a private name")
-        bound = getattr(obj, name)
-        signature = inspect.signature(bound)
-        for param in signature.parameters.values():
-            if param.default is inspect.Parameter.empty:
-                continue
-            try:
-                check_plain(param.default)
-            except NotPlain as exc:
-                raise RegistrationError(
-                    f"default of {name}({param.name}=...) is not plain data: {exc}"
-                ) from None
-        scoped = signature.parameters.get(declaration.scope) if declaration.scope else None
-        if declaration.scope is not None and (
-            scoped is None
-            or scoped.kind not in (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)
-        ):
-            raise RegistrationError(
-                f"scope of {name!r}: no parameter {declaration.scope!r} that can be passed by name"
-            )
-        methods[name] = CapabilityMethod(
-            name=name,
-            effect=declaration.effect,
-            version=declaration.version,
-            cost=declaration.cost,
-            signature=signature,
-            is_async=inspect.iscoroutinefunction(bound),
-            batch=declaration.batch,
-            projection=declaration.projection,
-            scope=declaration.scope,
-        )
+        methods[name] = _method(name, declaration, getattr(obj, name))
     if not methods:
-        raise RegistrationError(f"{type(obj).__qualname__} has no @capability methods")
+        hint = " (register a function tool with @capability on the function itself)" if callable(obj) else ""
+        raise RegistrationError(f"{type(obj).__qualname__} has no @capability methods{hint}")
     for method in methods.values():
         _check_laws(method, methods)
     return methods
+
+
+def is_function_tool(obj: object) -> bool:
+    """Whether ``host.register(name, obj)`` means a top-level function tool: a function or
+    bound method (not an object whose methods are the tools)."""
+    return inspect.isroutine(obj) or isinstance(obj, functools.partial)
+
+
+def capability_function(name: str, fn: Callable[..., object]) -> CapabilityMethod:
+    """The function tool ``name`` (a method of the ``FUNCTIONS`` capability) for ``fn``.
+
+    Raises ``RegistrationError`` when ``fn`` was not declared with ``@capability``, for
+    the checks of ``capability_methods``, and when it declares a batch or projection law
+    (those relate methods of one capability object; the passes rewrite ``cap.m(...)``).
+    """
+    declaration = getattr(fn, _MARKER, None)
+    if not isinstance(declaration, Declaration):
+        raise RegistrationError(
+            f"function {name!r} has no @capability declaration; decorate it, e.g. "
+            "@capability(effect=Effect.PURE, version='1') (bare @capability: effect unknown)"
+        )
+    if declaration.batch is not None or declaration.projection is not None:
+        raise RegistrationError(f"function tool {name!r}: batch and projection laws are for capability objects")
+    return _method(name, declaration, fn)
+
+
+def _method(name: str, declaration: Declaration, bound: Callable[..., object]) -> CapabilityMethod:
+    """One capability method, callable as ``bound``, checked as the broker needs it."""
+    try:
+        signature = inspect.signature(bound)
+    except (TypeError, ValueError) as exc:
+        raise RegistrationError(f"{name!r}: no signature to bind calls against ({exc})") from None
+    for param in signature.parameters.values():
+        if param.default is inspect.Parameter.empty:
+            continue
+        try:
+            check_plain(param.default)
+        except NotPlain as exc:
+            raise RegistrationError(
+                f"default of {name}({param.name}=...) is not plain data: {exc}"
+            ) from None
+    scoped = signature.parameters.get(declaration.scope) if declaration.scope else None
+    if declaration.scope is not None and (
+        scoped is None
+        or scoped.kind not in (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)
+    ):
+        raise RegistrationError(
+            f"scope of {name!r}: no parameter {declaration.scope!r} that can be passed by name"
+        )
+    return CapabilityMethod(
+        name=name,
+        effect=declaration.effect,
+        version=declaration.version,
+        cost=declaration.cost,
+        signature=signature,
+        is_async=inspect.iscoroutinefunction(bound),
+        batch=declaration.batch,
+        projection=declaration.projection,
+        scope=declaration.scope,
+    )
+
+
+class FunctionTools:
+    """The target of the ``FUNCTIONS`` capability: its functions as attributes, so the
+    broker calls ``getattr(target, name)(...)`` as for any capability object."""
+
+    __slots__ = ("_functions",)
+
+    def __init__(self, functions: Mapping[str, Callable[..., object]]) -> None:
+        self._functions = dict(functions)
+
+    def __getattr__(self, name: str) -> Callable[..., object]:
+        try:
+            return self._functions[name]
+        except KeyError:
+            raise AttributeError(name) from None
+
+    def with_function(self, name: str, fn: Callable[..., object]) -> FunctionTools:
+        """A copy with ``fn`` added (a registration never changes a running scope's target)."""
+        return FunctionTools({**self._functions, name: fn})
 
 
 def _check_laws(method: CapabilityMethod, methods: Mapping[str, CapabilityMethod]) -> None:

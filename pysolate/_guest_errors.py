@@ -70,7 +70,8 @@ def rebuild_exception(type_name: str, message: str, args: tuple[object, ...]) ->
 def arguments_not_plain(capability: str, method: str, reason: object) -> TypeError:
     """The error a call with non-plain arguments raises in the program (in the Guest, so
     such a call never reaches the Host and has no receipt)."""
-    return TypeError(f"{capability}.{method}: arguments must be plain data ({reason})")
+    where = f"{capability}.{method}" if capability else method  # "": a function tool
+    return TypeError(f"{where}: arguments must be plain data ({reason})")
 
 
 def split_program(source: str) -> tuple[CodeType, CodeType | None]:

@@ -12,16 +12,18 @@ number of runs may share a Host concurrently.
 
 from __future__ import annotations
 
+import builtins
+import dataclasses
 import functools
 import keyword
 import uuid
-from collections.abc import AsyncIterable, AsyncIterator, Mapping
+from collections.abc import AsyncIterable, AsyncIterator, Callable, Mapping
 from typing import TYPE_CHECKING, Literal, cast
 
 import anyio
 import anyio.lowlevel
 
-from occurrences import CallKey, MethodSpec, SealError
+from occurrences import FUNCTIONS, CallKey, MethodSpec, SealError
 from scheduler import LanePolicy, Probe
 
 from ._broker import (
@@ -34,13 +36,13 @@ from ._broker import (
     call_key,
     execute,
 )
-from ._capability import capability_methods
+from ._capability import FunctionTools, capability_function, capability_methods, is_function_tool
 from ._exceptions import IsolationUnavailable, RegistrationError
 from ._guest_api import GuestFactory, GuestLimits, GuestOutcome, Isolation
 from ._result import RunReport, RunResult, RunStatus
 from ._seal import rejection, seal
 from ._workspace import Workspace
-from .tracing import NULL_INSTRUMENT, Instrument, RunTrace, source_hash
+from .tracing import GLOBAL_INSTRUMENT, NULL_INSTRUMENT, Instrument, RunTrace, source_hash
 
 if TYPE_CHECKING:
     from ._guest._isolation import IsolationChoice, Level
@@ -63,12 +65,14 @@ class Host:
         limits: GuestLimits | None = None,
         threads: int = DEFAULT_THREADS,
         call_timeout: float = CALL_TIMEOUT,
-        instrument: Instrument = NULL_INSTRUMENT,
+        instrument: Instrument | None = GLOBAL_INSTRUMENT,
         passes: PassConfig | None = None,
         isolation: IsolationChoice = "strongest",
     ) -> None:
         """``guest_factory`` defaults to the isolated subprocess Guest; ``instrument``
-        (default: none) traces runs, e.g. ``pysolate.tracing.OTelInstrument()``;
+        traces runs: by default OpenTelemetry spans through the global tracer provider
+        (nothing is recorded until the application configures an SDK), ``None`` for no
+        tracing at all, or e.g. ``OTelInstrument(provider, record_payloads=True)``;
         ``passes`` (default: none) the correctness-gated passes speculating runs apply.
 
         ``isolation`` is the level every Guest of this Host runs at, and so the minimum
@@ -87,7 +91,7 @@ class Host:
         self.limits = limits or GuestLimits()
         self._threads = threads
         self.call_timeout = call_timeout
-        self.instrument = instrument
+        self.instrument = NULL_INSTRUMENT if instrument is None else instrument
         # One limiter per event loop: an anyio limiter binds to the first loop using it.
         self._limiters: dict[anyio.lowlevel.EventLoopToken, anyio.CapacityLimiter] = {}
         self._level: Level | None = None  # the resolved level of the default factory
@@ -117,23 +121,48 @@ class Host:
     # -- registry -------------------------------------------------------------------------
 
     def register(self, name: str, obj: object) -> None:
-        """Expose ``obj``'s ``@capability`` methods to the Guest as the global ``name``.
+        """Expose ``obj`` to the Guest as the global ``name``.
 
-        Raises ``RegistrationError`` for a name that is not a public identifier or is
-        taken, or an object the broker cannot call exactly (see ``capability_methods``).
+        ``obj`` is an object whose ``@capability`` methods the program calls as
+        ``name.method(...)``, or a function (sync or async, or a bound method) declared
+        with ``@capability`` that the program calls as ``name(...)`` (a *function tool*).
+        All function tools are methods of one capability, ``occurrences.FUNCTIONS``, so
+        they are one unit of state: a call of one that may write puts all of them on a
+        new view (docs/tools.md, "Function tools").
+
+        Raises ``RegistrationError`` for a name that is not a str or not a public
+        identifier, shadows a builtin or is taken, or an object the broker cannot call
+        exactly (see ``capability_methods``, ``capability_function``).
         """
+        if type(name) is not str:
+            raise RegistrationError(f"capability name must be a str, not {type(name).__qualname__}")
         if not name.isidentifier() or keyword.iskeyword(name) or name.startswith("_"):
             raise RegistrationError(f"capability name {name!r} is not a public identifier")
-        if name in self._registrations:
+        if hasattr(builtins, name):
+            raise RegistrationError(f"capability name {name!r} would shadow the builtin of that name")
+        functions = self._registrations.get(FUNCTIONS)
+        if name in self._registrations or (functions is not None and name in functions.methods):
             raise RegistrationError(f"capability {name!r} is already registered")
-        self._registrations[name] = Registration(name, obj, capability_methods(obj))
+        if not is_function_tool(obj):
+            self._registrations[name] = Registration(name, obj, capability_methods(obj))
+            return
+        fn = cast("Callable[..., object]", obj)
+        method = capability_function(name, fn)
+        if functions is None:
+            self._registrations[FUNCTIONS] = Registration(FUNCTIONS, FunctionTools({name: fn}), {name: method})
+            return
+        assert isinstance(functions.obj, FunctionTools)
+        self._registrations[FUNCTIONS] = Registration(
+            FUNCTIONS, functions.obj.with_function(name, fn), {**functions.methods, name: method}
+        )
 
     def registration(self, name: str) -> Registration:
         """The registration of capability ``name`` (``KeyError`` if there is none)."""
         return self._registrations[name]
 
     def capabilities(self) -> dict[str, list[str]]:
-        """Capability name → its method names (what a Guest exposes)."""
+        """Capability name → its method names (what a Guest exposes); the function tools
+        are the methods of ``occurrences.FUNCTIONS``."""
         return {name: sorted(reg.methods) for name, reg in self._registrations.items()}
 
     def method_specs(self) -> dict[str, dict[str, MethodSpec]]:
@@ -284,6 +313,7 @@ class Host:
             trace.ended("aborted", counts={"logical": len(scope.calls), "physical": scope.physical})
             raise
         result = self._result(outcome, scope, wall=anyio.current_time() - t0, guest=guest_seconds)
+        result = dataclasses.replace(result, source=source)
         counts = {
             name: getattr(result.report, name)
             for name in ("logical", "physical", "claimed", "direct", "shared", "cancelled", "late", "orphaned")

@@ -14,7 +14,7 @@ import math
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Literal
 
-from occurrences import CallKey, Effect
+from occurrences import CallKey, Effect, tool_name
 
 from ._guest_api import ErrorInfo, Isolation
 from ._timeline import Timeline
@@ -72,6 +72,11 @@ class CallRecord:
     @property
     def duration(self) -> float:
         return self.ended - self.started
+
+    @property
+    def tool(self) -> str:
+        """``docs.search``, or ``search`` for a function tool (capability ``FUNCTIONS``)."""
+        return tool_name(self.capability, self.method)
 
 
 @dataclass(frozen=True, slots=True)
@@ -152,6 +157,9 @@ class RunResult:
     observations: tuple[ObservationRecord, ...] = field(default=(), compare=False)
     """Physical executions the claim table saw (``run_stream`` only; sequential runs keep
     one per receipt implicitly)."""
+    source: str | None = None
+    """The sealed source the run executed, exactly as the model wrote it (a source pass may
+    have handed the Guest a derived form of it); None when nothing was sealed."""
 
     def with_speculation(self, timeline: Timeline, observations: tuple[ObservationRecord, ...]) -> RunResult:
         return dataclasses.replace(self, timeline=timeline, observations=observations)

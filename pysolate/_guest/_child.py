@@ -96,7 +96,7 @@ class _Guest:
             tagged_args = self._plain.to_tagged(args)
             tagged_kwargs = self._plain.to_tagged(kwargs)
         except self._plain.NotPlain as exc:
-            raise TypeError(f"{capability}.{method}: arguments must be plain data ({exc})") from None
+            raise self._errors.arguments_not_plain(capability, method, exc) from None
         frame = self._channel.encode(
             {"t": "call", "capability": capability, "method": method, "args": tagged_args, "kwargs": tagged_kwargs}
         )
@@ -114,7 +114,13 @@ class _Guest:
         raise self._errors.rebuild_exception(reply["type"], reply["message"], tuple(args_back))  # type: ignore[arg-type]
 
     def proxies(self) -> dict[str, object]:
-        return {name: _proxy(name, methods, self.call) for name, methods in self._capabilities.items()}
+        globals_: dict[str, object] = {}
+        for name, methods in self._capabilities.items():
+            if name == _FUNCTIONS:
+                globals_.update({method: _function(method, self.call) for method in methods})
+            else:
+                globals_[name] = _proxy(name, methods, self.call)
+        return globals_
 
     # -- running the program ----------------------------------------------------------------
 
@@ -161,6 +167,20 @@ class _Guest:
             self._channel.send_bytes(frame)
         finally:
             os._exit(0)
+
+
+_FUNCTIONS = ""
+"""``occurrences.FUNCTIONS`` (not imported: the child stays off the package ``__init__``)."""
+
+
+def _function(name: str, call: Any) -> object:
+    """A function tool as the program sees it: a global function, nothing else."""
+
+    def invoke(*args: object, **kwargs: object) -> object:
+        return call(_FUNCTIONS, name, args, kwargs)
+
+    invoke.__name__ = invoke.__qualname__ = name
+    return invoke
 
 
 def _proxy(name: str, methods: list[str], call: Any) -> object:

@@ -1,11 +1,8 @@
 """A pytest plugin for testing agents offline against recorded model streams.
 
-Enable it with ``-p pysolate.streams.pytest_plugin`` on the command line, or in the
-root ``conftest.py``::
-
-    pytest_plugins = ["pysolate.streams.pytest_plugin"]
-
-Then, with tools from ``pysolate.testing`` standing in for the real ones::
+Installing Pysolate enables it (a ``pytest11`` entry point); ``-p
+no:pysolate.streams.pytest_plugin`` turns it off, and an explicit ``-p`` or
+``pytest_plugins`` entry for it is harmless. Then, with tools from ``pysolate.testing`` standing in for the real ones::
 
     @pytest.mark.anyio
     async def test_agent(pysolate_replay):

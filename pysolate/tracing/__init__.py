@@ -1,10 +1,15 @@
 """Tracing: one small instrument interface, OpenTelemetry its implementation.
 
 The Host calls the hooks of an ``Instrument`` (see ``_interface.py`` for the sequence);
-``NULL_INSTRUMENT`` records nothing, ``OTelInstrument`` records GenAI-convention spans.
+``NULL_INSTRUMENT`` records nothing, ``OTelInstrument`` records GenAI-convention spans;
+``GLOBAL_INSTRUMENT`` (a default ``Host()``'s) records them through the global provider.
+``code_action(tool_call_id=..., conversation_id=...)`` tells runs what encloses them.
 """
 
 from . import _attributes as attributes
+from ._context import CodeAction as CodeAction
+from ._context import code_action as code_action
+from ._context import current_code_action as current_code_action
 from ._interface import NO_RESULT as NO_RESULT
 from ._interface import ClaimTrace as ClaimTrace
 from ._interface import Disposition as Disposition
@@ -15,15 +20,18 @@ from ._interface import RunTrace as RunTrace
 from ._interface import source_hash as source_hash
 from ._null import NULL_INSTRUMENT as NULL_INSTRUMENT
 from ._null import NullInstrument as NullInstrument
+from ._otel import GLOBAL_INSTRUMENT as GLOBAL_INSTRUMENT
 from ._otel import MAX_PAYLOAD_CHARS as MAX_PAYLOAD_CHARS
 from ._otel import OTelInstrument as OTelInstrument
 from ._otel import error_type as error_type
 
 __all__ = [
+    "GLOBAL_INSTRUMENT",
     "MAX_PAYLOAD_CHARS",
     "NO_RESULT",
     "NULL_INSTRUMENT",
     "ClaimTrace",
+    "CodeAction",
     "Disposition",
     "Instrument",
     "Lane",
@@ -32,6 +40,8 @@ __all__ = [
     "ObservationTrace",
     "RunTrace",
     "attributes",
+    "code_action",
+    "current_code_action",
     "error_type",
     "source_hash",
 ]

@@ -11,7 +11,10 @@ from __future__ import annotations
 from typing import Final
 
 # Span names. GenAI conventions: "{gen_ai.operation.name} {target}".
-INVOKE_AGENT: Final = "invoke_agent"
+RUN: Final = "pysolate.run"
+"""The run span. Not a GenAI operation: running a code action is neither an agent invocation
+(no model is called) nor one more ``execute_tool`` (the framework that received the model's
+``run_code`` call already has that span, and tool counts must not double)."""
 EXECUTE_TOOL: Final = "execute_tool"
 CLAIM: Final = "claim"
 """Name prefix of a logical Guest call served by early work (not an ``execute_tool``: the
@@ -20,6 +23,7 @@ physical execution already has that span, and tool-call counts must not double).
 # GenAI attributes.
 GEN_AI_OPERATION_NAME: Final = "gen_ai.operation.name"
 GEN_AI_AGENT_NAME: Final = "gen_ai.agent.name"
+GEN_AI_CONVERSATION_ID: Final = "gen_ai.conversation.id"
 GEN_AI_TOOL_NAME: Final = "gen_ai.tool.name"
 GEN_AI_TOOL_CALL_ID: Final = "gen_ai.tool.call.id"
 GEN_AI_TOOL_TYPE: Final = "gen_ai.tool.type"
@@ -31,6 +35,8 @@ ERROR_TYPE_OTHER: Final = "_OTHER"
 
 # Pysolate attributes.
 RUN_ID: Final = "pysolate.run_id"
+SCHEMA_URL: Final = "https://opentelemetry.io/schemas/1.38.0"
+"""The semantic-conventions version the GenAI attributes follow (latest experimental)."""
 SOURCE_HASH: Final = "pysolate.source_hash"
 STATUS: Final = "pysolate.status"
 ISOLATION: Final = "pysolate.isolation"

@@ -1,16 +1,21 @@
 """The OpenTelemetry instrument: GenAI-convention spans for runs, tool calls and claims.
 
 Spans (all INTERNAL, children of the run span, which is a child of whatever span is
-current when the run starts, e.g. the user's agent loop):
+current when the run starts, e.g. the framework's ``execute_tool run_code``):
 
-- ``invoke_agent`` per run: ``pysolate.run_id``, ``pysolate.source_hash`` (at seal),
-  ``pysolate.status`` and ``pysolate.count.*`` (at the end); events ``pysolate.snapshot``
-  per accepted snapshot and ``pysolate.seal``.
+- ``pysolate.run`` per run (deliberately not a GenAI operation, see ``_attributes.RUN``):
+  ``pysolate.run_id``, the enclosing code action's ``gen_ai.tool.call.id`` and
+  ``gen_ai.conversation.id`` when the caller gave them (``code_action``),
+  ``pysolate.source_hash`` (at seal), ``pysolate.status`` and ``pysolate.count.*`` (at the
+  end); events ``pysolate.snapshot`` per accepted snapshot and ``pysolate.seal``.
 - ``execute_tool {capability}.{method}`` per *physical* observation, with the GenAI tool
   attributes plus ``pysolate.lane``, ``.effect``, ``.call_key`` and, for early work,
   ``.disposition``.
 - ``claim {capability}.{method}`` per *logical* Guest call served by early work, linked to
   the ``execute_tool`` span it claimed.
+
+Tool-call ids are the run id followed by the Host's per-run id (``3f2a…-early-1``), so they
+are unique across runs; ``gen_ai.conversation.id`` is on every span of the run.
 
 Timing of early work: its disposition is known only when it is claimed or the run ends,
 often after the execution finished. The span stays open until then but is ended with the
@@ -23,12 +28,14 @@ arguments such as a path) is set only when payloads are opted in. Cancellation a
 ``cancelled``/``orphaned`` dispositions are not errors.
 
 With no SDK configured (or a sampler that drops the run) the run span does not record, and
-the run falls back to the null hooks: one ``start_span`` per run is the whole cost.
+the run falls back to the null hooks: one ``start_span`` per run is the whole cost, which is
+why a default ``Host()`` traces through the global provider.
 """
 
 from __future__ import annotations
 
 import enum
+import importlib.metadata
 import json
 import logging
 import time
@@ -39,7 +46,10 @@ from typing import Final
 from opentelemetry import trace
 from opentelemetry.trace import Link, SpanKind, Status, StatusCode
 
+from occurrences import tool_name
+
 from . import _attributes as A
+from ._context import current_code_action
 from ._interface import (
     NO_RESULT,
     ClaimTrace,
@@ -94,10 +104,6 @@ def _set_error(span: trace.Span, error: BaseException | str | None, *, describe:
     span.set_attribute(A.ERROR_TYPE, kind)
     description = str(error) if describe and isinstance(error, BaseException) else None
     span.set_status(Status(StatusCode.ERROR, description))
-
-
-def _tool_name(capability: str, method: str) -> str:
-    return f"{capability}.{method}"
 
 
 class _Phase(enum.Enum):
@@ -237,16 +243,39 @@ class _OTelClaim:
 
 
 class _OTelRun:
-    __slots__ = ("_context", "_ended", "_open", "_span", "_tracer", "record_payloads")
+    __slots__ = (
+        "_context",
+        "_conversation_id",
+        "_ended",
+        "_open",
+        "_run_id",
+        "_span",
+        "_tracer",
+        "record_payloads",
+    )
 
-    def __init__(self, tracer: trace.Tracer, span: trace.Span, *, record_payloads: bool) -> None:
+    def __init__(
+        self,
+        tracer: trace.Tracer,
+        span: trace.Span,
+        *,
+        run_id: str,
+        conversation_id: str | None,
+        record_payloads: bool,
+    ) -> None:
         self._tracer = tracer
         self._span = span
+        self._run_id = run_id
+        self._conversation_id = conversation_id
         self._context = trace.set_span_in_context(span)
         self.record_payloads = record_payloads
         # Observations and claims not yet ended; closed at the run's end so no span leaks.
         self._open: dict[_OTelObservation | _OTelClaim, None] = {}
         self._ended = False
+
+    def unique(self, call_id: str) -> str:
+        """The Host's per-run call id made unique across runs."""
+        return f"{self._run_id}-{call_id}"
 
     def forget(self, handle: _OTelObservation | _OTelClaim) -> None:
         self._open.pop(handle, None)
@@ -281,12 +310,15 @@ class _OTelRun:
         arguments: Mapping[str, object] | None,
     ) -> dict[str, str]:
         attributes = {
-            A.GEN_AI_TOOL_NAME: _tool_name(capability, method),
+            A.GEN_AI_TOOL_NAME: tool_name(capability, method),
             A.GEN_AI_TOOL_CALL_ID: call_id,
             A.GEN_AI_TOOL_TYPE: "function",
             A.CAPABILITY: capability,
             A.METHOD: method,
+            A.RUN_ID: self._run_id,
         }
+        if self._conversation_id is not None:
+            attributes[A.GEN_AI_CONVERSATION_ID] = self._conversation_id
         if call_key is not None:
             attributes[A.CALL_KEY] = call_key
         if self.record_payloads and arguments is not None:
@@ -304,6 +336,7 @@ class _OTelRun:
         call_key: str | None = None,
         arguments: Mapping[str, object] | None = None,
     ) -> ObservationTrace:
+        call_id = self.unique(call_id)
         attributes = {
             A.GEN_AI_OPERATION_NAME: A.EXECUTE_TOOL,
             **self._tool_attributes(capability, method, call_id, call_key, arguments),
@@ -311,7 +344,7 @@ class _OTelRun:
             A.EFFECT: str(effect),
         }
         span = self._tracer.start_span(
-            f"{A.EXECUTE_TOOL} {_tool_name(capability, method)}",
+            f"{A.EXECUTE_TOOL} {tool_name(capability, method)}",
             context=self._context,
             kind=SpanKind.INTERNAL,
             attributes=attributes,
@@ -330,6 +363,7 @@ class _OTelRun:
         call_key: str | None = None,
         arguments: Mapping[str, object] | None = None,
     ) -> ClaimTrace:
+        call_id = self.unique(call_id)
         attributes = self._tool_attributes(capability, method, call_id, call_key, arguments)
         links = []
         if isinstance(observation, _OTelObservation):
@@ -338,7 +372,7 @@ class _OTelRun:
                 Link(observation.span.get_span_context(), {A.LINK_RELATION: A.LINK_CLAIMS})
             )
         span = self._tracer.start_span(
-            f"{A.CLAIM} {_tool_name(capability, method)}",
+            f"{A.CLAIM} {tool_name(capability, method)}",
             context=self._context,
             kind=SpanKind.INTERNAL,
             attributes=attributes,
@@ -370,14 +404,22 @@ class _OTelRun:
         self._span.end()
 
 
+def _package_version() -> str | None:
+    try:
+        return importlib.metadata.version("pysolate")
+    except importlib.metadata.PackageNotFoundError:  # run from a source tree
+        return None
+
+
 class OTelInstrument:
     """Records runs as OpenTelemetry spans.
 
-    ``tracer_provider``: where spans go; default the global one (so nothing is recorded
-    until the application configures an SDK). ``record_payloads``: opt in to recording
-    tool-call arguments and results (``gen_ai.tool.call.arguments``/``.result``, JSON, at
-    most ``MAX_PAYLOAD_CHARS``) and error messages; off by default because they may hold
-    user data. ``agent_name`` names the ``invoke_agent`` span (``gen_ai.agent.name``).
+    ``tracer_provider``: where spans go; default the global one, resolved at each run (so
+    nothing is recorded until the application configures an SDK, and an SDK configured
+    after the Host was built is used). ``record_payloads``: opt in to recording tool-call
+    arguments and results (``gen_ai.tool.call.arguments``/``.result``, JSON, at most
+    ``MAX_PAYLOAD_CHARS``) and error messages; off by default because they may hold user
+    data. ``agent_name``: ``gen_ai.agent.name`` of the agent the code runs for.
     """
 
     __slots__ = ("_agent_name", "_record_payloads", "_tracer")
@@ -389,7 +431,9 @@ class OTelInstrument:
         record_payloads: bool = False,
         agent_name: str | None = None,
     ) -> None:
-        self._tracer = trace.get_tracer("pysolate", tracer_provider=tracer_provider)
+        self._tracer = trace.get_tracer(
+            "pysolate", _package_version(), tracer_provider=tracer_provider, schema_url=A.SCHEMA_URL
+        )
         self._record_payloads = record_payloads
         self._agent_name = agent_name
 
@@ -397,17 +441,28 @@ class OTelInstrument:
         self, *, run_id: str, agent_name: str | None = None, isolation: str | None = None
     ) -> RunTrace:
         name = agent_name or self._agent_name
-        attributes = {A.GEN_AI_OPERATION_NAME: A.INVOKE_AGENT, A.RUN_ID: run_id}
+        action = current_code_action()
+        attributes = {A.RUN_ID: run_id}
         if isolation:
             attributes[A.ISOLATION] = isolation
         if name:
             attributes[A.GEN_AI_AGENT_NAME] = name
-        span = self._tracer.start_span(
-            f"{A.INVOKE_AGENT} {name}" if name else A.INVOKE_AGENT,
-            kind=SpanKind.INTERNAL,
-            attributes=attributes,
-        )
+        if action.tool_call_id is not None:
+            attributes[A.GEN_AI_TOOL_CALL_ID] = action.tool_call_id
+        if action.conversation_id is not None:
+            attributes[A.GEN_AI_CONVERSATION_ID] = action.conversation_id
+        span = self._tracer.start_span(A.RUN, kind=SpanKind.INTERNAL, attributes=attributes)
         if not span.is_recording():
             span.end()
             return NULL_RUN
-        return _OTelRun(self._tracer, span, record_payloads=self._record_payloads)
+        return _OTelRun(
+            self._tracer,
+            span,
+            run_id=run_id,
+            conversation_id=action.conversation_id,
+            record_payloads=self._record_payloads,
+        )
+
+
+GLOBAL_INSTRUMENT: Final = OTelInstrument()
+"""A default ``Host()``'s instrument: the global tracer provider, no payloads."""

@@ -48,8 +48,21 @@ GENERATED_LIMITS = GuestLimits(wall_time=10.0, max_calls=2_000)
 """Limits of the suite's Guests: far above any generated program's needs, low enough that
 a generator bug (an endless loop) fails in seconds, not minutes."""
 
-UNSAFE = {("clock", "now"), ("shell", "run")}
+UNSAFE = {("clock", "now"), ("shell", "run"), ("notes", "note")}
 """Scripted methods that must never run before the source is sealed."""
+
+FUNCTION_TOOLS = {
+    "search": ("docs", "search"),
+    "fetch": ("docs", "fetch"),
+    "now": ("clock", "now"),
+    "run": ("shell", "run"),
+    "note": ("notes", "note"),
+    "recall": ("notes", "recall"),
+}
+"""In function-tool mode (``Conditions.tools_as_functions``): each global function tool and
+the scripted method (bound) it is; ``workspace`` stays a capability object. ``note`` (a
+write) and ``recall`` (an immutable read) share one store, so a ``recall`` after a ``note``
+must never claim a pre-write early result."""
 
 
 @dataclass(slots=True)
@@ -59,9 +72,10 @@ class Tools:
     docs: ScriptedTool
     clock: ScriptedTool
     shell: ScriptedTool
+    notes: ScriptedTool  # registered in function-tool mode only
 
     def by_name(self) -> dict[str, ScriptedTool]:
-        return {"docs": self.docs, "clock": self.clock, "shell": self.shell}
+        return {"docs": self.docs, "clock": self.clock, "shell": self.shell, "notes": self.notes}
 
 
 def build_host(
@@ -73,7 +87,9 @@ def build_host(
 ) -> tuple[Host, Tools]:
     """A Host with fresh tools: ``docs`` (pure async ``search``, immutable-read ``fetch``,
     sync in a worker thread unless ``sync_fetch=False``), ``clock.now`` (live read, counts
-    up), ``shell.run`` (unknown, stateful) and a memory ``workspace``."""
+    up), ``shell.run`` (unknown, stateful) and a memory ``workspace``; with
+    ``conditions.tools_as_functions`` the first four are function tools (``FUNCTION_TOOLS``;
+    not for the async twin, which rewrites only ``cap.method(...)`` calls)."""
     failing, lat = conditions.failing, conditions.latencies
     ticks = itertools.count(1)
     log: list[str] = []
@@ -95,6 +111,14 @@ def build_host(
         log.append(cmd)
         return f"{len(log)}:{cmd[:8]}"
 
+    store = {"alpha": "first"}
+
+    def note(key: str, text: str) -> None:
+        store[key] = text
+
+    def recall(key: str) -> str:
+        return store.get(key, "")
+
     tools = Tools(
         docs=scripted_tool(
             search=Script(search, effect=Effect.PURE, version="1", latency=lat.get("docs.search", 0.0)),
@@ -102,11 +126,19 @@ def build_host(
         ),
         clock=scripted_tool(now=Script(now, effect=Effect.LIVE_READ, latency=lat.get("clock.now", 0.0))),
         shell=scripted_tool(run=Script(run, latency=lat.get("shell.run", 0.0))),
+        notes=scripted_tool(
+            note=Script(note, effect=Effect.WRITE),
+            recall=Script(recall, effect=Effect.IMMUTABLE_READ, latency=lat.get("docs.fetch", 0.0)),
+        ),
     )
     host_kwargs.setdefault("limits", GENERATED_LIMITS)
     host = Host(guest_factory=factory, **host_kwargs)
-    for name, tool in tools.by_name().items():
-        host.register(name, tool)
+    if conditions.tools_as_functions:
+        for name, (cap, method) in FUNCTION_TOOLS.items():
+            host.register(name, getattr(tools.by_name()[cap], method))
+    else:
+        for name in ("docs", "clock", "shell"):
+            host.register(name, tools.by_name()[name])
     host.register("workspace", memory_workspace(FILES))
     return host, tools
 
@@ -178,7 +210,7 @@ def assert_no_early_effects(tools: Tools, result: RunResult, stream_ended: float
             assert not made, f"{cap}.{method} ran although the stream never ended"
         early = [c for c in made if stream_ended is not None and c.started < stream_ended]
         assert not early, f"{cap}.{method} started before the stream ended: {early}"
-        receipts = [c for c in result.calls if (c.capability, c.method) == (cap, method)]
+        receipts = [c for c in result.calls if FUNCTION_TOOLS.get(c.tool, (c.capability, c.method)) == (cap, method)]
         assert len(made) == len(receipts), f"{cap}.{method}: {len(made)} executions for {len(receipts)} receipts"
 
 

@@ -16,6 +16,7 @@ find bugs, and hypothesis shrinks towards the first entry of each pool.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 
 from hypothesis import strategies as st
@@ -49,10 +50,12 @@ class _Scope:
 class _Writer:
     """Draws one program statement by statement (used inside ``st.composite``)."""
 
-    def __init__(self, draw: st.DrawFn) -> None:
+    def __init__(self, draw: st.DrawFn, tools_as_functions: bool = False) -> None:
         self.draw = draw
         self.counter = 0
         self.functions: list[str] = []
+        self.tools_as_functions = tools_as_functions
+        self.shadowed = False  # a function tool's name was rebound (at most once)
 
     def fresh(self, prefix: str) -> str:
         self.counter += 1
@@ -138,6 +141,10 @@ class _Writer:
             kinds += ["def"]
         if self.functions:
             kinds += ["call_fn"]
+        if self.tools_as_functions:
+            kinds += ["alias", "note", "recall", "recall"]
+            if depth == 0 and not self.shadowed:
+                kinds += ["shadow"]
         kind = self.draw(st.sampled_from(kinds))
         return getattr(self, f"_{kind}")(scope, depth)
 
@@ -263,14 +270,47 @@ class _Writer:
         return [f"{name} = {fn}({self.str_expr(scope)})"]
 
 
+    def _alias(self, scope: _Scope, depth: int) -> list[str]:
+        """Call a function tool through an alias (discovery must follow it)."""
+        alias, name = self.fresh("a"), self.fresh("v")
+        tool = self.draw(st.sampled_from(("search", "fetch")))
+        (scope.lists if tool == "search" else scope.strs).append(name)
+        return [f"{alias} = {tool}", f"{name} = {alias}({self.str_expr(scope)})"]
+
+    def _note(self, scope: _Scope, depth: int) -> list[str]:
+        """A write of the store ``recall`` reads (both function tools)."""
+        return [f"note({self.str_expr(scope)}, {self.str_expr(scope)})"]
+
+    def _recall(self, scope: _Scope, depth: int) -> list[str]:
+        name = self.fresh("m")
+        line = f"{name} = recall({self.str_expr(scope)})"
+        scope.strs.append(name)
+        return [line]
+
+    def _shadow(self, scope: _Scope, depth: int) -> list[str]:
+        """Rebind ``fetch`` for the rest of the program: its calls are no tool calls any more."""
+        self.shadowed = True
+        if self.draw(st.booleans()):
+            return ["def fetch(q):", "    return '<' + q + '>!'"]
+        return ["fetch = str.upper"]
+
+
+_TOOL_CALL = re.compile(r"\b(?:docs|clock|shell)\.(\w+)\(")
+"""A call of a ``docs``/``clock``/``shell`` method in generated source (never anything else)."""
+
+
 def _indent(lines: list[str]) -> list[str]:
     return ["    " + line for line in lines]
 
 
 @st.composite
-def programs(draw: st.DrawFn, max_statements: int = 8) -> str:
-    """A complete agent-style program over the harness's tools, ending in an expression."""
-    writer = _Writer(draw)
+def programs(draw: st.DrawFn, max_statements: int = 8, tools_as_functions: bool = False) -> str:
+    """A complete agent-style program over the harness's tools, ending in an expression.
+
+    ``tools_as_functions``: the ``docs``, ``clock`` and ``shell`` methods are function tools
+    (``search(q)``, ``fetch(d)``, ``now()``, ``run(c)``; ``harness.FUNCTION_TOOLS``), also
+    called through aliases, and ``fetch`` may be rebound for the rest of the program."""
+    writer = _Writer(draw, tools_as_functions)
     scope = _Scope()
     lines: list[str] = []
     for _ in range(draw(st.integers(1, max_statements))):
@@ -282,7 +322,8 @@ def programs(draw: st.DrawFn, max_statements: int = 8) -> str:
     elif names:
         chosen: list[str] = draw(st.lists(st.sampled_from(names), min_size=1, max_size=3))
         lines.append(f"[{', '.join(chosen)}]")
-    return "\n".join(lines) + "\n"
+    source = "\n".join(lines) + "\n"
+    return _TOOL_CALL.sub(r"\1(", source) if tools_as_functions else source
 
 
 @dataclass(frozen=True, slots=True)
@@ -300,6 +341,9 @@ class Conditions:
     policy: LanePolicy
     markdown: bool = False
     """Stream the program as a model's markdown reply: prose, a ```python fence, prose."""
+    tools_as_functions: bool = False
+    """Register ``docs``/``clock``/``shell``'s methods as function tools (``harness.FUNCTION_TOOLS``),
+    for programs drawn with ``programs(tools_as_functions=True)``."""
 
 
 @st.composite

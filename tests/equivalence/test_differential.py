@@ -15,6 +15,8 @@ kept as ``@example``s below (and, when they need a specific schedule, in
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 from hypothesis import HealthCheck, example, given, settings
 
@@ -29,6 +31,12 @@ DEFAULT_PROGRAMS = 320
 
 SUBPROCESS_PROGRAMS = 40
 """Programs the default run also executes through the subprocess Guest (slower start-up)."""
+
+FUNCTION_TOOL_PROGRAMS = 120
+"""Programs of the function-tool mode (tools as globals ``search(q)``) through the in-process Guest."""
+
+FUNCTION_TOOL_SUBPROCESS_PROGRAMS = 15
+"""Programs of the function-tool mode through the subprocess Guest."""
 
 SOAK_PROGRAMS = 10_000
 """Programs of the ``soak`` run."""
@@ -94,6 +102,30 @@ def test_stream_equals_sequential_in_process(source: str, case: Conditions) -> N
 def test_stream_equals_sequential_subprocess(source: str, case: Conditions) -> None:
     """The same property through the isolated subprocess Guest (a sample)."""
     differential(source, case, start_subprocess_guest)
+
+
+@settings(_CI, max_examples=FUNCTION_TOOL_PROGRAMS)
+@given(programs(tools_as_functions=True), conditions())
+@example(
+    # An alias is followed; a rebound name is no tool any more; a write moves every function tool.
+    "a1 = fetch\nv1 = a1('alpha')\nfetch = str.upper\nv2 = fetch('beta')\nn = now()\nu = run('x')\nv3 = a1('alpha')\n[v1, v2, v3]\n",
+    _EAGER,
+)
+@example(
+    # One store behind two function tools: the read after the write is a new key.
+    "m1 = recall('alpha')\nnote('alpha', 'beta')\nm2 = recall('alpha')\n[m1, m2]\n",
+    dataclasses.replace(_EAGER, policy=LanePolicy(concurrency=8, budget=64, share_formal=True)),
+)
+def test_function_tools_stream_equals_sequential(source: str, case: Conditions) -> None:
+    """The same property with the tools registered as top-level functions (issue 15)."""
+    differential(source, dataclasses.replace(case, tools_as_functions=True))
+
+
+@settings(_CI, max_examples=FUNCTION_TOOL_SUBPROCESS_PROGRAMS)
+@given(programs(max_statements=5, tools_as_functions=True), conditions())
+def test_function_tools_stream_equals_sequential_subprocess(source: str, case: Conditions) -> None:
+    """Function-tool mode through the isolated subprocess Guest (a sample)."""
+    differential(source, dataclasses.replace(case, tools_as_functions=True), start_subprocess_guest)
 
 
 @pytest.mark.soak

@@ -318,8 +318,8 @@ async def test_runs_are_traced_through_the_host_instrument() -> None:
     assert spans == [
         ("execute_tool store.double", "UNSET"),
         ("execute_tool store.odd", "ERROR"),
-        ("invoke_agent", "ERROR"),  # the program raised
-        ("invoke_agent", "ERROR"),  # rejected
+        ("pysolate.run", "ERROR"),  # the program raised
+        ("pysolate.run", "ERROR"),  # rejected
     ]
 
 

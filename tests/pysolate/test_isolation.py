@@ -129,7 +129,7 @@ async def test_the_level_is_recorded_on_the_run_span(speculate: bool) -> None:
     await host.run_source("docs.search('x')", speculate=speculate)
     level = host.isolation()
     assert level is not None
-    runs = [s for s in exporter.get_finished_spans() if s.name.startswith("invoke_agent")]
+    runs = [s for s in exporter.get_finished_spans() if s.name == "pysolate.run"]
     assert [s.attributes.get("pysolate.isolation") for s in runs] == [level.level]  # type: ignore[union-attr]
 
 

@@ -1,4 +1,4 @@
-"""The shipped pytest plugin, enabled as a user enables it (``-p``), in a child pytest."""
+"""The shipped pytest plugin, in a child pytest: found through its entry point, or named."""
 
 from __future__ import annotations
 
@@ -39,6 +39,29 @@ def test_bad_recording_fails_at_the_call(pysolate_replay):
     with pytest.raises(RecordingError, match="bad.jsonl:1: bad header"):
         pysolate_replay("recordings/bad.jsonl")
 """
+
+
+def _child_pytest(tmp_path: Path, *plugin_args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", *plugin_args, "-p", "no:cacheprovider", "--rootdir", str(tmp_path), str(tmp_path)],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        timeout=120,
+    )
+
+
+def test_the_installed_plugin_loads_itself_without_p(tmp_path: Path):
+    """The entry point alone provides the fixtures; ``-p no:`` really disables it."""
+    (tmp_path / "test_fixture.py").write_text(
+        "def test_uses(pysolate_replay, pysolate_recording):\n    assert callable(pysolate_replay)\n",
+        encoding="utf-8",
+    )
+    found = _child_pytest(tmp_path)
+    assert found.returncode == 0, found.stdout + found.stderr
+    assert "1 passed" in found.stdout
+    disabled = _child_pytest(tmp_path, "-p", "no:pysolate.streams.pytest_plugin")
+    assert disabled.returncode != 0 and "fixture 'pysolate_replay' not found" in disabled.stdout
 
 
 def test_plugin_replays_recordings_next_to_the_test(tmp_path: Path):

@@ -69,7 +69,7 @@ async def test_physical_spans_claim_spans_and_links() -> None:
         (link,) = claim.links
         assert link.context.span_id in tool_ids
         assert link.attributes[A.LINK_RELATION] == A.LINK_CLAIMS
-    (run,) = [s for s in spans if s.name.startswith("invoke_agent")]
+    (run,) = [s for s in spans if s.name == "pysolate.run"]
     assert run.attributes[A.COUNT_PREFIX + "claimed"] == 2
     assert run.attributes[A.COUNT_PREFIX + "orphaned"] == 1
 

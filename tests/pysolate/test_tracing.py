@@ -49,11 +49,17 @@ def by_name(exporter: InMemorySpanExporter) -> dict[str, list[ReadableSpan]]:
 
 
 def by_call_id(exporter: InMemorySpanExporter) -> dict[str, ReadableSpan]:
-    return {
-        str(s.attributes[A.GEN_AI_TOOL_CALL_ID]): s
-        for s in exporter.get_finished_spans()
-        if s.attributes and A.GEN_AI_TOOL_CALL_ID in s.attributes
-    }
+    """Tool and claim spans by the Host's per-run call id (the exported id is prefixed with
+    the run id, which every span of the run carries)."""
+    found = {}
+    for span in exporter.get_finished_spans():
+        if span.name == "pysolate.run" or not span.attributes or A.GEN_AI_TOOL_CALL_ID not in span.attributes:
+            continue
+        prefix = f"{span.attributes[A.RUN_ID]}-"
+        call_id = str(span.attributes[A.GEN_AI_TOOL_CALL_ID])
+        assert call_id.startswith(prefix)
+        found[call_id.removeprefix(prefix)] = span
+    return found
 
 
 SOURCE = 'a = docs.search("x")\nb = docs.search("y")\nworkspace.write_text("out", a)\n'
@@ -116,10 +122,10 @@ def test_realistic_run_names_kinds_and_parents(provider, exporter):
         ("claim docs.search", 1),
         ("execute_tool docs.search", 2),
         ("execute_tool workspace.write_text", 1),
-        ("invoke_agent", 1),
+        ("pysolate.run", 1),
     ]
     assert all(s.kind is SpanKind.INTERNAL for s in exporter.get_finished_spans())
-    (run,) = spans["invoke_agent"]
+    (run,) = spans["pysolate.run"]
     assert run.parent is None
     for span in exporter.get_finished_spans():
         if span is not run:
@@ -129,9 +135,9 @@ def test_realistic_run_names_kinds_and_parents(provider, exporter):
 
 def test_run_span_carries_source_hash_status_counts_and_events(provider, exporter):
     drive_realistic_run(OTelInstrument(provider))
-    (run,) = by_name(exporter)["invoke_agent"]
+    (run,) = by_name(exporter)["pysolate.run"]
     attrs = dict(run.attributes or {})
-    assert attrs[A.GEN_AI_OPERATION_NAME] == "invoke_agent"
+    assert A.GEN_AI_OPERATION_NAME not in attrs  # a code run is not a GenAI operation
     assert attrs[A.RUN_ID] == "run-1"
     assert attrs[A.SOURCE_HASH] == source_hash(SOURCE)
     assert attrs[A.STATUS] == "error"
@@ -158,10 +164,11 @@ def test_physical_spans_carry_genai_and_pysolate_attributes(provider, exporter):
     assert dict(spans["p1"].attributes or {}) == {
         A.GEN_AI_OPERATION_NAME: "execute_tool",
         A.GEN_AI_TOOL_NAME: "docs.search",
-        A.GEN_AI_TOOL_CALL_ID: "p1",
+        A.GEN_AI_TOOL_CALL_ID: "run-1-p1",
         A.GEN_AI_TOOL_TYPE: "function",
         A.CAPABILITY: "docs",
         A.METHOD: "search",
+        A.RUN_ID: "run-1",
         A.CALL_KEY: "k1",
         A.LANE: "speculative",
         A.EFFECT: "pure",
@@ -179,7 +186,7 @@ def test_claim_span_links_to_the_physical_span_it_claimed(provider, exporter):
     claim = spans["c1"]
     assert claim.name == "claim docs.search"
     assert A.GEN_AI_OPERATION_NAME not in claim.attributes  # not a second tool execution
-    assert claim.attributes[A.CLAIMED_OBSERVATION] == "p1"
+    assert claim.attributes[A.CLAIMED_OBSERVATION] == "run-1-p1"
     (link,) = claim.links
     assert link.context.span_id == spans["p1"].context.span_id
     assert link.context.trace_id == spans["p1"].context.trace_id
@@ -292,7 +299,7 @@ def test_cancellation_exception_is_not_an_error(provider, exporter):
     run.ended("aborted")
     span = by_call_id(exporter)["p"]
     assert span.status.status_code is StatusCode.UNSET
-    (run_span,) = by_name(exporter)["invoke_agent"]
+    (run_span,) = by_name(exporter)["pysolate.run"]
     assert run_span.attributes[A.ERROR_TYPE] == "_OTHER"
 
 
@@ -367,14 +374,14 @@ def test_run_span_nests_under_the_callers_current_span(provider, exporter):
     with provider.get_tracer("agent").start_as_current_span("agent loop") as outer:
         run = OTelInstrument(provider).run_started(run_id="r")
     run.ended("ok")
-    (span,) = by_name(exporter)["invoke_agent"]
+    (span,) = by_name(exporter)["pysolate.run"]
     assert span.parent is not None and span.parent.span_id == outer.get_span_context().span_id
 
 
-def test_agent_name_names_the_run_span(provider, exporter):
+def test_agent_name_is_recorded_on_the_run_span(provider, exporter):
     OTelInstrument(provider, agent_name="coder").run_started(run_id="r").ended("ok")
     (span,) = exporter.get_finished_spans()
-    assert span.name == "invoke_agent coder"
+    assert span.name == "pysolate.run"
     assert span.attributes[A.GEN_AI_AGENT_NAME] == "coder"
     assert span.status.status_code is StatusCode.UNSET
 
@@ -394,7 +401,7 @@ def test_str_enums_from_host_and_scheduler_become_plain_strings(provider, export
     obs.settled(Disposition.ORPHANED)
     run.ended(RunStatus.OK)
     span = by_call_id(exporter)["p"]
-    (run_span,) = by_name(exporter)["invoke_agent"]
+    (run_span,) = by_name(exporter)["pysolate.run"]
     values = [
         span.attributes[A.LANE],
         span.attributes[A.EFFECT],
