@@ -38,7 +38,7 @@ from ._broker import (
 )
 from ._capability import FunctionTools, capability_function, capability_methods, is_function_tool
 from ._exceptions import IsolationUnavailable, RegistrationError
-from ._guest_api import GuestFactory, GuestLimits, GuestOutcome, Isolation
+from ._guest_api import GuestFactory, GuestLimits, GuestOutcome, Isolation, SessionGuestFactory
 from ._result import RunReport, RunResult, RunStatus
 from ._seal import rejection, seal
 from ._workspace import Workspace
@@ -46,6 +46,7 @@ from .tracing import GLOBAL_INSTRUMENT, NULL_INSTRUMENT, Instrument, RunTrace, s
 
 if TYPE_CHECKING:
     from ._guest._isolation import IsolationChoice, Level
+    from ._session import Session, SessionLimits
     from .passes import PassConfig
 
 DEFAULT_THREADS = 16
@@ -67,13 +68,15 @@ class Host:
         call_timeout: float = CALL_TIMEOUT,
         instrument: Instrument | None = GLOBAL_INSTRUMENT,
         passes: PassConfig | None = None,
+        session_factory: SessionGuestFactory | None = None,
         isolation: IsolationChoice = "strongest",
     ) -> None:
         """``guest_factory`` defaults to the isolated subprocess Guest; ``instrument``
         traces runs: by default OpenTelemetry spans through the global tracer provider
         (nothing is recorded until the application configures an SDK), ``None`` for no
         tracing at all, or e.g. ``OTelInstrument(provider, record_payloads=True)``;
-        ``passes`` (default: none) the correctness-gated passes speculating runs apply.
+        ``passes`` (default: none) the correctness-gated passes speculating runs apply;
+        ``session_factory`` (default: the isolated subprocess Guest) starts sessions' Guests.
 
         ``isolation`` is the level every Guest of this Host runs at, and so the minimum
         (docs/isolation.md): ``"strongest"`` (the default) is the strongest this machine
@@ -88,6 +91,7 @@ class Host:
         self.passes = passes
         self._registrations: dict[str, Registration] = {}
         self._guest_factory = guest_factory
+        self._session_factory = session_factory  # None: the subprocess Guest, kept across turns
         self.limits = limits or GuestLimits()
         self._threads = threads
         self.call_timeout = call_timeout
@@ -218,13 +222,15 @@ class Host:
             limiter = self._limiters[token] = anyio.CapacityLimiter(self._threads)
         return limiter
 
-    def new_scope(self, trace: RunTrace | None = None) -> RunScope:
-        """A fresh per-run scope (run-scoped objects, epochs, call log, its trace)."""
+    def new_scope(self, trace: RunTrace | None = None, targets: Mapping[str, object] | None = None) -> RunScope:
+        """A fresh per-run scope (run-scoped objects, epochs, call log, its trace);
+        ``targets``: a session turn's objects (see ``RunScope``)."""
         return RunScope(
             self._registrations,
             limiter=self.limiter(),
             call_timeout=self.call_timeout,
             trace=trace or self.trace_run(),
+            targets=targets,
         )
 
     # -- runs -----------------------------------------------------------------------------
@@ -320,6 +326,17 @@ class Host:
         }
         trace.ended(result.status.value, counts=counts, error_type=result.error.type if result.error else None)
         return result
+
+    def session(self, limits: SessionLimits | None = None, *, guest_limits: GuestLimits | None = None) -> Session:
+        """A session: turns against one Guest that keeps its globals (``pysolate._session``).
+
+        Use as ``async with host.session() as session:``; ``limits`` bound the session as a
+        whole, ``guest_limits`` (default: the Host's) each turn.
+        """
+        from ._session import Session, SessionLimits, default_session_factory
+
+        factory = self._session_factory or default_session_factory(self._level or "strongest")  # the Host's level
+        return Session(self, factory, limits or SessionLimits(), guest_limits or self.limits)
 
     def guest_factory(self) -> GuestFactory:
         """The factory this Host starts Guests with (default: the isolated subprocess, at
