@@ -355,6 +355,10 @@ def _plan(level: Level, scratch_bytes: int, found: Machine) -> Plan:
         assert found.bwrap is not None
         mechanisms += ["bwrap", "no-network", "readonly-system", "private-tmp", "pid-namespace"]
         argv = tuple(_bwrap_argv(found.bwrap, python, scratch_bytes))
+        setpriv = shutil.which("setpriv") if found.root else None
+        if setpriv:  # bwrap keeps a root caller's supplementary groups; the Host's fork+setgroups would be slow
+            argv = (setpriv, "--clear-groups", "--", *argv)
+            mechanisms.append("no-supplementary-groups")
         return Plan(level, argv, True, abi, tuple(mechanisms), landlock_reads(sandboxed=True), library, found.root)
     child = str(PACKAGE_ROOT / "pysolate" / "_guest" / "_child.py")
     reads = landlock_reads(sandboxed=False) if abi else ()

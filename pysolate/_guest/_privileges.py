@@ -67,6 +67,8 @@ def enter_user_namespace(scratch: str, scratch_bytes: int) -> list[str]:
     """
     libc = _libc()
     uid, gid = os.getuid(), os.getgid()
+    if os.geteuid() == 0:
+        os.setgroups([])  # none of root's supplementary groups (an unprivileged Host cannot)
     _check(libc.unshare(_CLONE_NEWUSER | _CLONE_NEWNS), "unshare(user, mount)")
     _write("/proc/self/setgroups", "deny")  # no setgroups() can ever re-add a group
     _write("/proc/self/uid_map", f"{NOBODY} {uid} 1")

@@ -458,7 +458,6 @@ async def start_subprocess_guest(
                 cwd=scratch,
                 start_new_session=True,
                 pass_fds=(child_end.fileno(),),
-                extra_groups=[] if os.geteuid() == 0 else None,  # no supplementary group of root's
             )
     except BaseException:
         host_end.close()
