@@ -257,15 +257,6 @@ async def test_isolation_is_reported() -> None:
     assert "clearenv" in out.isolation.mechanisms and "rlimits" in out.isolation.mechanisms
 
 
-async def test_weaker_isolation_on_request() -> None:
-    guest = await start_subprocess_guest(CAPS, GuestLimits(), isolation="rlimits")
-    try:
-        out = await guest.run("workspace.read_text('a')", Tools())
-    finally:
-        await guest.aclose()
-    assert (out.status, out.isolation.level) == ("ok", "rlimits")
-
-
 async def test_start_failure_is_a_clear_error(monkeypatch: pytest.MonkeyPatch) -> None:
     from pysolate._guest import _process
 
