@@ -17,8 +17,8 @@ import dataclasses
 import functools
 import keyword
 import uuid
-from collections.abc import AsyncIterable, AsyncIterator, Callable, Mapping
-from typing import TYPE_CHECKING, Literal, cast
+from collections.abc import AsyncIterable, AsyncIterator, Callable, Iterable, Mapping
+from typing import TYPE_CHECKING, cast
 
 import anyio
 import anyio.lowlevel
@@ -41,7 +41,8 @@ from ._exceptions import IsolationUnavailable, RegistrationError
 from ._guest_api import GuestFactory, GuestLimits, GuestOutcome, Isolation, SessionGuestFactory
 from ._result import RunReport, RunResult, RunStatus
 from ._seal import rejection, seal
-from ._workspace import Workspace
+from ._workspace import run_workspaces
+from .streams import DEFAULT_DEADLINE, DEFAULT_IDLE_TIMEOUT, Code, CodeReader
 from .tracing import GLOBAL_INSTRUMENT, NULL_INSTRUMENT, Instrument, RunTrace, source_hash
 
 if TYPE_CHECKING:
@@ -196,10 +197,11 @@ class Host:
         self, capability: str, method: str, args: tuple[object, ...], kwargs: Mapping[str, object]
     ) -> CallKey | None:
         """The key an early execution of this call would have, or None if it cannot be bound
-        (the event graph's ``KeyFn``)."""
+        or its arguments cannot cross (the event graph's ``KeyFn``): such a call never runs
+        early, the program's own call then fails as ``bind`` says."""
         try:
             return self.root_key(self.bind(capability, method, args, kwargs))
-        except (AttributeError, KeyError, TypeError):
+        except (AttributeError, KeyError, TypeError, ValueError):
             return None
 
     async def call_root(self, capability: str, method: str, call: BoundCall, *, probe: Probe | None = None) -> object:
@@ -237,28 +239,45 @@ class Host:
 
     async def run_stream(
         self,
-        chunks: AsyncIterable[object],
+        chunks: AsyncIterable[object] | Iterable[object],
         *,
-        code: Literal["raw", "markdown"] = "raw",
+        code: Code | None = None,
         speculate: bool = True,
         policy: LanePolicy | None = None,
         limits: GuestLimits | None = None,
+        idle_timeout: float | None = DEFAULT_IDLE_TIMEOUT,
+        deadline: float | None = DEFAULT_DEADLINE,
     ) -> RunResult:
         """Run the program a model is streaming, starting safe calls while it streams.
 
-        ``chunks``: any async iterable of ``str``, or of OpenAI / Anthropic stream events
-        (``pysolate.streams.text_chunks``). ``code="markdown"`` takes the first ```python
-        block of a markdown reply. The result equals ``run_source(sealed, speculate=False)``
-        (DESIGN.md, the correctness contract); a stream ending in a syntax error is
-        ``rejected``, one whose iterator raises is ``aborted``, and in both cases no write,
-        live read or unknown call ran. Raises ``IsolationUnavailable`` (as ``run_source``
-        does) when the Guest could not be isolated at the Host's level; nothing of the
-        program ran. Cancellation propagates after stopping early work and killing the Guest.
+        ``chunks``: an async iterable (or a sync one, read in the event loop) of ``str``,
+        or of OpenAI / Anthropic stream events, raw or from the SDKs' helper streams.
+        ``code`` says where the program is (``pysolate.streams``): ``"raw"`` (the text),
+        ``"markdown"`` / ``MarkdownCode(block=...)`` (a ```python block; the run seals at its
+        closing fence), ``ToolCallCode(tool)`` (a tool call's string argument, decoded as it
+        streams); None (the default) takes the format a ``CodedStream`` (a replay) carries,
+        else ``"raw"``. The result equals ``run_source(sealed, speculate=False)`` (DESIGN.md,
+        the correctness contract).
+
+        Without a program to run the result says why, and no write, live read or unknown
+        call ran: ``rejected`` for a syntax error, ``NoCodeBlock`` or ``ToolArgumentsError``;
+        ``aborted`` for a stream that raises, is cut (``StreamCut``: the SDK says the reply
+        is incomplete, or the fence never closed) or stalls (``StreamTimeout``: no event for
+        ``idle_timeout`` seconds, default 120, or the program not complete ``deadline``
+        seconds after the stream started, default 1800; None disables either).
+
+        Raises ``TypeError`` for a ``chunks`` that is not a stream (a ``str``, an
+        un-awaited coroutine, an un-entered stream manager) and ``ValueError`` for an
+        unknown ``code`` or a bad timeout, before anything starts; ``IsolationUnavailable``
+        (as ``run_source`` does) when the Guest could not be isolated at the Host's level,
+        with nothing of the program run. Cancellation propagates after stopping early work
+        and killing the Guest.
         """
         from ._stream_run import run_stream
 
+        reader = CodeReader(chunks, code, idle_timeout=idle_timeout, deadline=deadline)
         try:
-            return await run_stream(self, chunks, code=code, speculate=speculate, policy=policy, limits=limits)
+            return await run_stream(self, reader, speculate=speculate, policy=policy, limits=limits)
         except BaseExceptionGroup as group:
             # As ``run_source`` raises it: the Guest refused to run below its level.
             refused, rest = group.split(IsolationUnavailable)
@@ -360,10 +379,16 @@ class Host:
         return self.result_from(outcome, scope, report)
 
     def result_from(self, outcome: GuestOutcome, scope: RunScope, report: RunReport) -> RunResult:
-        """The result of a run whose Guest produced ``outcome``."""
+        """The result of a run whose Guest produced ``outcome``.
+
+        Its workspace branches are open when the run ended ``ok``; otherwise the writes are
+        partial and each branch is ``UNCOMMITTABLE`` (``commit`` raises ``CommitError``
+        saying how the run ended; inspecting and discarding still work).
+        """
         calls = scope.calls
+        status = _STATUS.get(outcome.status, RunStatus.ABORTED)
         return RunResult(
-            status=_STATUS.get(outcome.status, RunStatus.ABORTED),
+            status=status,
             value=outcome.value,
             stdout=outcome.stdout,
             error=outcome.error,
@@ -371,7 +396,8 @@ class Host:
             report=report,
             isolation=outcome.isolation,
             guest_status=outcome.status,
-            workspaces={n: t for n, t in scope.targets().items() if isinstance(t, Workspace)},
+            # A session turn's layers are the session's to keep or drop (``Session``).
+            workspaces=run_workspaces(scope.targets(), "ok" if scope.session_turn else status.value, outcome.error),
         )
 
 
