@@ -2,11 +2,14 @@
 
     .venv/bin/python benchmarks/guest.py [--starts N] [--calls N]
 
-In one run it prints, for each isolation level available here (namespaces = bubblewrap +
-seccomp + rlimits, seccomp, rlimits):
+In one run it prints, for each isolation level this machine offers (docs/isolation.md:
+namespaces = bubblewrap + Landlock + seccomp; landlock = Landlock + seccomp, no bubblewrap;
+seccomp; rlimits — every one with its own user namespace or bwrap's, no privileges):
 
 1. start-up: from ``start_subprocess_guest`` to the child's ``ready`` (median and p90 of N
-   starts), next to a bare ``python -I -S -B -c pass`` for reference;
+   starts, the levels interleaved start by start so machine noise hits them alike), with
+   the CPU the child and its helpers use per start, next to a bare ``python -I -S -B -c
+   pass``; the child's confinement (Landlock, the filter, the namespace) is inside it;
 2. end of run: ``guest.run`` of the program ``1`` — send, execute, ``done``, the child's
    exit and reaping;
 3. per-call round trip as the program sees it: 7 batches of N calls to a Host method that
@@ -15,20 +18,14 @@ seccomp + rlimits, seccomp, rlimits):
    decode), median and best batch, for an int argument, a 1 KiB and a 100 KiB string;
    with the CPU time each side spends per call.
 
-4. Host CPU per call on the full broker path: a ``Host`` with one 0-latency async tool
-   (effect ``unknown``, an int argument), ``run_source(speculate=False)`` of a program
-   making N calls minus one making none, Host process CPU (``process_time``) per call,
-   best of ``BATCHES``. That is everything the Host does for a call: the channel, frame
-   validation, binding, keying, the receipt, the tool, the reply.
-
-Targets: per-call round trip <= 200 µs (issue 4); Host CPU per call on the full path
-<= 40 µs (issue 18).
+Target (issue 4): per-call round trip <= 200 µs. A summary table at the end puts the levels
+side by side (ratios to the bare interpreter and to ``rlimits``).
 """
 
 from __future__ import annotations
 
 import argparse
-import functools
+import resource
 import statistics
 import subprocess
 import sys
@@ -39,7 +36,6 @@ import anyio
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from pysolate import Effect, Host, capability
 from pysolate._guest import _isolation, start_subprocess_guest
 from pysolate._guest._isolation import IsolationChoice
 from pysolate._guest_api import GuestLimits
@@ -52,30 +48,6 @@ BATCHES = 7
 
 async def echo(capability: str, method: str, args: tuple[object, ...], kwargs: dict[str, object]) -> object:
     return args[0]
-
-
-class Tools:
-    @capability(effect=Effect.UNKNOWN)
-    async def echo(self, x: int) -> int:
-        return x
-
-
-async def host_cpu_per_call(isolation: IsolationChoice, calls: int) -> float:
-    """Best-of-``BATCHES`` Host CPU seconds per call on the full broker path."""
-    host = Host(
-        guest_factory=functools.partial(start_subprocess_guest, isolation=isolation),
-        limits=GuestLimits(wall_time=120, cpu_time=120, max_calls=10**7),
-    )
-    host.register("tools", Tools())
-
-    async def cpu(n: int) -> float:
-        c0 = time.process_time()
-        result = await host.run_source(f"for _ in range({n}):\n    tools.echo(7)\n", speculate=False)
-        assert result.status == "ok", result.error
-        return time.process_time() - c0
-
-    await cpu(10)  # warm caches
-    return min([(await cpu(calls)) - (await cpu(0)) for _ in range(BATCHES)]) / calls
 
 
 def quantiles(samples: list[float]) -> str:
@@ -93,23 +65,34 @@ def bare_interpreter(n: int) -> list[float]:
     return samples
 
 
-async def level(isolation: IsolationChoice, starts: int, calls: int) -> None:
-    limits = GuestLimits(wall_time=120, cpu_time=120, max_calls=10**7)
-    await (await start_subprocess_guest(CAPS, limits, isolation=isolation)).aclose()  # warm caches
-    start_times, run_times = [], []
-    name = ""
+def children_cpu() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
+async def startups(levels: list[IsolationChoice], starts: int) -> dict[str, tuple[list[float], list[float], list[float]]]:
+    """Per level: start-up seconds, child CPU seconds per start, run-of-'1' seconds."""
+    limits = GuestLimits(wall_time=120, cpu_time=120)
+    for isolation in levels:
+        await (await start_subprocess_guest(CAPS, limits, isolation=isolation)).aclose()  # warm caches
+    samples: dict[str, tuple[list[float], list[float], list[float]]] = {level: ([], [], []) for level in levels}
     for _ in range(starts):
-        t0 = time.perf_counter()
-        guest = await start_subprocess_guest(CAPS, limits, isolation=isolation)
-        start_times.append(time.perf_counter() - t0)
-        name = guest.isolation.level
-        t0 = time.perf_counter()
-        await guest.run("1", echo)
-        run_times.append(time.perf_counter() - t0)
-        await guest.aclose()
-    print(f"[{name}] mechanisms: {', '.join(guest.isolation.mechanisms)}")
-    print(f"  start-up (to ready)     {quantiles(start_times)}")
-    print(f"  run of '1' (to reaped)  {quantiles(run_times)}")
+        for isolation in levels:
+            start_times, cpu_times, run_times = samples[isolation]
+            c0, t0 = children_cpu(), time.perf_counter()
+            guest = await start_subprocess_guest(CAPS, limits, isolation=isolation)
+            start_times.append(time.perf_counter() - t0)
+            t0 = time.perf_counter()
+            await guest.run("1", echo)
+            run_times.append(time.perf_counter() - t0)
+            await guest.aclose()
+            cpu_times.append(children_cpu() - c0)
+    return samples
+
+
+async def round_trips(isolation: IsolationChoice, calls: int) -> dict[str, float]:
+    limits = GuestLimits(wall_time=120, cpu_time=120)
+    medians = {}
     for label, argument in (("int", "7"), ("1 KiB str", "'x' * 1024"), ("100 KiB str", "'x' * 102400")):
         n = calls if label != "100 KiB str" else max(1, calls // 10)
         source = (
@@ -129,26 +112,40 @@ async def level(isolation: IsolationChoice, starts: int, calls: int) -> None:
         assert isinstance(outcome.value, list)
         walls = sorted(wall for wall, _ in outcome.value)
         guest_cpu = statistics.median(cpu for _, cpu in outcome.value)
+        medians[label] = statistics.median(walls)
         print(
             f"  round trip, {label:<11}  median {statistics.median(walls) * 1e6:6.1f} µs, best {walls[0] * 1e6:6.1f} µs"
             f"  (CPU per call: Host {host_cpu * 1e6:5.1f} µs + Guest {guest_cpu * 1e6:5.1f} µs; {BATCHES} x {n} calls)"
         )
-
-
-    full = await host_cpu_per_call(isolation, calls)
-    print(f"  Host CPU per call, full broker path (RunScope.handler, 0-latency tool, int): {full * 1e6:5.1f} µs (target <= 40)")
+    return medians
 
 
 async def main(starts: int, calls: int) -> None:
     print(f"python {sys.version.split()[0]}, {_isolation.interpreter()}")
-    print(f"[bare interpreter -I -S -B -c pass]\n  start-up                {quantiles(bare_interpreter(starts))}")
-    levels: list[IsolationChoice] = ["rlimits"]
-    if _isolation.seccomp_library():
-        levels.insert(0, "seccomp")
-    if _isolation.plan("strongest", 1 << 20).namespaces:
-        levels.insert(0, "strongest")
+    print(f"machine: {_isolation.machine()}")
+    bare = bare_interpreter(starts)
+    print(f"[bare interpreter -I -S -B -c pass]\n  start-up                {quantiles(bare)}")
+    levels: list[IsolationChoice] = list(reversed(_isolation.machine().levels()))  # strongest first
+    samples = await startups(levels, starts)
+    trips: dict[str, dict[str, float]] = {}
     for isolation in levels:
-        await level(isolation, starts, calls)
+        start_times, cpu_times, run_times = samples[isolation]
+        guest = await start_subprocess_guest(CAPS, GuestLimits(), isolation=isolation)
+        await guest.aclose()
+        print(f"[{isolation}] mechanisms: {', '.join(guest.isolation.mechanisms)}")
+        print(f"  start-up (to ready)     {quantiles(start_times)}   CPU per start {statistics.median(cpu_times) * 1e3:6.2f} ms")
+        print(f"  run of '1' (to reaped)  {quantiles(run_times)}")
+        trips[isolation] = await round_trips(isolation, calls)
+    base, weakest = statistics.median(bare), statistics.median(samples[levels[-1]][0])
+    print(f"\nside by side (medians; {starts} interleaved starts per level)")
+    print(f"  {'level':<11} {'start ms':>9} {'x bare':>7} {'x ' + levels[-1]:>10} {'CPU ms':>7} {'run ms':>7} {'call µs':>8}")
+    for isolation in levels:
+        start_times, cpu_times, run_times = samples[isolation]
+        start = statistics.median(start_times)
+        print(
+            f"  {isolation:<11} {start * 1e3:9.2f} {start / base:7.2f} {start / weakest:10.2f} "
+            f"{statistics.median(cpu_times) * 1e3:7.2f} {statistics.median(run_times) * 1e3:7.2f} {trips[isolation]['int'] * 1e6:8.1f}"
+        )
 
 
 if __name__ == "__main__":

@@ -42,6 +42,7 @@ from occurrences import FenceExtractor
 
 from ._cli_guests import GuestsUnavailable, guests
 from ._equivalence import differences
+from ._exceptions import IsolationUnavailable
 from ._host import Host
 from ._progress import Progress, ProgressInstrument, counted
 from ._result import RunResult
@@ -220,9 +221,7 @@ def load_host(tools: str | None) -> Host:
     except CliError:
         raise
     except Exception as exc:
-        raise CliError(
-            f"cannot import tools module {tools!r}: {type(exc).__name__}: {exc}"
-        ) from None
+        raise CliError(f"cannot import tools module {tools!r}: {type(exc).__name__}: {exc}") from None
     make_host: object = getattr(module, "make_host", None)
     if not callable(make_host):
         raise CliError(f"tools module {tools!r} has no make_host() function")
@@ -281,6 +280,7 @@ def _outcome_rows(result: RunResult) -> list[tuple[str, str]]:
         ("value", repr(result.value)),
         ("stdout", result.stdout.rstrip("\n")),
         ("error", _error_text(result)),
+        ("isolation", result.isolation.level if result.isolation else "none (nothing ran)"),
     ]
 
 
@@ -592,7 +592,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     console = Console(highlight=False)
     try:
         return int(args.handler(args, console))
-    except (CliError, GuestsUnavailable) as exc:
+    except (CliError, GuestsUnavailable, IsolationUnavailable) as exc:
         print(f"pysolate: error: {exc}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:

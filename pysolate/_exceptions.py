@@ -9,12 +9,14 @@ Raised in the Host, to the code that embeds Pysolate::
     │                                          MCP effect proposal
     ├── WorkspaceError                         freezing or committing a workspace failed
     │   └── CommitError                        the commit target is unusable
-    └── SessionError                           a session cannot take this turn
-        ├── SessionBusy                        (misuse) a turn while another one runs
-        ├── SessionClosed                      (misuse) a turn outside ``async with``
-        └── SessionBroken                      its Guest was stopped: a turn aborted after
-            └── SessionExpired                 the Guest got its source, a crash; or the
-                                               idle or session time limit passed
+    ├── SessionError                           a session cannot take this turn
+    │   ├── SessionBusy                        (misuse) a turn while another one runs
+    │   ├── SessionClosed                      (misuse) a turn outside ``async with``
+    │   └── SessionBroken                      its Guest was stopped: a turn aborted after
+    │       └── SessionExpired                 the Guest got its source, a crash; or the
+    │                                          idle or session time limit passed
+    └── IsolationUnavailable                   this machine cannot isolate a Guest at the
+                                               level the Host asked for (nothing ran)
 
 Raised inside the program (the Guest), never in the Host::
 
@@ -76,3 +78,11 @@ class SessionBroken(SessionError):
 
 class SessionExpired(SessionBroken):
     """The session's idle or total time limit passed; its Guest was stopped."""
+
+
+class IsolationUnavailable(PysolateError):
+    """The machine cannot give a Guest the isolation level the Host requires.
+
+    Raised before any source reaches a Guest; the message says what is missing and how to
+    get it. A Host never falls back to a weaker level on its own.
+    """

@@ -62,13 +62,15 @@ class GuestLimits:
     """Capability calls one run may make."""
     max_frame_bytes: int = 8 * 1024 * 1024
     """Largest broker frame in either direction."""
+    max_processes: int = 64
+    """Threads (and, at the ``rlimits`` level, processes) the Guest may hold at once."""
 
 
 @dataclass(frozen=True, slots=True)
 class Isolation:
     """Which isolation was in force for a run (``level`` is the strongest that applied)."""
 
-    level: Literal["in_process", "process", "rlimits", "seccomp", "namespaces"]
+    level: Literal["in_process", "process", "rlimits", "seccomp", "landlock", "namespaces"]
     mechanisms: tuple[str, ...] = ()
 
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import builtins
 import dataclasses
+import functools
 import keyword
 import uuid
 from collections.abc import AsyncIterable, AsyncIterator, Callable, Iterable, Mapping
@@ -36,8 +37,8 @@ from ._broker import (
     execute,
 )
 from ._capability import FunctionTools, capability_function, capability_methods, is_function_tool
-from ._exceptions import RegistrationError
-from ._guest_api import GuestFactory, GuestLimits, GuestOutcome, SessionGuestFactory
+from ._exceptions import IsolationUnavailable, RegistrationError
+from ._guest_api import GuestFactory, GuestLimits, GuestOutcome, Isolation, SessionGuestFactory
 from ._result import RunReport, RunResult, RunStatus
 from ._seal import rejection, seal
 from ._workspace import run_workspaces
@@ -45,6 +46,7 @@ from .streams import DEFAULT_DEADLINE, DEFAULT_IDLE_TIMEOUT, Code, CodeReader
 from .tracing import GLOBAL_INSTRUMENT, NULL_INSTRUMENT, Instrument, RunTrace, source_hash
 
 if TYPE_CHECKING:
+    from ._guest._isolation import IsolationChoice, Level
     from ._session import Session, SessionLimits
     from .passes import PassConfig
 
@@ -68,13 +70,25 @@ class Host:
         instrument: Instrument | None = GLOBAL_INSTRUMENT,
         passes: PassConfig | None = None,
         session_factory: SessionGuestFactory | None = None,
+        isolation: IsolationChoice = "strongest",
     ) -> None:
         """``guest_factory`` defaults to the isolated subprocess Guest; ``instrument``
         traces runs: by default OpenTelemetry spans through the global tracer provider
         (nothing is recorded until the application configures an SDK), ``None`` for no
         tracing at all, or e.g. ``OTelInstrument(provider, record_payloads=True)``;
         ``passes`` (default: none) the correctness-gated passes speculating runs apply;
-        ``session_factory`` (default: the isolated subprocess Guest) starts sessions' Guests."""
+        ``session_factory`` (default: the isolated subprocess Guest) starts sessions' Guests.
+
+        ``isolation`` is the level every Guest of this Host runs at, and so the minimum
+        (docs/isolation.md): ``"strongest"`` (the default) is the strongest this machine
+        offers and must include file-system isolation (``"namespaces"`` or
+        ``"landlock"``); naming a level (``"namespaces"``, ``"landlock"``, ``"seccomp"``,
+        ``"rlimits"``) asks for exactly it — the last two are an explicit opt-in to running
+        without file-system isolation. Raises ``IsolationUnavailable`` here, before any
+        source can reach a Guest, when the machine cannot give it (the message says what
+        is missing and how to get it), and ``ValueError`` for an unknown level. The probe
+        blocks once per process (it starts bubblewrap to see that it works). With a
+        custom ``guest_factory`` the factory decides and ``isolation`` is not consulted."""
         self.passes = passes
         self._registrations: dict[str, Registration] = {}
         self._root_views: dict[str, Callable[[str, Mapping[str, object]], str]] = {}  # of Viewed roots
@@ -86,6 +100,29 @@ class Host:
         self.instrument = NULL_INSTRUMENT if instrument is None else instrument
         # One limiter per event loop: an anyio limiter binds to the first loop using it.
         self._limiters: dict[anyio.lowlevel.EventLoopToken, anyio.CapacityLimiter] = {}
+        self._level: Level | None = None  # the resolved level of the default factory
+        if guest_factory is None:
+            from ._guest import _isolation
+
+            self._level = _isolation.resolve(isolation)
+
+    def isolation(self) -> Isolation | None:
+        """The isolation this Host's Guests run at, known before any run: the level and
+        the mechanisms it consists of on this machine (a Guest reports what it applied in
+        ``RunResult.isolation``). None with a custom ``guest_factory``."""
+        if self._level is None:
+            return None
+        from ._guest import _isolation
+        from ._guest._process import SCRATCH_BYTES
+
+        plan = _isolation.plan(self._level, SCRATCH_BYTES)
+        return Isolation(plan.level, (*plan.mechanisms, *plan.requires()))
+
+    def trace_run(self) -> RunTrace:
+        """Start the trace of one run (its span carries the isolation level)."""
+        return self.instrument.run_started(
+            run_id=uuid.uuid4().hex[:16], isolation=self._level or "custom"
+        )
 
     # -- registry -------------------------------------------------------------------------
 
@@ -197,7 +234,7 @@ class Host:
             self._registrations,
             limiter=self.limiter(),
             call_timeout=self.call_timeout,
-            trace=trace or self.instrument.run_started(run_id=uuid.uuid4().hex[:16]),
+            trace=trace or self.trace_run(),
             targets=targets,
         )
 
@@ -234,13 +271,25 @@ class Host:
 
         Raises ``TypeError`` for a ``chunks`` that is not a stream (a ``str``, an
         un-awaited coroutine, an un-entered stream manager) and ``ValueError`` for an
-        unknown ``code`` or a bad timeout, before anything starts. Cancellation propagates
-        after stopping early work and killing the Guest.
+        unknown ``code`` or a bad timeout, before anything starts; ``IsolationUnavailable``
+        (as ``run_source`` does) when the Guest could not be isolated at the Host's level,
+        with nothing of the program run. Cancellation propagates after stopping early work
+        and killing the Guest.
         """
         from ._stream_run import run_stream
 
         reader = CodeReader(chunks, code, idle_timeout=idle_timeout, deadline=deadline)
-        return await run_stream(self, reader, speculate=speculate, policy=policy, limits=limits)
+        try:
+            return await run_stream(self, reader, speculate=speculate, policy=policy, limits=limits)
+        except BaseExceptionGroup as group:
+            # As ``run_source`` raises it: the Guest refused to run below its level.
+            refused, rest = group.split(IsolationUnavailable)
+            if refused is None or rest is not None:
+                raise
+            first: BaseException = refused
+            while isinstance(first, BaseExceptionGroup):
+                first = first.exceptions[0]
+            raise first from None
 
     async def run_source(
         self,
@@ -266,7 +315,7 @@ class Host:
         try:
             tree = seal(source)
         except SealError as exc:
-            trace = self.instrument.run_started(run_id=uuid.uuid4().hex[:16])
+            trace = self.trace_run()
             trace.ended("rejected", error_type=rejection(exc).type)
             return RunResult(
                 status=RunStatus.REJECTED,
@@ -275,7 +324,7 @@ class Host:
             )
         if speculate:
             return await self.run_stream(_once(source), policy=policy, limits=limits)
-        trace = self.instrument.run_started(run_id=uuid.uuid4().hex[:16])
+        trace = self.trace_run()
         trace.sealed(source_hash(source), statements=len(tree.body), chars=len(source))
         scope = self.new_scope(trace)
         scope.start()
@@ -308,12 +357,16 @@ class Host:
         """
         from ._session import Session, SessionLimits, default_session_factory
 
-        factory = self._session_factory or default_session_factory()
+        factory = self._session_factory or default_session_factory(self._level or "strongest")  # the Host's level
         return Session(self, factory, limits or SessionLimits(), guest_limits or self.limits)
 
     def guest_factory(self) -> GuestFactory:
-        """The factory this Host starts Guests with (default: the isolated subprocess)."""
-        return self._guest_factory or _default_guest_factory()
+        """The factory this Host starts Guests with (default: the isolated subprocess, at
+        this Host's isolation level)."""
+        if self._guest_factory is not None:
+            return self._guest_factory
+        assert self._level is not None
+        return _default_guest_factory(self._level)
 
     def _result(self, outcome: GuestOutcome, scope: RunScope, *, wall: float, guest: float) -> RunResult:
         calls = scope.calls
@@ -355,7 +408,7 @@ async def _once(source: str) -> AsyncIterator[str]:
     yield source
 
 
-def _default_guest_factory() -> GuestFactory:
+def _default_guest_factory(level: Level) -> GuestFactory:
     from ._guest import start_subprocess_guest  # type: ignore[import-not-found,attr-defined,unused-ignore]
 
-    return cast(GuestFactory, start_subprocess_guest)
+    return cast(GuestFactory, functools.partial(start_subprocess_guest, isolation=level))

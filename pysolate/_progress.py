@@ -62,8 +62,11 @@ class ProgressInstrument:
         self._inner = inner
         self.progress = progress
 
-    def run_started(self, *, run_id: str, agent_name: str | None = None) -> RunTrace:
-        return _ProgressRun(self._inner.run_started(run_id=run_id, agent_name=agent_name), self.progress)
+    def run_started(
+        self, *, run_id: str, agent_name: str | None = None, isolation: str | None = None
+    ) -> RunTrace:
+        inner = self._inner.run_started(run_id=run_id, agent_name=agent_name, isolation=isolation)
+        return _ProgressRun(inner, self.progress)
 
 
 class _ProgressObservation:

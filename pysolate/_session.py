@@ -36,7 +36,7 @@ Pydantic AI code mode, whose executors keep program state between an agent's ste
 from __future__ import annotations
 
 import enum
-import uuid
+import functools
 from collections.abc import AsyncIterable, AsyncIterator, Iterable, Mapping
 from dataclasses import dataclass, replace
 from types import TracebackType
@@ -66,6 +66,7 @@ from .streams import DEFAULT_DEADLINE, DEFAULT_IDLE_TIMEOUT, Code, CodeReader
 from .tracing import RunTrace, source_hash
 
 if TYPE_CHECKING:
+    from ._guest._isolation import IsolationChoice
     from ._host import Host
 
 MAX_CARRIED = 256
@@ -343,7 +344,7 @@ class Session:
     async def _sequential(self, turn: _Turn, source: str) -> RunResult:
         host = self._host
         t0 = anyio.current_time()
-        trace = host.instrument.run_started(run_id=uuid.uuid4().hex[:16])
+        trace = host.trace_run()
         try:
             tree = seal(source)
         except SealError as exc:
@@ -433,8 +434,8 @@ async def _once(source: str) -> AsyncIterator[str]:
     yield source
 
 
-def default_session_factory() -> SessionGuestFactory:
-    """The isolated subprocess Guest, kept across turns."""
+def default_session_factory(isolation: IsolationChoice = "strongest") -> SessionGuestFactory:
+    """The isolated subprocess Guest, kept across turns, at the Host's ``isolation`` level."""
     from ._guest import start_subprocess_session  # type: ignore[import-not-found,attr-defined,unused-ignore]
 
-    return cast(SessionGuestFactory, start_subprocess_session)
+    return cast(SessionGuestFactory, functools.partial(start_subprocess_session, isolation=isolation))

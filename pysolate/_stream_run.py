@@ -26,7 +26,6 @@ from __future__ import annotations
 import ast
 import dataclasses
 import functools
-import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Protocol
@@ -137,7 +136,7 @@ async def run_stream(
     turn: TurnHooks | None = None,
 ) -> RunResult:
     """See ``Host.run_stream``; ``turn``: the run is a turn of a session."""
-    trace = host.instrument.run_started(run_id=uuid.uuid4().hex[:16])
+    trace = host.trace_run()
     scope = host.new_scope(trace) if turn is None else turn.new_scope(trace)
     scope.start()
     t0 = scope.started_at

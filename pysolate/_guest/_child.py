@@ -7,7 +7,8 @@ bare package objects for them and imports just ``occurrences._plain`` (the codec
 ``pysolate._guest_errors`` (what the program sees) and ``pysolate._guest._wire`` (framing).
 That keeps start-up at the cost of a bare interpreter.
 
-Life of a child: read ``init`` → apply rlimits and the seccomp filter → send ``ready`` →
+Life of a child: read ``init`` → confine itself (``_confine.confine``: rlimits, no
+privileges, Landlock, seccomp; or exit with ``_confine.EXIT_CODE``) → send ``ready`` →
 block until ``run`` → execute the program, one blocking ``call`` frame per capability call →
 send ``done`` → ``os._exit``. All of this happens before the program runs or on paths the
 program cannot skip (``os._exit`` ends the process even inside ``try/finally``).
@@ -20,7 +21,8 @@ captured in the child (``sys.stdout`` is a bounded buffer), so it arrives with i
 after ``turn_done``: the Host then treats the session as broken.
 
 Nothing here is a security boundary: the program can import ``os`` and write anything to
-the channel. The boundary is the process (namespaces, seccomp, rlimits) and the Host, which
+the channel. The boundary is the process (namespaces, Landlock, seccomp, rlimits, no
+privileges) and the Host, which
 validates every frame and grants only the declared methods.
 """
 
@@ -300,22 +302,6 @@ def _proxy(name: str, methods: list[str], call: Any) -> object:
     return type(name, (), attrs)()
 
 
-def _apply_rlimits(limits: dict[str, Any]) -> list[str]:
-    import math
-    import resource
-
-    cpu = max(1, math.ceil(limits["cpu_time"]))
-    settings = [
-        (resource.RLIMIT_CPU, cpu, cpu + 1),  # soft: SIGXCPU (the Host reports CPUTimeLimit)
-        (resource.RLIMIT_AS, limits["memory_bytes"], limits["memory_bytes"]),
-        (resource.RLIMIT_CORE, 0, 0),
-        (resource.RLIMIT_FSIZE, limits["scratch_bytes"], limits["scratch_bytes"]),
-    ]
-    for which, soft, hard in settings:
-        resource.setrlimit(which, (soft, hard))
-    return ["rlimits"]
-
-
 def main() -> None:
     root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     _register_packages(root)
@@ -324,16 +310,13 @@ def main() -> None:
     channel = _Channel(int(sys.argv[1]), _wire.HEADER, _wire.encode_frame)
     init = channel.receive()
     guest = _Guest(channel, init)
-    mechanisms = _apply_rlimits(init["limits"])
-    if init.get("seccomp"):
-        from pysolate._guest import _seccomp
+    from pysolate._guest import _confine
 
-        try:
-            _seccomp.install(init["seccomp"], restrict_files=bool(init.get("restrict_files")))
-        except OSError as exc:
-            mechanisms.append(f"seccomp-failed:{exc}")
-        else:
-            mechanisms.append("seccomp")
+    try:
+        mechanisms = _confine.confine(init["confinement"])
+    except _confine.ConfinementFailed as exc:
+        os.write(2, f"{_confine.STDERR_PREFIX}{exc}\n".encode())
+        os._exit(_confine.EXIT_CODE)  # never run a program less isolated than planned
     channel.send_bytes(channel.encode({"t": "ready", "mechanisms": mechanisms}))
     start = channel.receive()
     if start.get("t") == "turn":

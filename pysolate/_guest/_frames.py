@@ -42,7 +42,7 @@ class ReadyFrame(_Message):
     """The child has applied its limits and waits for the source."""
 
     t: Literal["ready"]
-    mechanisms: list[Name] = Field(max_length=16)
+    mechanisms: list[Name] = Field(max_length=48)
 
 
 class CallFrame(_Message):

@@ -1,23 +1,33 @@
-"""Which isolation a Guest child gets, and the command line that sets it up.
+"""Which isolation a Guest child gets: the levels, what this machine offers, the plan.
 
-Strongest available, decided once per Host process:
+Levels, weakest to strongest (each includes everything of the one before it)::
 
-- ``namespaces``: bubblewrap (``bwrap``) is installed *and* works here (user namespaces
-  may be disabled in containers, so it is probed by really starting the interpreter in
-  it). The child gets fresh user, pid, net, ipc, uts and cgroup namespaces (no network,
-  not even loopback), runs as ``nobody`` with no capabilities, sees a read-only ``/usr``,
-  the base interpreter's binary and library dirs (``site-packages`` hidden; never a venv),
-  the three source paths of ``pysolate`` it imports, its own ``/proc`` and a minimal
-  ``/dev``, and a size-bounded private tmpfs at ``/tmp`` as its cwd, the only writable
-  place (the sandbox root is remounted read-only). Nothing else of the Host: no ``/etc``,
-  ``/root``, home, venv or work tree.
-- ``seccomp``: the system ``libseccomp`` exists; the child installs the filter of
-  ``_seccomp.py`` itself (after start-up, before the program). Without namespaces it also
-  forbids every file write, since no read-only mounts protect the file system.
-- ``rlimits``: always (CPU, address space, file size, no core dumps), set by the child.
+    rlimits     CPU, memory, file size, no core dumps; an empty environment and
+                ``python -I -S -B``; no privileges (below)
+    seccomp     + the allow-list filter of ``_seccomp`` (no exec, fork, sockets, io_uring,
+                memfd, signals to others...); with no file-system isolation it also
+                forbids every file write
+    landlock    + Landlock (``_landlock``): read only the interpreter and the child's
+                sources, write only a private size-bounded scratch dir, no exec, no TCP,
+                scoped signals and abstract sockets
+    namespaces  bubblewrap: fresh user, pid, net, ipc, uts, cgroup and mount namespaces
+                (the child sees only ``/usr``, the interpreter, its sources and a private
+                ``/tmp``), plus Landlock inside when the kernel has it, plus seccomp
 
-Always: ``-I -S -B`` (no user site, no ``site-packages``, no ``PYTHON*`` variables, no
-bytecode writes) and an empty environment, so no Host secret reaches the child.
+"No privileges" holds at every level: outside bubblewrap the child enters its own user +
+mount namespace as ``nobody`` (``_privileges``), so a root Host never lends its uid's
+privileges, ``/proc`` and ``/dev/shm`` are hidden and the scratch dir is a bounded tmpfs.
+
+A Host asks for a level by name (``Host(isolation=...)``) and gets exactly that level or
+``IsolationUnavailable`` — never a weaker one. ``"strongest"`` (the default) is the
+strongest level this machine offers, and it must be at least ``landlock``: a default Host
+never runs a program without file-system isolation.
+
+The probe (``machine()``) runs once per process and really starts the tools (bubblewrap
+may be installed but refused, e.g. in a container). One documented knob: the environment
+variable ``PYSOLATE_HIDE_BWRAP=1`` makes the probe act as if bubblewrap were not installed
+(the test suite uses it to run the Landlock level where bubblewrap exists). It can only
+lower the strongest level to ``landlock``, never below what was asked for.
 """
 
 from __future__ import annotations
@@ -29,12 +39,27 @@ import shutil
 import subprocess
 import sys
 import sysconfig
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal, cast
 
-IsolationChoice = Literal["strongest", "seccomp", "rlimits"]
-"""What a caller asks for: the strongest available, or a deliberately weaker level."""
+from .._exceptions import IsolationUnavailable
+from .._guest_api import GuestLimits
+from . import _landlock
+
+Level = Literal["rlimits", "seccomp", "landlock", "namespaces"]
+LEVELS: tuple[Level, ...] = ("rlimits", "seccomp", "landlock", "namespaces")
+"""Weakest first."""
+
+IsolationChoice = Literal["strongest", "rlimits", "seccomp", "landlock", "namespaces"]
+"""What a Host asks for: the strongest available (at least ``DEFAULT_MINIMUM``), or a level."""
+
+DEFAULT_MINIMUM: Level = "landlock"
+"""What ``"strongest"`` must reach: file-system isolation (landlock or namespaces)."""
+
+HIDE_BWRAP_ENV = "PYSOLATE_HIDE_BWRAP"
+"""Set to ``1`` to make the probe ignore bubblewrap (see module docstring)."""
 
 PACKAGE_ROOT = Path(__file__).resolve().parents[2]
 """The directory holding the ``pysolate`` and ``occurrences`` packages."""
@@ -49,15 +74,106 @@ INTERPRETER_FLAGS = ("-I", "-S", "-B", "-X", "utf8")
 
 _NOBODY = "65534"
 
+_PUBLIC_DATA = ("/usr/share/zoneinfo",)
+"""Read-only data the stdlib looks for (``zoneinfo``), visible at every level."""
+
+
+@dataclass(frozen=True, slots=True)
+class Machine:
+    """What this machine offers a Guest (probed once; see ``machine()``)."""
+
+    bwrap: str | None
+    """A bubblewrap binary that really starts a sandbox here, or None."""
+    landlock_abi: int
+    """The kernel's Landlock ABI version (0: none)."""
+    seccomp_library: str | None
+    """The system ``libseccomp.so.2``, or None."""
+    user_namespaces: bool
+    """Whether the child can enter a user + mount namespace of its own."""
+    root: bool
+    """Whether the Host runs as root (then a Guest must not keep its uid)."""
+
+    def missing(self, level: Level) -> list[str]:
+        """What this machine lacks for ``level``: one "what, and how to get it" each."""
+        needs: list[str] = []
+        if self.root and not self.user_namespaces and level != "namespaces":
+            needs.append(
+                "user namespaces (the Host runs as root and a Guest must not keep its uid): "
+                "enable them (sysctl user.max_user_namespaces=15000) or run the Host as an unprivileged user"
+            )
+        if level != "rlimits" and self.seccomp_library is None:
+            needs.append("libseccomp (install the libseccomp2 package)")
+        if level == "landlock" and self.landlock_abi < 1:
+            needs.append(
+                "Landlock (Linux >= 5.13 with CONFIG_SECURITY_LANDLOCK=y and 'landlock' in the lsm= boot "
+                "parameter; check /sys/kernel/security/lsm)"
+            )
+        if level == "namespaces" and self.bwrap is None:
+            needs.append(
+                "a working bubblewrap (install the bubblewrap package; it needs unprivileged user "
+                "namespaces, which some containers disable)"
+            )
+        return needs
+
+    def levels(self) -> tuple[Level, ...]:
+        """The levels this machine offers, weakest first."""
+        return tuple(level for level in LEVELS if not self.missing(level))
+
 
 @dataclass(frozen=True, slots=True)
 class Plan:
-    """How to start one child: argv before the channel fd, and what it will be protected by."""
+    """How to start one child at one level."""
 
+    level: Level
     argv: tuple[str, ...]
+    """The command before the channel fd."""
     namespaces: bool
-    seccomp_library: str | None
+    """bubblewrap makes the file system (if so the scratch dir is its private ``/tmp``)."""
+    landlock_abi: int
+    """The Landlock ABI to apply (0: none)."""
     mechanisms: tuple[str, ...]
+    """What the Host sets up; the child reports the rest."""
+    _read: tuple[str, ...]
+    _seccomp_library: str | None
+    _root: bool
+
+    def confinement(self, scratch: str | None, limits: GuestLimits, scratch_bytes: int) -> dict[str, Any]:
+        """The spec the child hands to ``_confine.confine`` (plain JSON); ``scratch`` is
+        the private directory made for it (None under bubblewrap: its ``/tmp``)."""
+        own_user_namespace = not self.namespaces
+        write = ["/tmp" if self.namespaces else cast(str, scratch), "/dev/null"]
+        max_processes = limits.max_processes
+        return {
+            "cpu_time": limits.cpu_time,
+            "memory_bytes": limits.memory_bytes,
+            "scratch_bytes": scratch_bytes,
+            # RLIMIT_NPROC counts per user namespace and uid, so it is this Guest's alone; but
+            # it exempts the kernel's root uid, which a root Host's Guest still is (``_cgroup``)
+            "max_processes": None if self._root else max_processes,
+            "user_namespace": {"scratch": scratch} if own_user_namespace else None,
+            "landlock": {"abi": self.landlock_abi, "read": list(self._read), "list": list(landlock_lists()), "write": write} if self.landlock_abi else None,
+            "seccomp": (
+                {"library": self._seccomp_library, "restrict_files": self.level == "seccomp"}
+                if self.level != "rlimits" else None
+            ),
+        }
+
+    def check_applied(self, mechanisms: Sequence[str]) -> None:
+        """Raise ``IsolationUnavailable`` unless the child reported every required mechanism."""
+        missing = [m for m in self.requires() if m not in mechanisms]
+        if missing:
+            raise IsolationUnavailable(f"the Guest child did not apply {', '.join(missing)} (isolation={self.level!r})")
+
+    def requires(self) -> tuple[str, ...]:
+        """Mechanisms the child must report, or the Host refuses to run it."""
+        needed = ["rlimits", "no-capabilities", "no-new-privs"]
+        if not self.namespaces:
+            needed.append("userns-nobody")
+        if self.landlock_abi:
+            needed.append("landlock-fs")
+        if self.level != "rlimits":
+            needed.append("seccomp-allowlist")
+        return tuple(needed)
 
 
 def interpreter() -> str:
@@ -97,6 +213,40 @@ def _site_packages() -> set[str]:
     return {path for path in (paths["purelib"], paths["platlib"]) if os.path.isdir(path)}
 
 
+def _library_dirs() -> list[str]:
+    """Where the dynamic loader finds the shared libraries extension modules link to."""
+    multiarch = sysconfig.get_config_var("MULTIARCH") or ""
+    dirs = [f"/usr/lib/{multiarch}", f"/lib/{multiarch}"] if multiarch else ["/usr/lib", "/lib"]
+    return [d for d in (*dirs, "/usr/lib64", "/lib64") if os.path.isdir(d)]
+
+
+def landlock_lists() -> tuple[str, ...]:
+    """Directories the child may list but not read beneath: the stdlib's (imports list
+    it; its entries are granted one by one by ``landlock_reads``)."""
+    paths = _base_paths()
+    return tuple(sorted({paths["stdlib"], paths["platstdlib"]}))
+
+
+def landlock_reads(*, sandboxed: bool) -> tuple[str, ...]:
+    """Exactly what the child may read under Landlock: the stdlib's entries but
+    ``site-packages``, ``libpython``, the shared-library dirs, its own sources, zoneinfo
+    and the random devices. ``sandboxed``: the paths as bubblewrap shows them."""
+    paths = _base_paths()
+    site = _site_packages()
+    reads: set[str] = set()
+    for stdlib in {paths["stdlib"], paths["platstdlib"]}:
+        reads.update(os.path.join(stdlib, entry) for entry in os.listdir(stdlib) if os.path.join(stdlib, entry) not in site)
+    libdir = sysconfig.get_config_var("LIBDIR") or ""
+    if libdir.startswith((sys.base_prefix, sys.base_exec_prefix)):
+        reads.update(glob.glob(os.path.join(libdir, "libpython*")))
+    reads.update(_library_dirs())
+    reads.update(p for p in _PUBLIC_DATA if os.path.isdir(p))
+    root = SANDBOX_ROOT if sandboxed else str(PACKAGE_ROOT)
+    reads.update(f"{root}/{relative}" for relative in _CHILD_SOURCES)
+    reads.update(("/dev/urandom", "/dev/random", "/dev/zero"))
+    return tuple(sorted(reads))
+
+
 def _bwrap_argv(bwrap: str, python: str, scratch_bytes: int) -> list[str]:
     argv = [
         bwrap, "--unshare-all", "--unshare-user", "--uid", _NOBODY, "--gid", _NOBODY,
@@ -119,16 +269,14 @@ def _bwrap_argv(bwrap: str, python: str, scratch_bytes: int) -> list[str]:
         "--proc", "/proc", "--dev", "/dev",
         "--size", str(scratch_bytes), "--tmpfs", "/tmp",
         "--remount-ro", "/",  # bwrap's root is a writable tmpfs; only /tmp stays writable
+        "--remount-ro", "/dev",  # its /dev (and /dev/shm in it) is an unbounded tmpfs otherwise
         "--chdir", "/tmp",
         python, *INTERPRETER_FLAGS, f"{SANDBOX_ROOT}/pysolate/_guest/_child.py",
     ]
     return argv
 
 
-@functools.cache
-def _probe_bwrap(bwrap: str, python: str) -> bool:
-    argv = _bwrap_argv(bwrap, python, 1 << 20)
-    argv[-1:] = ["-c", "pass"]
+def _works(argv: list[str]) -> bool:
     try:
         done = subprocess.run(argv, stdin=subprocess.DEVNULL, capture_output=True, env={}, timeout=10)
     except (OSError, subprocess.SubprocessError):
@@ -136,15 +284,89 @@ def _probe_bwrap(bwrap: str, python: str) -> bool:
     return done.returncode == 0
 
 
+_USERNS_PROBE = (
+    "import ctypes, os\n"
+    "libc = ctypes.CDLL(None, use_errno=True)\n"
+    "uid, gid = os.getuid(), os.getgid()\n"
+    "assert libc.unshare(0x10000000 | 0x00020000) == 0\n"
+    "open('/proc/self/setgroups', 'w').write('deny')\n"
+    "open('/proc/self/uid_map', 'w').write(f'65534 {uid} 1')\n"
+    "open('/proc/self/gid_map', 'w').write(f'65534 {gid} 1')\n"
+)
+
+
 @functools.cache
-def plan(choice: IsolationChoice, scratch_bytes: int) -> Plan:
-    """The strongest plan ``choice`` allows on this machine (blocks once, probing bwrap)."""
+def _machine(hide_bwrap: bool) -> Machine:
+    python = interpreter()
+    bwrap = None if hide_bwrap else shutil.which("bwrap")
+    if bwrap is not None:
+        argv = _bwrap_argv(bwrap, python, 1 << 20)
+        argv[-1:] = ["-c", "pass"]
+        bwrap = bwrap if _works(argv) else None
+    return Machine(
+        bwrap=bwrap,
+        landlock_abi=_landlock.abi(),
+        seccomp_library=seccomp_library(),
+        user_namespaces=_works([python, "-I", "-S", "-c", _USERNS_PROBE]),
+        root=os.geteuid() == 0,
+    )
+
+
+def machine() -> Machine:
+    """What this machine offers (blocks once per process and knob setting: it starts
+    bubblewrap and a user namespace to be sure they work)."""
+    return _machine(os.environ.get(HIDE_BWRAP_ENV) == "1")
+
+
+def resolve(choice: IsolationChoice) -> Level:
+    """The level ``choice`` means on this machine.
+
+    Raises ``IsolationUnavailable`` when the machine lacks it (the message says what is
+    missing and how to get it), and ``ValueError`` for an unknown choice.
+    """
+    if choice != "strongest" and choice not in LEVELS:
+        raise ValueError(f"isolation must be 'strongest' or one of {', '.join(LEVELS)}; got {choice!r}")
+    found = machine()
+    if choice != "strongest":
+        missing = found.missing(choice)
+        if missing:
+            raise IsolationUnavailable(f"isolation={choice!r} is not available here; missing: " + "; ".join(missing))
+        return choice
+    offered = found.levels()
+    strongest = offered[-1] if offered else None
+    if strongest is None or LEVELS.index(strongest) < LEVELS.index(DEFAULT_MINIMUM):
+        missing = [*found.missing("landlock"), *found.missing("namespaces")]
+        raise IsolationUnavailable(
+            "no file-system isolation for the Guest on this machine (it needs bubblewrap or Landlock); missing: "
+            + "; ".join(dict.fromkeys(missing))
+            + ". To run without it anyway, ask for it explicitly: Host(isolation='seccomp') or 'rlimits'"
+            + (f" (this machine offers {', '.join(offered)})" if offered else "")
+        )
+    return strongest
+
+
+@functools.cache
+def _plan(level: Level, scratch_bytes: int, found: Machine) -> Plan:
     python = interpreter()
     mechanisms = ["clearenv", "isolated-interpreter"]  # the child adds what it applied
-    library = seccomp_library() if choice in ("strongest", "seccomp") else None
-    bwrap = shutil.which("bwrap") if choice == "strongest" else None
-    if bwrap and _probe_bwrap(bwrap, python):
-        mechanisms += ["bwrap", "no-network", "readonly-system", "private-tmp"]
-        return Plan(tuple(_bwrap_argv(bwrap, python, scratch_bytes)), True, library, tuple(mechanisms))
+    library = found.seccomp_library if level != "rlimits" else None
+    abi = found.landlock_abi if level in ("landlock", "namespaces") else 0
+    if level == "namespaces":
+        assert found.bwrap is not None
+        mechanisms += ["bwrap", "no-network", "readonly-system", "private-tmp", "pid-namespace"]
+        argv = tuple(_bwrap_argv(found.bwrap, python, scratch_bytes))
+        setpriv = shutil.which("setpriv") if found.root else None
+        if setpriv:  # bwrap keeps a root caller's supplementary groups; the Host's fork+setgroups would be slow
+            argv = (setpriv, "--clear-groups", "--", *argv)
+            mechanisms.append("no-supplementary-groups")
+        return Plan(level, argv, True, abi, tuple(mechanisms), landlock_reads(sandboxed=True), library, found.root)
     child = str(PACKAGE_ROOT / "pysolate" / "_guest" / "_child.py")
-    return Plan((python, *INTERPRETER_FLAGS, child), False, library, tuple(mechanisms))
+    reads = landlock_reads(sandboxed=False) if abi else ()
+    return Plan(level, (python, *INTERPRETER_FLAGS, child), False, abi, tuple(mechanisms), reads, library, found.root)
+
+
+def plan(choice: IsolationChoice, scratch_bytes: int) -> Plan:
+    """The plan for ``choice`` on this machine (blocks once, probing). Raises
+    ``IsolationUnavailable`` and ``ValueError`` as ``resolve`` does."""
+    level = resolve(choice)
+    return _plan(level, scratch_bytes, machine())

@@ -43,6 +43,7 @@ import anyio.abc
 from occurrences._plain import NotPlain, to_tagged
 
 from .._crossing import invalid_result
+from .._exceptions import IsolationUnavailable
 from .._guest_api import (
     CallHandler,
     ErrorInfo,
@@ -52,7 +53,8 @@ from .._guest_api import (
     Isolation,
     ToolFailure,
 )
-from . import _isolation
+from . import _confine, _isolation
+from ._cgroup import GuestCgroup, enter_cgroup
 from ._channel import Channel as _Channel
 from ._channel import ChannelClosed as _ChannelClosed
 from ._frames import Call, Done, ProtocolViolation, ReadyFrame, TurnDone, parse_guest_frame
@@ -66,6 +68,9 @@ EXIT_GRACE = 0.5
 
 SCRATCH_BYTES = 64 * 1024 * 1024
 """Size of the child's private tmpfs (and its RLIMIT_FSIZE)."""
+
+CGROUP_GRACE = 2.0
+"""Seconds the killed processes of a Guest's cgroup may take to be gone before it is removed."""
 
 STDERR_KEPT = 8 * 1024
 """Bytes of the child's stderr kept for the ``crashed`` message."""
@@ -117,6 +122,7 @@ class SubprocessGuest:
         self._limits = limits
         self.isolation = isolation
         self._scratch = scratch  # temp dir we created (no-namespace plans only); removed on close
+        self._cgroup: GuestCgroup | None = None  # holds the whole process tree, where one could be made
         self._startup_seconds = startup_seconds
         self._state = _State.READY
         self._calls = 0
@@ -313,10 +319,12 @@ class SubprocessGuest:
     # -- stopping --------------------------------------------------------------------------
 
     def _kill(self) -> None:
-        """SIGKILL the child's process group (bwrap takes its namespace down with it)."""
+        """SIGKILL the child's process group, bwrap's namespace and the Guest's cgroup."""
         if self._process.returncode is None:
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(self._process.pid, signal.SIGKILL)
+        if self._cgroup is not None:
+            self._cgroup.kill()
 
     async def _stderr_after_death(self) -> str:
         """Kill the child and return the start of what it wrote to stderr (for start errors)."""
@@ -329,6 +337,13 @@ class SubprocessGuest:
     async def _kill_and_reap(self) -> None:
         self._kill()
         await self._process.wait()
+        if self._cgroup is not None:
+            with anyio.move_on_after(CGROUP_GRACE):
+                while self._cgroup.populated():
+                    self._cgroup.kill()
+                    await anyio.sleep(0.005)
+            self._cgroup.remove()
+            self._cgroup = None
         self._channel.close()
         await self._process.aclose()
         if self._scratch is not None:
@@ -336,7 +351,7 @@ class SubprocessGuest:
             self._scratch = None
 
     async def aclose(self) -> None:
-        """Kill and reap the child and release its channel and scratch dir; idempotent.
+        """Kill and reap the child (its cgroup too), release channel and scratch; idempotent.
 
         Shielded from cancellation: it only kills and waits for an already dead process.
         """
@@ -355,10 +370,10 @@ async def start_subprocess_guest(
 ) -> SubprocessGuest:
     """Start an isolated Guest child and return once it waits for its source.
 
-    ``capabilities`` maps each global name to the methods the program may call on it.
-    ``isolation`` may ask for a weaker level than the strongest available (tests do).
-    Raises ``GuestStartError`` if the child dies or is not ready within ``START_TIMEOUT``.
-    Cancellation kills and reaps the child, then re-raises.
+    ``capabilities`` maps global names to granted methods; ``isolation`` names the level
+    (``_isolation``). Raises ``IsolationUnavailable`` before any child starts, or when the
+    child could not apply its level; ``GuestStartError`` if it dies or is not ready within
+    ``START_TIMEOUT``. Cancellation kills and reaps the child, then re-raises.
     """
     plan = await anyio.to_thread.run_sync(_isolation.plan, isolation, SCRATCH_BYTES)
     scratch = None if plan.namespaces else tempfile.mkdtemp(prefix="pysolate-guest-")
@@ -388,36 +403,31 @@ async def start_subprocess_guest(
     channel = _Channel(host_end, limits.max_frame_bytes)
     guest = SubprocessGuest(process, channel, capabilities, limits, Isolation("process"), scratch, 0.0)
     try:
+        with anyio.fail_after(START_TIMEOUT):  # before init: the child runs nothing before it
+            guest._cgroup = await enter_cgroup(process.pid, sandboxed=plan.namespaces, memory_bytes=limits.memory_bytes + SCRATCH_BYTES, max_processes=limits.max_processes)
+        host_mechanisms = guest._cgroup.mechanisms if guest._cgroup is not None else ()
         init = {
             "t": "init",
             "capabilities": {name: list(methods) for name, methods in capabilities.items()},
-            "limits": {
-                "cpu_time": limits.cpu_time,
-                "memory_bytes": limits.memory_bytes,
-                "max_frame_bytes": limits.max_frame_bytes,
-                "scratch_bytes": SCRATCH_BYTES,
-            },
-            "seccomp": plan.seccomp_library,
-            "restrict_files": not plan.namespaces,
+            "limits": {"max_frame_bytes": limits.max_frame_bytes},
+            "confinement": plan.confinement(scratch, limits, SCRATCH_BYTES),
         }
         with anyio.fail_after(START_TIMEOUT):
             await channel.send(encode_frame(init))
             ready = parse_guest_frame(await channel.receive())
         if not isinstance(ready, ReadyFrame):
             raise ProtocolViolation("the child's first frame was not ready")
-    except (_ChannelClosed, ProtocolViolation, TimeoutError) as exc:
+        plan.check_applied(ready.mechanisms)
+    except (_ChannelClosed, ProtocolViolation, TimeoutError, OSError) as exc:
         detail = await guest._stderr_after_death()
         await guest.aclose()
+        if guest._process.returncode == _confine.EXIT_CODE and detail.startswith(_confine.STDERR_PREFIX):
+            raise IsolationUnavailable(f"the Guest could not be isolated at level {plan.level!r}: {detail[len(_confine.STDERR_PREFIX):]}") from None
         raise GuestStartError(f"the Guest child did not start ({exc!r}): {detail}") from None
     except BaseException:
         await guest.aclose()
         raise
-    mechanisms = (*plan.mechanisms, *ready.mechanisms)
-    if plan.namespaces:
-        guest.isolation = Isolation("namespaces", mechanisms)
-    elif "seccomp" in ready.mechanisms:
-        guest.isolation = Isolation("seccomp", mechanisms)
-    else:
-        guest.isolation = Isolation("rlimits", mechanisms)
+    guest.isolation = Isolation(plan.level, (*plan.mechanisms, *host_mechanisms, *ready.mechanisms))
     guest._startup_seconds = time.perf_counter() - t0
     return guest
+

@@ -1,23 +1,37 @@
-"""The Guest child's seccomp filter, installed through the system's ``libseccomp`` by ctypes.
+"""The Guest child's seccomp filter: an allow-list, installed through ``libseccomp`` by ctypes.
 
-Stdlib-only (the child imports it; no ``pyseccomp`` dependency: the few calls we need are
-five C functions). The filter is a deny-list on top of the default-allow CPython needs:
+Stdlib-only (the child imports it; the few calls we need are five C functions of the
+system's ``libseccomp.so.2``). The filter **denies by default**: a syscall not listed in
+``ALLOWED`` fails with ENOSYS (what an old kernel answers, so glibc and CPython take their
+fallbacks for calls newer than the list — ``clone3``, ``openat2``, ``faccessat2`` — instead
+of failing). ``DENIED`` names the calls a program reaching for an escape would try; they
+fail with EPERM so the program sees a plain ``PermissionError``:
 
-- no new programs or processes: ``execve``/``execveat``, ``fork``/``vfork`` and ``clone``
-  without ``CLONE_THREAD`` fail with EPERM; ``clone3`` fails with ENOSYS (its flags live
-  in a struct the filter cannot read, and glibc falls back to ``clone`` only on ENOSYS, so
-  threads still work);
-- no sockets: ``socket``, ``socketpair``, ``connect``, ``bind``, ``listen``, ``accept``;
-  the broker socket was inherited already open and stays usable;
-- no reaching other processes or loosening the limits: ``ptrace``, ``process_vm_*``,
-  ``kill``/``tgkill`` of any pid but our own, ``setrlimit``/``prlimit64`` with a new value,
-  namespace and mount calls, ``bpf``, ``perf_event_open``, ``userfaultfd``, keyrings;
-- with ``restrict_files`` (used when no mount namespace makes the file system read-only):
-  no opening for write, creating, renaming, deleting, linking or chmod-ing files at all.
+- new programs or processes: ``execve``, ``fork``, ``clone`` without ``CLONE_THREAD`` or
+  with a namespace flag (threads stay allowed), ``setsid``;
+- the network: ``socket``, ``connect``, ``bind`` … (an ``AF_UNIX`` stream ``socketpair``
+  stays, for asyncio's self-pipe; it reaches nothing outside the process);
+- other processes: ``ptrace``, ``process_vm_*``, every signal not sent to ourselves
+  (``kill``/``tgkill`` with another pid, ``tkill``, the ``rt_*sigqueueinfo`` and ``pidfd``
+  families), ``kcmp``;
+- the kernel's shared state: io_uring (it performs file and network I/O that no other
+  rule sees), mount and the new mount API, ``open_by_handle_at``, ``bpf``,
+  ``perf_event_open``, ``userfaultfd``, keyrings, ``reboot``, ``sethostname``,
+  ``unshare``/``setns``, SysV IPC and POSIX message queues, modules, clocks, swap;
+- unaccounted memory: ``memfd_create`` (its pages escape ``RLIMIT_AS``);
+- identity and limits: ``set*uid``/``set*gid``/``capset``, ``setrlimit``/``prlimit64``
+  with a new value;
+- metadata that Landlock does not cover: ``chmod`` (incl. ``fchmodat2``), ``chown``,
+  ``utime`` and extended attributes.
 
-``libseccomp`` sets ``no_new_privs`` and kills on a foreign syscall ABI (i386/x32), so the
-deny-list cannot be sidestepped by switching ABI. Prior art: Flatpak's and Docker's default
-profiles (deny-lists over default-allow), and the research notes on ``clone3``.
+With ``restrict_files`` (no Landlock, no mount namespace protects the file system) no file
+may be opened for writing, created, renamed, linked or removed at all.
+
+``ioctl`` and ``prctl`` are allowed only for the few requests CPython makes. ``libseccomp``
+also kills a process that switches syscall ABI (i386/x32), so the list cannot be
+sidestepped that way. ``install(..., strict=True)`` kills the process on any syscall the
+lists do not name: the compatibility tests use it on every supported interpreter so that a
+new Python needing a new syscall fails loudly in a test instead of quietly at a user's.
 """
 
 from __future__ import annotations
@@ -27,8 +41,83 @@ import errno
 import os
 
 _ALLOW = 0x7FFF0000
+_KILL_PROCESS = 0x80000000
 _NE, _EQ, _MASKED_EQ = 1, 4, 7
+
 _CLONE_THREAD = 0x00010000
+_CLONE_NAMESPACES = 0x00020000 | 0x02000000 | 0x04000000 | 0x08000000 | 0x10000000 | 0x20000000 | 0x40000000
+"""CLONE_NEWNS, NEWCGROUP, NEWUTS, NEWIPC, NEWUSER, NEWPID, NEWNET."""
+
+_AF_UNIX, _SOCK_STREAM, _SOCK_TYPE_MASK = 1, 1, 0xF
+
+ALLOWED = (
+    # file descriptors and reading
+    "read", "write", "readv", "writev", "pread64", "pwrite64", "preadv", "pwritev", "preadv2", "pwritev2",
+    "lseek", "close", "close_range", "dup", "dup2", "dup3", "fcntl", "flock", "fsync", "fdatasync",
+    "ftruncate", "fallocate", "fadvise64", "sendfile", "copy_file_range",
+    "stat", "fstat", "lstat", "newfstatat", "statx", "access", "faccessat", "faccessat2",
+    "readlink", "readlinkat", "getdents", "getdents64", "getcwd", "chdir", "fchdir", "statfs", "fstatfs", "umask",
+    # memory
+    "mmap", "munmap", "mprotect", "mremap", "brk", "madvise", "msync", "mincore", "membarrier",
+    # threads, scheduling, exit
+    "futex", "futex_waitv", "set_robust_list", "get_robust_list", "rseq", "set_tid_address", "gettid",
+    "sched_yield", "sched_getaffinity", "sched_getparam", "sched_getscheduler", "sched_get_priority_max",
+    "sched_get_priority_min", "getcpu", "exit", "exit_group", "restart_syscall", "arch_prctl",
+    "wait4", "waitid",
+    # signals to ourselves, timers, clocks
+    "rt_sigaction", "rt_sigprocmask", "rt_sigreturn", "sigaltstack", "rt_sigpending", "rt_sigsuspend",
+    "rt_sigtimedwait", "pause", "alarm", "setitimer", "getitimer",
+    "clock_gettime", "clock_getres", "clock_nanosleep", "nanosleep", "gettimeofday", "time", "times",
+    # identity and limits (read only)
+    "getpid", "getppid", "getuid", "geteuid", "getgid", "getegid", "getgroups", "getresuid", "getresgid",
+    "getpgrp", "getpgid", "getsid", "capget", "getrlimit", "getrusage", "sysinfo", "uname", "getpriority", "getrandom",
+    # polling, pipes, the inherited broker socket and local socket pairs
+    "poll", "ppoll", "select", "pselect6", "epoll_create", "epoll_create1", "epoll_ctl", "epoll_wait",
+    "epoll_pwait", "epoll_pwait2", "eventfd", "eventfd2", "pipe", "pipe2",
+    "sendto", "recvfrom", "shutdown", "getsockname", "getpeername", "getsockopt",
+)
+"""Allowed unconditionally (fd-based or harmless)."""
+
+FILE_CHANGES = (
+    "creat", "mkdir", "mkdirat", "rmdir", "unlink", "unlinkat", "rename", "renameat", "renameat2",
+    "link", "linkat", "symlink", "symlinkat", "truncate",
+)
+"""Allowed when Landlock or a read-only mount namespace decides which paths they reach;
+EPERM under ``restrict_files``."""
+
+DENIED = (
+    "execve", "execveat", "fork", "vfork", "setsid", "setpgid",
+    "socket", "connect", "bind", "listen", "accept", "accept4", "sendmsg", "recvmsg", "sendmmsg", "recvmmsg",
+    "ptrace", "process_vm_readv", "process_vm_writev", "process_madvise", "kcmp",
+    "tkill", "rt_sigqueueinfo", "rt_tgsigqueueinfo", "pidfd_open", "pidfd_send_signal", "pidfd_getfd",
+    "io_uring_setup", "io_uring_enter", "io_uring_register",
+    "mount", "umount2", "pivot_root", "chroot", "fsopen", "fsconfig", "fsmount", "fspick", "open_tree",
+    "move_mount", "mount_setattr", "open_by_handle_at", "name_to_handle_at",
+    "bpf", "perf_event_open", "userfaultfd", "keyctl", "add_key", "request_key",
+    "reboot", "sethostname", "setdomainname", "unshare", "setns",
+    "shmget", "shmat", "shmctl", "shmdt", "msgget", "msgsnd", "msgrcv", "msgctl", "semget", "semop",
+    "semtimedop", "semctl", "mq_open", "mq_unlink", "mq_timedsend", "mq_timedreceive", "mq_notify", "mq_getsetattr",
+    "kexec_load", "kexec_file_load", "init_module", "finit_module", "delete_module", "iopl", "ioperm",
+    "swapon", "swapoff", "acct", "quotactl", "quotactl_fd", "syslog", "personality", "vhangup",
+    "settimeofday", "clock_settime", "clock_adjtime", "adjtimex",
+    "memfd_create", "memfd_secret",
+    "setuid", "setgid", "setreuid", "setregid", "setresuid", "setresgid", "setgroups", "setfsuid",
+    "setfsgid", "capset", "setrlimit",
+    "chmod", "fchmod", "fchmodat", "fchmodat2", "chown", "fchown", "lchown", "fchownat",
+    "utime", "utimes", "utimensat", "futimesat", "mknod", "mknodat",
+    "setxattr", "lsetxattr", "fsetxattr", "removexattr", "lremovexattr", "fremovexattr",
+)
+"""EPERM. (Any call not allowed is refused anyway; these get the clearer error.)"""
+
+_WRITE_FLAGS = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_APPEND
+"""An ``open``/``openat`` with any of these bits is refused under ``restrict_files``."""
+
+_IOCTLS = (0x5401, 0x5413, 0x541B, 0x5421, 0x5450, 0x5451)
+"""TCGETS (``isatty``), TIOCGWINSZ, FIONREAD, FIONBIO (``setblocking``), FIONCLEX, FIOCLEX."""
+
+_PRCTLS = (3, 15, 16, 39, 0x53564D41)
+"""PR_GET_DUMPABLE, PR_SET_NAME, PR_GET_NAME (thread names), PR_GET_NO_NEW_PRIVS,
+PR_SET_VMA (glibc names its mappings)."""
 
 
 def _errno_action(code: int) -> int:
@@ -39,29 +128,16 @@ class _ArgCmp(ctypes.Structure):
     _fields_ = [("arg", ctypes.c_uint), ("op", ctypes.c_int), ("datum_a", ctypes.c_uint64), ("datum_b", ctypes.c_uint64)]
 
 
-_DENIED = (
-    "execve", "execveat", "fork", "vfork",
-    "socket", "socketpair", "connect", "bind", "listen", "accept", "accept4",
-    "ptrace", "process_vm_readv", "process_vm_writev", "tkill", "setrlimit",
-    "unshare", "setns", "mount", "umount2", "pivot_root", "chroot",
-    "bpf", "perf_event_open", "userfaultfd", "keyctl", "add_key", "request_key",
-)
-"""Calls that always fail with EPERM."""
-
-_FILE_WRITES = (
-    "creat", "unlink", "unlinkat", "rename", "renameat", "renameat2", "mkdir", "mkdirat",
-    "rmdir", "link", "linkat", "symlink", "symlinkat", "chmod", "fchmod", "fchmodat",
-    "chown", "fchown", "lchown", "fchownat", "truncate", "mknod", "mknodat", "utime",
-    "utimes", "utimensat", "futimesat",
-)
-"""File-changing calls denied under ``restrict_files``."""
-
-_WRITE_FLAGS = (os.O_WRONLY, os.O_RDWR, os.O_CREAT, os.O_TRUNC, os.O_APPEND)
-"""An ``open``/``openat`` with any of these bits is refused under ``restrict_files``."""
+Condition = tuple[int, int, int, int]
 
 
-def install(library_path: str, *, restrict_files: bool) -> None:
-    """Load the filter into this process (irrevocably). Raises ``OSError`` if it cannot."""
+def install(library_path: str, *, restrict_files: bool, strict: bool = False) -> list[str]:
+    """Load the filter into this process (irrevocably); returns the mechanisms applied.
+
+    ``strict`` makes every unlisted syscall kill the process (tests only, see module
+    docstring). Raises ``OSError`` if the filter cannot be built or loaded: the caller must
+    then not run the program.
+    """
     lib = ctypes.CDLL(library_path, use_errno=True)
     lib.seccomp_init.restype = ctypes.c_void_p
     lib.seccomp_init.argtypes = [ctypes.c_uint32]
@@ -75,37 +151,55 @@ def install(library_path: str, *, restrict_files: bool) -> None:
     lib.seccomp_load.argtypes = [ctypes.c_void_p]
     lib.seccomp_release.argtypes = [ctypes.c_void_p]
 
-    ctx = lib.seccomp_init(_ALLOW)
+    default = _KILL_PROCESS if strict else _errno_action(errno.ENOSYS)
+    ctx = lib.seccomp_init(default)
     if not ctx:
         raise OSError("seccomp_init failed")
     try:
-        def rule(action: int, name: str, *conditions: tuple[int, int, int, int]) -> None:
+        def rule(action: int, name: str, *conditions: Condition) -> None:
+            if action == default:
+                return  # libseccomp refuses a rule that repeats the default
             number = lib.seccomp_syscall_resolve_name(name.encode())
             if number < 0:
-                return  # not a syscall on this architecture (e.g. ``fork`` on arm64)
+                return  # not a syscall here (``fork`` on arm64) or newer than libseccomp: denied by default
             array = (_ArgCmp * max(1, len(conditions)))(*[_ArgCmp(*c) for c in conditions])
             rc = lib.seccomp_rule_add_array(ctx, action, number, len(conditions), array)
             if rc < 0:
                 raise OSError(-rc, f"seccomp rule for {name}: {os.strerror(-rc)}")
 
-        eperm = _errno_action(errno.EPERM)
-        for name in _DENIED:
+        eperm, enosys = _errno_action(errno.EPERM), _errno_action(errno.ENOSYS)
+        for name in ALLOWED:
+            rule(_ALLOW, name)
+        for name in DENIED:
             rule(eperm, name)
-        rule(eperm, "clone", (0, _MASKED_EQ, _CLONE_THREAD, 0))
-        rule(_errno_action(errno.ENOSYS), "clone3")
-        pid = os.getpid()
-        rule(eperm, "kill", (0, _NE, pid, 0))
-        rule(eperm, "tgkill", (0, _NE, pid, 0))
-        rule(eperm, "prlimit64", (2, _NE, 0, 0))
+        for name in FILE_CHANGES:
+            rule(eperm if restrict_files else _ALLOW, name)
         if restrict_files:
-            rule(_errno_action(errno.ENOSYS), "openat2")  # flags in a struct: make glibc use openat
             for name, flags_arg in (("open", 1), ("openat", 2)):
-                for bit in _WRITE_FLAGS:
+                rule(_ALLOW, name, (flags_arg, _MASKED_EQ, _WRITE_FLAGS, 0))
+                for bit in (os.O_WRONLY, os.O_RDWR, os.O_CREAT, os.O_TRUNC, os.O_APPEND):
                     rule(eperm, name, (flags_arg, _MASKED_EQ, bit, bit))
-            for name in _FILE_WRITES:
-                rule(eperm, name)
+        else:
+            rule(_ALLOW, "open")
+            rule(_ALLOW, "openat")
+        rule(enosys, "openat2")  # its flags live in a struct the filter cannot read; glibc falls back to openat
+        rule(_ALLOW, "clone", (0, _MASKED_EQ, _CLONE_THREAD | _CLONE_NAMESPACES, _CLONE_THREAD))
+        rule(eperm, "clone", (0, _MASKED_EQ, _CLONE_THREAD, 0))
+        rule(enosys, "clone3")  # flags in a struct too; glibc falls back to clone only on ENOSYS
+        pid = os.getpid()
+        for name in ("kill", "tgkill"):
+            rule(_ALLOW, name, (0, _EQ, pid, 0))
+            rule(eperm, name, (0, _NE, pid, 0))
+        rule(_ALLOW, "prlimit64", (0, _EQ, 0, 0), (2, _EQ, 0, 0))
+        rule(eperm, "prlimit64", (2, _NE, 0, 0))
+        rule(_ALLOW, "socketpair", (0, _EQ, _AF_UNIX, 0), (1, _MASKED_EQ, _SOCK_TYPE_MASK, _SOCK_STREAM))
+        for request in _IOCTLS:
+            rule(_ALLOW, "ioctl", (1, _MASKED_EQ, 0xFFFFFFFF, request))
+        for option in _PRCTLS:
+            rule(_ALLOW, "prctl", (0, _EQ, option, 0))
         rc = lib.seccomp_load(ctx)
         if rc < 0:
             raise OSError(-rc, f"seccomp_load: {os.strerror(-rc)}")
     finally:
         lib.seccomp_release(ctx)
+    return ["seccomp-allowlist", "no-fork", "no-sockets", "no-io-uring", "no-memfd"] + (["no-file-writes"] if restrict_files else [])

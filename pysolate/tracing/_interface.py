@@ -136,8 +136,11 @@ class RunTrace(Protocol):
 class Instrument(Protocol):
     """Factory of run traces; one per Host, shared by concurrent runs."""
 
-    def run_started(self, *, run_id: str, agent_name: str | None = None) -> RunTrace:
-        """A run starts (first chunk, or ``run_source``)."""
+    def run_started(
+        self, *, run_id: str, agent_name: str | None = None, isolation: str | None = None
+    ) -> RunTrace:
+        """A run starts (first chunk, or ``run_source``). ``isolation`` is the level its
+        Guest runs at (``Host.isolation()``; ``"custom"`` for a custom Guest factory)."""
 
 
 def source_hash(source: str) -> str:

@@ -96,7 +96,9 @@ class NullInstrument:
 
     __slots__ = ()
 
-    def run_started(self, *, run_id: str, agent_name: str | None = None) -> RunTrace:
+    def run_started(
+        self, *, run_id: str, agent_name: str | None = None, isolation: str | None = None
+    ) -> RunTrace:
         return NULL_RUN
 
 

@@ -437,10 +437,14 @@ class OTelInstrument:
         self._record_payloads = record_payloads
         self._agent_name = agent_name
 
-    def run_started(self, *, run_id: str, agent_name: str | None = None) -> RunTrace:
+    def run_started(
+        self, *, run_id: str, agent_name: str | None = None, isolation: str | None = None
+    ) -> RunTrace:
         name = agent_name or self._agent_name
         action = current_code_action()
         attributes = {A.RUN_ID: run_id}
+        if isolation:
+            attributes[A.ISOLATION] = isolation
         if name:
             attributes[A.GEN_AI_AGENT_NAME] = name
         if action.tool_call_id is not None:

@@ -106,8 +106,10 @@ def test_demo_prints_both_runs_side_by_side() -> None:
         "claimed",
         "orphaned",
         "time saved",
+        "isolation",
     ):
         assert text in done.stdout
+    assert any(level in done.stdout for level in ("namespaces", "landlock"))  # the default's floor
     progress = [line for line in done.stdout.splitlines() if "tokens" in line and "early" in line]
     assert [line.split()[0] for line in progress] == ["stream,", "pysolate"], "where each run ended"
     assert "early  0/0" in progress[0] and "early  0/0" not in progress[1]

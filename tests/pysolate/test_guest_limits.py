@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import anyio
 import pytest
+from guest_levels import choice, params
 
 from pysolate._guest import start_subprocess_guest
 from pysolate._guest_api import GuestLimits, GuestOutcome
@@ -14,6 +15,20 @@ from pysolate._guest_api import GuestLimits, GuestOutcome
 pytestmark = pytest.mark.anyio
 
 CAPS = {"tools": ["echo", "slow", "big"]}
+
+
+class _Level:
+    value = "strongest"
+
+
+LEVEL = _Level()
+"""The isolation level of the current test (every test runs at every level offered here)."""
+
+
+@pytest.fixture(autouse=True, params=params(hidden_bwrap=False))
+def _at_every_level(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(LEVEL, "value", choice(request.param, monkeypatch))
+
 
 
 class Tools:
@@ -37,7 +52,7 @@ class Tools:
 
 
 async def run(source: str, tools: Tools | None = None, **limits: float) -> GuestOutcome:
-    guest = await start_subprocess_guest(CAPS, GuestLimits(**limits))  # type: ignore[arg-type]
+    guest = await start_subprocess_guest(CAPS, GuestLimits(**limits), isolation=LEVEL.value)  # type: ignore[arg-type]
     try:
         return await guest.run(source, tools or Tools())
     finally:

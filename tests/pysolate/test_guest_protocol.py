@@ -10,6 +10,7 @@ import json
 
 import anyio
 import pytest
+from guest_levels import choice, params
 
 from occurrences._plain import to_tagged
 from pysolate._guest import start_subprocess_guest
@@ -17,6 +18,20 @@ from pysolate._guest._frames import Call, Done, ProtocolViolation, ReadyFrame, p
 from pysolate._guest_api import ErrorInfo, GuestLimits, GuestOutcome
 
 CAPS = {"workspace": ["read_text", "slow"]}
+
+
+class _Level:
+    value = "strongest"
+
+
+LEVEL = _Level()
+"""The isolation level of the current test (every test runs at every level offered here)."""
+
+
+@pytest.fixture(autouse=True, params=params(hidden_bwrap=False))
+def _at_every_level(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(LEVEL, "value", choice(request.param, monkeypatch))
+
 
 RAW = """\
 import os, sys, json, struct, time
@@ -48,7 +63,7 @@ class Tools:
 
 
 async def run(source: str, tools: Tools | None = None) -> GuestOutcome:
-    guest = await start_subprocess_guest(CAPS, GuestLimits(wall_time=10))
+    guest = await start_subprocess_guest(CAPS, GuestLimits(wall_time=10), isolation=LEVEL.value)  # type: ignore[arg-type]
     try:
         with anyio.fail_after(8):  # every case here must end on its own, long before the wall time
             return await guest.run(source, tools or Tools())

@@ -1,0 +1,170 @@
+"""One cgroup v2 per Guest, where the Host may create one: the whole tree ends with the run.
+
+Killing the child's process group misses a grandchild that called ``setsid()``. A cgroup
+does not: every process the child creates stays in it, and ``cgroup.kill`` (Linux 5.14)
+SIGKILLs them all at once. Where the Host's cgroup delegates the ``memory`` and ``pids``
+controllers, ``memory.max`` also counts what ``RLIMIT_AS`` cannot (tmpfs and memfd pages)
+and ``pids.max`` bounds the tree.
+
+The Host creates the cgroup beside itself (under its own cgroup v2 path) and moves the
+child in *before* sending ``init`` — the child runs no program code before it gets
+``init``, so nothing it creates can start outside. (Under bubblewrap the pid namespace
+already ends the tree and bwrap forks before the Host could move it, so that level does
+not use one.)
+
+On a hybrid hierarchy (cgroup v2 without the ``pids`` controller, and the v1 ``pids``
+hierarchy mounted, as in many containers) the Guest also joins a v1 ``pids`` cgroup for its
+``pids.max``: a root Host's Guest runs as the Host's kernel uid inside its user namespace,
+which ``RLIMIT_NPROC`` exempts, so a cgroup is the only bound on its threads there.
+
+Where the Host may not create cgroups (not root, no delegation) or the kernel has no
+cgroup v2, ``create`` returns None and the Guest has what its level gives: seccomp forbids
+new processes from the ``seccomp`` level up, and ``RLIMIT_NPROC`` bounds threads and
+processes of an unprivileged Host's Guest (docs/isolation.md).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import os
+import sys
+import uuid
+
+import anyio
+
+
+@functools.cache
+def _base(controller: str = "") -> str | None:
+    """The Host's own cgroup directory: v2 (``controller=""``) or a v1 controller's."""
+    mount = None
+    try:
+        with open("/proc/self/mountinfo") as f:
+            for line in f:
+                fields = line.split()
+                separator = fields.index("-")
+                kind, options = fields[separator + 1], fields[separator + 3].split(",")
+                if (kind == "cgroup2" and not controller) or (kind == "cgroup" and controller in options):
+                    mount = fields[4]
+                    break
+        with open("/proc/self/cgroup") as f:
+            prefix = f":{controller}:" if controller else "0::"
+            own = next((line.strip().split(":", 2)[2] for line in f if (prefix in line if controller else line.startswith(prefix))), None)
+    except (OSError, ValueError, IndexError):
+        return None
+    if mount is None or own is None:
+        return None
+    base = os.path.join(mount, own.lstrip("/"))
+    return base if os.path.isdir(base) else None
+
+
+def _make(base: str | None) -> str | None:
+    if base is None:
+        return None
+    path = os.path.join(base, f"pysolate-guest-{uuid.uuid4().hex[:12]}")
+    try:
+        os.mkdir(path)
+    except OSError:
+        return None
+    return path
+
+
+def _set(path: str, name: str, value: int) -> bool:
+    try:
+        with open(os.path.join(path, name), "w") as f:
+            f.write(str(value))
+    except OSError:
+        return False
+    return True
+
+
+class GuestCgroup:
+    """The cgroups holding one Guest's process tree (see module docstring)."""
+
+    def __init__(self, path: str, pids_v1: str | None, mechanisms: tuple[str, ...]) -> None:
+        self.path = path  # the v2 cgroup: kill, and memory/pids where delegated
+        self._pids_v1 = pids_v1  # a v1 pids cgroup where v2 has no pids controller
+        self.mechanisms = mechanisms  # what they enforce: cgroup-kill, cgroup-memory, cgroup-pids
+
+    @classmethod
+    def create(cls, *, memory_bytes: int, max_processes: int) -> GuestCgroup | None:
+        """New cgroups bounded where the controllers allow, or None where none may be made."""
+        path = _make(_base())
+        if path is None:
+            return None
+        if not os.path.exists(os.path.join(path, "cgroup.kill")):
+            os.rmdir(path)
+            return None  # before Linux 5.14: no atomic kill of the tree
+        mechanisms = ["cgroup-kill"]
+        if _set(path, "memory.max", memory_bytes):
+            mechanisms.append("cgroup-memory")
+        pids_v1 = None
+        if _set(path, "pids.max", max_processes):
+            mechanisms.append("cgroup-pids")
+        else:
+            pids_v1 = _make(_base("pids"))
+            if pids_v1 is not None and _set(pids_v1, "pids.max", max_processes):
+                mechanisms.append("cgroup-pids")
+        return cls(path, pids_v1, tuple(mechanisms))
+
+    def add(self, pid: int) -> None:
+        """Move ``pid`` in (raises ``OSError``; the caller then kills the child)."""
+        for path in (self.path, self._pids_v1):
+            if path is not None:
+                with open(os.path.join(path, "cgroup.procs"), "w") as f:
+                    f.write(str(pid))
+
+    def kill(self) -> None:
+        """SIGKILL every process in the cgroup (idempotent, never raises)."""
+        with contextlib.suppress(OSError), open(os.path.join(self.path, "cgroup.kill"), "w") as f:
+            f.write("1")
+
+    def populated(self) -> bool:
+        """Whether any process is still in the cgroup (a killed one takes a moment to go)."""
+        try:
+            with open(os.path.join(self.path, "cgroup.events")) as f:
+                return any(line.strip() == "populated 1" for line in f)
+        except OSError:
+            return False
+
+    def remove(self) -> None:
+        """Remove the (empty) cgroups; an error is left for the next boot, never raised."""
+        for path in (self.path, self._pids_v1):
+            if path is not None:
+                with contextlib.suppress(OSError):
+                    os.rmdir(path)
+
+
+async def enter_cgroup(pid: int, *, sandboxed: bool, memory_bytes: int, max_processes: int) -> GuestCgroup | None:
+    """Move a just-started child (the interpreter under bubblewrap when ``sandboxed``) into a
+    new ``GuestCgroup``; None where none may be made. Raises ``OSError`` if the move fails."""
+    cgroup = GuestCgroup.create(memory_bytes=memory_bytes, max_processes=max_processes)
+    if cgroup is not None:
+        try:
+            cgroup.add(await _sandboxed_interpreter(pid) if sandboxed else pid)
+        except BaseException:
+            cgroup.remove()
+            raise
+    return cgroup
+
+
+async def _sandboxed_interpreter(bwrap_pid: int) -> int:
+    """The pid of the interpreter bubblewrap starts (as the Host sees it), once it runs.
+
+    bubblewrap forks before it could be moved into a cgroup, so the Host moves the
+    interpreter itself; it waits for ``init`` before doing anything, so nothing escapes.
+    """
+    python = os.stat(os.path.realpath(sys.executable))
+    while True:
+        pending, seen = [bwrap_pid], []
+        while pending:
+            pid = pending.pop()
+            seen.append(pid)
+            with contextlib.suppress(OSError, ValueError), open(f"/proc/{pid}/task/{pid}/children") as f:
+                pending += [int(child) for child in f.read().split()]
+        for pid in seen[1:]:
+            with contextlib.suppress(OSError):
+                exe = os.stat(f"/proc/{pid}/exe")
+                if (exe.st_dev, exe.st_ino) == (python.st_dev, python.st_ino):
+                    return pid
+        await anyio.sleep(0.001)

@@ -1,0 +1,99 @@
+"""Everything a Guest child does to itself before the program runs, in one ordered call.
+
+``confine(spec)`` is the only entry point; the child (``_child.main``) calls it once after
+importing what it needs and before it reports ``ready``, and a forked Guest (a fork server)
+must call the same function with the same spec. The order matters:
+
+1. **rlimits** — CPU, address space, file size, no core dumps, and (in its own user
+   namespace, where the count is the Guest's alone) a bound on threads and processes.
+   Set first, while raising them is still possible, so none can be raised later.
+2. **privileges** — outside bubblewrap, a private user + mount namespace as ``nobody``
+   with ``/proc`` and ``/dev/shm`` hidden and the scratch dir size-bounded
+   (``_privileges.enter_user_namespace``); always: no capabilities, ``no_new_privs``,
+   not dumpable (``_privileges.drop``).
+3. **Landlock** — read only what the interpreter needs, write only scratch, no exec, no
+   TCP, scoped signals and abstract sockets (``_landlock.restrict``). Needs 2.
+4. **seccomp** — the allow-list (``_seccomp.install``). Last, because it forbids the calls
+   1-3 make.
+
+Fail closed: any step that fails raises ``ConfinementFailed`` and the caller must exit
+without running the program; the Host then refuses the level (``IsolationUnavailable``)
+instead of running weaker.
+
+The spec is plain JSON built by the Host (``_isolation.Plan.confinement``)::
+
+    {"cpu_time": 10, "memory_bytes": ..., "scratch_bytes": ..., "max_processes": 64 | None,
+     "user_namespace": {"scratch": "/tmp/pysolate-guest-x"} | None,
+     "landlock": {"abi": 7, "read": [...], "list": [...], "write": [...]} | None,
+     "seccomp": {"library": "/usr/lib/.../libseccomp.so.2", "restrict_files": false} | None}
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+EXIT_CODE = 78
+"""The child's exit status when confinement failed (its stderr says which step)."""
+
+STDERR_PREFIX = "pysolate-confinement-failed: "
+
+
+class ConfinementFailed(Exception):
+    """A confinement step failed; the program must not run."""
+
+
+def confine(spec: dict[str, Any]) -> list[str]:
+    """Apply every step of ``spec`` to this process, in order; returns the mechanisms.
+
+    Raises ``ConfinementFailed`` naming the step that failed.
+    """
+    mechanisms: list[str] = []
+    step = "rlimits"
+    try:
+        mechanisms += _apply_rlimits(spec)
+        step = "user namespace"
+        if spec.get("user_namespace"):
+            from . import _privileges
+
+            mechanisms += _privileges.enter_user_namespace(spec["user_namespace"]["scratch"], spec["scratch_bytes"])
+        step = "privileges"
+        from . import _privileges
+
+        mechanisms += _privileges.drop()
+        if spec.get("landlock"):
+            step = "landlock"
+            from . import _landlock
+
+            rules = spec["landlock"]
+            mechanisms += _landlock.restrict(rules["read"], rules["write"], version=rules["abi"], list_only=rules["list"])
+        if spec.get("seccomp"):
+            step = "seccomp"
+            from . import _seccomp
+
+            filter_spec = spec["seccomp"]
+            mechanisms += _seccomp.install(
+                filter_spec["library"], restrict_files=filter_spec["restrict_files"], strict=filter_spec.get("strict", False)
+            )
+    except (OSError, ValueError) as exc:
+        raise ConfinementFailed(f"{step}: {exc}") from None
+    return mechanisms
+
+
+def _apply_rlimits(spec: dict[str, Any]) -> list[str]:
+    import math
+    import resource
+
+    cpu = max(1, math.ceil(spec["cpu_time"]))
+    settings = [
+        (resource.RLIMIT_CPU, cpu, cpu + 1),  # soft: SIGXCPU (the Host reports CPUTimeLimit)
+        (resource.RLIMIT_AS, spec["memory_bytes"], spec["memory_bytes"]),
+        (resource.RLIMIT_CORE, 0, 0),
+        (resource.RLIMIT_FSIZE, spec["scratch_bytes"], spec["scratch_bytes"]),
+    ]
+    mechanisms = ["rlimits"]
+    if spec.get("max_processes"):
+        settings.append((resource.RLIMIT_NPROC, spec["max_processes"], spec["max_processes"]))
+        mechanisms.append("process-count-bound")
+    for which, soft, hard in settings:
+        resource.setrlimit(which, (soft, hard))
+    return mechanisms

@@ -1,0 +1,146 @@
+"""The Guest child gives up every privilege before the program runs.
+
+Called by the child (``_confine``) after its rlimits and before Landlock and seccomp:
+
+``enter_user_namespace``
+    Outside bubblewrap, the child moves into a new user namespace and mount namespace of its
+    own, where it is ``nobody`` (65534). The Host's uid is mapped to it, so the
+    interpreter's files stay readable (a pyenv under ``/root`` is not readable by a real
+    ``nobody``), but the child holds no capability over anything outside its namespace and
+    a root Host's uid gives it no privilege: no ``CAP_DAC_OVERRIDE``, no ``CAP_KILL``, no
+    ``CAP_SYS_PTRACE``. In its private mount namespace it covers
+
+    - ``/proc`` with an empty read-only tmpfs (no other process's ``environ``, ``mem`` or
+      ``cwd``; not even its own — nothing the program needs lives there),
+    - ``/dev/shm`` with an empty read-only tmpfs (POSIX shared memory is unbounded memory),
+    - its scratch directory with a size-bounded tmpfs (the scratch bound, as under
+      bubblewrap),
+
+    and those mounts vanish with it. Without user namespaces (``sysctl
+    user.max_user_namespaces=0``) this step is impossible and the Host refuses levels that
+    need it when it runs as root (``_isolation``).
+``drop``
+    Always: the capability bounding set emptied, ``PR_SET_NO_NEW_PRIVS`` (no setuid binary
+    or file capability can give anything back, and Landlock requires it) and
+    ``PR_SET_DUMPABLE=0`` (no process of the same uid may ptrace it or read its ``/proc``);
+    then it checks that no capability is left in any set.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+
+NOBODY = 65534
+
+_CLONE_NEWNS, _CLONE_NEWUSER = 0x00020000, 0x10000000
+_MS_RDONLY, _MS_NOSUID, _MS_NODEV, _MS_NOEXEC, _MS_REC, _MS_PRIVATE = 1, 2, 4, 8, 0x4000, 1 << 18
+_PR_SET_DUMPABLE, _PR_CAPBSET_DROP, _PR_SET_NO_NEW_PRIVS, _PR_CAP_AMBIENT = 4, 24, 38, 47
+_PR_CAP_AMBIENT_CLEAR_ALL = 4
+
+
+def _libc() -> ctypes.CDLL:
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.mount.argtypes = [ctypes.c_char_p, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_ulong, ctypes.c_char_p]
+    libc.prctl.argtypes = [ctypes.c_int, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong]
+    return libc
+
+
+def _check(rc: int, what: str) -> None:
+    if rc != 0:
+        code = ctypes.get_errno()
+        raise OSError(code, f"{what}: {os.strerror(code)}")
+
+
+def _write(path: str, text: str) -> None:
+    fd = os.open(path, os.O_WRONLY)
+    try:
+        os.write(fd, text.encode())
+    finally:
+        os.close(fd)
+
+
+def enter_user_namespace(scratch: str, scratch_bytes: int) -> list[str]:
+    """Become ``nobody`` in a private user + mount namespace (see module docstring).
+
+    Raises ``OSError`` if any step fails; the program must then not run.
+    """
+    libc = _libc()
+    uid, gid = os.getuid(), os.getgid()
+    if os.geteuid() == 0:
+        os.setgroups([])  # none of root's supplementary groups (an unprivileged Host cannot)
+    _check(libc.unshare(_CLONE_NEWUSER | _CLONE_NEWNS), "unshare(user, mount)")
+    _write("/proc/self/setgroups", "deny")  # no setgroups() can ever re-add a group
+    _write("/proc/self/uid_map", f"{NOBODY} {uid} 1")
+    _write("/proc/self/gid_map", f"{NOBODY} {gid} 1")
+    _check(libc.mount(None, b"/", None, _MS_REC | _MS_PRIVATE, None), "make mounts private")
+    hidden = _MS_RDONLY | _MS_NOSUID | _MS_NODEV | _MS_NOEXEC
+    for path in ("/proc", "/dev/shm"):
+        if os.path.isdir(path):
+            _check(libc.mount(b"tmpfs", path.encode(), b"tmpfs", hidden, b"size=4k,mode=0555"), f"hide {path}")
+    options = f"size={scratch_bytes},mode=0700,uid={NOBODY},gid={NOBODY}".encode()
+    _check(libc.mount(b"tmpfs", scratch.encode(), b"tmpfs", _MS_NOSUID | _MS_NODEV | _MS_NOEXEC, options), "mount scratch")
+    os.chdir(scratch)  # the cwd was the directory under the new mount
+    _empty_bounding_set(libc)  # while we still hold CAP_SETPCAP (in the new namespace)
+    os.setresgid(NOBODY, NOBODY, NOBODY)
+    os.setresuid(NOBODY, NOBODY, NOBODY)
+    _clear_capabilities(libc)  # the namespace's creator holds all of them (already as 65534)
+    return ["userns-nobody", "private-proc", "no-dev-shm", "bounded-scratch"]
+
+
+def drop() -> list[str]:
+    """No capabilities, ``no_new_privs``, not dumpable; verified. Raises ``OSError``."""
+    libc = _libc()
+    _empty_bounding_set(libc)
+    libc.prctl(_PR_CAP_AMBIENT, _PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0)  # EINVAL on kernels without ambient caps
+    _check(libc.prctl(_PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), "PR_SET_NO_NEW_PRIVS")
+    _check(libc.prctl(_PR_SET_DUMPABLE, 0, 0, 0, 0), "PR_SET_DUMPABLE")
+    held = _capabilities()
+    if any(held.values()):
+        raise OSError(f"capabilities left after dropping them: {held}")
+    if os.getuid() == 0 or os.geteuid() == 0:
+        raise OSError("the Guest would still run as root")
+    return ["no-capabilities", "no-new-privs", "not-dumpable"]
+
+
+def _empty_bounding_set(libc: ctypes.CDLL) -> None:
+    """Drop every capability from the bounding set, where we may (EPERM without
+    ``CAP_SETPCAP``: then ``no_new_privs`` is what keeps an exec from regaining one)."""
+    for cap in range(_last_capability() + 1):
+        if libc.prctl(_PR_CAPBSET_DROP, cap, 0, 0, 0) != 0 and ctypes.get_errno() not in (1, 22):
+            _check(-1, f"drop capability {cap} from the bounding set")
+
+
+def _last_capability() -> int:
+    try:
+        with open("/proc/sys/kernel/cap_last_cap") as f:
+            return int(f.read())
+    except OSError:
+        return 63  # /proc hidden: try every bit a 64-bit set can hold
+
+
+_CAP_VERSION_3 = 0x20080522
+"""``_LINUX_CAPABILITY_VERSION_3``: each set is two 32-bit words."""
+
+
+class _CapHeader(ctypes.Structure):
+    _fields_ = [("version", ctypes.c_uint32), ("pid", ctypes.c_int)]
+
+
+class _CapData(ctypes.Structure):
+    _fields_ = [("effective", ctypes.c_uint32), ("permitted", ctypes.c_uint32), ("inheritable", ctypes.c_uint32)]
+
+
+def _clear_capabilities(libc: ctypes.CDLL) -> None:
+    header = _CapHeader(_CAP_VERSION_3, 0)
+    data = (_CapData * 2)()
+    _check(libc.capset(ctypes.byref(header), data), "capset (clear every set)")
+
+
+def _capabilities() -> dict[str, int]:
+    """The effective, permitted and inheritable sets, through ``capget`` (no ``/proc``)."""
+    libc = _libc()
+    header = _CapHeader(_CAP_VERSION_3, 0)
+    data = (_CapData * 2)()
+    _check(libc.capget(ctypes.byref(header), data), "capget")
+    return {name: getattr(data[0], name) | getattr(data[1], name) << 32 for name in ("effective", "permitted", "inheritable")}
