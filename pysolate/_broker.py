@@ -7,8 +7,8 @@ and translate failures identically:
 - arguments are plain data that can cross and are copied before the tool sees them,
   results are checked, bounded and copied before anyone else does (``_crossing``;
   contract 4: no aliasing between the program, the receipts and Host state);
-- sync methods run in a worker thread under the Host's capacity limiter, async ones are
-  awaited; cancellation is never wrapped (a sync call is abandoned, not interrupted);
+- sync methods run in a worker thread (``_threads``: early and formal calls have separate
+  budgets, abandoned threads are counted and bounded), async ones are awaited; cancellation is never wrapped (a sync call is abandoned, not interrupted);
 - a tool exception, ``BaseException`` included, becomes ``ToolFailure(type name, str,
   plain args)``, which the Guest re-raises as the matching builtin or a ``ToolError``
   (``_guest_errors.rebuild_exception``); only the caller's cancellation propagates;
@@ -37,6 +37,7 @@ from ._capability import CapabilityMethod
 from ._crossing import check_arguments, checked_result, failure_from, in_thread, is_tool_exception
 from ._guest_api import ErrorInfo, ToolFailure
 from ._result import CallOutcome, CallRecord, Lane
+from ._threads import WorkerThreads
 from .tracing import ObservationTrace, RunTrace
 from .tracing._null import NULL_RUN
 
@@ -122,11 +123,15 @@ async def execute(
     method: CapabilityMethod,
     call: BoundCall,
     *,
-    limiter: anyio.CapacityLimiter,
+    threads: WorkerThreads,
+    early: bool,
     timeout: float,
     probe: Probe | None = None,
 ) -> object:
     """Run ``call`` once on ``target``; the result is checked, bounded and a fresh copy.
+
+    A sync method runs in a worker thread of ``threads``, under its ``early`` or formal
+    budget (``_threads``: early work never takes the program's threads).
 
     Raises ``ToolFailure`` for every failure of the tool, ``BaseException`` included
     (``_crossing.failure_from``; ``OutcomeUnknown`` when a call that may write timed out),
@@ -148,7 +153,7 @@ async def execute(
                 if probe is not None:
                     work = functools.partial(_probed, probe, work)
                     probe.in_thread = True
-                raw = await anyio.to_thread.run_sync(work, abandon_on_cancel=True, limiter=limiter)
+                raw = await threads.run(work, early=early, what=f"{call.capability}.{call.method}")
         except BaseException as exc:
             if not is_tool_exception(exc):
                 raise
@@ -189,7 +194,7 @@ class RunScope:
         self,
         registrations: Mapping[str, Registration],
         *,
-        limiter: anyio.CapacityLimiter,
+        threads: WorkerThreads,
         call_timeout: float = CALL_TIMEOUT,
         trace: RunTrace = NULL_RUN,
         targets: Mapping[str, object] | None = None,
@@ -210,7 +215,7 @@ class RunScope:
         self._epochs: dict[str, int] = dict.fromkeys(self._registrations, 0)  # may-write calls started
         self._calls: list[CallRecord] = []
         self._physical = 0
-        self._limiter = limiter
+        self._threads = threads
         self._timeout = call_timeout
         self._t0: float | None = None  # anyio.current_time() at the first call or start()
         self.claims: Claims | None = None  # set by a speculating run before the Guest starts
@@ -290,7 +295,7 @@ class RunScope:
         try:
             with observation.activated():
                 result = await execute(
-                    self._targets[capability], cap, call, limiter=self._limiter, timeout=self._timeout
+                    self._targets[capability], cap, call, threads=self._threads, early=False, timeout=self._timeout
                 )
         except BaseException as exc:
             observation.completed(error=exc)

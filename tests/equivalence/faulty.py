@@ -49,13 +49,16 @@ KINDS = ("exit", "interrupt", "generator", "cancel", "base")
 
 
 class Odd:
-    """Pure methods with odd values; ``stall`` blocks (sync in a thread, or async)."""
+    """Pure methods with odd values; ``stall`` blocks its thread; ``tick`` (a live read)
+    records how many stalls had returned when the program's own sync call ran."""
 
-    def __init__(self, *, sync_stall: bool = True) -> None:
+    def __init__(self, *, stall_seconds: float = STALL_SECONDS) -> None:
         self.calls: list[tuple[str, tuple[object, ...]]] = []
         self._lock = threading.Lock()
         self.release = threading.Event()  # set to end every stall at once
-        self._sync_stall = sync_stall
+        self.stall_seconds = stall_seconds
+        self.stalls_returned = 0
+        self.ticks: list[int] = []  # stalls_returned at each tick
 
     def _log(self, method: str, *args: object) -> None:
         with self._lock:
@@ -106,8 +109,17 @@ class Odd:
     @capability(effect=Effect.PURE, version="1")
     def stall(self, key: str) -> str:
         self._log("stall", key)
-        self.release.wait(STALL_SECONDS)
+        self.release.wait(self.stall_seconds)
+        with self._lock:
+            self.stalls_returned += 1
         return key
+
+    @capability(effect=Effect.LIVE_READ, version="1")
+    def tick(self) -> int:
+        """A sync call that never runs early: the program's own."""
+        with self._lock:
+            self.ticks.append(self.stalls_returned)
+            return len(self.ticks)
 
 
 def odd_host(factory: GuestFactory, odd: Odd | None = None, **host_kwargs: Any) -> tuple[Host, Odd]:
