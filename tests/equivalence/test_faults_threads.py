@@ -15,8 +15,9 @@ from pysolate import Host, LanePolicy
 from pysolate._guest_api import GuestFactory
 from pysolate._threads import WorkerThreads
 
-from .faulty import Odd, both_ways, guests, odd_host
+from .faulty import both_ways, guests, odd_host
 from .harness import TimedChunks, assert_same
+from .oddities import Odd
 
 pytestmark = pytest.mark.anyio
 
