@@ -219,6 +219,9 @@ class RunScope:
         self._timeout = call_timeout
         self._t0: float | None = None  # anyio.current_time() at the first call or start()
         self.claims: Claims | None = None  # set by a speculating run before the Guest starts
+        # Told when a Guest call that may write returned or failed, so reads that follow
+        # it can start on the new view (``scheduler.Respeculation``); set by speculating runs.
+        self.on_written: Callable[[str, CallKey], object] | None = None
         # Trace of each early observation, by observation id, so claims can link to it.
         self.early_traces: dict[int, ObservationTrace] = {}
 
@@ -341,6 +344,8 @@ class RunScope:
                 self.claims.end_formal(formal, error=failure)  # type: ignore[union-attr]
             outcome: CallOutcome = "unknown" if isinstance(failure, OutcomeUnknown) else "error"
             self._record(capability, method, call.args, call.kwargs, call, key, outcome, None, failure, now)
+            if outcome == "error":  # it ended; an unknown outcome may still be writing
+                self._written(call, key)
             raise
         except BaseException:
             interrupted = OutcomeUnknown(
@@ -353,7 +358,26 @@ class RunScope:
         if shareable:
             self.claims.end_formal(formal, value=result)  # type: ignore[union-attr]
         self._record(capability, method, call.args, call.kwargs, call, key, "ok", result, None, now)
+        self._written(call, key)
         return fresh_copy(result)
+
+    def _written(self, call: BoundCall, key: CallKey) -> None:
+        """A call that may write has ended (returned or raised): no write is in flight on its
+        capability until the Guest's next call, so reads on its view may start now."""
+        if self.on_written is not None and call.spec.effect.may_write:
+            self.on_written(call.capability, key)
+
+    async def call_on_view(self, call: BoundCall, *, probe: Probe | None = None) -> object:
+        """Execute a pure or immutable-read ``call`` early against this run's own object (the
+        state its formal calls see now, after the run's writes); ``execute``'s errors and
+        cancellation behaviour. Raises ``PermissionError`` for any other effect."""
+        cap = self._registrations[call.capability].methods[call.method]
+        if not cap.effect.speculable:
+            raise PermissionError(f"{call.capability}.{call.method} is {cap.effect.value}: never run early")
+        return await execute(
+            self._targets[call.capability], cap, call, threads=self._threads, early=True, timeout=self._timeout,
+            probe=probe,
+        )
 
     def _claimed(self, call: BoundCall, key: CallKey, obs: Observation, now: float) -> object:
         """Serve a Guest call from early (or shared) work: a fresh copy, or the held failure."""

@@ -42,7 +42,8 @@ from occurrences import (
     fresh_copy,
     tool_name,
 )
-from scheduler import EventGraph, LanePolicy, Node, Observation, SpeculativeLane
+from occurrences._pending import Pending
+from scheduler import EventGraph, LanePolicy, Node, Observation, Respeculation, SpeculativeLane
 
 from ._broker import RunScope
 from ._guest_api import CallHandler, ErrorInfo, Guest, GuestFactory, GuestLimits, GuestOutcome
@@ -148,7 +149,9 @@ async def run_stream(
     batcher = BatchFusion(host, config.batch_fusion) if config is not None and config.batch_fusion else None
     pass_outcomes: tuple[PassOutcome, ...] = ()
 
-    async def early(node: Node, obs: Observation) -> object:
+    async def early(node: Node, obs: Observation, on_view: bool = False) -> object:
+        """One early call: against the root, or (``on_view``, a read after a write the Guest
+        made) against the run's own object, on the view that write left."""
         call = host.bind(node.site.capability, node.site.method, node.args or (), node.kwargs or {})
         span = trace.observation_started(
             call.capability,
@@ -170,7 +173,9 @@ async def run_stream(
             return fresh_copy(held.value)
         try:
             with span.activated():
-                if batcher is not None and batcher.fusable(call):
+                if on_view:
+                    value = await scope.call_on_view(call, probe=obs.probe)
+                elif batcher is not None and batcher.fusable(call):
                     value = await batcher.submit(call, obs.probe)
                 else:
                     value = await host.call_root(call.capability, call.method, call, probe=obs.probe)
@@ -181,6 +186,8 @@ async def run_stream(
         return value
 
     def may_dispatch(node: Node) -> bool:
+        if node.provisional and batcher is not None:
+            return False  # a loop's reads wait for the loop, to be fused into one batch
         return speculate and scope.may_speculate(node.site.capability)
 
     outcome: GuestOutcome | None = None
@@ -195,6 +202,15 @@ async def run_stream(
             async with SpeculativeLane(graph, early, policy, may_dispatch=may_dispatch) as lane:
                 entered = lane
                 scope.claims = lane if speculate else None
+                if speculate:
+                    follow = Respeculation(
+                        graph,
+                        lane,
+                        scope.key_for,
+                        functools.partial(early, on_view=True),
+                        allow_discardable=(policy or LanePolicy()).allow_discardable,
+                    )
+                    scope.on_written = follow.written
                 try:
                     final = await _seal(reader, graph, lane, trace, timeline, t0, _lens(host))
                 except _Aborted as exc:
@@ -272,14 +288,20 @@ async def _seal(
     first: float | None = None
 
     def accept(snapshot: Snapshot | None) -> None:
-        if snapshot is None:
-            return
-        new = snapshot.new_statements
-        graph.add_statements(lens(new) if lens is not None else new)
-        lane.pump()
-        total = snapshot.first_new + len(new)  # len(statements) would materialize them all
-        trace.snapshot_accepted(statements=total, new_statements=len(new), chars=snapshot.end)
-        timeline.mark("stream", f"{total} statements", anyio.current_time() - t0, "snapshot")
+        if snapshot is not None:
+            new = snapshot.new_statements
+            graph.add_statements(lens(new) if lens is not None else new)
+            lane.pump()
+            total = snapshot.first_new + len(new)  # len(statements) would materialize them all
+            trace.snapshot_accepted(statements=total, new_statements=len(new), chars=snapshot.end)
+            timeline.mark("stream", f"{total} statements", anyio.current_time() - t0, "snapshot")
+        # The statement still streaming: its complete parts, for discovery only.
+        found = parser.pending()
+        if found is not None:
+            if lens is not None:
+                found = Pending(list(lens(found.statements)), found.limit)
+            graph.add_provisional(found)
+            lane.pump()
 
     try:
         while (text := await reader.read()) is not None:

@@ -153,7 +153,7 @@ class _Writer:
         return lines or ["pass"]
 
     def statement(self, scope: _Scope, depth: int) -> list[str]:
-        kinds = ["search", "fetch", "read", "read", "write", "print", "live", "unknown", "repeat", "rewrite", "odd"]
+        kinds = ["search", "fetch", "read", "read", "write", "print", "live", "unknown", "repeat", "rewrite", "gather", "odd"]
         if scope.lists:
             kinds += ["comprehension"]
         if set(scope.lists) - scope.iterated:
@@ -270,6 +270,18 @@ class _Writer:
         # so it may start early) is never called by the program.
         late = f"odd.{method}({crash!r})" if kind == "unreached_crash" else f"odd.stall({self.str_expr(scope)})"
         return ["try:", f"    {self.fresh('q')} = [docs.search('bad'), {late}]", "except LookupError:", "    pass"]
+
+    def _gather(self, scope: _Scope, depth: int) -> list[str]:
+        """A multi-line tuple of reads (``asyncio.gather``-style): its complete elements are
+        found while the rest of it streams."""
+        name = self.fresh("g")
+        reads = self.draw(st.lists(st.sampled_from(("search", "fetch", "read")), min_size=1, max_size=3))
+        elements = [
+            f"    docs.{kind}({self.str_expr(scope)})," if kind != "read" else f"    workspace.read_text({self.path_expr(scope)}),"
+            for kind in reads
+        ]
+        tail = ") if " + self.condition(scope) + " else ()" if self.draw(st.integers(0, 3)) == 0 else ")"
+        return [f"{name} = (", *elements, tail]
 
     def _mutate(self, scope: _Scope, depth: int) -> list[str]:
         name = self.draw(st.sampled_from(sorted(set(scope.lists) - scope.iterated)))
