@@ -7,8 +7,8 @@ and translate failures identically:
 - arguments are plain data that can cross and are copied before the tool sees them,
   results are checked, bounded and copied before anyone else does (``_crossing``;
   contract 4: no aliasing between the program, the receipts and Host state);
-- sync methods run in a worker thread under the Host's capacity limiter, async ones are
-  awaited; cancellation is never wrapped (a sync call is abandoned, not interrupted);
+- sync methods run in a worker thread (``_threads``: early and formal calls have separate
+  budgets, abandoned threads are counted and bounded), async ones are awaited; cancellation is never wrapped (a sync call is abandoned, not interrupted);
 - a tool exception, ``BaseException`` included, becomes ``ToolFailure(type name, str,
   plain args)``, which the Guest re-raises as the matching builtin or a ``ToolError``
   (``_guest_errors.rebuild_exception``); only the caller's cancellation propagates;
@@ -39,6 +39,7 @@ from ._capability import CapabilityMethod
 from ._crossing import checked_result, failure_from, in_thread, is_tool_exception, owned_arguments
 from ._guest_api import ErrorInfo, ToolFailure
 from ._result import CallOutcome, CallRecord, Lane
+from ._threads import WorkerThreads
 from .tracing import ObservationTrace, RunTrace
 from .tracing._null import NULL_RUN
 
@@ -127,11 +128,15 @@ async def execute(
     method: CapabilityMethod,
     call: BoundCall,
     *,
-    limiter: anyio.CapacityLimiter,
+    threads: WorkerThreads,
+    early: bool,
     timeout: float,
     probe: Probe | None = None,
 ) -> object:
     """Run ``call`` once on ``target``; the result is checked, bounded and a fresh copy.
+
+    A sync method runs in a worker thread of ``threads``, under its ``early`` or formal
+    budget (``_threads``: early work never takes the program's threads).
 
     Raises ``ToolFailure`` for every failure of the tool, ``BaseException`` included
     (``_crossing.failure_from``; ``OutcomeUnknown`` when a call that may write timed out),
@@ -154,7 +159,7 @@ async def execute(
                 work = functools.partial(_probed, probe, work)
                 probe.in_thread = True
             with anyio.move_on_after(timeout):
-                raw = await anyio.to_thread.run_sync(work, abandon_on_cancel=True, limiter=limiter)
+                raw = await threads.run(work, early=early, what=f"{call.capability}.{call.method}")
                 finished = True
     except BaseException as exc:
         if not is_tool_exception(exc):
@@ -261,7 +266,7 @@ class RunScope:
         self,
         registrations: Mapping[str, Registration],
         *,
-        limiter: anyio.CapacityLimiter,
+        threads: WorkerThreads,
         call_timeout: float = CALL_TIMEOUT,
         trace: RunTrace = NULL_RUN,
         targets: Mapping[str, object] | None = None,
@@ -287,7 +292,7 @@ class RunScope:
         self._epochs: dict[str, int] = dict.fromkeys(self._registrations, 0)  # may-write calls started
         self._calls: list[CallRecord] = []
         self._physical = 0
-        self._limiter = limiter
+        self._threads = threads
         self._timeout = call_timeout
         self._t0: float | None = None  # anyio.current_time() at the first call or start()
         self._clock: Callable[[], float] = anyio.current_time  # the same clock, looked up at start()
@@ -361,7 +366,7 @@ class RunScope:
             self._epochs[capability] += 1
         self._physical += 1
         if self.trace is NULL_RUN:  # no trace: no span, and no key digest to label it with
-            return await execute(self._targets[capability], cap, call, limiter=self._limiter, timeout=self._timeout)
+            return await execute(self._targets[capability], cap, call, threads=self._threads, early=False, timeout=self._timeout)
         observation = self.trace.observation_started(
             capability,
             method,
@@ -374,7 +379,7 @@ class RunScope:
         try:
             with observation.activated():
                 result = await execute(
-                    self._targets[capability], cap, call, limiter=self._limiter, timeout=self._timeout
+                    self._targets[capability], cap, call, threads=self._threads, early=False, timeout=self._timeout
                 )
         except BaseException as exc:
             observation.completed(error=exc)
@@ -451,7 +456,8 @@ class RunScope:
         if not cap.effect.speculable:
             raise PermissionError(f"{call.capability}.{call.method} is {cap.effect.value}: never run early")
         return await execute(
-            self._targets[call.capability], cap, call, limiter=self._limiter, timeout=self._timeout, probe=probe
+            self._targets[call.capability], cap, call, threads=self._threads, early=True, timeout=self._timeout,
+            probe=probe,
         )
 
     def _claimed(self, call: BoundCall, key: CallKey, obs: Observation, now: float) -> object:

@@ -41,6 +41,7 @@ from ._exceptions import IsolationUnavailable, RegistrationError
 from ._guest_api import GuestFactory, GuestLimits, GuestOutcome, Isolation, SessionGuestFactory
 from ._result import RunReport, RunResult, RunStatus
 from ._seal import rejection, seal
+from ._threads import ThreadStatistics, WorkerThreads
 from ._workspace import run_workspaces
 from .streams import DEFAULT_DEADLINE, DEFAULT_IDLE_TIMEOUT, Code, CodeReader
 from .tracing import GLOBAL_INSTRUMENT, NULL_INSTRUMENT, Instrument, RunTrace, source_hash
@@ -66,6 +67,8 @@ class Host:
         guest_factory: GuestFactory | None = None,
         limits: GuestLimits | None = None,
         threads: int = DEFAULT_THREADS,
+        early_threads: int | None = None,
+        max_stuck_threads: int | None = None,
         call_timeout: float = CALL_TIMEOUT,
         instrument: Instrument | None = GLOBAL_INSTRUMENT,
         passes: PassConfig | None = None,
@@ -88,14 +91,19 @@ class Host:
         source can reach a Guest, when the machine cannot give it (the message says what
         is missing and how to get it), and ``ValueError`` for an unknown level. The probe
         blocks once per process (it starts bubblewrap to see that it works). With a
-        custom ``guest_factory`` the factory decides and ``isolation`` is not consulted."""
+        custom ``guest_factory`` the factory decides and ``isolation`` is not consulted.
+
+        ``threads`` bounds the program's own sync calls running at once, ``early_threads``
+        (default ``threads // 2``) early ones, separately; ``max_stuck_threads`` (default
+        ``threads``) the threads of abandoned sync calls still running, past which new
+        sync calls fail (``pysolate._threads``; ``thread_statistics()`` reports them)."""
         self.passes = passes
         self._registrations: dict[str, Registration] = {}
         self._root_views: dict[str, Callable[[str, Mapping[str, object]], str]] = {}  # of Viewed roots
         self._guest_factory = guest_factory
         self._session_factory = session_factory  # None: the subprocess Guest, kept across turns
         self.limits = limits or GuestLimits()
-        self._threads = threads
+        self.threads = WorkerThreads(threads, early_threads, max_stuck_threads)
         self.call_timeout = call_timeout
         self.instrument = NULL_INSTRUMENT if instrument is None else instrument
         # One limiter per event loop: an anyio limiter binds to the first loop using it.
@@ -217,22 +225,24 @@ class Host:
         cap = reg.methods[method]
         if not cap.effect.speculable:
             raise PermissionError(f"{capability}.{method} is {cap.effect.value}: never run early")
-        return await execute(reg.obj, cap, call, limiter=self.limiter(), timeout=self.call_timeout, probe=probe)
+        return await execute(
+            reg.obj, cap, call, threads=self.threads, early=True, timeout=self.call_timeout, probe=probe
+        )
 
     def limiter(self) -> anyio.CapacityLimiter:
-        """The thread limiter of the current event loop."""
-        token = anyio.lowlevel.current_token()
-        limiter = self._limiters.get(token)
-        if limiter is None:
-            limiter = self._limiters[token] = anyio.CapacityLimiter(self._threads)
-        return limiter
+        """The current event loop's thread limiter of the program's own sync calls."""
+        return self.threads.limiter(early=False)
+
+    def thread_statistics(self) -> ThreadStatistics:
+        """Worker-thread budgets, threads of abandoned calls still running, refusals."""
+        return self.threads.statistics()
 
     def new_scope(self, trace: RunTrace | None = None, targets: Mapping[str, object] | None = None) -> RunScope:
         """A fresh per-run scope (run-scoped objects, epochs, call log, its trace);
         ``targets``: a session turn's objects (see ``RunScope``)."""
         return RunScope(
             self._registrations,
-            limiter=self.limiter(),
+            threads=self.threads,
             call_timeout=self.call_timeout,
             trace=trace or self.trace_run(),
             targets=targets,

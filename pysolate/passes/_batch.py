@@ -191,9 +191,7 @@ class BatchFusion:
                     work = functools.partial(
                         _probed, batch.probes, in_thread(functools.partial(fn, *call.args, **call.kwargs))
                     )
-                    raw = await anyio.to_thread.run_sync(
-                        work, abandon_on_cancel=True, limiter=self._host.limiter()
-                    )
+                    raw = await self._host.threads.run(work, early=True, what=f"{first.capability}.{law.method}")
                 failed = False
             except BaseException as exc:  # the batch as a whole failed: each member runs its own call
                 if not is_tool_exception(exc):

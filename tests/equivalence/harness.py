@@ -38,6 +38,7 @@ from pysolate.testing import (
     scripted_tool,
 )
 
+from .oddities import AsyncOdd, Odd
 from .programs import Conditions
 from .twin import twin_guest
 
@@ -140,6 +141,8 @@ def build_host(
         for name in ("docs", "clock", "shell"):
             host.register(name, tools.by_name()[name])
     host.register("workspace", memory_workspace(FILES))
+    # Issue 13's odd values and tools; the twin (no sync_fetch) gets no thread to wait on.
+    host.register("odd", Odd() if sync_fetch else AsyncOdd())
     return host, tools
 
 

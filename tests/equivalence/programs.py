@@ -1,12 +1,15 @@
 """Hypothesis strategies for agent-style programs and the conditions they run under.
 
 A generated program only calls the tools of ``harness.build_host`` (``docs``, ``clock``,
-``shell``, ``workspace``) and mixes the shapes the speculative lane must get right
+``shell``, ``workspace``, ``odd``) and mixes the shapes the speculative lane must get right
 (issue 6): straight-line reads, reads whose arguments come from earlier results, reads
 after writes to the same and to other paths, ``if``/``else`` on read results, ``for``
 loops and comprehensions over known and unknown iterables, ``try``/``except`` around
 failing reads, functions that call tools, repeated identical reads, mutated results, live
-reads, unknown tools, prints and a final expression.
+reads, unknown tools, prints and a final expression — and issue 13's faults (``_odd``):
+arguments that cannot cross (lone surrogates, huge ints), NUL in workspace paths, results
+that cannot cross, NaN values, tools raising every kind of ``BaseException``, and early
+work nobody reaches that raises one or blocks its thread.
 
 Names are tracked per block so every generated program compiles and mostly runs; a
 program that raises is still a valid case (the exception must match too). Pools are small
@@ -32,6 +35,25 @@ PATHS = ("a.txt", "b.txt", "d/c.txt", "a.txt", "d/e.txt", "missing.txt")
 MAX_DEPTH = 2
 """Nesting depth of generated blocks (if/for/try/def bodies)."""
 
+ODD_KINDS = ("refused", "nul", "invalid_result", "nan", "crash", "unreached_crash", "unreached_stall")
+"""The ``odd`` statement's faults (issue 13; ``oddities.Odd``)."""
+
+UNCROSSABLE = (
+    "'a\\ud800b'",
+    "10 ** 5000",
+    "-(10 ** 4301)",
+    "{'k\\udfff': 1}",
+    "['ok', ('x\\udc80',)]",
+    "**{'v\\ud800': 1}",
+)
+"""Arguments that cannot cross: lone surrogates (in values and keyword names), huge ints."""
+
+NUL_CALLS = ("workspace.read_text('a\\x00.txt')", "workspace.write_text('d/\\x00', 'x')", "workspace.exists('\\x00')")
+"""Workspace calls with a NUL in the path (``ValueError: embedded null byte``)."""
+
+CRASHES = ("exit", "interrupt", "generator", "cancel", "base")
+"""``oddities.crash`` kinds: SystemExit, KeyboardInterrupt, GeneratorExit, CancelledError, other."""
+
 
 @dataclass(slots=True)
 class _Scope:
@@ -41,10 +63,11 @@ class _Scope:
     lists: list[str] = field(default_factory=list)
     ints: list[str] = field(default_factory=list)
     iterated: frozenset[str] = frozenset()  # lists an enclosing loop runs over: never grown
+    floats: list[str] = field(default_factory=list)  # NaN-valued names (printed, returned, echoed)
 
     def child(self, iterating: str | None = None) -> _Scope:
         iterated = self.iterated | {iterating} if iterating else self.iterated
-        return _Scope(list(self.strs), list(self.lists), list(self.ints), iterated)
+        return _Scope(list(self.strs), list(self.lists), list(self.ints), iterated, list(self.floats))
 
 
 class _Writer:
@@ -130,7 +153,7 @@ class _Writer:
         return lines or ["pass"]
 
     def statement(self, scope: _Scope, depth: int) -> list[str]:
-        kinds = ["search", "fetch", "read", "read", "write", "print", "live", "unknown", "repeat", "rewrite", "gather"]
+        kinds = ["search", "fetch", "read", "read", "write", "print", "live", "unknown", "repeat", "rewrite", "gather", "odd"]
         if scope.lists:
             kinds += ["comprehension"]
         if set(scope.lists) - scope.iterated:
@@ -172,7 +195,7 @@ class _Writer:
         return [f"workspace.write_text({self.path_expr(scope)}, {self.str_expr(scope)})"]
 
     def _print(self, scope: _Scope, depth: int) -> list[str]:
-        names = scope.strs + scope.lists + scope.ints
+        names = scope.strs + scope.lists + scope.ints + scope.floats
         if not names:
             return [f"print({self.str_expr(scope)})"]
         return [f"print({', '.join(self.draw(st.lists(st.sampled_from(names), min_size=1, max_size=3)))})"]
@@ -215,6 +238,38 @@ class _Writer:
             lines += ["try:", f"    {after} = workspace.read_text({path!r})", "except FileNotFoundError:", f"    {after} = 'gone'"]
         scope.strs.append(after)
         return lines
+
+    def _odd(self, scope: _Scope, depth: int) -> list[str]:
+        """Issue 13's faults: values that cannot cross, NaN, tools raising BaseException,
+        early work nobody reaches that raises or blocks."""
+        kind = self.draw(st.sampled_from(ODD_KINDS))
+        guarded = self.draw(st.booleans())  # else the error (if any) ends the program
+        if kind == "refused":
+            call = f"odd.echo({self.draw(st.sampled_from(UNCROSSABLE))})"
+            return _guard(call, "ValueError", self.fresh("e")) if guarded else [call]
+        if kind == "nul":
+            call = self.draw(st.sampled_from(NUL_CALLS))
+            return _guard(call, "ValueError", self.fresh("e")) if guarded else [call]
+        if kind == "invalid_result":
+            call = f"odd.{self.draw(st.sampled_from(('big', 'bad_text')))}()"
+            return _guard(call, "Exception", self.fresh("e")) if guarded else [call]
+        if kind == "nan":
+            name = self.fresh("v")
+            arg = "" if not scope.floats else self.draw(st.sampled_from(("", "negative=True")))
+            line = f"{name} = odd.nan({arg})"
+            if scope.floats and self.draw(st.booleans()):
+                line = f"{name} = odd.echo([{self.draw(st.sampled_from(scope.floats))}, float('nan')])"
+            scope.floats.append(name)
+            return [line]
+        crash = self.draw(st.sampled_from(CRASHES))
+        method = self.draw(st.sampled_from(("crash", "crash_sync")))
+        if kind == "crash":
+            call = f"odd.{method}({crash!r})"
+            return _guard(call, "Exception", self.fresh("e")) if guarded else [call]
+        # Unreached: docs.search('bad') always fails first, the list's next element (known,
+        # so it may start early) is never called by the program.
+        late = f"odd.{method}({crash!r})" if kind == "unreached_crash" else f"odd.stall({self.str_expr(scope)})"
+        return ["try:", f"    {self.fresh('q')} = [docs.search('bad'), {late}]", "except LookupError:", "    pass"]
 
     def _gather(self, scope: _Scope, depth: int) -> list[str]:
         """A multi-line tuple of reads (``asyncio.gather``-style): its complete elements are
@@ -315,6 +370,10 @@ def _indent(lines: list[str]) -> list[str]:
     return ["    " + line for line in lines]
 
 
+def _guard(call: str, handler: str, name: str) -> list[str]:
+    return ["try:", f"    {call}", f"except {handler} as {name}:", f"    print('caught', type({name}).__name__, {name})"]
+
+
 @st.composite
 def programs(draw: st.DrawFn, max_statements: int = 8, tools_as_functions: bool = False) -> str:
     """A complete agent-style program over the harness's tools, ending in an expression.
@@ -327,7 +386,7 @@ def programs(draw: st.DrawFn, max_statements: int = 8, tools_as_functions: bool 
     lines: list[str] = []
     for _ in range(draw(st.integers(1, max_statements))):
         lines += writer.statement(scope, 0)
-    names = scope.strs + scope.lists + scope.ints
+    names = scope.strs + scope.lists + scope.ints + scope.floats
     single: bool = draw(st.booleans())
     if names and single:
         lines.append(draw(st.sampled_from(names)))

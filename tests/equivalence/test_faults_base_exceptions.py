@@ -20,8 +20,9 @@ import pytest
 from pysolate import LanePolicy
 from pysolate._guest_api import GuestFactory
 
-from .faulty import KINDS, both_ways, guests, odd_host
+from .faulty import both_ways, guests, odd_host
 from .harness import TimedChunks, children
+from .oddities import KINDS
 
 pytestmark = pytest.mark.anyio
 

@@ -282,7 +282,8 @@ async def test_call_root_runs_only_early_eligible_methods(factory: GuestFactory)
     assert "q" not in store.items
 
 
-async def test_sync_methods_share_the_host_thread_limit() -> None:
+async def test_early_sync_methods_share_the_early_thread_budget() -> None:
+    """``threads=4`` gives early calls 2 threads (``_threads``): two overlap, a third never."""
     lock = threading.Lock()
     pair = threading.Barrier(2, timeout=5)  # two calls must overlap; a third never may
     running, peak = 0, 0
@@ -297,7 +298,7 @@ async def test_sync_methods_share_the_host_thread_limit() -> None:
             running -= 1
         return i
 
-    host = Host(threads=2)
+    host = Host(threads=4)
     host.register("t", scripted_tool(slow=Script(slow, effect=Effect.PURE, sync=True)))
     async with anyio.create_task_group() as tg:
         for i in range(6):

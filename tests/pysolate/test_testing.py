@@ -111,7 +111,7 @@ def test_execute_is_the_one_physical_path_for_both_lanes() -> None:
     async def main() -> None:
         call = host.bind("t", "get", (), {})
         method = host._registrations["t"].methods["get"]
-        first = await execute(tool, method, call, limiter=host.limiter(), timeout=1.0)
+        first = await execute(tool, method, call, threads=host.threads, early=False, timeout=1.0)
         second = await host.new_scope().call("t", "get", call)
         assert first == second == [1] and first is not second
 
