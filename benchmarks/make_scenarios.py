@@ -14,13 +14,14 @@ same program with a mechanical rewrite (``docs.search(`` → ``await docs_search
 
 from __future__ import annotations
 
+import random
 import sys
 from dataclasses import dataclass
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from pysolate.streams import source_to_stream, write_recording
+from pysolate.streams import Chunk, source_to_stream, write_recording
 
 HERE = Path(__file__).resolve().parent
 SCENARIO_DIR = HERE / "scenarios"
@@ -32,6 +33,22 @@ class Scenario:
     title: str
     tokens_per_second: float
     source: str
+    bursty: bool = False  # chunked like a real provider (``bursty_stream``), not token by token
+
+
+def bursty_stream(source: str, *, seed: int = 0) -> list[Chunk]:
+    """Chunks as a real provider delivers them (issue 16): 1-40 characters each, mostly
+    20-150 ms apart, and one time in five after a pause of 0.1-0.5 s (the model thinking, the
+    network batching)."""
+    rng = random.Random(seed)
+    chunks: list[Chunk] = []
+    at, t = 0, 0.0
+    while at < len(source):
+        size = rng.randint(1, 40)
+        t += rng.uniform(0.1, 0.5) if rng.random() < 0.2 else rng.uniform(0.02, 0.15)
+        chunks.append(Chunk(round(t, 4), source[at : at + size]))
+        at += size
+    return chunks
 
 
 SCENARIOS: list[Scenario] = [
@@ -199,6 +216,74 @@ ended
 ]
 
 
+SCENARIOS += [
+    Scenario(
+        "if_body_read",
+        "reads inside an if body (bursty chunks)",
+        50,
+        """\
+region = "eu-west"
+if region.startswith("eu"):
+    notes = fs.read(path="notes/mon.md")
+    hits = docs.search(query="gdpr retention policy")
+    owner = kb.get(key="owner:retry")
+else:
+    notes = fs.read(path="notes/tue.md")
+    hits = []
+    owner = "nobody"
+print(len(notes), owner)
+[notes.splitlines()[0], hits, owner]
+""",
+        bursty=True,
+    ),
+    Scenario(
+        "multiline_tuple",
+        "a multi-line tuple of reads (bursty chunks)",
+        50,
+        """\
+pages = (
+    docs.search(query="retry with backoff"),
+    docs.search(query="cache invalidation"),
+    kb.get(key="region"),
+    fs.read(path="notes/wed.md"),
+)
+print(len(pages), pages[2])
+[pages[0][0], pages[1][0], pages[3].splitlines()[0]]
+""",
+        bursty=True,
+    ),
+    Scenario(
+        "reads_after_write",
+        "reads after a write on an unscoped capability (bursty chunks)",
+        50,
+        """\
+store.put(key="config", value="v2")
+config = store.get(key="config")
+counter = store.get(key="counter")
+region = kb.get(key="region")
+print(config, counter, region)
+[config, counter, region]
+""",
+        bursty=True,
+    ),
+    Scenario(
+        "four_reads_bursty",
+        "four independent reads (bursty chunks)",
+        50,
+        """\
+retry = docs.search(query="retry with backoff")
+cache = docs.search(query="cache invalidation")
+limits = docs.search(query="rate limits per tenant")
+logging = docs.search(query="structured logging")
+pages = retry + cache + limits + logging
+print(f"{len(pages)} pages found")
+sorted(pages)[:3]
+""",
+        bursty=True,
+    ),
+]
+
+
 def long_program(sections: int = 18) -> str:
     """A long agent program (>= 300 lines): sections of plain computation around reads."""
     topics = ["retry", "cache", "rate", "logging", "tracing", "billing", "search", "auth", "queue", "deploy", "backup"]
@@ -256,13 +341,21 @@ def long_program(sections: int = 18) -> str:
 SCENARIOS.append(Scenario("long_program", "a long program (>= 300 lines)", 100, long_program()))
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
+    """Write every scenario, or only those named on the command line."""
+    names = set(sys.argv[1:] if argv is None else argv)
     SCENARIO_DIR.mkdir(exist_ok=True)
     for scenario in SCENARIOS:
-        chunks = source_to_stream(scenario.source, tokens_per_second=scenario.tokens_per_second, seed=0)
+        if names and scenario.name not in names:
+            continue
+        if scenario.bursty:
+            chunks = bursty_stream(scenario.source, seed=0)
+        else:
+            chunks = source_to_stream(scenario.source, tokens_per_second=scenario.tokens_per_second, seed=0)
         metadata = {
             "name": scenario.name,
             "title": scenario.title,
+            "chunking": "bursty" if scenario.bursty else "tokens",
             "tokens_per_second": scenario.tokens_per_second,
             "tokens": len(chunks),
             "lines": scenario.source.count("\n"),

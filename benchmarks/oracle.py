@@ -3,10 +3,13 @@ the earliest moment the stream allows and the Guest cost nothing.
 
 Computed from the source and the recorded chunk times only, never from a Pysolate run:
 
-1. *When each top-level statement is complete*: the recorded chunks are fed, in order, to
+1. *When each call's text is complete*: the recorded chunks are fed, in order, to
    ``occurrences.PrefixParser``; a statement is complete at the time of the chunk after
    which the parser accepted it (the earliest moment no later text can change it);
-   whatever the parser accepts only at seal is complete when the stream ends.
+   whatever the parser accepts only at seal is complete when the stream ends. A call made
+   from inside a compound or multi-line statement (an ``if`` body, an element of a
+   multi-line tuple) is complete earlier: when the line holding its end has streamed
+   (issue 16: its own text is final then, whatever the rest of the statement adds).
 2. *Which calls the program makes, and from which statement*: the sealed program runs once
    against the tools' plain behaviours (no latency, no Host), and each call records its
    call site (line, column) and the top-level statement it was made from.
@@ -14,8 +17,10 @@ Computed from the source and the recorded chunk times only, never from a Pysolat
    by a name-level dataflow over top-level statements (a statement depends on the earlier
    statements that bind or mutate a name it reads, transitively), plus, inside one
    statement, the earlier calls made from other call sites of that statement (a loop body
-   call waits for the iterable's call); a read also waits for an earlier write or unknown
-   call on its capability (it must see the write).
+   call waits for the iterable's call) - except calls whose text lies wholly before it in a
+   statement without comprehension, conditional or boolean operator (the elements of a
+   tuple, the operands of ``+``); a read also waits for an earlier write or unknown call on
+   its capability (it must see the write).
 4. *The ideal schedule*: a ``pure``/``immutable_read`` call starts when its statement is
    complete and its dependencies have results, and takes its latency; equal calls share one
    execution. The program itself starts when the stream ends, makes its calls in order,
@@ -33,6 +38,7 @@ import ast
 import builtins
 import contextlib
 import inspect
+import re
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -79,6 +85,7 @@ class _Traced:
     kwargs: dict[str, object]
     site: tuple[int, int]
     outer: tuple[int, int]  # the module-level position the call was reached from
+    span: tuple[int, int, int, int]  # the call expression: line, column, end line, end column
     effect_speculable: bool
     may_write: bool
     latency: float
@@ -104,6 +111,33 @@ def completion_times(chunks: Sequence[Chunk], speed: float = 1.0) -> tuple[list[
     return times, which, final.source
 
 
+def line_times(chunks: Sequence[Chunk], source: str, speed: float = 1.0) -> tuple[list[float], list[int]]:
+    """Per physical line (1-based; index 0 unused): when its terminator had streamed, and
+    the index of the chunk that brought it."""
+    ends = [m.end() for m in re.finditer(r"\r\n|\r|\n", source)]
+    times, which = [0.0], [0]
+    fed, k = 0, 0
+    for end in ends:
+        while k < len(chunks) and fed < end:
+            fed += len(chunks[k].text)
+            k += 1
+        times.append(chunks[k - 1].t / speed if k else 0.0)
+        which.append(max(0, k - 1))
+    # A last line without a terminator: at the end of the stream.
+    times.append(chunks[-1].t / speed if chunks else 0.0)
+    which.append(len(chunks))
+    return times, which
+
+
+def _separable(stmt: ast.stmt) -> bool:
+    """Whether calls of ``stmt`` whose text does not overlap run independently (no
+    comprehension, conditional or boolean operator decides or repeats one of them)."""
+    return not any(
+        isinstance(n, ast.ListComp | ast.SetComp | ast.DictComp | ast.GeneratorExp | ast.IfExp | ast.BoolOp | ast.Lambda)
+        for n in ast.walk(stmt)
+    )
+
+
 def trace_calls(
     source: str, specs: dict[str, dict[str, ToolSpec]], namespace: dict[str, object] | None = None
 ) -> list[_Traced]:
@@ -124,6 +158,11 @@ def trace_calls(
                 frame = sys._getframe(1)
                 pos = inspect.getframeinfo(frame).positions
                 site = (frame.f_lineno, pos.col_offset if pos and pos.col_offset is not None else -1)
+                span = (
+                    (pos.lineno or 0, pos.col_offset or 0, pos.end_lineno or 0, pos.end_col_offset or 0)
+                    if pos is not None
+                    else (0, 0, 0, 0)
+                )
                 module = frame
                 while module.f_code.co_name != "<module>" and module.f_back is not None:
                     module = module.f_back
@@ -137,6 +176,7 @@ def trace_calls(
                         dict(kwargs),
                         site,
                         outer,
+                        span,
                         spec.effect.speculable,
                         spec.effect.value in ("write", "unknown"),
                         spec.latency,
@@ -292,7 +332,9 @@ def compute(
     turn's start: no call waits for them), ``ready`` the calls (``call_id``) whose results
     already exist, or will at the given time, from a rejected turn's early work."""
     times, which, source = completion_times(chunks, speed)
-    units = _units(ast.parse(source).body, set(specs))
+    body = ast.parse(source).body
+    lines, line_chunks = line_times(chunks, source, speed)
+    units = _units(body, set(specs))
     closure = unit_closure(units)
     stream_end = chunks[-1].t / speed if chunks else 0.0
     traced = trace_calls(source, specs, namespace)
@@ -306,13 +348,24 @@ def compute(
     for i, t in enumerate(traced):
         unit = placed[i]
         s = unit.top
+        top = body[s]
+        simple = not isinstance(top, ast.If | ast.For | ast.While | ast.With | ast.Try | ast.FunctionDef | ast.ClassDef)
+
+        def before(u: _Traced, t: _Traced = t, separable: bool = simple and _separable(top)) -> bool:
+            """``u``'s text ends before ``t``'s begins, in one separable statement."""
+            return separable and (u.span[2], u.span[3]) <= (t.span[0], t.span[1])
+
         deps = {
             j
             for j, u in enumerate(traced[:i])
             if placed[j].id in closure[unit.id]
-            or (placed[j].id == unit.id and u.site != t.site)
+            or (placed[j].id == unit.id and u.site != t.site and not before(u))
             or (u.may_write and u.capability == t.capability)
         }
+        available, chunk = times[s], which[s]
+        inside = top.lineno <= t.span[2] <= (top.end_lineno or top.lineno)
+        if inside and t.span[2] < len(lines) and lines[t.span[2]] < available:
+            available, chunk = lines[t.span[2]], line_chunks[t.span[2]]
         key = (*call_id(t.capability, t.method, t.args, t.kwargs), epochs.get(t.capability, 0))
         if t.effect_speculable:
             if key[-1] == 0 and key[:-1] in ready and key not in shared:
@@ -321,7 +374,7 @@ def compute(
             elif key in shared:
                 start, early_end = calls[shared[key]].start, results[shared[key]]
             else:
-                start = max([times[s], *(results[j] for j in deps)])
+                start = max([available, *(results[j] for j in deps)])
                 early_end = start + t.latency
                 shared[key] = i
             guest = max(guest, early_end)
@@ -334,7 +387,7 @@ def compute(
         results.append(done)
         calls.append(
             OracleCall(
-                i, t.capability, t.method, t.args, t.kwargs, t.site, s, times[s], which[s], frozenset(deps),
+                i, t.capability, t.method, t.args, t.kwargs, t.site, s, available, chunk, frozenset(deps),
                 t.effect_speculable, start, done,
             )
         )

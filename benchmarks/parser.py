@@ -10,7 +10,10 @@ in seeded random chunks of 1-16 characters), in one run it prints:
 3. speed-up over re-parsing the whole prefix on every chunk, measured on a subset of
    files and extrapolated to the corpus with a cost model fitted on that subset (naive
    cost ~ total characters re-parsed), because running it everywhere takes hours;
-4. cost per character for 1 KB, 10 KB, 100 KB and 1 MB sources (stdlib files joined).
+4. cost per character for 1 KB, 10 KB, 100 KB and 1 MB sources (stdlib files joined);
+5. chunk-to-accept latency (issue 16): for every top-level statement, how many chunks after
+   the one that completes its last line it is accepted; simple statements must show zero,
+   compound ones wait for the next line to begin (the rule all statements followed before).
 
 Targets (issue 2): <= 5 us per chunk amortized, <= 3x one whole-file parse, flat per-char
 cost from 1 KB to 1 MB.
@@ -20,9 +23,12 @@ from __future__ import annotations
 
 import argparse
 import ast
+import bisect
 import gc
+import itertools
 import os
 import random
+import statistics
 import sys
 import sysconfig
 import time
@@ -33,8 +39,11 @@ from pathlib import Path
 from typing import Final
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "occurrences"))
 
 import contextlib
+
+from corpus_check import _COMPOUND, due_offsets, physical_lines
 
 from occurrences import PrefixParser
 
@@ -147,14 +156,70 @@ def main() -> None:
     cli.add_argument("--naive-files", type=int, default=40, help="files for the naive baseline")
     cli.add_argument("--seed", type=int, default=0)
     cli.add_argument("--sizes-only", action="store_true", help="only the per-size series")
+    cli.add_argument("--accept-only", action="store_true", help="only the chunk-to-accept latency")
     args = cli.parse_args()
 
     sources = corpus()
     if args.files:
         sources = sources[: args.files]
-    if not args.sizes_only:
-        corpus_report(sources, args.seed, args.naive_files)
-    sizes_report(sources, args.seed)
+    if not args.accept_only:
+        if not args.sizes_only:
+            corpus_report(sources, args.seed, args.naive_files)
+        sizes_report(sources, args.seed)
+    accept_report(sources, args.seed)
+
+
+def _chunk_at(bounds: list[int], offset: int) -> int:
+    """Index of the chunk whose text reaches ``offset`` (bounds: cumulative chunk ends)."""
+    return bisect.bisect_left(bounds, offset)
+
+
+def accept_report(sources: list[str], seed: int) -> None:
+    """Chunks between the one completing a statement's last line and its acceptance.
+
+    For comparison, the rule before issue 16 (a statement is final when the next column-0
+    line has begun) is measured on the same chunks: the chunk holding the first character
+    of the next statement, or the end of the stream.
+    """
+    rng = random.Random(seed)
+    simple: list[int] = []
+    simple_before: list[int] = []
+    compound: list[int] = []
+    for source in sources:
+        pieces = chunked(source, rng)
+        bounds = list(itertools.accumulate(map(len, pieces)))
+        body = ast.parse(source).body
+        due = due_offsets(source, body)
+        lines = physical_lines(source)
+        starts = list(itertools.accumulate((len(line) for line in lines), initial=0))
+        accepted_in: list[int] = []
+        parser = PrefixParser()
+        for index, piece in enumerate(pieces):
+            snap = parser.feed(piece)
+            if snap is not None:
+                accepted_in += [index] * (snap.first_new + len(snap.new_statements) - len(accepted_in))
+        accepted_in += [len(pieces)] * (len(body) - len(accepted_in))  # at close()
+        for i, stmt in enumerate(body):
+            # Where its logical line ends (statements joined by ";" and "\\" end together).
+            end = due.get(i, starts[stmt.end_lineno] if stmt.end_lineno is not None else len(source))
+            complete = _chunk_at(bounds, end)
+            if i in due:
+                simple.append(accepted_in[i] - complete)
+                nxt = body[i + 1] if i + 1 < len(body) else None
+                later = _chunk_at(bounds, starts[nxt.lineno - 1] + 1) if nxt is not None else len(pieces)
+                simple_before.append(max(later, complete) - complete)
+            elif isinstance(stmt, _COMPOUND):
+                compound.append(accepted_in[i] - complete)
+    zero = sum(1 for d in simple if d == 0)
+    print(
+        f"chunk-to-accept (chunks after the one completing the statement's last line, 1-16 char chunks):\n"
+        f"  simple statements: {len(simple)}; zero extra chunks: {zero} ({zero / len(simple):.2%}),"
+        f" max {max(simple)}; before issue 16 (next line must begin): median"
+        f" {statistics.median(simple_before):.0f}, mean {statistics.mean(simple_before):.2f},"
+        f" zero for {sum(1 for d in simple_before if d == 0) / len(simple_before):.1%}\n"
+        f"  compound statements: {len(compound)}; median {statistics.median(compound):.0f},"
+        f" mean {statistics.mean(compound):.2f} (they wait for the next line)"
+    )
 
 
 def corpus_report(sources: list[str], seed: int, naive_files: int) -> None:

@@ -10,11 +10,20 @@ change, as exactly the AST nodes ``ast.parse(final_source)`` will hold. Asking `
 * Top-level statements are cut into *groups* at lines that begin, at column 0, a new
   logical line whose first token cannot continue the group: not ``elif``/``else``/
   ``except``/``finally``, and not anything after a decorator line. Blank and comment lines
-  never cut. A cut is only made where it is certain; when in doubt (a line opening with a
-  form feed or a backslash) lines are merged into the group, which is always safe.
+  never cut (they join the next group when nothing precedes them). A cut is only made where
+  it is certain; when in doubt (a line opening with a form feed or a backslash) lines are
+  merged into the group, which is always safe.
+* A group that is one column-0 logical line of simple statements is final as soon as that
+  logical line has ended (its terminator has arrived outside every string, bracket and
+  continuation): after the NEWLINE token nothing can join it. An indented line would be an
+  ``unexpected indent`` of the whole source, a continuation keyword a syntax error, a string
+  on the next line is a statement of its own (implicit concatenation needs a bracket).
+  Headers of compound statements (``if``, ``def``, ..., and ``match`` when it is one) and
+  decorators still need their next line; a trailing ``\r`` still waits for a possible ``\n``.
 * Each finished group is parsed once with ``ast.parse`` on its own text and shifted with
   ``ast.increment_lineno``. Groups start at line starts, so columns (UTF-8 byte offsets
-  within a line) need no shift. The last group is only parsed at ``close()``.
+  within a line) need no shift. The last group is only parsed at ``close()`` unless it is
+  simple and complete.
 
 If any group fails to parse, the whole source cannot parse either: the parser stops
 producing snapshots, and ``close()`` parses the whole source once to raise CPython's exact
@@ -36,12 +45,22 @@ from dataclasses import dataclass
 from typing import Final
 
 from ._exceptions import SealError
+from ._pending import Pending, pending
 from ._scanner import LineScanner
 from ._snapshot import Snapshot
 
 _EOL = re.compile(r"\r\n|\r|\n")
 _WORD = re.compile(r"\w*")
 _CONTINUATIONS: Final = ("elif", "else", "except", "finally")
+_HEADERS: Final = frozenset({"if", "for", "while", "with", "try", "def", "class", "async"})
+"""First tokens of a column-0 logical line that is a compound statement's header (never
+final at its newline). ``match`` may be one too: it is tried, and waits if it is not simple."""
+_COMPOUND: Final = (
+    ast.If, ast.For, ast.AsyncFor, ast.While, ast.With, ast.AsyncWith, ast.Try,
+    ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Match,
+    *((ast.TryStar,) if hasattr(ast, "TryStar") else ()),
+)
+_BLANK: Final = " \t\x0c"
 _NOT_A_CUT: Final = frozenset(" \t\x0c\\#\r\n")
 """First characters of a line that never start a new group: indentation (a form feed can
 reset the column to 0, so it is treated as indentation too), a backslash continuation inside
@@ -54,6 +73,7 @@ class ParserStatistics:
 
     statements: int  # accepted statements
     groups: int  # groups parsed on their own (each exactly once)
+    at_newline: int  # of those, simple groups accepted as soon as their logical line ended
     whole_parses: int  # 1 when close() had to parse the whole source (error or doubt), else 0
 
 
@@ -73,6 +93,9 @@ class PrefixParser:
 
     __slots__ = (
         "_after_decorator",
+        "_at_newline",
+        "_candidate",
+        "_code",
         "_decided",
         "_end",
         "_group",
@@ -80,8 +103,10 @@ class PrefixParser:
         "_group_line",
         "_groups",
         "_parts",
+        "_pending_at",
         "_phase",
         "_scanner",
+        "_start",
         "_statements",
         "_tail",
         "_whole_parses",
@@ -97,6 +122,13 @@ class PrefixParser:
         self._group_len = 0  # characters in _group
         self._group_line = 1  # 1-based line number where the unfinished group starts
         self._after_decorator = False  # the group's last column-0 logical line began with '@'
+        self._code = False  # the unfinished group holds a line that is not blank or a comment
+        # The logical line being scanned starts a new group at column 0 (at _group[_start],
+        # after blank or comment lines) and may be simple statements: try it at its end.
+        self._candidate = False
+        self._start = 0
+        self._at_newline = 0  # groups accepted at the end of their logical line
+        self._pending_at = (0, 0)  # (group line, complete lines) of the last pending() parse
         self._statements: list[ast.stmt] = []  # accepted statements; append-only
         self._end = 0  # characters covered by _statements (the groups parsed so far)
         self._groups = 0  # groups parsed successfully
@@ -119,6 +151,7 @@ class PrefixParser:
         return ParserStatistics(
             statements=len(self._statements),
             groups=self._groups,
+            at_newline=self._at_newline,
             whole_parses=self._whole_parses,
         )
 
@@ -153,6 +186,23 @@ class PrefixParser:
         if len(self._statements) == before:
             return None
         return Snapshot.view(self._statements, before, self._end, self._source_text)
+
+    def pending(self) -> Pending | None:
+        """A provisional parse of the unfinished statement (``occurrences._pending``), when
+        it gained complete lines since the last call; None otherwise, or when nothing can
+        be taken from it. For discovery only: none of it is accepted, and it may change.
+        """
+        at = (self._group_line, len(self._group))
+        if self._phase is not _Phase.OPEN or not self._code or at == self._pending_at:
+            return None
+        self._pending_at = at
+        found = pending("".join(self._group))
+        if found is None:
+            return None
+        shift = self._group_line - 1
+        if shift:
+            _shift_lines(found.statements, shift)
+        return Pending(found.statements, (found.limit[0] + shift, found.limit[1]))
 
     def close(self) -> Snapshot:
         """Seal the stream: the whole source's statements, exactly as ``ast.parse`` gives them.
@@ -214,8 +264,16 @@ class PrefixParser:
                     return
             self._group.append(line)
             self._group_len += end - pos
+            if not self._code and line.lstrip(_BLANK)[:1] not in ("", "#", "\r", "\n"):
+                self._code = True
             scanner.scan(line)
-            self._decided = not scanner.between  # only logical-line starts need a decision
+            between = scanner.between
+            self._decided = not between  # only logical-line starts need a decision
+            if between and self._candidate:
+                self._candidate = False
+                self._accept_simple()
+                if self._phase is not _Phase.OPEN:
+                    return
             pos = end
         if pos < size:
             self._tail.append(text[pos:])
@@ -252,8 +310,31 @@ class PrefixParser:
             continues = False
         self._decided = True
         self._after_decorator = first == "@"
-        if not continues and self._group:
+        if not continues and self._code:
             self._parse_group()
+        self._candidate = not continues and first != "@"
+        self._start = len(self._group)
+
+    def _accept_simple(self) -> None:
+        """The candidate logical line has ended: accept its group now if it is simple
+        statements (see the module docstring); a compound header waits for its cut."""
+        line = self._group[self._start]
+        word = _WORD.match(line)
+        assert word is not None
+        token = word.group()
+        if token in _HEADERS:
+            return
+        try:
+            module = _parse("".join(self._group))
+        except Exception:
+            if token != "match":
+                # Nothing later can join a complete simple line: the source cannot parse.
+                self._phase = _Phase.DOOMED
+            return
+        if any(isinstance(s, _COMPOUND) for s in module.body):
+            return
+        self._accept(module.body)
+        self._at_newline += 1
 
     def _parse_group(self) -> bool:
         """Parse the finished group and accept its statements; on failure, doom the stream."""
@@ -263,7 +344,11 @@ class PrefixParser:
         except Exception:
             self._phase = _Phase.DOOMED
             return False
-        body = module.body
+        self._accept(module.body)
+        return True
+
+    def _accept(self, body: list[ast.stmt]) -> None:
+        """Accept the statements of the finished group, parsed from its text alone."""
         if self._group_line > 1:
             _shift_lines(body, self._group_line - 1)
         self._statements.extend(body)
@@ -272,7 +357,7 @@ class PrefixParser:
         self._group_line += len(self._group)
         self._group.clear()
         self._group_len = 0
-        return True
+        self._code = False
 
 
 _POSITIONED: dict[type, tuple[bool, tuple[str, ...]]] = {}

@@ -125,9 +125,48 @@ def from_tagged(tagged: object, _depth: int = 0) -> object:
     raise ValueError("malformed plain value")
 
 
+def own(value: object, _depth: int = 0) -> tuple[object, object]:
+    """``(fresh_copy(value), to_tagged(value))`` in one walk; raises ``NotPlain`` as ``to_tagged``.
+
+    What the broker does to every argument of a call: check it, take its own copy (the
+    tool never shares a container with the program) and tag it (the call key), once.
+    Scalars are tagged by ``to_tagged`` itself, so what a scalar may be is decided in one
+    place; containers are walked here (shared by nothing, so the copy is just new ones).
+    """
+    t = type(value)
+    if t is tuple or t is list:
+        if _depth > MAX_DEPTH:
+            raise NotPlain(f"value nested deeper than {MAX_DEPTH}")
+        assert isinstance(value, tuple | list)
+        d = _depth + 1
+        copies, tags = [], []
+        for item in value:
+            c, g = own(item, d)
+            copies.append(c)
+            tags.append(g)
+        return (tuple(copies), ["t", tags]) if t is tuple else (copies, ["l", tags])
+    if t is dict:
+        if _depth > MAX_DEPTH:
+            raise NotPlain(f"value nested deeper than {MAX_DEPTH}")
+        assert isinstance(value, dict)
+        d = _depth + 1
+        copy, pairs = {}, []
+        for k, v in value.items():
+            ck, gk = own(k, d)
+            cv, gv = own(v, d)
+            copy[ck] = cv
+            pairs.append([gk, gv])
+        return copy, ["d", pairs]
+    return value, to_tagged(value, _depth)
+
+
+ENCODER = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+"""Built once: ``json.dumps`` with options builds a new encoder per call."""
+
+
 def dumps(value: object) -> str:
     """Encode a plain value as compact JSON text (deterministic)."""
-    return json.dumps(to_tagged(value), separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+    return ENCODER.encode(to_tagged(value))
 
 
 def loads(text: str | bytes) -> object:

@@ -23,18 +23,20 @@ Nothing about a run lives on the Host, so runs share a Host freely.
 
 from __future__ import annotations
 
+import asyncio
 import functools
-from collections.abc import Callable, Mapping
+import types
+from collections.abc import Awaitable, Callable, Coroutine, Generator, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
 import anyio
 
-from occurrences import CallKey, MethodSpec, NotPlain, canonical_arguments, check_plain, fresh_copy
+from occurrences import CallKey, MethodSpec, NotPlain, check_plain, fresh_copy
 from scheduler import Observation, Probe
 
 from ._capability import CapabilityMethod
-from ._crossing import check_arguments, checked_result, failure_from, is_tool_exception
+from ._crossing import checked_result, failure_from, in_thread, is_tool_exception, owned_arguments
 from ._guest_api import ErrorInfo, ToolFailure
 from ._result import CallOutcome, CallRecord, Lane
 from .tracing import ObservationTrace, RunTrace
@@ -75,8 +77,9 @@ class BoundCall:
     """A call bound to its method's signature, defaults applied.
 
     ``arguments`` (parameter name → value) is what the call key is made of, so ``f("a")``
-    and ``f(path="a")`` are one call; ``args``/``kwargs`` are how the method is invoked.
-    All values are the broker's own plain copies.
+    and ``f(path="a")`` are one call; ``canonical`` is their canonical text (the key's
+    ``arguments``); ``args``/``kwargs`` are how the method is invoked. All values are the
+    broker's own plain copies, shared by nobody else (defaults included).
     """
 
     capability: str
@@ -85,36 +88,38 @@ class BoundCall:
     arguments: dict[str, object]
     args: tuple[object, ...]
     kwargs: dict[str, object]
+    canonical: str
 
 
 def bind(registration: Registration, method: str, args: tuple[object, ...], kwargs: Mapping[str, object]) -> BoundCall:
     """Bind a call exactly as calling the method would.
 
-    Raises ``AttributeError`` for a method that is not a capability method, ``TypeError``
-    when the arguments do not fit the signature, and ``check_arguments``' error when they
-    cannot cross (``TypeError`` or ``ValueError``).
+    One walk over the arguments checks that they can cross, takes the broker's copy and
+    tags them for the key (``_crossing.owned_arguments``); the method's ``Binder`` binds
+    the copy. Raises ``AttributeError`` for a method that is not a capability method,
+    ``TypeError`` when the arguments do not fit the signature, and ``check_arguments``'
+    error when they cannot cross (``TypeError`` or ``ValueError``).
     """
     cap = registration.methods.get(method)
     if cap is None:
         raise AttributeError(f"capability {registration.name!r} has no method {method!r}")
-    check_arguments(registration.name, method, args, dict(kwargs))
-    own_args, own_kwargs = fresh_copy(args), fresh_copy(dict(kwargs))
-    assert isinstance(own_args, tuple) and isinstance(own_kwargs, dict)
-    bound = cap.signature.bind(*own_args, **own_kwargs)
-    bound.apply_defaults()
+    own_args, tagged_args, own_kwargs, tagged_kwargs = owned_arguments(registration.name, method, args, kwargs)
+    binder = cap.binder
+    arguments, bound_args, bound_kwargs = binder.bind(own_args, own_kwargs)
     return BoundCall(
         capability=registration.name,
         method=method,
         spec=cap.spec,
-        arguments=dict(bound.arguments),
-        args=tuple(bound.args),
-        kwargs=dict(bound.kwargs),
+        arguments=arguments,
+        args=bound_args,
+        kwargs=bound_kwargs,
+        canonical=binder.key_text(arguments, tagged_args, tagged_kwargs),
     )
 
 
 def call_key(call: BoundCall, view: str) -> CallKey:
     """The exact identity of ``call`` seen at ``view``: what a claim is checked against."""
-    return CallKey(call.capability, call.method, call.spec.version, canonical_arguments(call.arguments), view)
+    return CallKey(call.capability, call.method, call.spec.version, call.canonical, view)
 
 
 async def execute(
@@ -139,21 +144,23 @@ async def execute(
     fn: Any = getattr(target, call.method)
     args, kwargs = fresh_copy(call.args), fresh_copy(call.kwargs)
     assert isinstance(args, tuple) and isinstance(kwargs, dict)
-    with anyio.move_on_after(timeout) as deadline:
-        try:
-            if method.is_async:
-                raw = await fn(*args, **kwargs)
-            else:
-                work = functools.partial(fn, *args, **kwargs)
-                if probe is not None:
-                    work = functools.partial(_probed, probe, work)
-                    probe.in_thread = True
+    finished = False
+    try:
+        if method.is_async:
+            finished, raw = await _awaited(fn(*args, **kwargs), timeout)
+        else:
+            work = in_thread(functools.partial(fn, *args, **kwargs))
+            if probe is not None:
+                work = functools.partial(_probed, probe, work)
+                probe.in_thread = True
+            with anyio.move_on_after(timeout):
                 raw = await anyio.to_thread.run_sync(work, abandon_on_cancel=True, limiter=limiter)
-        except BaseException as exc:
-            if not is_tool_exception(exc):
-                raise
-            raise failure_from(exc) from None
-    if deadline.cancelled_caught:
+                finished = True
+    except BaseException as exc:
+        if not is_tool_exception(exc):
+            raise
+        raise failure_from(exc) from None
+    if not finished:
         where = f"{call.capability}.{call.method}"
         if method.effect.may_write:
             raise OutcomeUnknown(
@@ -162,6 +169,71 @@ async def execute(
             )
         raise ToolFailure("TimeoutError", f"{where} did not finish within {timeout}s")
     return checked_result(call.capability, call.method, raw)
+
+
+async def _awaited(awaitable: Awaitable[object], timeout: float) -> tuple[bool, object]:
+    """``(True, result)`` of an async tool call, or ``(False, None)`` after ``timeout``.
+
+    A call that finishes without suspending (a cache hit, a 0-latency tool) cannot be
+    interrupted by a timeout anyway, so it costs no timer: its cancel scope is entered
+    undated (a scope must be entered before the tool enters its own, or their nesting
+    breaks), the coroutine's first step runs in it, and only a call that suspended gets
+    the deadline, counted from before that first step, as ``move_on_after`` would have.
+    """
+    with anyio.CancelScope() as scope:
+        started = _loop_clock()()
+        if type(awaitable) is not types.CoroutineType:
+            scope.deadline = started + timeout
+            return True, await awaitable
+        coro: Coroutine[object, object, object] = awaitable
+        try:
+            first = coro.send(None)
+        except StopIteration as stop:
+            return True, stop.value
+        scope.deadline = started + timeout
+        return True, await _Resumed(coro, first)
+    return False, None
+
+
+class _Resumed:
+    """Awaiting a coroutine that already ran its first step (which yielded ``first``).
+
+    Forwards what the event loop sends or throws, as ``await coro`` would have (PEP 380).
+    """
+
+    __slots__ = ("_coro", "_first")
+
+    def __init__(self, coro: Coroutine[object, object, object], first: object) -> None:
+        self._coro = coro
+        self._first = first
+
+    def __await__(self) -> Generator[object, object, object]:
+        coro, pending = self._coro, self._first
+        while True:
+            try:
+                sent = yield pending
+            except GeneratorExit:
+                coro.close()
+                raise
+            except BaseException as exc:
+                try:
+                    pending = coro.throw(exc)
+                except StopIteration as stop:
+                    return stop.value
+            else:
+                try:
+                    pending = coro.send(sent)
+                except StopIteration as stop:
+                    return stop.value
+
+
+def _loop_clock() -> Callable[[], float]:
+    """``anyio.current_time`` without its per-call backend lookup (on asyncio it is the
+    running loop's ``time``; elsewhere anyio's own function)."""
+    try:
+        return asyncio.get_running_loop().time
+    except RuntimeError:
+        return anyio.current_time
 
 
 def _probed(probe: Probe, work: Callable[[], object]) -> object:
@@ -207,19 +279,29 @@ class RunScope:
         }
         if targets is not None:
             self._targets.update(targets)
+        # The view function of each target that has one, looked up once (a runtime Protocol
+        # check costs microseconds; it is per run, not per call).
+        self._views: dict[str, Callable[[str, Mapping[str, object]], str]] = {
+            name: target.view_of for name, target in self._targets.items() if isinstance(target, Viewed)
+        }
         self._epochs: dict[str, int] = dict.fromkeys(self._registrations, 0)  # may-write calls started
         self._calls: list[CallRecord] = []
         self._physical = 0
         self._limiter = limiter
         self._timeout = call_timeout
         self._t0: float | None = None  # anyio.current_time() at the first call or start()
+        self._clock: Callable[[], float] = anyio.current_time  # the same clock, looked up at start()
         self.claims: Claims | None = None  # set by a speculating run before the Guest starts
+        # Told when a Guest call that may write returned or failed, so reads that follow
+        # it can start on the new view (``scheduler.Respeculation``); set by speculating runs.
+        self.on_written: Callable[[str, CallKey], object] | None = None
         # Trace of each early observation, by observation id, so claims can link to it.
         self.early_traces: dict[int, ObservationTrace] = {}
 
     def start(self) -> None:
         """Start the run's clock (receipt times are relative to it)."""
-        self._t0 = anyio.current_time()
+        self._clock = _loop_clock()
+        self._t0 = self._clock()
 
     @property
     def started_at(self) -> float:
@@ -251,9 +333,9 @@ class RunScope:
 
     def view_of(self, capability: str, method: str, call: BoundCall) -> str:
         """The id of the state ``call`` would see now (see the module docstring)."""
-        target = self._targets[capability]
-        if isinstance(target, Viewed):
-            return target.view_of(method, call.arguments)
+        view = self._views.get(capability)
+        if view is not None:
+            return view(method, call.arguments)
         return f"epoch:{self._epochs[capability]}"
 
     def key_for(self, capability: str, method: str, args: tuple[object, ...], kwargs: Mapping[str, object]) -> CallKey | None:
@@ -278,6 +360,8 @@ class RunScope:
         if cap.effect.may_write:
             self._epochs[capability] += 1
         self._physical += 1
+        if self.trace is NULL_RUN:  # no trace: no span, and no key digest to label it with
+            return await execute(self._targets[capability], cap, call, limiter=self._limiter, timeout=self._timeout)
         observation = self.trace.observation_started(
             capability,
             method,
@@ -320,7 +404,12 @@ class RunScope:
         shareable = self.claims is not None and call.spec.effect.speculable
         if shareable:
             assert self.claims is not None
-            obs = await self.claims.claim(key)
+            try:
+                obs = await self.claims.claim(key)
+            except BaseException:  # cancelled while waiting for early work: still a receipt
+                stopped = OutcomeUnknown("OutcomeUnknown", f"{capability}.{method} was interrupted waiting for its early result")
+                self._record(capability, method, call.args, call.kwargs, call, key, "unknown", None, stopped, now)
+                raise
             if obs is not None:
                 return self._claimed(call, key, obs, now)
             formal = self.claims.begin_formal(key)
@@ -331,6 +420,8 @@ class RunScope:
                 self.claims.end_formal(formal, error=failure)  # type: ignore[union-attr]
             outcome: CallOutcome = "unknown" if isinstance(failure, OutcomeUnknown) else "error"
             self._record(capability, method, call.args, call.kwargs, call, key, outcome, None, failure, now)
+            if outcome == "error":  # it ended; an unknown outcome may still be writing
+                self._written(call, key)
             raise
         except BaseException:
             interrupted = OutcomeUnknown(
@@ -343,7 +434,25 @@ class RunScope:
         if shareable:
             self.claims.end_formal(formal, value=result)  # type: ignore[union-attr]
         self._record(capability, method, call.args, call.kwargs, call, key, "ok", result, None, now)
+        self._written(call, key)
         return fresh_copy(result)
+
+    def _written(self, call: BoundCall, key: CallKey) -> None:
+        """A call that may write has ended (returned or raised): no write is in flight on its
+        capability until the Guest's next call, so reads on its view may start now."""
+        if self.on_written is not None and call.spec.effect.may_write:
+            self.on_written(call.capability, key)
+
+    async def call_on_view(self, call: BoundCall, *, probe: Probe | None = None) -> object:
+        """Execute a pure or immutable-read ``call`` early against this run's own object (the
+        state its formal calls see now, after the run's writes); ``execute``'s errors and
+        cancellation behaviour. Raises ``PermissionError`` for any other effect."""
+        cap = self._registrations[call.capability].methods[call.method]
+        if not cap.effect.speculable:
+            raise PermissionError(f"{call.capability}.{call.method} is {cap.effect.value}: never run early")
+        return await execute(
+            self._targets[call.capability], cap, call, limiter=self._limiter, timeout=self._timeout, probe=probe
+        )
 
     def _claimed(self, call: BoundCall, key: CallKey, obs: Observation, now: float) -> object:
         """Serve a Guest call from early (or shared) work: a fresh copy, or the held failure."""
@@ -398,7 +507,7 @@ class RunScope:
         if self._t0 is None:
             self.start()
         assert self._t0 is not None
-        return anyio.current_time() - self._t0
+        return self._clock() - self._t0
 
     def _record(
         self,
@@ -416,8 +525,14 @@ class RunScope:
         lane: Lane = "direct",
         observation_id: int | None = None,
     ) -> None:
-        spec = call.spec if call is not None else _spec_or_none(self._registrations.get(capability), method)
-        plain_args, plain_kwargs = _plain_or_repr(args), _plain_or_repr(dict(kwargs))
+        if call is not None:
+            # A bound call's values are the broker's own copies, made for this receipt.
+            spec: MethodSpec | None = call.spec
+            plain_args: object = args
+            plain_kwargs: object = dict(kwargs)
+        else:
+            spec = _spec_or_none(self._registrations.get(capability), method)
+            plain_args, plain_kwargs = _plain_or_repr(args), _plain_or_repr(dict(kwargs))
         assert isinstance(plain_args, tuple) and isinstance(plain_kwargs, dict)
         self._calls.append(
             CallRecord(

@@ -17,11 +17,12 @@ from __future__ import annotations
 import functools
 import inspect
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, TypeVar, overload
 
 from occurrences import Effect, MethodSpec, NotPlain, check_plain
 
+from ._binding import Binder
 from ._exceptions import RegistrationError
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -87,9 +88,15 @@ class CapabilityMethod:
     batch: BatchLaw | None = None
     projection: ProjectionLaw | None = None
     scope: str | None = None  # a parameter of ``signature``, checked at registration
+    # Derived once from the fields above (every Guest call uses both).
+    spec: MethodSpec = field(init=False, repr=False, compare=False)
+    binder: Binder = field(init=False, repr=False, compare=False)
 
-    @property
-    def spec(self) -> MethodSpec:
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "spec", self._spec())
+        object.__setattr__(self, "binder", Binder(self.signature))
+
+    def _spec(self) -> MethodSpec:
         if self.scope is None:
             return MethodSpec(self.effect, self.version)
         positional = [

@@ -29,11 +29,12 @@ from __future__ import annotations
 
 import asyncio
 import math
+from collections.abc import Callable, Mapping
 
 import anyio
 
-from occurrences import NotPlain, check_plain, fresh_copy
-from occurrences._plain import dumps
+from occurrences import NotPlain, check_plain
+from occurrences._plain import ENCODER, own
 
 from ._guest_api import ToolFailure
 from ._guest_errors import arguments_not_plain
@@ -59,15 +60,42 @@ def check_arguments(capability: str, method: str, args: tuple[object, ...], kwar
         raise arguments_not_plain(capability, method, exc) from None
 
 
-def checked_result(capability: str, method: str, raw: object) -> object:
-    """A fresh copy of a tool's result ``raw``; ``ToolFailure`` when it cannot cross."""
+def owned_arguments(
+    capability: str, method: str, args: tuple[object, ...], kwargs: Mapping[str, object]
+) -> tuple[tuple[object, ...], list[object], dict[str, object], list[list[object]]]:
+    """``check_arguments``, and the broker's own copies with their tagged forms, in one walk.
+
+    ``(args copy, tagged args, kwargs copy, tagged kwargs)``: the tagged lists are the
+    bodies of ``to_tagged(args)`` / ``to_tagged(kwargs)`` (what the call key is made of).
+    Raises exactly what ``check_arguments`` raises, for the same first offender
+    (``_plain.own`` walks in ``to_tagged``'s order and tags scalars with it).
+    """
     try:
-        size = len(dumps(raw))
+        own_args, tagged_args = own(args)
+        own_kwargs, tagged_kwargs = own(kwargs if type(kwargs) is dict else dict(kwargs))
+    except NotPlain as exc:
+        raise arguments_not_plain(capability, method, exc) from None
+    assert type(own_args) is tuple and type(own_kwargs) is dict
+    assert isinstance(tagged_args, list) and isinstance(tagged_kwargs, list)
+    positional, pairs = tagged_args[1], tagged_kwargs[1]
+    assert isinstance(positional, list) and isinstance(pairs, list)
+    return own_args, positional, own_kwargs, pairs
+
+
+def checked_result(capability: str, method: str, raw: object) -> object:
+    """A fresh copy of a tool's result ``raw``; ``ToolFailure`` when it cannot cross.
+
+    One walk (``_plain.own``) checks, copies and tags it; its size is that of the tagged
+    text (``_plain.dumps``, without walking the value again).
+    """
+    try:
+        value, tagged = own(raw)
+        size = len(ENCODER.encode(tagged))
     except NotPlain as exc:
         raise invalid_result(capability, method, exc) from None
     if size > MAX_RESULT_CHARS:
         raise ToolFailure("ValueError", f"{capability}.{method} returned {size} characters (limit {MAX_RESULT_CHARS})")
-    return fresh_copy(raw)
+    return value
 
 
 def invalid_result(capability: str, method: str, reason: object) -> ToolFailure:
@@ -83,6 +111,8 @@ def failure_from(exc: BaseException) -> ToolFailure:
     (``_guest_errors.rebuild_exception``); any other class, ``SystemExit`` and
     ``CancelledError`` included, becomes a ``ToolError`` carrying its name.
     """
+    if isinstance(exc, _RaisedInThread):
+        exc = exc.exc
     if isinstance(exc, ToolFailure):
         return exc
     args: tuple[object, ...] = exc.args
@@ -98,6 +128,30 @@ def failure_from(exc: BaseException) -> ToolFailure:
     except Exception:
         message = f"<{type(exc).__name__} with unprintable message>"
     return ToolFailure(valid_text(type(exc).__name__), valid_text(message), args)
+
+
+class _RaisedInThread(Exception):
+    """Carries a non-``Exception`` a sync tool raised out of its worker thread: anyio's
+    thread machinery treats a raw ``GeneratorExit`` or ``SystemExit`` as its own end."""
+
+    def __init__(self, exc: BaseException) -> None:
+        super().__init__(exc)
+        self.exc = exc
+
+
+def in_thread(work: Callable[[], object]) -> Callable[[], object]:
+    """``work`` made safe to hand to a worker thread: whatever it raises comes back as an
+    ``Exception`` that ``failure_from`` unwraps."""
+
+    def run() -> object:
+        try:
+            return work()
+        except Exception:
+            raise
+        except BaseException as exc:
+            raise _RaisedInThread(exc) from None
+
+    return run
 
 
 def valid_text(text: str) -> str:

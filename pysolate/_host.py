@@ -77,6 +77,7 @@ class Host:
         ``session_factory`` (default: the isolated subprocess Guest) starts sessions' Guests."""
         self.passes = passes
         self._registrations: dict[str, Registration] = {}
+        self._root_views: dict[str, Callable[[str, Mapping[str, object]], str]] = {}  # of Viewed roots
         self._guest_factory = guest_factory
         self._session_factory = session_factory  # None: the subprocess Guest, kept across turns
         self.limits = limits or GuestLimits()
@@ -113,6 +114,8 @@ class Host:
             raise RegistrationError(f"capability {name!r} is already registered")
         if not is_function_tool(obj):
             self._registrations[name] = Registration(name, obj, capability_methods(obj))
+            if isinstance(obj, Viewed):  # a runtime Protocol check: once, not per early call
+                self._root_views[name] = obj.view_of
             return
         fn = cast("Callable[..., object]", obj)
         method = capability_function(name, fn)
@@ -147,9 +150,9 @@ class Host:
 
     def root_view(self, capability: str, method: str, call: BoundCall) -> str:
         """The view id of ``call`` against the shared root object (the speculative lane's)."""
-        obj = self._registrations[capability].obj
-        if isinstance(obj, Viewed):
-            return obj.view_of(method, call.arguments)
+        view = self._root_views.get(capability)
+        if view is not None:
+            return view(method, call.arguments)
         return "epoch:0"
 
     def root_key(self, call: BoundCall) -> CallKey:

@@ -42,7 +42,8 @@ from occurrences import (
     fresh_copy,
     tool_name,
 )
-from scheduler import EventGraph, LanePolicy, Node, Observation, SpeculativeLane
+from occurrences._pending import Pending
+from scheduler import EventGraph, LanePolicy, Node, Observation, Respeculation, SpeculativeLane
 
 from ._broker import RunScope
 from ._guest_api import CallHandler, ErrorInfo, Guest, GuestFactory, GuestLimits, GuestOutcome
@@ -148,7 +149,9 @@ async def run_stream(
     batcher = BatchFusion(host, config.batch_fusion) if config is not None and config.batch_fusion else None
     pass_outcomes: tuple[PassOutcome, ...] = ()
 
-    async def early(node: Node, obs: Observation) -> object:
+    async def early(node: Node, obs: Observation, on_view: bool = False) -> object:
+        """One early call: against the root, or (``on_view``, a read after a write the Guest
+        made) against the run's own object, on the view that write left."""
         call = host.bind(node.site.capability, node.site.method, node.args or (), node.kwargs or {})
         span = trace.observation_started(
             call.capability,
@@ -170,7 +173,9 @@ async def run_stream(
             return fresh_copy(held.value)
         try:
             with span.activated():
-                if batcher is not None and batcher.fusable(call):
+                if on_view:
+                    value = await scope.call_on_view(call, probe=obs.probe)
+                elif batcher is not None and batcher.fusable(call):
                     value = await batcher.submit(call, obs.probe)
                 else:
                     value = await host.call_root(call.capability, call.method, call, probe=obs.probe)
@@ -181,18 +186,31 @@ async def run_stream(
         return value
 
     def may_dispatch(node: Node) -> bool:
+        if node.provisional and batcher is not None:
+            return False  # a loop's reads wait for the loop, to be fused into one batch
         return speculate and scope.may_speculate(node.site.capability)
 
     outcome: GuestOutcome | None = None
     failure: _Aborted | None = None
     guest_started: float | None = None
     guest_ended: float | None = None
+    entered: SpeculativeLane | None = None
     async with anyio.create_task_group() as tg:
         if starter is not None:
             tg.start_soon(starter.start)
         try:
             async with SpeculativeLane(graph, early, policy, may_dispatch=may_dispatch) as lane:
+                entered = lane
                 scope.claims = lane if speculate else None
+                if speculate:
+                    follow = Respeculation(
+                        graph,
+                        lane,
+                        scope.key_for,
+                        functools.partial(early, on_view=True),
+                        allow_discardable=(policy or LanePolicy()).allow_discardable,
+                    )
+                    scope.on_written = follow.written
                 try:
                     final = await _seal(reader, graph, lane, trace, timeline, t0, _lens(host))
                 except _Aborted as exc:
@@ -211,6 +229,9 @@ async def run_stream(
                         guest_started = anyio.current_time() - t0
                         outcome = await turn.execute(program, scope.handler)
                     guest_ended = anyio.current_time() - t0
+        except BaseException as exc:  # the caller's cancellation, or a Host bug: account, re-raise
+            _account_interrupted(trace, scope, entered, exc)
+            raise
         finally:
             await reader.aclose()
             if starter is not None:
@@ -267,14 +288,20 @@ async def _seal(
     first: float | None = None
 
     def accept(snapshot: Snapshot | None) -> None:
-        if snapshot is None:
-            return
-        new = snapshot.new_statements
-        graph.add_statements(lens(new) if lens is not None else new)
-        lane.pump()
-        total = snapshot.first_new + len(new)  # len(statements) would materialize them all
-        trace.snapshot_accepted(statements=total, new_statements=len(new), chars=snapshot.end)
-        timeline.mark("stream", f"{total} statements", anyio.current_time() - t0, "snapshot")
+        if snapshot is not None:
+            new = snapshot.new_statements
+            graph.add_statements(lens(new) if lens is not None else new)
+            lane.pump()
+            total = snapshot.first_new + len(new)  # len(statements) would materialize them all
+            trace.snapshot_accepted(statements=total, new_statements=len(new), chars=snapshot.end)
+            timeline.mark("stream", f"{total} statements", anyio.current_time() - t0, "snapshot")
+        # The statement still streaming: its complete parts, for discovery only.
+        found = parser.pending()
+        if found is not None:
+            if lens is not None:
+                found = Pending(list(lens(found.statements)), found.limit)
+            graph.add_provisional(found)
+            lane.pump()
 
     try:
         while (text := await reader.read()) is not None:
@@ -368,6 +395,21 @@ def _observations(lane: SpeculativeLane, base: float) -> tuple[ObservationRecord
         )
         for obs in lane.observations()
     )
+
+
+def _account_interrupted(trace: RunTrace, scope: RunScope, lane: SpeculativeLane | None, exc: BaseException) -> None:
+    """End the trace of a run that raises instead of returning a result (the caller
+    cancelled it; a Host bug): the lane is closed by now, so every early observation gets
+    its disposition on its span, and every formal call started has its span (an
+    interrupted one also an ``unknown`` receipt in the scope). The run span ends
+    ``aborted`` with the counts and the exception's type."""
+    early = lane.observations() if lane is not None else []
+    counts = {"logical": len(scope.calls), "physical": scope.physical + sum(1 for o in early if o.lane == "speculative" and o.physical)}
+    if lane is not None:
+        _settle_traces(scope, lane)
+        stats = lane.statistics()
+        counts.update(cancelled=stats.cancelled, late=stats.late, orphaned=stats.orphaned)
+    trace.ended("aborted", counts=counts, error_type=type(exc).__name__)
 
 
 def _settle_traces(scope: RunScope, lane: SpeculativeLane) -> None:

@@ -234,6 +234,19 @@ class _Program:
     output_bytes: int = 0
     call_count: int = 0
     abandoned: bool = False  # set by the Host side when it stops waiting for the thread
+    # The call being served (its task runs outside the run's cancel scope, from the
+    # program thread): ``stop`` cancels it and waits, so its receipt exists when ``run`` ends.
+    in_call: anyio.CancelScope | None = None
+    call_done: anyio.Event | None = None
+
+    async def stop(self) -> None:
+        """Abandon the program and interrupt the call it is waiting on, if any."""
+        self.abandoned = True
+        scope, done = self.in_call, self.call_done
+        if scope is not None and done is not None:
+            scope.cancel()
+            with anyio.CancelScope(shield=True), anyio.move_on_after(5.0):
+                await done.wait()
 
     def namespace(self) -> dict[str, object]:
         """Fresh globals: builtins (with this program's ``print``) and capability proxies."""
@@ -299,7 +312,16 @@ class _Program:
         return call
 
     async def _call_handler(self, capability_name: str, method: str, args: tuple[object, ...], kwargs: dict[str, object]) -> object:
-        return await self.handler(capability_name, method, args, kwargs)
+        if self.abandoned:
+            raise _Abort("Abandoned", "the Host stopped this run")
+        self.call_done = anyio.Event()
+        try:
+            with anyio.CancelScope() as self.in_call:
+                return await self.handler(capability_name, method, args, kwargs)
+            raise _Abort("Abandoned", "the Host stopped this run")  # cancelled by ``stop``
+        finally:
+            self.in_call = None
+            self.call_done.set()
 
     def _check_abandoned(self) -> None:
         if self.abandoned:
@@ -341,10 +363,10 @@ class InProcessGuest:
             with anyio.move_on_after(self._limits.wall_time) as deadline:
                 outcome = await anyio.to_thread.run_sync(program.execute, source, abandon_on_cancel=True)
         except BaseException:
-            program.abandoned = True
+            await program.stop()
             raise
         if deadline.cancelled_caught:
-            program.abandoned = True
+            await program.stop()
             message = f"the run took longer than {self._limits.wall_time}s"
             return program.outcome("limit", error=ErrorInfo("WallTimeLimit", message, None))
         return outcome

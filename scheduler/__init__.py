@@ -15,6 +15,7 @@ from ._observation import Probe as Probe
 from ._state import IllegalTransition as IllegalTransition
 from ._state import State as State
 from ._state import transition as transition
+from ._views import Respeculation as Respeculation
 
 __all__: list[str] = [
     "Disposition",
@@ -28,6 +29,7 @@ __all__: list[str] = [
     "Observation",
     "ObservationState",
     "Probe",
+    "Respeculation",
     "SpeculativeLane",
     "State",
     "transition",

@@ -22,7 +22,14 @@ Invariants:
   or not, but not dispatched) whose branch turns out dead is ``DROPPED``;
 - of nodes with equal keys, only the first to become ready is handed out; the others
   follow it and complete or fail with it (a non-discardable node never follows a
-  discardable one, so it is never held back by a branch that may die);
+  discardable or provisional one, so it is never held back by a branch that may die);
+- *provisional* nodes come from a statement that is still streaming
+  (``add_provisional``): found in its complete inner statements and elements, they are
+  tentative - the rest of the statement may still change what encloses them - and they are
+  superseded when the next statements are accepted: those not dispatched are ``DROPPED``,
+  dispatched ones keep their observation, which the real occurrence with the same key
+  joins in the lane (or which ends ``cancelled``/``orphaned``). A provisional call that
+  ends after the text the model wrote (closed by the repair) is ``INELIGIBLE``;
 - a result reaches discovery once per node (leader and followers alike), after which the
   dependents' arguments are evaluated again.
 """
@@ -38,8 +45,9 @@ from types import MappingProxyType
 import networkx as nx
 
 from occurrences import CallKey, Effect, PriorGlobals, fresh_copy
-from occurrences._discovery import Discovery
 from occurrences._model import MethodSpec, Occurrence, OccurrenceId, Site
+from occurrences._pending import Pending
+from occurrences._provisional import ProvisionalDiscovery, provisional_generation
 
 from ._state import DISPOSITIONS, State, transition
 
@@ -66,10 +74,19 @@ class Node:
     key: CallKey | None = None
     leader: OccurrenceId | None = None  # set while FOLLOWING (and after)
     followers: list[OccurrenceId] = field(default_factory=list)
+    provisional: bool = False  # found in a statement still streaming (see the module docstring)
+    # Provisional and discardable whatever its branch does: a later iteration of a loop
+    # whose body is still streaming (a ``break`` may follow).
+    unsure: bool = False
 
     @property
     def site(self) -> Site:
         return self.id.site
+
+    @property
+    def tentative(self) -> bool:
+        """Early work for it may be wasted: under an undecided branch, or provisional."""
+        return self.discardable or self.provisional
 
 
 @dataclass(frozen=True, slots=True)
@@ -108,14 +125,38 @@ class EventGraph:
         self._outcomes: dict[OccurrenceId, object] = {}
         # Results for discovery, delivered after the current call into discovery returns.
         self._notices: deque[tuple[OccurrenceId, object]] = deque()
-        self._discovery = Discovery(capabilities, _Sink(self), prior)
+        self._discovery = ProvisionalDiscovery(capabilities, _Sink(self), prior)
+        self._generation = 0  # provisional parses discovered so far
+        self._limits: dict[int, tuple[int, int]] = {}  # generation -> end of the model's text
+        self._provisional: list[Node] = []  # provisional nodes not yet superseded
+        self._superseded = 0  # generations up to this one are superseded
 
     # -- feeding ------------------------------------------------------------------------
 
     def add_statements(self, statements: Sequence[ast.stmt]) -> None:
-        """Discover the occurrences of newly accepted top-level statements (in order)."""
+        """Discover the occurrences of newly accepted top-level statements (in order); the
+        provisional nodes found so far are superseded first."""
+        self._supersede()
         self._discovery.add_statements(statements)
         self._flush()
+
+    def add_provisional(self, pending: Pending) -> None:
+        """Discover the occurrences of a provisional parse of the statement still streaming
+        (``PrefixParser.pending``). Nothing of it is accepted; see the module docstring."""
+        self._generation += 1
+        self._limits[self._generation] = pending.limit
+        self._discovery.add_provisional(pending.statements, self._generation)
+        self._flush()
+
+    def _supersede(self) -> None:
+        """Statements are being accepted: what was provisional and never ran is dropped."""
+        for node in self._provisional:
+            if node.state in (State.DISCOVERED, State.BLOCKED, State.READY, State.FOLLOWING):
+                self._move(node, State.DROPPED)
+                self._never(node)
+                self._promote(node)
+        self._provisional.clear()
+        self._superseded = self._generation
 
     def take_ready(self) -> list[Node]:
         """Nodes that became ready since the last call, in program order.
@@ -247,6 +288,15 @@ class EventGraph:
         )
         if node.id in self._nodes:
             raise AssertionError(f"occurrence discovered twice: {node.id}")
+        generation = provisional_generation(node.id)
+        synthetic = False
+        if generation is not None:
+            node.provisional = True
+            node.unsure = any(type(p) is int and p > 0 for p in node.id.path[1:])
+            node.discardable = node.discardable or node.unsure
+            site = node.site
+            synthetic = (site.end_lineno, site.end_col_offset) > self._limits[generation]
+            self._provisional.append(node)
         self._nodes[node.id] = node
         self._counts[State.DISCOVERED] += 1
         self._graph.add_node(node.id)
@@ -254,8 +304,13 @@ class EventGraph:
             self._graph.add_edge(producer, node.id, kind="control")
         for producer in occurrence.data_deps:
             self._graph.add_edge(producer, node.id, kind="data")
-        if occurrence.dead:
-            self._move(node, State.DROPPED)
+        if occurrence.dead or (generation is not None and generation <= self._superseded):
+            self._move(node, State.DROPPED)  # (or found late, by a superseded parse)
+            if not occurrence.dead:
+                self._never(node)
+        elif synthetic:
+            self._move(node, State.INELIGIBLE)  # closed by the repair: not the model's call
+            self._never(node)
         elif not (occurrence.effect.speculable and occurrence.pre_write):
             self._move(node, State.INELIGIBLE)
         elif any(p not in self._outcomes for p in occurrence.data_deps):
@@ -278,7 +333,7 @@ class EventGraph:
     def _enter_frontier(self, node: Node) -> None:
         assert node.key is not None
         leader = self._leaders.get(node.key)
-        if leader is not None and (node.discardable or not leader.discardable):
+        if leader is not None and (node.tentative or not leader.tentative):
             self._move(node, State.FOLLOWING)
             node.leader = leader.id
             leader.followers.append(node.id)
@@ -299,7 +354,8 @@ class EventGraph:
     def _control_changed(self, node_id: OccurrenceId, discardable: bool, dead: bool) -> None:
         node = self._nodes[node_id]
         was_discardable = node.discardable
-        node.discardable, node.dead = discardable, dead
+        node.discardable, node.dead = discardable or node.unsure, dead
+        discardable = node.discardable
         if dead:
             if node.state in (State.DISCOVERED, State.BLOCKED, State.READY, State.FOLLOWING):
                 self._move(node, State.DROPPED)
@@ -319,7 +375,7 @@ class EventGraph:
         old leader and its other followers follow it."""
         assert node.leader is not None and node.key is not None
         leader = self._nodes[node.leader]
-        if leader.state is not State.READY or not leader.discardable:
+        if leader.state is not State.READY or not leader.tentative or node.tentative:
             return
         rest = [f for f in leader.followers if f != node.id]
         self._move(leader, State.FOLLOWING)

@@ -17,6 +17,7 @@ end). Differences that matter for the correctness contract:
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from types import TracebackType
@@ -52,6 +53,11 @@ class LanePolicy:
     """Early physical calls per run; past it, ready occurrences are left to the Guest."""
     allow_discardable: bool = False
     """Whether occurrences under an unresolved branch may run early (wasted if not taken)."""
+    provisional: bool = True
+    """Whether calls found in a statement that is still streaming may run early (inside an
+    unfinished block, or complete elements of an unfinished expression). Their own text is
+    final, but the rest of the statement may still make them conditional or rebind what
+    they read: then the early call is wasted, accounted ``orphaned`` or ``cancelled``."""
     share_formal: bool = True
     """Whether an equal-key Guest call may reuse a completed formal observation
     (``effectful_cse`` on a frozen root; pure and immutable_read only)."""
@@ -153,6 +159,8 @@ class SpeculativeLane:
             return False
         if node.discardable and not self._policy.allow_discardable:
             return False
+        if node.provisional and not self._policy.provisional:
+            return False
         return self._may_dispatch is None or self._may_dispatch(node)
 
     def _consider(self, node: Node) -> None:
@@ -176,17 +184,33 @@ class SpeculativeLane:
         self._early.append(obs)
         self._graph.mark_dispatched(node.id)
         assert self._tg is not None
-        self._tg.start_soon(self._observe, obs, node)
+        self._tg.start_soon(self._observe, obs, functools.partial(self._execute, node, obs))
+
+    def start_on_view(self, key: CallKey, run: Callable[[Observation], Awaitable[object]]) -> Observation | None:
+        """Start early work the graph does not offer: a read after a write, on the view the
+        Guest's write left (``scheduler.Respeculation``). ``key`` is the key the Guest's call
+        will have on that view, so the claim stays exact; ``run`` executes it there.
+
+        Returns None, starting nothing, when the lane is closed, the budget is spent, or
+        ``key`` already has an observation. Counted, cancelled and settled like all early work.
+        """
+        if self._closed or self._tg is None or key in self._table or len(self._early) >= self._policy.budget:
+            return None
+        obs = Observation(id=self._next_id(), key=key, lane="speculative")
+        self._table[key] = obs
+        self._early.append(obs)
+        self._tg.start_soon(self._observe, obs, functools.partial(run, obs))
+        return obs
 
     def _next_id(self) -> int:
         return len(self._early) + len(self._formal) + 1
 
-    async def _observe(self, obs: Observation, node: Node) -> None:
+    async def _observe(self, obs: Observation, run: Callable[[], Awaitable[object]]) -> None:
         try:
             async with self._limiter:
                 obs.move(ObservationState.RUNNING)
                 obs.started = self._clock()
-                obs.value = await self._execute(node, obs)
+                obs.value = await run()
         except anyio.get_cancelled_exc_class():
             obs.cancel_requested = True
             if obs.state is ObservationState.QUEUED:

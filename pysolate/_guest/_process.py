@@ -53,6 +53,8 @@ from .._guest_api import (
     ToolFailure,
 )
 from . import _isolation
+from ._channel import Channel as _Channel
+from ._channel import ChannelClosed as _ChannelClosed
 from ._frames import Call, Done, ProtocolViolation, ReadyFrame, TurnDone, parse_guest_frame
 from ._wire import HEADER, encode_frame
 
@@ -68,9 +70,6 @@ SCRATCH_BYTES = 64 * 1024 * 1024
 STDERR_KEPT = 8 * 1024
 """Bytes of the child's stderr kept for the ``crashed`` message."""
 
-_READ_CHUNK = 256 * 1024
-
-
 class GuestStartError(RuntimeError):
     """The Guest child could not be started (it died, or never reported ready)."""
 
@@ -80,10 +79,6 @@ class _State(enum.Enum):
     RUNNING = "running"
     FINISHED = "finished"  # ran its one program
     CLOSED = "closed"
-
-
-class _ChannelClosed(Exception):
-    """The child's end of the channel is gone (it exited or was killed)."""
 
 
 class _LimitHit(Exception):
@@ -101,73 +96,6 @@ class GuestStatistics:
     calls: int
     """Capability calls served."""
     stdout_bytes: int
-
-
-class _Channel:
-    """The Host's end of the broker socket: non-blocking frames with a size bound."""
-
-    def __init__(self, sock: socket.socket, max_frame_bytes: int) -> None:
-        sock.setblocking(False)
-        self._sock = sock
-        self._max = max_frame_bytes
-        self._buffer = bytearray()  # received bytes not yet consumed as frames
-
-    async def _fill(self, n: int) -> None:
-        while len(self._buffer) < n:
-            try:
-                data = self._sock.recv(_READ_CHUNK)
-            except BlockingIOError:
-                await anyio.wait_readable(self._sock)
-                continue
-            except OSError:
-                raise _ChannelClosed from None
-            if not data:
-                raise _ChannelClosed
-            self._buffer += data
-
-    async def receive(self) -> bytes:
-        """The next frame's payload. Raises ``ProtocolViolation`` for an oversized one."""
-        await self._fill(HEADER.size)
-        (length,) = HEADER.unpack_from(self._buffer)
-        if length > self._max:
-            raise ProtocolViolation(f"frame of {length} bytes exceeds {self._max}")
-        await self._fill(HEADER.size + length)
-        payload = bytes(self._buffer[HEADER.size : HEADER.size + length])
-        del self._buffer[: HEADER.size + length]
-        return payload
-
-    def spoke_out_of_turn(self) -> bool:
-        """Whether the child sent anything since its last frame (without waiting).
-
-        Raises ``_ChannelClosed`` if it hung up instead.
-        """
-        if self._buffer:
-            return True
-        try:
-            data = self._sock.recv(_READ_CHUNK)
-        except BlockingIOError:
-            return False
-        except OSError:
-            raise _ChannelClosed from None
-        if not data:
-            raise _ChannelClosed
-        self._buffer += data
-        return True
-
-    async def send(self, frame: bytes) -> None:
-        view = memoryview(frame)
-        while view:
-            try:
-                sent = self._sock.send(view)
-            except BlockingIOError:
-                await anyio.wait_writable(self._sock)
-                continue
-            except OSError:
-                raise _ChannelClosed from None
-            view = view[sent:]
-
-    def close(self) -> None:
-        self._sock.close()
 
 
 class SubprocessGuest:

@@ -51,10 +51,6 @@ class SubprocessTurns:
         self._guest = guest
         self._alive = True  # False once the child was stopped (any end but ok/error)
 
-    @property
-    def isolation(self) -> object:
-        return self._guest.isolation
-
     async def turn(self, source: str, handler: CallHandler, *, wall_time: float) -> TurnOutcome:
         """See ``SessionGuest.turn``. Raises ``RuntimeError`` after the child was stopped;
         an exception other than ``ToolFailure`` from ``handler`` propagates after the child

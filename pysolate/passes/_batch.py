@@ -33,7 +33,7 @@ from occurrences._plain import dumps
 from scheduler import Probe
 
 from .._broker import BoundCall, bind
-from .._crossing import MAX_RESULT_CHARS, failure_from, is_tool_exception
+from .._crossing import MAX_RESULT_CHARS, failure_from, in_thread, is_tool_exception
 from .._guest_api import ToolFailure
 from ..tracing import source_hash
 from ._framework import Applied, NotApplicable, PassOutcome
@@ -189,7 +189,7 @@ class BatchFusion:
                     for probe in batch.probes:
                         probe.in_thread = True
                     work = functools.partial(
-                        _probed, batch.probes, functools.partial(fn, *call.args, **call.kwargs)
+                        _probed, batch.probes, in_thread(functools.partial(fn, *call.args, **call.kwargs))
                     )
                     raw = await anyio.to_thread.run_sync(
                         work, abandon_on_cancel=True, limiter=self._host.limiter()

@@ -18,7 +18,7 @@ from typing import Any
 import anyio
 
 from occurrences import Effect
-from pysolate import Host, RunResult, capability
+from pysolate import Host, LanePolicy, RunResult, capability
 from pysolate._guest_api import GuestFactory
 from pysolate.testing import check_invariants, memory_workspace
 
@@ -98,6 +98,12 @@ class Odd:
         raise crash(kind)
 
     @capability(effect=Effect.PURE, version="1")
+    async def slow(self, seconds: float) -> float:
+        self._log("slow", seconds)
+        await anyio.sleep(seconds)
+        return seconds
+
+    @capability(effect=Effect.PURE, version="1")
     def stall(self, key: str) -> str:
         self._log("stall", key)
         self.release.wait(STALL_SECONDS)
@@ -123,14 +129,16 @@ class Both:
     streamed_odd: Odd
 
 
-async def both_ways(source: str, factory: GuestFactory, chunk: int = 7, **host_kwargs: Any) -> Both:
+async def both_ways(
+    source: str, factory: GuestFactory, chunk: int = 7, policy: LanePolicy | None = None, **host_kwargs: Any
+) -> Both:
     """Run ``source`` with ``run_source(speculate=False)`` and ``run_stream`` (``chunk``
     characters a chunk) against fresh Hosts; assert they are equal, type-exactly, and that
     the streamed run's accounting holds."""
     ref_host, ref_odd = odd_host(factory, **host_kwargs)
     reference = await ref_host.run_source(source, speculate=False)
     host, odd = odd_host(factory, **host_kwargs)
-    streamed = await host.run_stream(TimedChunks(source, (chunk,), (0.0,)))
+    streamed = await host.run_stream(TimedChunks(source, (chunk,), (0.0,)), policy=policy)
     ref_odd.release.set()
     odd.release.set()
     assert_same(streamed, reference)

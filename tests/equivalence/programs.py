@@ -130,7 +130,7 @@ class _Writer:
         return lines or ["pass"]
 
     def statement(self, scope: _Scope, depth: int) -> list[str]:
-        kinds = ["search", "fetch", "read", "read", "write", "print", "live", "unknown", "repeat", "rewrite"]
+        kinds = ["search", "fetch", "read", "read", "write", "print", "live", "unknown", "repeat", "rewrite", "gather"]
         if scope.lists:
             kinds += ["comprehension"]
         if set(scope.lists) - scope.iterated:
@@ -215,6 +215,18 @@ class _Writer:
             lines += ["try:", f"    {after} = workspace.read_text({path!r})", "except FileNotFoundError:", f"    {after} = 'gone'"]
         scope.strs.append(after)
         return lines
+
+    def _gather(self, scope: _Scope, depth: int) -> list[str]:
+        """A multi-line tuple of reads (``asyncio.gather``-style): its complete elements are
+        found while the rest of it streams."""
+        name = self.fresh("g")
+        reads = self.draw(st.lists(st.sampled_from(("search", "fetch", "read")), min_size=1, max_size=3))
+        elements = [
+            f"    docs.{kind}({self.str_expr(scope)})," if kind != "read" else f"    workspace.read_text({self.path_expr(scope)}),"
+            for kind in reads
+        ]
+        tail = ") if " + self.condition(scope) + " else ()" if self.draw(st.integers(0, 3)) == 0 else ")"
+        return [f"{name} = (", *elements, tail]
 
     def _mutate(self, scope: _Scope, depth: int) -> list[str]:
         name = self.draw(st.sampled_from(sorted(set(scope.lists) - scope.iterated)))

@@ -241,9 +241,9 @@ def test_every_seeded_interleaving_equals_the_sequential_run(name: str) -> None:
 
 def test_virtual_time_makes_the_saving_exact() -> None:
     """Four independent 0.5 s reads, one line per 0.1 s of stream (five lines, sealed at
-    0.5 s): stream-then-run takes 0.5 + 4 * 0.5 s; speculating, read ``i`` starts when line
-    ``i + 1`` arrives, so the run ends when the last read does, at 0.4 + 0.5 s (exact on the
-    mock clock)."""
+    0.5 s): stream-then-run takes 0.5 + 4 * 0.5 s; speculating, read ``i`` starts in the very
+    chunk that ends its line (at 0.1 * i s, zero extra chunks), so the run ends when the last
+    read does, at 0.3 + 0.5 s (exact on the mock clock)."""
     source = "".join(f"r{i} = docs.search('q{i}')\n" for i in range(4)) + "[r0, r1, r2, r3]\n"
 
     async def twin(call: Call) -> object:
@@ -270,7 +270,7 @@ def test_virtual_time_makes_the_saving_exact() -> None:
     clock = {"clock": MockClock(autojump_threshold=0)}
     pysolate = anyio.run(main, True, backend="trio", backend_options=clock)
     assert baseline == pytest.approx(0.5 + 4 * 0.5)  # five chunks, 0.1 s after each; four reads
-    assert pysolate == pytest.approx(0.4 + 0.5)  # r3 is accepted when the last line arrives
+    assert pysolate == pytest.approx(0.3 + 0.5)  # r3 is accepted when its own line arrives
 
 
 @pytest.mark.parametrize("anyio_backend", [pytest.param(("trio", {"clock": MockClock(autojump_threshold=0)}), id="trio-mock")])

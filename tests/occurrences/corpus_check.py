@@ -13,9 +13,11 @@ from __future__ import annotations
 
 import argparse
 import ast
+import itertools
 import json
 import os
 import random
+import re
 import sys
 import sysconfig
 import tokenize
@@ -70,6 +72,56 @@ def chunks(source: str, rng: random.Random, low: int = 1, high: int = 16) -> Ite
         i += n
 
 
+_LINE_END = re.compile(r"\r\n|\r|\n")
+_COMPOUND = tuple(
+    getattr(ast, name)
+    for name in ("If", "For", "AsyncFor", "While", "With", "AsyncWith", "Try", "TryStar",
+                 "FunctionDef", "AsyncFunctionDef", "ClassDef", "Match")
+    if hasattr(ast, name)
+)
+
+
+def physical_lines(source: str) -> list[str]:
+    """Lines as the tokenizer ends them (only ``\r\n``, ``\r``, ``\n``), with terminators."""
+    out, pos = [], 0
+    for m in _LINE_END.finditer(source):
+        out.append(source[pos : m.end()])
+        pos = m.end()
+    if pos < len(source):
+        out.append(source[pos:])
+    return out
+
+
+def due_offsets(source: str, body: list[ast.stmt]) -> dict[int, int]:
+    """Statement index -> offset just after the ``\n`` that ends its logical line, for
+    every simple statement whose logical line starts at column 0 on a line of its own (not
+    after a backslash line): the chunk that reaches that offset must accept it."""
+    lines = physical_lines(source)
+    starts = list(itertools.accumulate((len(line) for line in lines), initial=0))
+    # Statements on one logical line (``a; b``, or ``a; \`` continued) end together.
+    ends = [s.end_lineno or s.lineno for s in body]
+    for i in range(len(body) - 2, -1, -1):
+        if body[i + 1].lineno <= ends[i]:
+            ends[i] = max(ends[i], ends[i + 1])
+    due: dict[int, int] = {}
+    first = 0
+    for index, stmt in enumerate(body):
+        if index and stmt.lineno > ends[index - 1]:
+            first = index  # the first statement of its logical line
+        if isinstance(stmt, _COMPOUND):
+            continue
+        start = body[first].lineno
+        line = lines[start - 1]
+        if body[first].col_offset != 0 or line[:1] in ("", " ", "\t", "\x0c", "\\", "#"):
+            continue
+        if start > 1 and lines[start - 2].rstrip("\r\n").endswith("\\"):
+            continue
+        last = lines[ends[index] - 1]
+        if last.endswith("\n") and not last.rstrip("\r\n").endswith("\\"):
+            due[index] = starts[ends[index]]
+    return due
+
+
 def _error_fields(exc: SyntaxError) -> list[object]:
     return [exc.msg, exc.lineno, exc.offset, exc.end_lineno, exc.end_offset]
 
@@ -79,29 +131,36 @@ def check_source(
 ) -> tuple[bool, str | None]:
     """Whether CPython accepts ``source``, and None if streaming it is exact (else the
     first difference)."""
+    body: list[ast.stmt] = []
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         try:
-            expected: list[str] | list[object] = [
-                ast.dump(s, include_attributes=True) for s in ast.parse(source).body
-            ]
+            body = ast.parse(source).body
+            expected: list[str] | list[object] = [ast.dump(s, include_attributes=True) for s in body]
             valid = True
         except SyntaxError as exc:
             expected, valid = _error_fields(exc), False
         except ValueError as exc:
             expected, valid = [str(exc)], False
+    due = sorted((offset, index) for index, offset in due_offsets(source, body).items())
     parser = PrefixParser()
-    count = 0
+    count = fed = 0
     for piece in chunks(source, rng, low, high):
         snap = parser.feed(piece)
-        if snap is None or not valid:
+        fed += len(piece)
+        if not valid:
             continue
-        if snap.first_new != count or len(snap.statements) <= count:
-            return valid, f"snapshot did not grow from {count}"
-        new = [ast.dump(s, include_attributes=True) for s in snap.new_statements]
-        if new != expected[count : count + len(new)]:
-            return valid, f"snapshot statements {count}..{count + len(new)} differ"
-        count += len(new)
+        if snap is not None:
+            new = [ast.dump(s, include_attributes=True) for s in snap.new_statements]
+            if snap.first_new != count or not new:
+                return valid, f"snapshot did not grow from {count}"
+            if new != expected[count : count + len(new)]:
+                return valid, f"snapshot statements {count}..{count + len(new)} differ"
+            count += len(new)
+        while due and due[0][0] <= fed:
+            _, index = due.pop(0)
+            if count <= index:
+                return valid, f"statement {index} was not accepted in the chunk ending its line"
     try:
         final = parser.close()
     except SealError as exc:
@@ -113,8 +172,8 @@ def check_source(
         return valid, f"accepted a file CPython rejects with {expected}"
     if parser.statistics().whole_parses:
         return valid, "valid file needed the whole-source fallback"
-    if count >= len(expected) and expected:
-        return valid, "the last statement was accepted before close()"
+    if count >= len(expected) and expected and isinstance(body[-1], _COMPOUND):
+        return valid, "the last (compound) statement was accepted before close()"
     if [ast.dump(s, include_attributes=True) for s in final.statements] != expected:
         return valid, "final statements differ"
     return valid, None

@@ -51,23 +51,54 @@ def stream(source: str, size: int = 1) -> tuple[list[Snapshot], Snapshot]:
     return snaps, parser.close()
 
 
-def test_simple_statement_waits_for_the_next_line_to_begin() -> None:
-    """A statement is final only once the next column-0 line has begun."""
-    assert accepted_after("x = 1\n", "\n", "# c\n", "y", " = 2\n") == [0, 0, 0, 1, 1, 2]
+def test_simple_statement_is_final_at_its_newline() -> None:
+    """A column-0 simple statement is final in the chunk that ends its logical line."""
+    assert accepted_after("x = 1\n", "\n", "# c\n", "y", " = 2\n") == [1, 1, 1, 1, 2, 2]
+    assert accepted_after("x = 1", "\n", "y = f(", "1,\n", "2)", "\n") == [0, 1, 1, 1, 1, 2, 2]
 
 
-def test_last_statement_is_accepted_only_at_close() -> None:
-    assert accepted_after("x = 1\ny = 2\n") == [1, 2]
+def test_last_statement_is_accepted_at_its_newline_or_at_close() -> None:
+    assert accepted_after("x = 1\ny = 2\n") == [2, 2]
+    assert accepted_after("x = 1\ny = 2") == [1, 2]
+
+
+def test_compound_headers_and_decorators_wait_for_the_next_line() -> None:
+    """``if``/``def``/``class``/``match`` ... may still grow (a body, ``else``); a one-line
+    compound statement too (``else`` may follow); a decorator needs its definition."""
+    assert accepted_after("if x: pass\n", "y = 1\n") == [0, 2, 2]
+    assert accepted_after("def f(): pass\n", "y = 1\n") == [0, 2, 2]
+    assert accepted_after("@d\n", "def f(): pass\n", "y = 1\n") == [0, 0, 2, 2]
+    assert accepted_after("match x:\n", "    case 1:\n        pass\n", "y = 1\n") == [0, 0, 2, 2]
+    assert accepted_after("match(x)\n", "match = 1\n") == [1, 2, 2]
+
+
+def test_comment_and_blank_lines_join_the_next_statement() -> None:
+    """Lines holding no code are not parsed as a group of their own."""
+    parser = PrefixParser()
+    for piece in ("x = 1\n", "# a\n\n   \n", "y = 2\n", "# tail\n"):
+        parser.feed(piece)
+    final = parser.close()
+    assert dumps(final.statements) == dumps(ast.parse("x = 1\n# a\n\n   \ny = 2\n# tail\n").body)
+    stats = parser.statistics()
+    assert (stats.groups, stats.at_newline) == (3, 2)  # x, comments+y, the final comment
+
+
+def test_a_complete_line_that_cannot_parse_dooms_at_once() -> None:
+    parser = PrefixParser()
+    assert parser.feed("x = = 1\n") is None
+    assert parser.feed("y = 2\n") is None  # no snapshot after a certain error
+    with pytest.raises(SealError):
+        parser.close()
 
 
 def test_else_after_comments_and_blank_lines_continues_the_if() -> None:
     src = ["if x:\n    a = 1\n", "# note\n\n", "else", ":\n    a = 2\n", "z = 3\n"]
-    assert accepted_after(*src) == [0, 0, 0, 0, 1, 2]
+    assert accepted_after(*src) == [0, 0, 0, 0, 2, 2]
 
 
 def test_continuation_keyword_needs_a_complete_first_token() -> None:
     """``els`` may still become ``else``; ``elsewhere`` finalizes the ``if``."""
-    assert accepted_after("if x:\n    pass\n", "els", "ewhere = 1\n") == [0, 0, 1, 2]
+    assert accepted_after("if x:\n    pass\n", "els", "ewhere = 1\n") == [0, 0, 2, 2]
     assert accepted_after("if x:\n    pass\n", "e", "lif y:\n    pass\n") == [0, 0, 0, 1]
 
 
@@ -78,31 +109,32 @@ def test_first_token_that_cannot_start_a_keyword_finalizes_at_once() -> None:
 
 def test_finally_and_except_continue_try() -> None:
     src = ["try:\n    pass\n", "except E:\n    pass\n", "finally:\n    pass\n", "x = 1\n"]
-    assert accepted_after(*src) == [0, 0, 0, 1, 2]
+    assert accepted_after(*src) == [0, 0, 0, 2, 2]
 
 
 def test_for_while_else() -> None:
-    assert accepted_after("while x:\n    pass\n", "else:\n    pass\n", "f = 1\n") == [0, 0, 1, 2]
+    assert accepted_after("while x:\n    pass\n", "else:\n    pass\n", "f = 1\n") == [0, 0, 2, 2]
 
 
 def test_decorator_joins_the_following_definition() -> None:
     src = ["@dec\n", "@other(1)\n", "def f():\n    pass\n", "x = 1\n"]
-    assert accepted_after(*src) == [0, 0, 0, 1, 2]
+    assert accepted_after(*src) == [0, 0, 0, 2, 2]
 
 
 def test_multiline_strings_hide_column_zero_text() -> None:
-    src = 'x = """\ny = 2\nelse:\n"""\n', "z = 3\n"
-    assert accepted_after(*src) == [0, 1, 2]
+    src = 'x = """\ny = 2\nelse:\n"""', "\n", "z = 3\n"
+    assert accepted_after(*src) == [0, 1, 2, 2]
 
 
 def test_brackets_continue_at_column_zero() -> None:
-    src = "x = [\n1,\n2,\n]\n", "y = (\n'a'\n)\n", "z = 0\n"
-    assert accepted_after(*src) == [0, 1, 2, 3]
+    src = "x = [\n1,\n2,\n", "]\n", "y = (\n'a'\n", ")\n", "z = 0"
+    assert accepted_after(*src) == [0, 1, 1, 2, 2, 3]
 
 
 def test_backslash_continuation_joins_lines() -> None:
     src = "x = 1 + \\\n", "2\n", "y = 3\n"
-    assert accepted_after(*src) == [0, 0, 1, 2]
+    assert accepted_after(*src) == [0, 1, 2, 2]
+    assert accepted_after("x = 1 + \\\r", "\n2\r", "\n") == [0, 0, 1, 1]
 
 
 def test_backslash_in_indentation_keeps_the_line_inside_the_block() -> None:
@@ -111,11 +143,12 @@ def test_backslash_in_indentation_keeps_the_line_inside_the_block() -> None:
     _snaps, final = stream(source)
     assert [type(s).__name__ for s in final.statements] == ["FunctionDef", "Assign"]
     assert dumps(final.statements) == dumps(ast.parse(source).body)
-    assert accepted_after("\\\n", "x = 1\n", "y = 2\n") == [0, 0, 1, 2]
+    # A logical line opened by a backslash is merged, not tried early (safe either way).
+    assert accepted_after("\\\n", "x = 1\n", "y = 2\n") == [0, 0, 2, 2]
 
 
 def test_semicolons_give_several_statements_per_line() -> None:
-    assert accepted_after("a = 1; b = 2\n", "c = 3; d = 4\n") == [0, 2, 4]
+    assert accepted_after("a = 1; b = 2\n", "c = 3; d = 4\n") == [2, 4, 4]
 
 
 def test_match_statement_and_soft_keywords_as_names() -> None:
@@ -125,7 +158,7 @@ def test_match_statement_and_soft_keywords_as_names() -> None:
         "case = 1\n",
         "type = 2\n",
     ]
-    assert accepted_after(*src) == [0, 1, 2, 3, 4]
+    assert accepted_after(*src) == [1, 1, 3, 4, 4]
 
 
 @pytest.mark.parametrize("newline", ["\r\n", "\r"])
@@ -134,17 +167,19 @@ def test_crlf_and_cr_line_endings(newline: str) -> None:
     for size in (1, 2, 3, 7):
         snaps, final = stream(source, size)
         assert dumps(final.statements) == dumps(ast.parse(source).body)
-        assert [len(s.statements) for s in snaps] == [1, 2]
+        # "\r" alone ends a line only once the next character shows it is not "\r\n".
+        assert [len(s.statements) for s in snaps][-1] == (3 if newline == "\r\n" else 2)
 
 
 def test_cr_at_chunk_end_waits_for_a_possible_lf() -> None:
     """A trailing ``\\r`` may be half of ``\\r\\n``: the line count must not double."""
-    assert accepted_after("x = 1\r", "\ny = 2\r", "\n", "z = 3") == [0, 1, 1, 2, 3]
+    assert accepted_after("x = 1\r", "\ny = 2\r", "\n", "z = 3") == [0, 1, 2, 2, 3]
+    assert accepted_after("x = 1\r", "y = 2\r") == [0, 1, 2]
 
 
 def test_only_line_breaks_cpython_knows_end_lines() -> None:
     """Form feed, vertical tab and U+2028 are not line breaks for the tokenizer."""
-    source = "x = '\x0b\u2028\x1c'\ny = 1\n"
+    source = "x = '\x0b\u2028\x1c'\ny = 1"
     assert accepted_after(source) == [1, 2]
 
 
@@ -162,7 +197,7 @@ def test_tabs_and_unicode_columns_are_exact() -> None:
 
 def test_string_prefixes_and_escaped_quotes() -> None:
     source = "a = r'\\'' + b\"\\\"\" + rb'''x'''\nb = 'it\\'s'\nc = '''a\\'''b'''\nd = 1\n"
-    assert accepted_after(source) == [3, 4]
+    assert accepted_after(source) == [4, 4]
 
 
 def test_fstrings_with_nested_quotes_and_fields() -> None:
@@ -172,24 +207,25 @@ def test_fstrings_with_nested_quotes_and_fields() -> None:
         "c = f'''\n{y}\n'''\n",
         "d = 1\n",
     ]
-    assert accepted_after(*parts) == [0, 1, 2, 3, 4]
+    assert accepted_after(*parts) == [1, 2, 3, 4, 4]
 
 
 def test_snapshot_reports_new_statements_and_covered_source() -> None:
     parser = PrefixParser()
-    assert parser.feed("a = 1\nb = 2\n") is not None  # "b" began after "a = 1"
-    snap = parser.feed("c")
+    assert parser.feed("a = 1\nb = 2") is not None  # "a = 1\n" is final
+    snap = parser.feed("\nc")
     assert snap is not None
     assert snap.first_new == 1
     assert [s.lineno for s in snap.statements] == [1, 2]
     assert [s.lineno for s in snap.new_statements] == [2]
     assert snap.source == "a = 1\nb = 2\n"
     assert snap.end == len(snap.source)
-    parser.feed(" = 3\n")
+    last = parser.feed(" = 3\n")
+    assert last is not None and last.first_new == 2
+    assert [s.lineno for s in last.new_statements] == [3]
     assert parser.source == "a = 1\nb = 2\nc = 3\n"
     final = parser.close()
-    assert final.first_new == 2
-    assert [s.lineno for s in final.new_statements] == [3]
+    assert final.first_new == 3 and final.new_statements == ()
     assert final.source == parser.source
 
 
@@ -309,7 +345,7 @@ def test_doubt_at_close_falls_back_to_one_whole_parse(monkeypatch: pytest.Monkey
     """Should the scanner ever end in doubt on valid source, close() still returns the exact
     statements (one whole-source parse) and reports only the ones not yet accepted as new."""
     parser = PrefixParser()
-    parser.feed("a = 1\nb = 2\nc = 3\n")
+    parser.feed("a = 1\nb = 2\nc = 3")
     monkeypatch.setattr(LineScanner, "between", property(lambda self: False))
     final = parser.close()
     assert dumps(final.statements) == dumps(ast.parse("a = 1\nb = 2\nc = 3\n").body)

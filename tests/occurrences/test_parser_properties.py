@@ -10,12 +10,16 @@ from __future__ import annotations
 
 import ast
 import itertools
+import re
+import sys
 import warnings
 
+from corpus_check import due_offsets
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from occurrences import PrefixParser, SealError, Snapshot
+from occurrences._parser import _COMPOUND
 
 FRAGMENTS = [
     "x = 1\n",
@@ -46,6 +50,12 @@ FRAGMENTS = [
     "u = 'é' + \"ü\"\n",
     "if a:\n\tb = 1\n",
     "return 5\n",
+    "t = ('a'\n'b')\n",
+    "'a'\n'b'\n",
+    "\x0cz = 5\n",
+    "p = f(1,\n  2)  # c\n",
+    "k = 1  # c\n    # indented comment\n",
+    *(["type X = int\n"] if sys.version_info >= (3, 12) else []),
 ]
 
 NEWLINES = st.sampled_from(["\n", "\r\n", "\r"])
@@ -113,7 +123,56 @@ def test_any_chunking_gives_the_whole_parse_and_growing_prefixes(
         count = len(snap.statements)
         assert dumps(snap.statements) == want[:count]
         assert snap.source == source[: snap.end]
-    assert count < len(want) or not want  # the last statement waits for close()
+    if count == len(want) and want:
+        # Accepted before close(): only a simple statement whose line has ended.
+        assert not isinstance(expected[-1], _COMPOUND)
+        assert source.rstrip(" \t\x0c").endswith(("\n", "\r")) or "#" in source.splitlines()[-1]
+
+
+_LINE_END = re.compile(r"\r\n|\r|\n")
+
+
+@st.composite
+def cut_at_line_ends(draw: st.DrawFn) -> tuple[str, list[str]]:
+    """A program in chunks that end exactly at line ends (some extra cuts elsewhere, and
+    ``\r\n`` pairs split between chunks)."""
+    source = draw(programs())
+    ends = [m.end() for m in _LINE_END.finditer(source)]
+    splits = [m.start() + 1 for m in _LINE_END.finditer(source) if m.group() == "\r\n"]
+    cuts: set[int] = set()
+    if ends:
+        cuts |= draw(st.sets(st.sampled_from(ends), max_size=len(ends)))
+    if splits:
+        cuts |= draw(st.sets(st.sampled_from(splits), max_size=4))
+    cuts |= draw(st.sets(st.integers(0, len(source)), max_size=4))
+    bounds = [0, *sorted(cuts), len(source)]
+    return source, [source[a:b] for a, b in itertools.pairwise(bounds) if b > a]
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(cut_at_line_ends())
+def test_simple_statements_are_accepted_in_the_chunk_that_ends_their_line(
+    case: tuple[str, list[str]],
+) -> None:
+    """Zero extra chunks: a column-0 simple statement is in the snapshot of the very chunk
+    whose text ends its logical line with a newline; and still exactly the final parse's."""
+    source, chunks = case
+    expected = reference(source)
+    assert isinstance(expected, list)
+    want = dumps(expected)
+    due = due_offsets(source, expected)
+    parser = PrefixParser()
+    count, fed = 0, 0
+    for chunk in chunks:
+        snap = parser.feed(chunk)
+        fed += len(chunk)
+        if snap is not None:
+            count = len(snap.statements)
+            assert dumps(snap.statements) == want[:count]
+        for index, offset in due.items():
+            if offset == fed:
+                assert count > index, f"statement {index} not accepted at its newline"
+    assert dumps(parser.close().statements) == want
 
 
 PYTHONISH = st.lists(

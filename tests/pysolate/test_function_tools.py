@@ -122,11 +122,15 @@ async def test_aliases_and_rebinding_follow_discovery_and_stay_exact() -> None:
 
 
 async def test_a_write_by_one_function_tool_moves_every_function_tool_to_a_new_view() -> None:
-    """The tools share one store: a read after a write never claims the pre-write read."""
+    """The tools share one store: a read after a write never claims the pre-write read
+    (it claims one started on the new view once the write returned)."""
     source = 'a = lookup("k")\nsave("k", "new")\nb = lookup("k")\n[a, b]\n'
     result, _, backend, stream = await both(source)
     assert result.value == ["old", "new"]
-    assert [c.lane for c in result.calls] == ["claimed", "direct", "direct"]
+    assert [c.lane for c in result.calls] == ["claimed", "direct", "claimed"]
+    first, second = (next(o for o in result.observations if o.id == c.observation_id) for c in result.calls[::2])
+    assert first.key.view != second.key.view
+    assert second.started is not None and second.started >= result.calls[1].ended
     assert stream.ended is not None
     save_started = [t for what, t in backend.log if what.startswith("save")]
     assert save_started and save_started[0] >= stream.ended  # a write never runs early

@@ -315,3 +315,20 @@ async def test_function_tools_are_globals_of_every_turn(subprocess: bool) -> Non
     async with ref_host.session() as ref:
         want = [await ref.run_source(t, speculate=False) for t in turns]
     assert_equal_turns(got, want)
+
+
+def test_the_session_example_runs() -> None:
+    """examples/session.py: turn 2's reads over turn 1's list are claimed, the typo turn is
+    rejected, and its retry reuses the read the rejected turn made."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    example = Path(__file__).resolve().parents[2] / "examples" / "session.py"
+    done = subprocess.run([sys.executable, str(example)], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert lines[1].startswith("turn 2: ok ['retry fix', 'cache bug', 'rate limits'] claimed=3")
+    assert lines[2].startswith("turn 3: rejected")
+    assert lines[3].endswith("claimed=1 physical=0")
+    assert lines[4] == "reused from the rejected turn: 1"

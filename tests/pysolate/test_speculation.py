@@ -192,8 +192,14 @@ async def test_read_after_write_never_claims_the_pre_write_value() -> None:
     assert_equivalent(streamed, reference)
     assert streamed.value == ("alpha\n", "rewritten", "beta\n")
     reads = [c for c in streamed.calls if c.method == "read_text"]
-    assert reads[1].lane == "direct", "the read after the write must not take the early result"
     assert reads[0].lane == "claimed"
+    # The read after the write takes only work started on the view the write left.
+    observations = {o.id: o for o in streamed.observations}
+    (write,) = [c for c in streamed.calls if c.method == "write_text"]
+    assert reads[1].lane == "claimed" and reads[1].observation_id is not None
+    after = observations[reads[1].observation_id]
+    assert after.started is not None and after.started >= write.ended
+    assert after.key != observations[reads[0].observation_id].key  # type: ignore[index]
 
 
 async def test_failing_early_read_raises_at_its_line_and_try_catches_it() -> None:

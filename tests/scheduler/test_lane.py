@@ -34,6 +34,7 @@ class FakeNode:
     pre_write: bool = True
     state: State = State.READY
     followers: list[str] = field(default_factory=list)
+    provisional: bool = False
 
 
 @dataclass
@@ -271,3 +272,28 @@ async def test_time_saved_under_a_controlled_clock() -> None:
         await anyio.sleep(2)
         assert await lane.claim(key("a")) is not None
     assert lane.statistics().time_saved == pytest.approx(0.5)
+
+
+async def test_work_on_a_view_is_claimed_by_its_exact_key_only() -> None:
+    """``start_on_view``: one observation per key, within budget, claimed only by the key it
+    was started with (a read after a write, on the write's view), settled like all early work."""
+    graph, tools = FakeGraph(), Tools()
+    after = key("a", view="epoch:1")
+
+    async def run(obs: Observation) -> object:
+        return await tools.execute(FakeNode("view", obs.key), obs)
+
+    async with SpeculativeLane(graph, tools.execute, LanePolicy(budget=2)) as lane:
+        first = lane.start_on_view(after, run)
+        assert first is not None
+        assert lane.start_on_view(after, run) is None, "one observation per key"
+        other = lane.start_on_view(key("b", view="epoch:1"), run)
+        assert other is not None
+        assert lane.start_on_view(key("c", view="epoch:1"), run) is None, "budget"
+        await anyio.wait_all_tasks_blocked()
+        assert await lane.claim(key("a")) is None, "the root key is another call"
+        tools.gate("view").set()
+        claimed = await lane.claim(after)
+        assert claimed is first and claimed.value == {"result": "view"}
+    assert lane.dispositions() == {first.id: Disposition.CLAIMED, other.id: Disposition.ORPHANED}
+    assert lane.start_on_view(key("d", view="epoch:1"), run) is None, "closed"

@@ -1,0 +1,187 @@
+"""Provisional statements: what an unfinished top-level statement already says for certain.
+
+The prefix parser accepts a statement only when no later text can change it, so a read in
+the body of an ``if`` waits for the whole ``if`` (and a possible ``else``), and the reads
+of a multi-line tuple wait for its closing bracket. Yet their own text is final as soon as
+it has streamed: Pydantic AI code mode's ``speculate`` starts a read at its closing
+parenthesis. This module turns the unfinished group's complete lines into a *provisional*
+parse that discovery may read (never run, never trust for anything else):
+
+* at the end of a logical line, the open blocks are closed: a header still waiting for
+  its body gets ``pass``, a ``try`` still in its body gets ``finally: pass``;
+* inside brackets, the text is cut after the last comma that directly separates elements
+  of a still-open bracket, and those brackets are closed; every element before the cut is
+  complete, the one after it is dropped.
+
+Everything before the cut is the model's own text at its final position, so the nodes it
+yields carry the final parse's positions. A call that ends after ``Pending.limit`` was
+closed by the repair, not by the model, and must never run. What the rest of the
+statement adds may still change what encloses a complete element (``... if c else ...``
+after it, an outer comprehension's ``for``), so the calls found here are only ever tried
+as discardable early work.
+
+The repair is best effort: when the tokenizer or the parser refuses the repaired text,
+there is simply no provisional parse this time.
+"""
+
+from __future__ import annotations
+
+import ast
+import io
+import re
+import tokenize
+import warnings
+from dataclasses import dataclass
+from typing import Final
+
+MAX_PENDING_CHARS: Final = 20_000
+"""Longest unfinished statement parsed provisionally. Each new complete line re-tokenizes
+and re-parses the statement so far (quadratic in its size), so a very long one waits for
+its end like any other statement."""
+
+_HEADERS: Final = frozenset(
+    {"if", "elif", "else", "for", "while", "with", "try", "except", "finally", "def", "class",
+     "async", "match", "case"}
+)
+_NOT_FOLLOWED: Final = frozenset({"def", "class", "async", "@"})
+"""First tokens of statements whose bodies discovery does not follow where they stand
+(definitions, decorated or not): a provisional parse of them would find nothing to start."""
+
+_OPEN: Final = {"(": ")", "[": "]", "{": "}"}
+_EOL: Final = re.compile(r"\r\n|\r")
+
+
+@dataclass(frozen=True, slots=True)
+class Pending:
+    """A provisional parse of an unfinished group (positions as in the whole source)."""
+
+    statements: list[ast.stmt]
+    limit: tuple[int, int]
+    """(line, UTF-8 column) where the model's text ends: a call ending after it is synthetic."""
+
+
+@dataclass(slots=True)
+class _Block:
+    keyword: str
+    indent: str  # the header line's leading whitespace
+
+
+def pending(text: str) -> Pending | None:
+    """The provisional parse of ``text`` (complete physical lines of one unfinished group;
+    positions relative to its first line), or None when nothing can be taken from it yet."""
+    if not text or len(text) > MAX_PENDING_CHARS:
+        return None
+    # Lines end as the tokenizer ends them; string values and positions do not change.
+    repaired = _repair(_EOL.sub("\n", text))
+    if repaired is None:
+        return None
+    source, limit = repaired
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        try:
+            module = ast.parse(source)
+        except (SyntaxError, ValueError):
+            return None
+    return Pending(module.body, limit)
+
+
+def _repair(text: str) -> tuple[str, tuple[int, int]] | None:
+    """The text made parseable, and where the model's text ends in it (line, UTF-8 column)."""
+    lines = text.split("\n")
+    lines = [line + "\n" for line in lines[:-1]] + ([lines[-1]] if lines[-1] else [])
+    blocks: list[_Block] = []  # open bodies, innermost last (as of the last NEWLINE)
+    header: _Block | None = None  # a header whose body has not begun
+    stack: list[_Block] = []  # open bodies while tokenizing
+    brackets: list[str] = []
+    cut: tuple[int, int, tuple[str, ...]] | None = None  # (row, col, open brackets) after a comma
+    first: str | None = None  # first token of the current logical line
+    line_start = 1
+    last = ""  # last significant token of the current logical line
+    pending_header: _Block | None = None
+    fstrings = 0
+    try:
+        for tok in tokenize.generate_tokens(io.StringIO(text).readline):
+            kind, value = tok.type, tok.string
+            if kind == tokenize.ENDMARKER:
+                break
+            if kind == tokenize.INDENT:
+                if pending_header is not None:
+                    stack.append(pending_header)
+                    pending_header = None
+                continue
+            if kind == tokenize.DEDENT:
+                if tok.start[0] > len(lines):
+                    break  # the tokenizer closing blocks at the end of the text
+                if stack:
+                    stack.pop()
+                continue
+            if kind in (tokenize.NL, tokenize.COMMENT):
+                continue
+            if kind == tokenize.NEWLINE:
+                if last == ":" and first in _HEADERS:
+                    pending_header = _Block(first, _indent(lines[line_start - 1]))
+                blocks, header = list(stack), pending_header
+                first, last, cut = None, "", None
+                continue
+            if first is None:
+                first, line_start = value, tok.start[0]
+                if value in _NOT_FOLLOWED and not stack and pending_header is None:
+                    return None
+            last = value
+            if kind == getattr(tokenize, "FSTRING_START", -1):
+                fstrings += 1
+            elif kind == getattr(tokenize, "FSTRING_END", -1):
+                fstrings -= 1
+            elif kind == tokenize.OP and not fstrings:
+                if value in _OPEN:
+                    brackets.append(value)
+                elif value in (")", "]", "}") and brackets:
+                    brackets.pop()
+                elif value == "," and brackets:
+                    cut = (tok.end[0], tok.end[1], tuple(brackets))
+    except (tokenize.TokenError, SyntaxError):
+        pass  # text ending inside brackets or a string: what came before stands
+    if first is None:
+        # The text ends between logical lines: close the open blocks.
+        return _closed(text, blocks, header), _end(lines)
+    if cut is None:
+        return None  # nothing complete on the unfinished logical line
+    row, col, open_ = cut
+    prefix = "".join(lines[: row - 1]) + lines[row - 1][:col]
+    closers = "".join(_OPEN[b] for b in reversed(open_))
+    if first in _HEADERS and first not in ("else", "try", "finally"):
+        # A header continued over lines: end it, and give it a body.
+        closers += ":"
+        header = _Block(first, _indent(lines[line_start - 1]))
+    else:
+        header = None
+    return _closed(prefix + closers + "\n", stack, header), (row, len(lines[row - 1][:col].encode()))
+
+
+def _closed(text: str, blocks: list[_Block], header: _Block | None) -> str:
+    """``text`` with every open block ended: a header waiting for a body gets one, and a
+    ``try`` still in its body gets a ``finally``."""
+    parts = [text]
+    if header is not None:
+        inner = header.indent + " "
+        if header.keyword == "match":
+            parts.append(f"{inner}case _:\n{inner} pass\n")
+        else:
+            parts.append(f"{inner}pass\n")
+        if header.keyword == "try":
+            parts.append(f"{header.indent}finally:\n{inner}pass\n")
+    for block in reversed(blocks):
+        if block.keyword == "try":
+            parts.append(f"{block.indent}finally:\n{block.indent} pass\n")
+    return "".join(parts)
+
+
+def _indent(line: str) -> str:
+    return line[: len(line) - len(line.lstrip(" \t\x0c"))]
+
+
+def _end(lines: list[str]) -> tuple[int, int]:
+    """(line, UTF-8 column) just past the text's last character."""
+    if not lines:
+        return (1, 0)
+    return (len(lines), len(lines[-1].encode()))
