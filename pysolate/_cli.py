@@ -30,15 +30,12 @@ import sys
 from collections.abc import AsyncIterable, AsyncIterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
 
 import anyio
 import anyio.to_thread
 from rich.console import Console, Group
 from rich.live import Live
 from rich.table import Table
-
-from occurrences import FenceExtractor
 
 from ._cli_guests import GuestsUnavailable, guests
 from ._equivalence import differences
@@ -48,7 +45,11 @@ from ._progress import Progress, ProgressInstrument, counted
 from ._result import RunResult
 from ._timeline import Comparison, render_svg
 from .streams import (
+    Code,
     RecordingError,
+    ToolCallCode,
+    decode_program,
+    format_from_json,
     play,
     read_recording,
     record,
@@ -65,8 +66,6 @@ DEMO_RATE = 50.0
 
 READ_SIZE = 4096
 """Bytes read from stdin or a command's stdout at a time (a read returns what has arrived)."""
-
-Code = Literal["raw", "markdown"]
 
 
 class CliError(Exception):
@@ -129,11 +128,9 @@ async def measure_baseline(host: Host, chunks: AsyncIterable[str], *, code: Code
     Cancellation propagates (``run_source`` stops the Guest first).
     """
     start = anyio.current_time()
-    extractor = FenceExtractor(code)
-    parts = [extractor.feed(chunk) async for chunk in chunks]
-    parts.append(extractor.close())
+    parts = [chunk async for chunk in chunks]
     streamed = anyio.current_time()
-    result = await host.run_source("".join(parts), speculate=False)
+    result = await host.run_source(await decode_program(parts, code), speculate=False)
     end = anyio.current_time()
     return Measured(result, end - start, streamed - start)
 
@@ -424,7 +421,7 @@ def _cmd_demo(args: argparse.Namespace, console: Console) -> int:
 
 
 def _code_for(args: argparse.Namespace, guess: Code) -> Code:
-    return "markdown" if args.markdown else guess
+    return ToolCallCode(args.tool) if args.tool else "markdown" if args.markdown else guess
 
 
 def _finish(args: argparse.Namespace, console: Console, m: Measured, title: str) -> int:
@@ -447,7 +444,7 @@ def _cmd_run(args: argparse.Namespace, console: Console) -> int:
 
 def _cmd_replay(args: argparse.Namespace, console: Console) -> int:
     metadata = _check_recording(args.recording)
-    code = _code_for(args, "markdown" if metadata.get("code") == "markdown" else "raw")
+    code = _code_for(args, format_from_json(metadata.get("code", "raw")))
     host = load_host(args.tools)
     speed = None if args.instant else args.speed
     m = anyio.run(lambda: measure_stream(host, replay(args.recording, speed=speed), code=code))
@@ -462,13 +459,13 @@ def _cmd_record(args: argparse.Namespace, console: Console) -> int:
         open(args.out, "w").close()  # fail now, not once the stream has started
     except OSError as exc:
         raise CliError(f"cannot write {args.out}: {exc.strerror or exc}") from None
-    code: Code = "markdown" if args.markdown else "raw"
-    metadata = {"code": code, **({"command": command} if command else {})}
+    code = _code_for(args, "raw")
+    metadata = {"command": command} if command else {}
     host = None if args.no_run else load_host(args.tools)
     source = _command_output(command) if command else _read_fd(sys.stdin.fileno())
 
     async def go() -> Measured | None:
-        recorded = record(source, args.out, metadata=metadata)
+        recorded = record(source, args.out, code=code, metadata=metadata)
         if host is None:
             async for _ in recorded:
                 pass
@@ -506,6 +503,7 @@ def build_parser() -> argparse.ArgumentParser:
                 action="store_true",
                 help="the stream is a markdown reply: run its first ```python block",
             )
+            p.add_argument("--tool", metavar="NAME", help="the stream is the JSON arguments of tool NAME: run its 'code'")
         p.add_argument(
             "--timeline",
             metavar="OUT.svg",

@@ -13,6 +13,8 @@ from ._formats import Code as Code
 from ._formats import MarkdownCode as MarkdownCode
 from ._formats import ToolCallCode as ToolCallCode
 from ._formats import code_format as code_format
+from ._formats import format_from_json as format_from_json
+from ._formats import format_to_json as format_to_json
 from ._json_argument import ArgumentDecoder as ArgumentDecoder
 from ._reader import DEFAULT_DEADLINE as DEFAULT_DEADLINE
 from ._reader import DEFAULT_IDLE_TIMEOUT as DEFAULT_IDLE_TIMEOUT
@@ -27,6 +29,7 @@ from ._recording import play as play
 from ._recording import read_recording as read_recording
 from ._recording import record as record
 from ._recording import replay as replay
+from ._recording import replay_recording as replay_recording
 from ._recording import write_recording as write_recording
 from ._synthetic import source_to_stream as source_to_stream
 from ._synthetic import tokenize_like_a_model as tokenize_like_a_model
@@ -57,10 +60,13 @@ __all__ = [
     "cut_reason",
     "decode_program",
     "event_text",
+    "format_from_json",
+    "format_to_json",
     "play",
     "read_recording",
     "record",
     "replay",
+    "replay_recording",
     "source_to_stream",
     "text_chunks",
     "tokenize_like_a_model",

@@ -11,7 +11,12 @@ Format (DESIGN.md, "Recorded streams")::
     {"t": 0.43, "text": ".search("}
 
 ``t`` is seconds since the stream started (so the first chunk's ``t`` is the time to first
-token) and never decreases. Prior art: asciinema's asciicast v2 (a JSON header line, then
+token) and never decreases. The header's optional ``"code"`` is the code format the stream
+is in (``"raw"``, ``"markdown"``, or an object such as ``{"format": "tool_call", "tool":
+"run_code", "argument": "code"}``, whose chunks are then the tool call's JSON argument
+text); a replay runs in that format. A reply the SDK reported incomplete ends with one
+``{"t": 2.5, "cut": "OpenAI finish_reason='length'"}`` line, so its replay is cut the same
+way. Prior art: asciinema's asciicast v2 (a JSON header line, then
 ``[time, type, data]`` events), which showed that line-delimited events make a recording
 that survives a crash mid-stream.
 """
@@ -21,7 +26,7 @@ from __future__ import annotations
 import json
 import math
 import os
-from collections.abc import AsyncIterable, AsyncIterator, Awaitable, Callable, Iterable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final, Literal
@@ -31,6 +36,11 @@ import anyio.lowlevel
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from .._exceptions import PysolateError
+from ._adapters import cut_reason, event_text
+from ._errors import StreamCut
+from ._formats import Code, Format, ToolCallCode, code_format, format_from_json, format_to_json
+from ._reader import CodedStream, events_of
+from ._tool_calls import ToolCallSelector
 
 FORMAT: Final = "pysolate-stream"
 VERSION: Final = 1
@@ -72,6 +82,13 @@ class _ChunkLine(BaseModel):
     text: str
 
 
+class _CutLine(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    t: float = Field(ge=0, allow_inf_nan=False)
+    cut: str
+
+
 @dataclass(frozen=True, slots=True)
 class Chunk:
     """One chunk of a stream and when it arrived, in seconds since the stream started."""
@@ -82,10 +99,17 @@ class Chunk:
 
 @dataclass(frozen=True, slots=True)
 class Recording:
-    """A whole recording: its header metadata and its chunks in order."""
+    """A whole recording: its header metadata, its chunks in order, and, for a reply the
+    SDK reported incomplete, why (``cut``)."""
 
     chunks: tuple[Chunk, ...]
     metadata: Mapping[str, Any] = field(default_factory=dict)
+    cut: str | None = None
+
+    @property
+    def code(self) -> Format:
+        """The code format the header names (``"raw"`` when it names none)."""
+        return format_from_json(self.metadata.get("code", "raw"))
 
     @property
     def text(self) -> str:
@@ -107,6 +131,10 @@ def _header_line(metadata: Mapping[str, Any] | None) -> str:
 
 def _chunk_line(t: float, text: str) -> str:
     return json.dumps({"t": t, "text": text}, ensure_ascii=False)
+
+
+def _cut_line(t: float, reason: str) -> str:
+    return json.dumps({"t": t, "cut": reason}, ensure_ascii=False)
 
 
 def write_recording(
@@ -151,21 +179,35 @@ def read_recording(path: str | os.PathLike[str]) -> Recording:
         header = RecordingHeader.model_validate_json(lines[0])
     except ValidationError as exc:
         raise RecordingError(path, 1, f"bad header: {_explain(exc)}") from exc
+    metadata = {k: v for k, v in header.model_dump().items() if k not in ("format", "version")}
+    try:
+        format_from_json(metadata.get("code", "raw"))
+    except ValueError as exc:
+        raise RecordingError(path, 1, f"bad header: {exc}") from exc
     chunks: list[Chunk] = []
+    cut: str | None = None
     last = 0.0
     for number, line in enumerate(lines[1:], start=2):
         if not line.strip():
             continue
+        if cut is not None:
+            raise RecordingError(path, number, "a line after the cut (the cut line ends a recording)")
+        parsed: _ChunkLine | _CutLine
         try:
             parsed = _ChunkLine.model_validate_json(line)
         except ValidationError as exc:
-            raise RecordingError(path, number, f"bad chunk: {_explain(exc)}") from exc
+            try:
+                parsed = _CutLine.model_validate_json(line)
+            except ValidationError:
+                raise RecordingError(path, number, f"bad chunk: {_explain(exc)}") from exc
         if parsed.t < last:
             raise RecordingError(path, number, f"time goes backwards: {parsed.t} < {last}")
         last = parsed.t
-        chunks.append(Chunk(parsed.t, parsed.text))
-    metadata = {k: v for k, v in header.model_dump().items() if k not in ("format", "version")}
-    return Recording(tuple(chunks), metadata)
+        if isinstance(parsed, _CutLine):
+            cut = parsed.cut
+        else:
+            chunks.append(Chunk(parsed.t, parsed.text))
+    return Recording(tuple(chunks), metadata, cut)
 
 
 def _explain(exc: ValidationError) -> str:
@@ -177,33 +219,66 @@ def _explain(exc: ValidationError) -> str:
     return "; ".join(parts)
 
 
-async def record(
-    chunks: AsyncIterable[str],
+def record(
+    chunks: object,
     path: str | os.PathLike[str],
     *,
+    code: Code | None = None,
     metadata: Mapping[str, Any] | None = None,
     clock: Callable[[], float] = anyio.current_time,
-) -> AsyncIterator[str]:
-    """Pass ``chunks`` through unchanged while writing them to a recording at ``path``.
+) -> CodedStream:
+    """Pass a stream's code text through while writing it to a recording at ``path``.
+
+    ``chunks`` is any stream ``run_stream`` takes (``str`` chunks or SDK events). What is
+    recorded, and passed on as ``str``, is what the code format ``code`` reads: the text
+    deltas for ``"raw"``/markdown (the default ``None`` is ``"raw"`` without naming it in
+    the header), the call's JSON argument deltas for ``ToolCallCode``. The header names
+    ``code`` when given, so a replay runs the same way; the returned stream carries it
+    too, so ``run_stream(record(...))`` needs no ``code=``. A reply the SDK reports
+    incomplete is recorded with a final cut line, then ``StreamCut`` is raised.
 
     Times are measured with ``clock`` from the moment iteration starts. Each line is
     flushed as it is written, so a stream that fails, is cancelled or is abandoned midway
     leaves a valid recording of what arrived; the exception (or cancellation) then
-    propagates unchanged. Close it (``contextlib.aclosing``) when leaving the loop early,
-    or the file stays open until the generator is collected. Raises ``TypeError`` for a chunk that is not ``str`` and
-    ``OSError`` when the file cannot be written.
+    propagates unchanged. Close it (``aclose``) when leaving the loop early, or the file
+    stays open until the generator is collected. Raises ``TypeError`` for a ``chunks``
+    that is not a stream (at the call), ``ValueError`` for an unknown ``code``,
+    ``StreamShapeError`` for an event of no known shape, ``OSError`` when the file cannot
+    be written.
     """
+    fmt = code_format("raw" if code is None else code)
+    header = dict(metadata or {})
+    if code is not None:
+        header["code"] = format_to_json(fmt)
+    return CodedStream(_record(events_of(chunks), path, fmt, header, clock), fmt)
+
+
+async def _record(
+    events: AsyncIterator[object],
+    path: str | os.PathLike[str],
+    fmt: Format,
+    header: Mapping[str, Any],
+    clock: Callable[[], float],
+) -> AsyncIterator[str]:
+    selector = ToolCallSelector(fmt.tool) if isinstance(fmt, ToolCallCode) else None
     with open(path, "w", encoding="utf-8", newline="\n") as out:
         start = clock()
-        out.write(_header_line(metadata) + "\n")
+        out.write(_header_line(header) + "\n")
         out.flush()
-        async for text in chunks:
-            if not isinstance(text, str):
-                raise TypeError(f"stream chunks must be str, not {type(text).__name__}")
+        index = 0
+        async for event in events:
             elapsed = round(max(0.0, clock() - start), MEASURED_DIGITS)
-            out.write(_chunk_line(elapsed, text) + "\n")
-            out.flush()
-            yield text
+            reason = cut_reason(event)
+            if reason is not None:
+                out.write(_cut_line(elapsed, reason) + "\n")
+                out.flush()
+                raise StreamCut(reason)
+            text = (selector.feed(event, index) if selector is not None else event_text(event, index)) or ""
+            index += 1
+            if text or isinstance(event, str):  # str chunks are kept as they came, '' too
+                out.write(_chunk_line(elapsed, text) + "\n")
+                out.flush()
+                yield text
 
 
 async def play(
@@ -237,19 +312,39 @@ async def play(
         yield chunk.text
 
 
-async def replay(
+def replay(
     path: str | os.PathLike[str],
     *,
     speed: float | None = 1.0,
     sleep: Callable[[float], Awaitable[object]] = anyio.sleep,
     clock: Callable[[], float] = anyio.current_time,
-) -> AsyncIterator[str]:
+) -> CodedStream:
     """Replay a recording file at recorded speed, scaled by ``speed``, or instantly (None).
 
-    The whole file is validated before the first chunk is yielded, so a bad recording
-    raises ``RecordingError`` without any chunk reaching the consumer. See ``play`` for
-    timing, ``sleep``/``clock`` and cancellation.
+    The whole file is read and validated at the call, so a bad recording raises
+    ``RecordingError`` before any chunk reaches the consumer. The stream carries the
+    header's code format (``run_stream(replay(path))`` runs it the way it was recorded),
+    and a recording of a cut reply raises ``StreamCut`` after its last chunk. See ``play``
+    for timing, ``sleep``/``clock`` and cancellation.
     """
-    recording = read_recording(path)
-    async for text in play(recording.chunks, speed=speed, sleep=sleep, clock=clock):
-        yield text
+    return replay_recording(read_recording(path), speed=speed, sleep=sleep, clock=clock)
+
+
+def replay_recording(
+    recording: Recording,
+    *,
+    speed: float | None = 1.0,
+    sleep: Callable[[float], Awaitable[object]] = anyio.sleep,
+    clock: Callable[[], float] = anyio.current_time,
+) -> CodedStream:
+    """``replay`` of a ``Recording`` already read (its code format, its cut)."""
+    if speed is not None and not (math.isfinite(speed) and speed > 0):
+        raise ValueError(f"speed must be a positive finite number or None, not {speed!r}")
+
+    async def chunks() -> AsyncIterator[str]:
+        async for text in play(recording.chunks, speed=speed, sleep=sleep, clock=clock):
+            yield text
+        if recording.cut is not None:
+            raise StreamCut(recording.cut)
+
+    return CodedStream(chunks(), recording.code)

@@ -18,14 +18,15 @@ live next to the tests that use them.
 from __future__ import annotations
 
 import os
-from collections.abc import AsyncIterator, Callable
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
-from ._recording import Recording, play, read_recording
+from ._reader import CodedStream
+from ._recording import Recording, read_recording, replay_recording
 
-ReplayFactory = Callable[..., AsyncIterator[str]]
+ReplayFactory = Callable[..., CodedStream]
 RecordingFactory = Callable[[str | os.PathLike[str]], Recording]
 
 
@@ -50,15 +51,17 @@ def pysolate_recording(request: pytest.FixtureRequest) -> RecordingFactory:
 
 @pytest.fixture
 def pysolate_replay(request: pytest.FixtureRequest) -> ReplayFactory:
-    """``pysolate_replay(path, *, speed=None) -> AsyncIterator[str]``: replay a recording.
+    """``pysolate_replay(path, *, speed=None) -> CodedStream``: replay a recording.
 
     ``speed=None`` (the default here) replays instantly, chunk boundaries intact, so tests
     do not wait; pass ``speed=1.0`` for recorded timing. The file is read and validated at
-    the call, so a bad recording fails the test there with a ``RecordingError``.
+    the call, so a bad recording fails the test there with a ``RecordingError``. The
+    stream carries the recording's code format (``host.run_stream(pysolate_replay(p))``
+    runs a markdown or tool-call recording as such) and its cut, as ``replay`` does.
     """
     resolve = _resolver(request)
 
-    def replay(path: str | os.PathLike[str], *, speed: float | None = None) -> AsyncIterator[str]:
-        return play(read_recording(resolve(path)).chunks, speed=speed)
+    def replay(path: str | os.PathLike[str], *, speed: float | None = None) -> CodedStream:
+        return replay_recording(read_recording(resolve(path)), speed=speed)
 
     return replay

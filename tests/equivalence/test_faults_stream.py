@@ -275,3 +275,174 @@ async def test_caller_cancellation_at_every_phase(factory: GuestFactory, phase: 
         assert len(shell) == 1 and shell[0].outcome == "ok"
     for call in tools.docs.calls:
         assert call.outcome in ("ok", "cancelled", "error")
+
+
+# -- stream endings: stalled, cut, no code, misuse (issue 13 item 5) ----------------------
+
+
+def _chat(content: str | None = None, finish: str | None = None) -> dict[str, object]:
+    return {"choices": [{"index": 0, "delta": {"content": content}, "finish_reason": finish}]}
+
+
+CUT_ENDINGS = {
+    "openai_length": _chat(None, "length"),
+    "openai_content_filter": _chat(None, "content_filter"),
+    "responses_incomplete": {"type": "response.incomplete", "response": {"incomplete_details": {"reason": "max_output_tokens"}}},
+    "responses_failed": {"type": "response.failed", "response": {"error": {"message": "server error"}}},
+    "anthropic_max_tokens": {"type": "message_delta", "delta": {"stop_reason": "max_tokens"}},
+    "anthropic_refusal": {"type": "message_delta", "delta": {"stop_reason": "refusal"}},
+}
+"""An end-of-reply event, in each SDK's shape, that says the reply is incomplete."""
+
+CUT_PROGRAM = "for p in ['a.txt', 'b.txt']:\n    workspace.write_text(p, 'gone')\n"
+"""What arrived of ``...    if not clock.now(): break``: it parses, and would write twice."""
+
+
+@pytest.mark.parametrize("ending", sorted(CUT_ENDINGS))
+async def test_reply_cut_by_the_sdk_is_aborted_even_when_it_parses(ending: str) -> None:
+    host, tools = build_host(QUIET)
+    events = [_chat(CUT_PROGRAM[:20]), _chat(CUT_PROGRAM[20:]), CUT_ENDINGS[ending]]
+    result = await host.run_stream(events, policy=QUIET.policy)
+    assert result.status == "aborted"
+    assert result.error is not None and result.error.type == "StreamCut"
+    assert "incomplete" in result.error.message
+    assert_nothing_ran(result, tools)
+    # The same text ending normally runs: the cut, not the text, is what aborted.
+    host, tools = build_host(QUIET)
+    normal = await host.run_stream([_chat(CUT_PROGRAM), _chat(None, "stop")], policy=QUIET.policy)
+    assert normal.status == "ok"
+    assert_same(normal, await reference(CUT_PROGRAM))
+
+
+@pytest.mark.parametrize("code", ["markdown", "raw"])
+async def test_markdown_fence_open_at_the_end_is_a_cut_stream(code: str) -> None:
+    host, tools = build_host(QUIET)
+    reply = "Plan:\n```python\n" + READS + CUT_PROGRAM
+    result = await host.run_stream([reply], code=code, policy=QUIET.policy)
+    if code == "markdown":
+        assert result.status == "aborted"
+        assert result.error is not None and result.error.type == "StreamCut"
+        assert "never closed" in result.error.message
+        assert_nothing_ran(result, tools)
+    else:  # raw: the fence line is a syntax error, rejected like the reference
+        assert result.status == "rejected"
+        assert_same(result, await reference(reply))
+
+
+@pytest.mark.parametrize(
+    "reply",
+    [
+        pytest.param("Just prose, no code.\n", id="prose"),
+        pytest.param("```\nx = 1\n```\n", id="bare_fence"),
+        pytest.param("```js\nlet x = 1\n```\n", id="other_language"),
+        pytest.param("", id="empty"),
+    ],
+)
+async def test_markdown_without_a_python_block_is_rejected_as_no_code_block(reply: str) -> None:
+    host, tools = build_host(QUIET)
+    result = await host.run_stream([reply], code="markdown", policy=QUIET.policy)
+    assert result.status == "rejected"
+    assert result.error is not None and result.error.type == "NoCodeBlock"
+    assert_nothing_ran(result, tools)
+
+
+async def test_a_stalled_stream_ends_at_the_idle_timeout_and_runs_nothing() -> None:
+    host, tools = build_host(QUIET)
+    closed: list[bool] = []
+
+    async def stalls() -> AsyncIterator[str]:
+        try:
+            yield READS + EFFECTS
+            await anyio.sleep_forever()
+            yield "never"
+        finally:
+            closed.append(True)
+
+    result = await host.run_stream(stalls(), policy=QUIET.policy, idle_timeout=0.05)
+    assert result.status == "aborted"
+    assert result.error is not None and result.error.type == "StreamTimeout"
+    assert "idle_timeout" in result.error.message
+    assert_nothing_ran(result, tools)
+    assert closed == [True]  # the stream was closed, not left suspended
+
+
+async def test_a_trickling_stream_ends_at_the_deadline() -> None:
+    host, tools = build_host(QUIET)
+
+    async def trickles() -> AsyncIterator[str]:
+        yield READS + EFFECTS
+        while True:
+            await anyio.sleep(0.01)
+            yield "#"  # events keep coming: never idle, never complete
+
+    result = await host.run_stream(trickles(), policy=QUIET.policy, idle_timeout=1.0, deadline=0.1)
+    assert result.status == "aborted"
+    assert result.error is not None and result.error.type == "StreamTimeout"
+    assert "deadline" in result.error.message
+    assert_nothing_ran(result, tools)
+
+
+@pytest.mark.parametrize("bad", ["md", "Markdown", "python", "", 1, ("markdown",)])
+async def test_unknown_code_format_is_a_value_error_at_the_call(bad: object) -> None:
+    host, tools = build_host(QUIET)
+    with pytest.raises(ValueError, match="unknown code format"):
+        await host.run_stream(["x = 1\n"], code=bad)  # type: ignore[arg-type]
+    assert tools.docs.calls == []
+
+
+@pytest.mark.parametrize("value", [0, -1.0, float("nan"), "5"])
+async def test_bad_timeouts_are_value_errors_at_the_call(value: object) -> None:
+    host, _ = build_host(QUIET)
+    with pytest.raises(ValueError, match="idle_timeout"):
+        await host.run_stream(["x = 1\n"], idle_timeout=value)  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="deadline"):
+        await host.run_stream(["x = 1\n"], deadline=value)  # type: ignore[arg-type]
+
+
+class _Manager:
+    """The shape of an un-entered SDK stream manager (``client.messages.stream(...)``)."""
+
+    async def __aenter__(self) -> _Manager:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        return None
+
+
+@pytest.mark.parametrize(
+    ("stream", "hint"),
+    [
+        pytest.param("x = 1\n", "single str", id="str"),
+        pytest.param(b"x = 1\n", "single bytes", id="bytes"),
+        pytest.param(None, "not NoneType", id="none"),
+        pytest.param(42, "not int", id="int"),
+        pytest.param(_Manager(), "async with", id="stream_manager"),
+    ],
+)
+async def test_not_a_stream_is_a_type_error_at_the_call(stream: object, hint: str) -> None:
+    host, _ = build_host(QUIET)
+    with pytest.raises(TypeError, match=hint):
+        await host.run_stream(stream)  # type: ignore[arg-type]
+
+
+async def test_an_unawaited_coroutine_is_a_type_error_naming_await() -> None:
+    async def create() -> list[str]:
+        return ["x = 1\n"]
+
+    host, _ = build_host(QUIET)
+    coroutine = create()
+    with pytest.raises(TypeError, match="await it"):
+        await host.run_stream(coroutine)  # type: ignore[arg-type]
+    assert await coroutine == ["x = 1\n"]  # left to its owner, still usable
+
+
+@pytest.mark.parametrize("make", [list, tuple, iter], ids=["list", "tuple", "generator"])
+async def test_sync_iterables_of_str_are_streams(make: object) -> None:
+    source = READS + "r\n"
+    pieces = [source[i : i + 5] for i in range(0, len(source), 5)]
+    host, _ = build_host(QUIET)
+    result = await host.run_stream(make(pieces), policy=QUIET.policy)  # type: ignore[operator]
+    assert result.status == "ok"
+    assert_same(result, await reference(source))
+    speculating_source, _ = build_host(QUIET)
+    assert_same(await speculating_source.run_source(source, policy=QUIET.policy), result)

@@ -17,6 +17,7 @@ from pydantic import ValidationError
 from pysolate.streams import (
     Chunk,
     RecordingError,
+    StreamShapeError,
     play,
     read_recording,
     record,
@@ -107,12 +108,12 @@ async def test_record_keeps_what_arrived_when_the_stream_fails(tmp_path: Path):
 
 
 @anyio_mark
-async def test_record_rejects_non_text_chunks(tmp_path: Path):
+async def test_record_rejects_chunks_of_no_known_shape(tmp_path: Path):
     async def bad() -> AsyncIterator[object]:
         yield b"bytes"
 
-    with pytest.raises(TypeError, match="must be str, not bytes"):
-        async for _ in record(bad(), tmp_path / "s.jsonl"):  # type: ignore[arg-type]
+    with pytest.raises(StreamShapeError, match=r"no known shape.*bytes"):
+        async for _ in record(bad(), tmp_path / "s.jsonl"):
             pass
 
 
