@@ -34,6 +34,7 @@ from occurrences._plain import dumps
 from scheduler import Observation, Probe
 
 from ._capability import CapabilityMethod
+from ._conversion import ConversionError, Encoder, to_plain
 from ._guest_api import ErrorInfo, ToolFailure
 from ._guest_errors import arguments_not_plain
 from ._result import CallOutcome, CallRecord, Lane
@@ -151,8 +152,10 @@ async def execute(
     limiter: anyio.CapacityLimiter,
     timeout: float,
     probe: Probe | None = None,
+    encode: Encoder | None = None,
 ) -> object:
-    """Run ``call`` once on ``target``; the result is checked, bounded and a fresh copy.
+    """Run ``call`` once on ``target``; the result is converted (``_conversion.to_plain``
+    with the Host's ``encode``), checked, bounded and a fresh copy.
 
     Raises ``ToolFailure`` for every failure of the tool (``OutcomeUnknown`` when a call
     that may write timed out). Cancellation propagates unchanged: an async method is
@@ -182,6 +185,10 @@ async def execute(
                 f"{where} did not finish within {timeout}s; it may or may not have taken effect",
             )
         raise ToolFailure("TimeoutError", f"{where} did not finish within {timeout}s")
+    try:
+        raw = to_plain(raw, encode)
+    except ConversionError as exc:
+        raise ToolFailure("TypeError", f"{call.capability}.{call.method} returned a value that cannot be converted: {exc}") from None
     try:
         size = len(dumps(raw))
     except NotPlain as exc:
@@ -221,8 +228,10 @@ class RunScope:
         limiter: anyio.CapacityLimiter,
         call_timeout: float = CALL_TIMEOUT,
         trace: RunTrace = NULL_RUN,
+        encode: Encoder | None = None,
     ) -> None:
         self._registrations = dict(registrations)
+        self._encode = encode
         self.trace = trace
         # Run-scoped objects (a workspace branch) replace the shared one for formal calls.
         self._targets: dict[str, object] = {
@@ -312,7 +321,8 @@ class RunScope:
         try:
             with observation.activated():
                 result = await execute(
-                    self._targets[capability], cap, call, limiter=self._limiter, timeout=self._timeout
+                    self._targets[capability], cap, call, limiter=self._limiter, timeout=self._timeout,
+                    encode=self._encode,
                 )
         except BaseException as exc:
             observation.completed(error=exc)

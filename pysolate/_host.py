@@ -35,6 +35,7 @@ from ._broker import (
     execute,
 )
 from ._capability import FunctionTools, capability_function, capability_methods, is_function_tool
+from ._conversion import Encoder
 from ._exceptions import RegistrationError
 from ._guest_api import GuestFactory, GuestLimits, GuestOutcome
 from ._result import RunReport, RunResult, RunStatus
@@ -64,13 +65,17 @@ class Host:
         call_timeout: float = CALL_TIMEOUT,
         instrument: Instrument | None = GLOBAL_INSTRUMENT,
         passes: PassConfig | None = None,
+        encode: Encoder | None = None,
     ) -> None:
         """``guest_factory`` defaults to the isolated subprocess Guest; ``instrument``
         traces runs: by default OpenTelemetry spans through the global tracer provider
         (nothing is recorded until the application configures an SDK), ``None`` for no
         tracing at all, or e.g. ``OTelInstrument(provider, record_payloads=True)``;
-        ``passes`` (default: none) the correctness-gated passes speculating runs apply."""
+        ``passes`` (default: none) the correctness-gated passes speculating runs apply;
+        ``encode`` (default: none) the Host's own conversion of tool results to plain data,
+        asked before the built-in rules (``pysolate._conversion``, docs/tools.md "Values")."""
         self.passes = passes
+        self.encode = encode
         self._registrations: dict[str, Registration] = {}
         self._guest_factory = guest_factory
         self.limits = limits or GuestLimits()
@@ -170,7 +175,9 @@ class Host:
         cap = reg.methods[method]
         if not cap.effect.speculable:
             raise PermissionError(f"{capability}.{method} is {cap.effect.value}: never run early")
-        return await execute(reg.obj, cap, call, limiter=self.limiter(), timeout=self.call_timeout, probe=probe)
+        return await execute(
+            reg.obj, cap, call, limiter=self.limiter(), timeout=self.call_timeout, probe=probe, encode=self.encode
+        )
 
     def limiter(self) -> anyio.CapacityLimiter:
         """The thread limiter of the current event loop."""
@@ -186,6 +193,7 @@ class Host:
             self._registrations,
             limiter=self.limiter(),
             call_timeout=self.call_timeout,
+            encode=self.encode,
             trace=trace or self.instrument.run_started(run_id=uuid.uuid4().hex[:16]),
         )
 
