@@ -101,15 +101,8 @@ class Host:
         identifier, shadows a builtin or is taken, or an object the broker cannot call
         exactly (see ``capability_methods``, ``capability_function``).
         """
-        if type(name) is not str:
-            raise RegistrationError(f"capability name must be a str, not {type(name).__qualname__}")
-        if not name.isidentifier() or keyword.iskeyword(name) or name.startswith("_"):
-            raise RegistrationError(f"capability name {name!r} is not a public identifier")
-        if hasattr(builtins, name):
-            raise RegistrationError(f"capability name {name!r} would shadow the builtin of that name")
+        self.check_name(name)
         functions = self._registrations.get(FUNCTIONS)
-        if name in self._registrations or (functions is not None and name in functions.methods):
-            raise RegistrationError(f"capability {name!r} is already registered")
         if not is_function_tool(obj):
             self._registrations[name] = Registration(name, obj, capability_methods(obj))
             return
@@ -122,6 +115,20 @@ class Host:
         self._registrations[FUNCTIONS] = Registration(
             FUNCTIONS, functions.obj.with_function(name, fn), {**functions.methods, name: method}
         )
+
+    def check_name(self, name: str) -> None:
+        """Raise ``RegistrationError`` unless ``register(name, ...)`` may use ``name``: a
+        ``str`` that is a public identifier, no keyword, no builtin's name (the program
+        would lose the builtin), and not registered yet (as an object or a function)."""
+        if type(name) is not str:
+            raise RegistrationError(f"capability name must be a str, not {type(name).__qualname__}")
+        if not name.isidentifier() or keyword.iskeyword(name) or name.startswith("_"):
+            raise RegistrationError(f"capability name {name!r} is not a public identifier")
+        if hasattr(builtins, name):
+            raise RegistrationError(f"capability name {name!r} would shadow the builtin of that name")
+        functions = self._registrations.get(FUNCTIONS)
+        if name in self._registrations or (functions is not None and name in functions.methods):
+            raise RegistrationError(f"capability {name!r} is already registered")
 
     def registration(self, name: str) -> Registration:
         """The registration of capability ``name`` (``KeyError`` if there is none)."""
