@@ -34,15 +34,17 @@ from typing import Literal
 
 import anyio
 import anyio.to_thread
-from rich.console import Console
+from rich.console import Console, Group
+from rich.live import Live
 from rich.table import Table
 
 from occurrences import FenceExtractor
 
 from ._equivalence import differences
 from ._host import Host
+from ._progress import Progress, ProgressInstrument, counted
 from ._result import RunResult
-from ._timeline import render_svg
+from ._timeline import Comparison, render_svg
 from .streams import (
     RecordingError,
     play,
@@ -314,14 +316,15 @@ def _table(title: str, columns: Sequence[str], runs: Sequence[Measured]) -> Tabl
     return table
 
 
-def _write_timeline(path: str | None, m: Measured, title: str) -> None:
+def _write_timeline(path: str | None, m: Measured, title: str, baseline: Measured | None = None) -> None:
     if path is None:
         return
     timeline = m.result.timeline
     if timeline is None:
         raise CliError("this run has no timeline")
+    compare = None if baseline is None else Comparison(baseline.stream_seconds, baseline.wall_seconds)
     try:
-        Path(path).write_text(render_svg(timeline, title=title), encoding="utf-8")
+        Path(path).write_text(render_svg(timeline, title=title, compare=compare), encoding="utf-8")
     except OSError as exc:
         raise CliError(f"cannot write timeline {path}: {exc.strerror or exc}") from None
 
@@ -359,25 +362,34 @@ def _cmd_demo(args: argparse.Namespace, console: Console) -> int:
         return 0
     _check_recording(str(DEMO_RECORDING))
 
+    progress = (Progress("stream, then run"), Progress("pysolate"))
+
     async def both() -> tuple[Measured, Measured]:
         # One after the other, never overlapping, so neither run slows the other.
-        baseline = await measure_baseline(
-            load_host(None), replay(DEMO_RECORDING, speed=args.speed), code="markdown"
-        )
-        fast = await measure_stream(
-            load_host(None), replay(DEMO_RECORDING, speed=args.speed), code="markdown"
-        )
-        return baseline, fast
+        runs = []
+        for watch, measure in zip(progress, (measure_baseline, measure_stream), strict=True):
+            host = load_host(None)
+            host.instrument = ProgressInstrument(host.instrument, watch)
+            chunks = counted(replay(DEMO_RECORDING, speed=args.speed), watch)
+            runs.append(await measure(host, chunks, code="markdown"))
+        return runs[0], runs[1]
 
-    if not args.json:
+    if args.json:
+        baseline, fast = anyio.run(both)
+    else:
         console.print(
             f"Replaying the bundled agent reply at {DEMO_RATE * args.speed:g} tokens/s, "
             "first the usual way (stream, then run), then with Pysolate..."
         )
-    baseline, fast = anyio.run(both)
+        if console.is_terminal:
+            with Live(get_renderable=lambda: Group(*(p.render() for p in progress)), console=console, refresh_per_second=10):
+                baseline, fast = anyio.run(both)
+        else:  # a pipe or a file: no redrawing, just where each run ended
+            baseline, fast = anyio.run(both)
+            console.print(Group(*(p.render() for p in progress)))
     differ = differences(baseline.result, fast.result)
     speedup = baseline.wall_seconds / fast.wall_seconds if fast.wall_seconds > 0 else math.inf
-    _write_timeline(args.timeline, fast, "pysolate demo")
+    _write_timeline(args.timeline, fast, "pysolate demo", baseline)
     if args.json:
         _print_json(
             {

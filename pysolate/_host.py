@@ -13,6 +13,7 @@ number of runs may share a Host concurrently.
 from __future__ import annotations
 
 import builtins
+import dataclasses
 import keyword
 import uuid
 from collections.abc import AsyncIterable, AsyncIterator, Callable, Mapping
@@ -279,6 +280,7 @@ class Host:
             trace.ended("aborted", counts={"logical": len(scope.calls), "physical": scope.physical})
             raise
         result = self._result(outcome, scope, wall=anyio.current_time() - t0, guest=guest_seconds)
+        result = dataclasses.replace(result, source=source)
         counts = {
             name: getattr(result.report, name)
             for name in ("logical", "physical", "claimed", "direct", "shared", "cancelled", "late", "orphaned")

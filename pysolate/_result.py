@@ -157,6 +157,9 @@ class RunResult:
     observations: tuple[ObservationRecord, ...] = field(default=(), compare=False)
     """Physical executions the claim table saw (``run_stream`` only; sequential runs keep
     one per receipt implicitly)."""
+    source: str | None = None
+    """The sealed source the run executed, exactly as the model wrote it (a source pass may
+    have handed the Guest a derived form of it); None when nothing was sealed."""
 
     def with_speculation(self, timeline: Timeline, observations: tuple[ObservationRecord, ...]) -> RunResult:
         return dataclasses.replace(self, timeline=timeline, observations=observations)

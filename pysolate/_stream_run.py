@@ -20,6 +20,7 @@ cancelled, the Guest process is killed (``aclose`` is shielded), nothing is left
 from __future__ import annotations
 
 import ast
+import dataclasses
 import functools
 import uuid
 from collections.abc import AsyncIterable, Callable, Sequence
@@ -198,7 +199,7 @@ async def run_stream(
         result = RunResult(status=failure.status, error=failure.error, calls=calls, report=report)
     else:
         assert outcome is not None
-        result = host.result_from(outcome, scope, report)
+        result = dataclasses.replace(host.result_from(outcome, scope, report), source=final.source)
     result = result.with_speculation(timeline.freeze(wall), _observations(lane, scope.started_at))
     trace.ended(result.status.value, counts=report.counts(), error_type=result.error.type if result.error else None)
     return result

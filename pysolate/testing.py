@@ -11,8 +11,10 @@ in-process Guest.
   proxies; ``print`` writes to the run's captured stdout. It shows the program exactly
   what the subprocess Guest shows (``_guest_errors``), so Host tests run fast against it.
 
-``InProcessGuest`` is NOT a security boundary: the program shares the Host's interpreter
-and can reach anything in it (``import os`` works). Its limits are cooperative: the wall
+``InProcessGuest`` is NOT a security boundary: the program shares the Host's interpreter.
+It applies the real Guest's rules an honest program meets (``_guest_view``): only the
+standard library imports, and ``os.environ`` is empty; but ``sys.modules``, files and
+sockets still reach the Host. Its limits are cooperative: the wall
 time ends the run but a thread stuck in pure computation keeps running until it next
 prints or calls a tool; there is no CPU or memory limit. Output written to ``sys.stdout``
 directly (not through ``print``) is not captured. Use it only for trusted test programs.
@@ -45,6 +47,7 @@ from ._guest_errors import (
     safe_str,
     split_program,
 )
+from ._guest_view import guest_import
 from ._result import RunResult
 from ._workspace import Workspace
 
@@ -253,6 +256,7 @@ class _Program:
             self._write(buffer.getvalue())
 
         names["print"] = print_
+        names["__import__"] = guest_import()
         return names
 
     def _write(self, text: str) -> None:

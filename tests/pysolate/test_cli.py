@@ -108,6 +108,9 @@ def test_demo_prints_both_runs_side_by_side() -> None:
         "time saved",
     ):
         assert text in done.stdout
+    progress = [line for line in done.stdout.splitlines() if "tokens" in line and "early" in line]
+    assert [line.split()[0] for line in progress] == ["stream,", "pysolate"], "where each run ended"
+    assert "early  0/0" in progress[0] and "early  0/0" not in progress[1]
 
 
 def test_bundled_recording_is_the_reply_at_50_tokens_per_second() -> None:
