@@ -22,8 +22,8 @@ from dataclasses import dataclass
 from typing import Literal
 
 from pysolate import Effect, Host
-from pysolate._guest_api import GuestFactory
-from pysolate.testing import Script, in_process_guest, scripted_tool
+from pysolate._guest_api import GuestFactory, SessionGuestFactory
+from pysolate.testing import Script, in_process_guest, in_process_session, scripted_tool
 
 GuestKind = Literal["isolated", "seccomp", "in-process"]
 """Which Guest runs the program: the default (strongest isolation available), the
@@ -37,6 +37,17 @@ def guest_factory(kind: GuestKind) -> GuestFactory | None:
         from pysolate._guest import start_subprocess_guest
 
         return functools.partial(start_subprocess_guest, isolation="seccomp")
+    return None
+
+
+def session_factory(kind: GuestKind) -> SessionGuestFactory | None:
+    """The session Guest of the same kind (``guest_factory``'s, kept across turns)."""
+    if kind == "in-process":
+        return in_process_session
+    if kind == "seccomp":
+        from pysolate._guest import start_subprocess_session
+
+        return functools.partial(start_subprocess_session, isolation="seccomp")
     return None
 
 
@@ -152,7 +163,7 @@ def public_methods(specs: dict[str, dict[str, ToolSpec]]) -> dict[str, dict[str,
 def make_host(latency_scale: float = 1.0, *, guest: GuestKind = "isolated") -> tuple[Host, dict[str, dict[str, ToolSpec]]]:
     """A Host with every benchmark tool registered, and the specs behind it (fresh state)."""
     specs = tool_specs(latency_scale)
-    host = Host(guest_factory=guest_factory(guest))
+    host = Host(guest_factory=guest_factory(guest), session_factory=session_factory(guest))
     for cap, methods in public_methods(specs).items():
         scripts = {
             m: Script(t.behaviour, effect=t.effect, version="1", latency=t.latency) for m, t in methods.items()

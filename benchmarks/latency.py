@@ -1,6 +1,6 @@
 """Benchmark: time from the model's first token to the program's result, per scenario.
 
-    .venv/bin/python benchmarks/latency.py [--only NAME,...] [--speed X] [--latency-scale X]
+    .venv/bin/python benchmarks/latency.py [--only NAME,...|session] [--no-session] [--speed X] [--latency-scale X]
                                            [--guest isolated|seccomp|in-process]
                                            [--no-peer | --peer-modes plain,eager,speculate]
                                            [--svg-dir DIR]
@@ -18,6 +18,9 @@ latencies. In ONE run, one after the other, per scenario:
 - **oracle**: the bound computed from the source and the chunk times alone (``oracle.py``);
 - **peer** (when ``pydantic-ai-harness`` is installed, ``pip install -e .[bench]``): the
   same program through Pydantic AI code mode (``peer.py``), in each mode asked for.
+
+Then the session scenario (``session_bench``: turns in one session, one iterating over
+what the last left, a rejected turn and its retry), summed over its turns.
 
 It prints a table (baseline s, Pysolate s, oracle s, speed-up, share of the oracle saving
 achieved = (baseline - Pysolate) / (baseline - oracle), physical/logical/orphaned, whether
@@ -315,6 +318,22 @@ async def main_async(args: argparse.Namespace) -> list[Measured]:
     return rows
 
 
+def session_lines(latency_scale: float, guest: GuestKind, speed: float = 1.0) -> list[str]:
+    """The session scenario (``session_bench``): four turns in one session, summed."""
+    from session_bench import measure_session
+
+    m = anyio.run(measure_session, latency_scale, guest, speed)
+    lines = [
+        f"session (turn 2 iterates over turn 1's list; a typo turn, then its retry): baseline {m.baseline:.2f} s, "
+        f"Pysolate {m.pysolate:.2f} s, oracle {m.oracle:.2f} s, speed-up {m.baseline / m.pysolate:.2f}x, "
+        f"share of the oracle saving {m.share:.0%} (target >= 95%); physical/logical {m.physical}/{m.logical}, "
+        f"early results reused from the rejected turn {m.reused}; equal to the sequential session: "
+        + ("yes" if not m.mismatches else "NO: " + ",".join(m.mismatches))
+    ]
+    lines += [f"  turn {name:8} {status:8} baseline {b:.2f} s  Pysolate {p:.2f} s  oracle {o:.2f} s" for name, b, p, o, status in m.turns]
+    return lines
+
+
 def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--only", default="", help="comma-separated scenario names")
@@ -328,13 +347,21 @@ def main(argv: Sequence[str] | None = None) -> None:
         help="code mode's modes to run (plain,eager,speculate); plain is stream-then-run, like the baseline",
     )
     parser.add_argument("--svg-dir", default=str(OUT_DIR), help="where timeline SVGs go")
+    parser.add_argument("--no-session", action="store_true", help="skip the session scenario")
     args = parser.parse_args(argv)
     started = time.perf_counter()
-    rows = anyio.run(main_async, args)
     console = Console(width=160)
-    console.print(table(rows))
-    for line in summary(rows):
-        console.print(line)
+    names = args.only.split(",") if args.only else None
+    if names != ["session"]:
+        if names is not None:
+            args.only = ",".join(n for n in names if n != "session")
+        rows = anyio.run(main_async, args)
+        console.print(table(rows))
+        for line in summary(rows):
+            console.print(line)
+    if not args.no_session and (names is None or "session" in names):
+        for line in session_lines(args.latency_scale, args.guest, args.speed):
+            console.print(line)
     console.print(f"[dim]ran in {time.perf_counter() - started:.0f} s; SVGs in {args.svg_dir}[/dim]")
 
 

@@ -104,8 +104,13 @@ def completion_times(chunks: Sequence[Chunk], speed: float = 1.0) -> tuple[list[
     return times, which, final.source
 
 
-def trace_calls(source: str, specs: dict[str, dict[str, ToolSpec]]) -> list[_Traced]:
-    """Run ``source`` against the plain behaviours; record every call and where it came from."""
+def trace_calls(
+    source: str, specs: dict[str, dict[str, ToolSpec]], namespace: dict[str, object] | None = None
+) -> list[_Traced]:
+    """Run ``source`` against the plain behaviours; record every call and where it came from.
+
+    ``namespace``: the globals of a session's earlier turns; the program runs in it (so it
+    holds this turn's globals afterwards, for the next turn)."""
     traced: list[_Traced] = []
 
     class Proxy:
@@ -141,7 +146,9 @@ def trace_calls(source: str, specs: dict[str, dict[str, ToolSpec]]) -> list[_Tra
 
             return call
 
-    namespace: dict[str, object] = {"__name__": "__main__", "__builtins__": dict(vars(builtins), print=lambda *a, **k: None)}
+    if namespace is None:
+        namespace = {}
+    namespace.update({"__name__": "__main__", "__builtins__": dict(vars(builtins), print=lambda *a, **k: None)})
     for capability, methods in public_methods(specs).items():
         namespace[capability] = Proxy(capability, methods)
     with contextlib.suppress(Exception):  # a program that raises made its calls up to there
@@ -266,13 +273,30 @@ def _unit_at(units: Sequence[_Unit], pos: tuple[int, int]) -> _Unit:
     return min(holding, key=lambda u: (u.end[0] - u.start[0], u.end[1] - u.start[1]))
 
 
-def compute(chunks: Sequence[Chunk], specs: dict[str, dict[str, ToolSpec]], *, speed: float = 1.0) -> Oracle:
-    """The oracle bound of the program these chunks stream (see the module docstring)."""
+def call_id(capability: str, method: str, args: tuple[object, ...], kwargs: dict[str, object]) -> tuple[object, ...]:
+    """What makes two calls the same call (before any write to their capability)."""
+    return (capability, method, repr(args), repr(sorted(kwargs.items())))
+
+
+def compute(
+    chunks: Sequence[Chunk],
+    specs: dict[str, dict[str, ToolSpec]],
+    *,
+    speed: float = 1.0,
+    namespace: dict[str, object] | None = None,
+    ready: dict[tuple[object, ...], float] | None = None,
+) -> Oracle:
+    """The oracle bound of the program these chunks stream (see the module docstring).
+
+    For a turn of a session: ``namespace`` holds the earlier turns' globals (known from the
+    turn's start: no call waits for them), ``ready`` the calls (``call_id``) whose results
+    already exist, or will at the given time, from a rejected turn's early work."""
     times, which, source = completion_times(chunks, speed)
     units = _units(ast.parse(source).body, set(specs))
     closure = unit_closure(units)
     stream_end = chunks[-1].t / speed if chunks else 0.0
-    traced = trace_calls(source, specs)
+    traced = trace_calls(source, specs, namespace)
+    ready = ready or {}
     placed = [_unit_at(units, t.outer) for t in traced]
     calls: list[OracleCall] = []
     results: list[float] = []  # when each call's result exists (ideal)
@@ -289,9 +313,12 @@ def compute(chunks: Sequence[Chunk], specs: dict[str, dict[str, ToolSpec]], *, s
             or (placed[j].id == unit.id and u.site != t.site)
             or (u.may_write and u.capability == t.capability)
         }
-        key = (t.capability, t.method, repr(t.args), repr(sorted(t.kwargs.items())), epochs.get(t.capability, 0))
+        key = (*call_id(t.capability, t.method, t.args, t.kwargs), epochs.get(t.capability, 0))
         if t.effect_speculable:
-            if key in shared:
+            if key[-1] == 0 and key[:-1] in ready and key not in shared:
+                start, early_end = 0.0, ready[key[:-1]]
+                shared[key] = i
+            elif key in shared:
                 start, early_end = calls[shared[key]].start, results[shared[key]]
             else:
                 start = max([times[s], *(results[j] for j in deps)])

@@ -33,6 +33,7 @@ from ._parser import PrefixParser as PrefixParser
 from ._plain import NotPlain as NotPlain
 from ._plain import check_plain as check_plain
 from ._plain import fresh_copy as fresh_copy
+from ._prior import PriorGlobals as PriorGlobals
 from ._snapshot import Snapshot as Snapshot
 
 __all__ = [
@@ -54,6 +55,7 @@ __all__ = [
     "OccurrencesError",
     "ParserStatistics",
     "PrefixParser",
+    "PriorGlobals",
     "SealError",
     "Site",
     "Snapshot",

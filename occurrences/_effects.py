@@ -28,6 +28,7 @@ from ._bindings import (
     Scope,
     data_origins,
     evaluate_in,
+    is_immutable,
     may_be_mutable,
     origins_of,
     producers_of,
@@ -47,6 +48,8 @@ from ._control import (
 )
 from ._evaluator import UNKNOWN, free_names
 from ._model import FUNCTIONS, MethodSpec, OccurrenceId
+from ._plain import fresh_copy
+from ._prior import PRIOR_ORIGIN, PriorGlobals
 from ._pure import BUILTINS
 from ._scopes import Written
 
@@ -61,12 +64,24 @@ multiplies the passes of the ones inside it)."""
 class _Effects:
     """State and binding rules shared by expression and statement handling."""
 
-    def __init__(self, capabilities: Mapping[str, Mapping[str, MethodSpec]], sink: DiscoverySink) -> None:
+    def __init__(
+        self,
+        capabilities: Mapping[str, Mapping[str, MethodSpec]],
+        sink: DiscoverySink,
+        prior: PriorGlobals | None = None,
+    ) -> None:
         self._capabilities = capabilities
         self._sink = sink
         module = Scope(None, {name: CapabilityRef(name) for name in capabilities if name != FUNCTIONS})
         # A function tool is a method of the FUNCTIONS capability under a global name.
         module.local.update({name: MethodRef(FUNCTIONS, name) for name in capabilities.get(FUNCTIONS, ())})
+        if prior is not None:
+            for name in prior.opaque:
+                # Anything reached through it is code discovery does not follow.
+                module.local[name] = ModuleRef(f"<earlier turn: {name}>", reflective=True)
+            for name, value in prior.known.items():
+                shared = frozenset() if is_immutable(value) else frozenset({PRIOR_ORIGIN})
+                module.local[name] = Known(fresh_copy(value), shared)
         self._top = _Context(module, module, Written(), (), (), (), emit=True)
         # Results of producers, UNKNOWN for those that failed or will never run.
         self._results: dict[OccurrenceId, object] = {}

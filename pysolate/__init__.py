@@ -14,6 +14,11 @@ from ._capability import propose_effect as propose_effect
 from ._exceptions import CommitError as CommitError
 from ._exceptions import PysolateError as PysolateError
 from ._exceptions import RegistrationError as RegistrationError
+from ._exceptions import SessionBroken as SessionBroken
+from ._exceptions import SessionBusy as SessionBusy
+from ._exceptions import SessionClosed as SessionClosed
+from ._exceptions import SessionError as SessionError
+from ._exceptions import SessionExpired as SessionExpired
 from ._exceptions import ToolError as ToolError
 from ._exceptions import WorkspaceError as WorkspaceError
 from ._guest_api import ErrorInfo as ErrorInfo
@@ -25,6 +30,10 @@ from ._result import CallRecord as CallRecord
 from ._result import RunReport as RunReport
 from ._result import RunResult as RunResult
 from ._result import RunStatus as RunStatus
+from ._session import Session as Session
+from ._session import SessionLimits as SessionLimits
+from ._session import SessionState as SessionState
+from ._session import SessionStatistics as SessionStatistics
 from ._timeline import Timeline as Timeline
 from ._timeline import render_svg as render_svg
 from ._workspace import Workspace as Workspace
@@ -45,6 +54,15 @@ __all__ = [
     "RunReport",
     "RunResult",
     "RunStatus",
+    "Session",
+    "SessionBroken",
+    "SessionBusy",
+    "SessionClosed",
+    "SessionError",
+    "SessionExpired",
+    "SessionLimits",
+    "SessionState",
+    "SessionStatistics",
     "Timeline",
     "ToolError",
     "ToolFailure",

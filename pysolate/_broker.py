@@ -228,8 +228,11 @@ class RunScope:
         limiter: anyio.CapacityLimiter,
         call_timeout: float = CALL_TIMEOUT,
         trace: RunTrace = NULL_RUN,
+        targets: Mapping[str, object] | None = None,
         encode: Encoder | None = None,
     ) -> None:
+        """``targets`` (a session's turn): the objects formal calls run against, by name,
+        instead of a fresh ``for_run()`` each."""
         self._registrations = dict(registrations)
         self._encode = encode
         self.trace = trace
@@ -237,7 +240,10 @@ class RunScope:
         self._targets: dict[str, object] = {
             name: reg.obj.for_run() if isinstance(reg.obj, RunScoped) else reg.obj
             for name, reg in self._registrations.items()
+            if targets is None or name not in targets
         }
+        if targets is not None:
+            self._targets.update(targets)
         self._epochs: dict[str, int] = dict.fromkeys(self._registrations, 0)  # may-write calls started
         self._calls: list[CallRecord] = []
         self._physical = 0

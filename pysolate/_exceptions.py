@@ -7,8 +7,14 @@ Raised in the Host, to the code that embeds Pysolate::
     │                                          no capability methods, a non-plain default,
     │                                          a duplicate or invalid name, an unconfirmed
     │                                          MCP effect proposal
-    └── WorkspaceError                         freezing or committing a workspace failed
-        └── CommitError                        the commit target is unusable
+    ├── WorkspaceError                         freezing or committing a workspace failed
+    │   └── CommitError                        the commit target is unusable
+    └── SessionError                           a session cannot take this turn
+        ├── SessionBusy                        (misuse) a turn while another one runs
+        ├── SessionClosed                      (misuse) a turn outside ``async with``
+        └── SessionBroken                      its Guest was stopped: a turn aborted after
+            └── SessionExpired                 the Guest got its source, a crash; or the
+                                               idle or session time limit passed
 
 Raised inside the program (the Guest), never in the Host::
 
@@ -17,8 +23,8 @@ Raised inside the program (the Guest), never in the Host::
                                                (``FileNotFoundError``...) are re-raised as
                                                themselves
 
-Programmer misuse (``RegistrationError``) is kept apart from operational failures
-(``WorkspaceError``). A program that raises, is rejected or hits a limit is *not* an
+Programmer misuse (``RegistrationError``, ``SessionBusy``, ``SessionClosed``) is kept apart from operational failures
+(``WorkspaceError``, ``SessionBroken``). A program that raises, is rejected or hits a limit is *not* an
 exception in the Host: it is a ``RunResult`` with that status. Cancellation is never
 wrapped or swallowed.
 """
@@ -42,3 +48,31 @@ class WorkspaceError(PysolateError):
 
 class CommitError(WorkspaceError):
     """The commit target is unusable (exists and is not empty, or is the source dir)."""
+
+
+class SessionError(PysolateError):
+    """A session cannot take this turn (see the subclasses)."""
+
+
+class SessionBusy(SessionError):
+    """A turn was started while another turn of the same session runs (turns are sequential)."""
+
+
+class SessionClosed(SessionError):
+    """A turn was started on a session that is not open (before or after ``async with``)."""
+
+
+class SessionBroken(SessionError):
+    """The session's Guest was stopped, so its globals are gone and no turn can run.
+
+    ``reason`` says what stopped it: the error of the turn that was aborted after its Guest
+    received the source (a limit, a crash, a protocol error), or the time limit passed.
+    """
+
+    def __init__(self, message: str, reason: object = None) -> None:
+        super().__init__(message)
+        self.reason = reason
+
+
+class SessionExpired(SessionBroken):
+    """The session's idle or total time limit passed; its Guest was stopped."""

@@ -5,7 +5,8 @@ subprocess Guest (``_guest/``) and the in-process Guest for fast tests
 (``pysolate.testing``) are interchangeable. Only plain data crosses (``occurrences._plain``).
 
 Lifecycle of one Guest: ``start`` (may happen while tokens still stream) → ``run(source,
-handler)`` exactly once → ``aclose``. The Guest calls ``handler(capability, method, args,
+handler)`` exactly once → ``aclose``. A session's Guest (``SessionGuest``) instead takes
+``turn(source, handler)`` any number of times, in one set of globals, until ``aclose``. The Guest calls ``handler(capability, method, args,
 kwargs)`` for every capability call the program makes, in program order, one at a time.
 The handler returns a plain result, or raises ``ToolFailure`` to make the call raise inside
 the program at that point.
@@ -99,6 +100,44 @@ class Guest(Protocol):
 
     async def aclose(self) -> None:
         """Stop the Guest and release its resources; idempotent."""
+        ...
+
+
+@dataclass(frozen=True, slots=True)
+class TurnOutcome:
+    """What one turn of a session produced, and what its Guest kept.
+
+    ``known``: the plain-data globals the turn left (name → value), ``opaque``: the names
+    of the other globals (``_guest._turn_report``); both are the Guest's word, good only for
+    speculation. ``alive``: whether the Guest can take another turn (False after any end
+    but ``ok`` or ``error``: the Guest was stopped and its globals are gone).
+    """
+
+    outcome: GuestOutcome
+    known: Mapping[str, object]
+    opaque: tuple[str, ...]
+    alive: bool
+
+
+class SessionGuest(Protocol):
+    """One Guest interpreter kept across the turns of a session."""
+
+    async def turn(self, source: str, handler: CallHandler, *, wall_time: float) -> TurnOutcome:
+        """Execute the sealed ``source`` in the globals earlier turns left.
+
+        ``wall_time`` bounds this turn (tool time included); passing it stops the Guest.
+        Cancellation stops the Guest and re-raises.
+        """
+        ...
+
+    async def aclose(self) -> None:
+        """Stop the Guest and release its resources; idempotent."""
+        ...
+
+
+class SessionGuestFactory(Protocol):
+    async def __call__(self, capabilities: Mapping[str, Sequence[str]], limits: GuestLimits) -> SessionGuest:
+        """Start a Guest for a session that will expose ``capabilities``."""
         ...
 
 

@@ -38,13 +38,14 @@ from ._broker import (
 from ._capability import FunctionTools, capability_function, capability_methods, is_function_tool
 from ._conversion import Encoder
 from ._exceptions import RegistrationError
-from ._guest_api import GuestFactory, GuestLimits, GuestOutcome
+from ._guest_api import GuestFactory, GuestLimits, GuestOutcome, SessionGuestFactory
 from ._result import RunReport, RunResult, RunStatus
 from ._seal import rejection, seal
 from ._workspace import Workspace
 from .tracing import GLOBAL_INSTRUMENT, NULL_INSTRUMENT, Instrument, RunTrace, source_hash
 
 if TYPE_CHECKING:
+    from ._session import Session, SessionLimits
     from .passes import PassConfig
 
 DEFAULT_THREADS = 16
@@ -66,6 +67,7 @@ class Host:
         call_timeout: float = CALL_TIMEOUT,
         instrument: Instrument | None = GLOBAL_INSTRUMENT,
         passes: PassConfig | None = None,
+        session_factory: SessionGuestFactory | None = None,
         encode: Encoder | None = None,
     ) -> None:
         """``guest_factory`` defaults to the isolated subprocess Guest; ``instrument``
@@ -73,12 +75,14 @@ class Host:
         (nothing is recorded until the application configures an SDK), ``None`` for no
         tracing at all, or e.g. ``OTelInstrument(provider, record_payloads=True)``;
         ``passes`` (default: none) the correctness-gated passes speculating runs apply;
+        ``session_factory`` (default: the isolated subprocess Guest) starts sessions' Guests;
         ``encode`` (default: none) the Host's own conversion of tool results to plain data,
         asked before the built-in rules (``pysolate._conversion``, docs/tools.md "Values")."""
         self.passes = passes
         self.encode = encode
         self._registrations: dict[str, Registration] = {}
         self._guest_factory = guest_factory
+        self._session_factory = session_factory  # None: the subprocess Guest, kept across turns
         self.limits = limits or GuestLimits()
         self._threads = threads
         self.call_timeout = call_timeout
@@ -195,14 +199,16 @@ class Host:
             limiter = self._limiters[token] = anyio.CapacityLimiter(self._threads)
         return limiter
 
-    def new_scope(self, trace: RunTrace | None = None) -> RunScope:
-        """A fresh per-run scope (run-scoped objects, epochs, call log, its trace)."""
+    def new_scope(self, trace: RunTrace | None = None, targets: Mapping[str, object] | None = None) -> RunScope:
+        """A fresh per-run scope (run-scoped objects, epochs, call log, its trace);
+        ``targets``: a session turn's objects (see ``RunScope``)."""
         return RunScope(
             self._registrations,
             limiter=self.limiter(),
             call_timeout=self.call_timeout,
             encode=self.encode,
             trace=trace or self.instrument.run_started(run_id=uuid.uuid4().hex[:16]),
+            targets=targets,
         )
 
     # -- runs -----------------------------------------------------------------------------
@@ -287,6 +293,17 @@ class Host:
         }
         trace.ended(result.status.value, counts=counts, error_type=result.error.type if result.error else None)
         return result
+
+    def session(self, limits: SessionLimits | None = None, *, guest_limits: GuestLimits | None = None) -> Session:
+        """A session: turns against one Guest that keeps its globals (``pysolate._session``).
+
+        Use as ``async with host.session() as session:``; ``limits`` bound the session as a
+        whole, ``guest_limits`` (default: the Host's) each turn.
+        """
+        from ._session import Session, SessionLimits, default_session_factory
+
+        factory = self._session_factory or default_session_factory()
+        return Session(self, factory, limits or SessionLimits(), guest_limits or self.limits)
 
     def guest_factory(self) -> GuestFactory:
         """The factory this Host starts Guests with (default: the isolated subprocess)."""

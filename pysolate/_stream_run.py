@@ -25,15 +25,24 @@ import functools
 import uuid
 from collections.abc import AsyncIterable, Callable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Literal, Protocol
 
 import anyio
 
-from occurrences import FenceExtractor, PrefixParser, SealError, Snapshot, tool_name
+from occurrences import (
+    CallKey,
+    FenceExtractor,
+    PrefixParser,
+    PriorGlobals,
+    SealError,
+    Snapshot,
+    fresh_copy,
+    tool_name,
+)
 from scheduler import EventGraph, LanePolicy, Node, Observation, SpeculativeLane
 
 from ._broker import RunScope
-from ._guest_api import ErrorInfo, Guest, GuestFactory, GuestLimits, GuestOutcome
+from ._guest_api import CallHandler, ErrorInfo, Guest, GuestFactory, GuestLimits, GuestOutcome
 from ._result import ObservationRecord, RunReport, RunResult, RunStatus
 from ._seal import rejection, seal
 from ._timeline import TimelineRecorder
@@ -90,6 +99,25 @@ class _GuestStarter:
                 await self.guest.aclose()
 
 
+class TurnHooks(Protocol):
+    """What differs when the run is one turn of a session (``pysolate._session``).
+
+    ``prior``: the globals earlier turns left, for discovery. ``new_scope``: the turn's
+    scope (its objects: the session's workspace layers). ``execute``: run the sealed program
+    in the session's Guest. ``carried``: a settled early observation of an earlier rejected
+    turn with this exact key, reused instead of a new physical call (nothing ran in the
+    Guest since it was made). ``ended``: the lane and result when the turn ends (not called
+    when the caller cancels).
+    """
+
+    prior: PriorGlobals | None
+
+    def new_scope(self, trace: RunTrace) -> RunScope: ...
+    async def execute(self, program: str, handler: CallHandler) -> GuestOutcome: ...
+    def carried(self, key: CallKey) -> Observation | None: ...
+    def ended(self, lane: SpeculativeLane, result: RunResult) -> None: ...
+
+
 class _Aborted(Exception):
     """The stream ended without a sealed source (cut, failed, no code block)."""
 
@@ -107,15 +135,17 @@ async def run_stream(
     speculate: bool = True,
     policy: LanePolicy | None = None,
     limits: GuestLimits | None = None,
+    turn: TurnHooks | None = None,
 ) -> RunResult:
-    """See ``Host.run_stream``."""
+    """See ``Host.run_stream``; ``turn``: the run is a turn of a session."""
     trace = host.instrument.run_started(run_id=uuid.uuid4().hex[:16])
-    scope = host.new_scope(trace)
+    scope = host.new_scope(trace) if turn is None else turn.new_scope(trace)
     scope.start()
     t0 = scope.started_at
     timeline = TimelineRecorder()
-    starter = _GuestStarter(host.guest_factory(), host.capabilities(), limits or host.limits)
-    graph = EventGraph(host.method_specs(), host.root_key_for)
+    starter = None if turn is not None else _GuestStarter(host.guest_factory(), host.capabilities(), limits or host.limits)
+    graph = EventGraph(host.method_specs(), host.root_key_for, turn.prior if turn is not None else None)
+    reused: set[int] = set()  # early observations served by a carried one (nothing physical)
     config = host.passes
     batcher = BatchFusion(host, config.batch_fusion) if config is not None and config.batch_fusion else None
     pass_outcomes: tuple[PassOutcome, ...] = ()
@@ -132,6 +162,14 @@ async def run_stream(
             arguments=call.arguments,
         )
         scope.early_traces[obs.id] = span
+        held = turn.carried(obs.key) if turn is not None else None
+        if held is not None:
+            reused.add(obs.id)
+            if held.error is not None:
+                span.completed(error=held.error)
+                raise held.error
+            span.completed(result=held.value)
+            return fresh_copy(held.value)
         try:
             with span.activated():
                 if batcher is not None and batcher.fusable(call):
@@ -152,7 +190,8 @@ async def run_stream(
     guest_started: float | None = None
     guest_ended: float | None = None
     async with anyio.create_task_group() as tg:
-        tg.start_soon(starter.start)
+        if starter is not None:
+            tg.start_soon(starter.start)
         try:
             async with SpeculativeLane(graph, early, policy, may_dispatch=may_dispatch) as lane:
                 scope.claims = lane if speculate else None
@@ -164,17 +203,23 @@ async def run_stream(
                     program = final.source
                     if config is not None:
                         program, pass_outcomes = _apply_passes(host, config, final)
-                    guest = await starter.take()
-                    guest_started = anyio.current_time() - t0
-                    outcome = await guest.run(program, scope.handler)
+                    if starter is not None:
+                        guest = await starter.take()
+                        guest_started = anyio.current_time() - t0
+                        outcome = await guest.run(program, scope.handler)
+                    else:
+                        assert turn is not None
+                        guest_started = anyio.current_time() - t0
+                        outcome = await turn.execute(program, scope.handler)
                     guest_ended = anyio.current_time() - t0
         finally:
-            await starter.aclose()
+            if starter is not None:
+                await starter.aclose()
     wall = anyio.current_time() - t0
     _draw(timeline, lane, scope, guest_started, guest_ended)
     stats = lane.statistics()
     calls = scope.calls
-    early_physical = sum(1 for o in lane.observations() if o.lane == "speculative" and o.physical)
+    early_physical = sum(1 for o in lane.observations() if o.lane == "speculative" and o.physical and o.id not in reused)
     if batcher is not None:
         early_physical -= batcher.statistics().physical_saved
         if outcome is not None:
@@ -201,6 +246,8 @@ async def run_stream(
         assert outcome is not None
         result = dataclasses.replace(host.result_from(outcome, scope, report), source=final.source)
     result = result.with_speculation(timeline.freeze(wall), _observations(lane, scope.started_at))
+    if turn is not None:
+        turn.ended(lane, result)
     trace.ended(result.status.value, counts=report.counts(), error_type=result.error.type if result.error else None)
     return result
 

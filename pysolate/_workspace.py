@@ -214,6 +214,22 @@ class Workspace:
         are not carried over: every run starts from the root)."""
         return Workspace(self._tree, BranchState.OPEN)
 
+    def layer(self) -> Workspace:
+        """A copy of this open branch, for one turn of a session: the turn writes into the
+        copy, which the session adopts as its branch when the turn keeps its effects (it
+        ended ``ok`` or ``error``) and drops otherwise. View ids continue this branch's.
+
+        Raises ``WorkspaceError`` unless the branch is open.
+        """
+        if self._state is not BranchState.OPEN:
+            raise WorkspaceError(f"cannot layer a {self._state.value} branch")
+        copy = Workspace(self._tree, BranchState.OPEN)
+        copy._deleted_or_written = dict(self._deleted_or_written)
+        copy._dirs_added = set(self._dirs_added)
+        copy._touched = dict(self._touched)
+        copy._seq = self._seq
+        return copy
+
     def view_of(self, method: str, arguments: Mapping[str, object]) -> str:
         """The id of what ``method(**arguments)`` would see now (root id if unaffected)."""
         raw = arguments.get("path", "")

@@ -38,7 +38,16 @@ from occurrences import FUNCTIONS, Effect, MethodSpec, NotPlain, check_plain, fr
 
 from ._capability import capability
 from ._equivalence import differences, observable
-from ._guest_api import CallHandler, ErrorInfo, GuestLimits, GuestOutcome, Isolation, ToolFailure
+from ._guest._turn_report import reported_globals
+from ._guest_api import (
+    CallHandler,
+    ErrorInfo,
+    GuestLimits,
+    GuestOutcome,
+    Isolation,
+    ToolFailure,
+    TurnOutcome,
+)
 from ._guest_errors import (
     arguments_not_plain,
     error_line,
@@ -53,12 +62,14 @@ from ._workspace import Workspace
 
 __all__ = [
     "InProcessGuest",
+    "InProcessSession",
     "Script",
     "ScriptedCall",
     "ScriptedTool",
     "check_invariants",
     "differences",
     "in_process_guest",
+    "in_process_session",
     "memory_workspace",
     "observable",
     "scripted_tool",
@@ -224,13 +235,19 @@ class _Program:
     call_count: int = 0
     abandoned: bool = False  # set by the Host side when it stops waiting for the thread
 
-    def execute(self, source: str) -> GuestOutcome:
+    def namespace(self) -> dict[str, object]:
+        """Fresh globals: builtins (with this program's ``print``) and capability proxies."""
         namespace: dict[str, object] = {"__name__": "__main__", "__builtins__": self._builtins()}
         for name, methods in self.capabilities.items():
             if name == FUNCTIONS:
                 namespace.update({m: self._proxy_method(name, m) for m in methods})
             else:
                 namespace[name] = _Proxy(name, {m: self._proxy_method(name, m) for m in methods})
+        return namespace
+
+    def execute(self, source: str, namespace: dict[str, object] | None = None) -> GuestOutcome:
+        if namespace is None:
+            namespace = self.namespace()
         try:
             body, final = split_program(source)
             exec(body, namespace)
@@ -344,6 +361,62 @@ class InProcessGuest:
 
 in_process_guest = InProcessGuest.start
 """``Host(guest_factory=in_process_guest)``: run programs in-process (tests only)."""
+
+
+class InProcessSession:
+    """A session's Guest in a thread of the Host process (NOT a boundary; tests only).
+
+    One program object serves every turn (its ``print`` and proxies are what functions
+    defined in earlier turns captured); each turn gets its own handler, output and call
+    count. A wall-time limit or cancellation abandons the thread and stops the session's
+    Guest, as the subprocess Guest is killed.
+    """
+
+    def __init__(self, capabilities: Mapping[str, Sequence[str]], limits: GuestLimits) -> None:
+        self._program = _Program({n: tuple(m) for n, m in capabilities.items()}, limits, _no_handler)
+        self._namespace = self._program.namespace()
+        self._proxies = dict(self._namespace)  # the capability (and function tool) globals
+        self._alive = True
+
+    @classmethod
+    async def start(cls, capabilities: Mapping[str, Sequence[str]], limits: GuestLimits) -> InProcessSession:
+        """The session Guest factory: nothing to start ahead of the first turn."""
+        return cls(capabilities, limits)
+
+    async def turn(self, source: str, handler: CallHandler, *, wall_time: float) -> TurnOutcome:
+        """Run one turn in the session's globals (see ``SessionGuest.turn``)."""
+        if not self._alive:
+            raise RuntimeError("this session's Guest was stopped")
+        program = self._program
+        program.handler, program.output, program.output_bytes, program.call_count = handler, [], 0, 0
+        try:
+            with anyio.move_on_after(wall_time) as deadline:
+                outcome = await anyio.to_thread.run_sync(program.execute, source, self._namespace, abandon_on_cancel=True)
+        except BaseException:
+            await self.aclose()
+            raise
+        if deadline.cancelled_caught:
+            await self.aclose()
+            error = ErrorInfo("WallTimeLimit", f"the turn took longer than {wall_time}s", None)
+            return TurnOutcome(program.outcome("limit", error=error), {}, (), alive=False)
+        if outcome.status not in ("ok", "error"):
+            await self.aclose()
+            return TurnOutcome(outcome, {}, (), alive=False)
+        known, opaque = reported_globals(self._namespace, self._proxies)
+        return TurnOutcome(outcome, {name: fresh_copy(v) for name, v in known}, tuple(opaque), alive=True)
+
+    async def aclose(self) -> None:
+        """Abandon the program thread if it still runs; idempotent."""
+        self._alive = False
+        self._program.abandoned = True
+
+
+async def _no_handler(capability: str, method: str, args: tuple[object, ...], kwargs: dict[str, object]) -> object:
+    raise RuntimeError("no turn is running")
+
+
+in_process_session = InProcessSession.start
+"""``Host(session_factory=in_process_session)``: sessions in-process (tests only)."""
 
 
 # -- run-end invariants ------------------------------------------------------------------------

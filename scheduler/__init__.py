@@ -10,6 +10,7 @@ from ._lane import LaneStatistics as LaneStatistics
 from ._lane import SpeculativeLane as SpeculativeLane
 from ._observation import Disposition as Disposition
 from ._observation import Observation as Observation
+from ._observation import ObservationState as ObservationState
 from ._observation import Probe as Probe
 from ._state import IllegalTransition as IllegalTransition
 from ._state import State as State
@@ -25,6 +26,7 @@ __all__: list[str] = [
     "LaneStatistics",
     "Node",
     "Observation",
+    "ObservationState",
     "Probe",
     "SpeculativeLane",
     "State",

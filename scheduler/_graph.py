@@ -37,7 +37,7 @@ from types import MappingProxyType
 
 import networkx as nx
 
-from occurrences import CallKey, Effect, fresh_copy
+from occurrences import CallKey, Effect, PriorGlobals, fresh_copy
 from occurrences._discovery import Discovery
 from occurrences._model import MethodSpec, Occurrence, OccurrenceId, Site
 
@@ -89,7 +89,13 @@ class EventGraph:
     Synchronous and not thread-safe: call it from one task (the run's coordinator).
     """
 
-    def __init__(self, capabilities: Mapping[str, Mapping[str, MethodSpec]], key_for: KeyFn) -> None:
+    def __init__(
+        self,
+        capabilities: Mapping[str, Mapping[str, MethodSpec]],
+        key_for: KeyFn,
+        prior: PriorGlobals | None = None,
+    ) -> None:
+        """``prior``: the globals earlier turns of a session left (discovery starts from them)."""
         self._key_for = key_for
         self._graph: nx.DiGraph = nx.DiGraph()
         self._nodes: dict[OccurrenceId, Node] = {}
@@ -102,7 +108,7 @@ class EventGraph:
         self._outcomes: dict[OccurrenceId, object] = {}
         # Results for discovery, delivered after the current call into discovery returns.
         self._notices: deque[tuple[OccurrenceId, object]] = deque()
-        self._discovery = Discovery(capabilities, _Sink(self))
+        self._discovery = Discovery(capabilities, _Sink(self), prior)
 
     # -- feeding ------------------------------------------------------------------------
 

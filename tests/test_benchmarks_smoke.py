@@ -43,3 +43,12 @@ async def test_one_scaled_scenario_equals_its_baseline_and_the_table_renders(tmp
     text = console.export_text()
     assert "dependent_chain" in text and "yes" in text
     assert (tmp_path / "dependent_chain.svg").read_text().startswith("<svg")
+
+
+def test_the_session_scenario_equals_the_sequential_session_and_reports() -> None:
+    """The session scenario (four turns, one rejected), scaled down, in-process."""
+    latency = load_latency()
+    lines = latency.session_lines(0.05, "in-process", 20.0)
+    assert "equal to the sequential session: yes" in lines[0]
+    statuses = [line.split()[2] for line in lines[1:]]
+    assert statuses == ["ok", "ok", "rejected", "ok"]

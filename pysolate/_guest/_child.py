@@ -12,6 +12,13 @@ block until ``run`` → execute the program, one blocking ``call`` frame per cap
 send ``done`` → ``os._exit``. All of this happens before the program runs or on paths the
 program cannot skip (``os._exit`` ends the process even inside ``try/finally``).
 
+A session's child gets ``turn`` instead of ``run``, and after each turn sends ``turn_done``
+(its outcome, the turn's stdout, the plain-data globals left: ``_turn_report``) and waits
+for the next ``turn`` in the same globals, until the Host hangs up. A turn's stdout is
+captured in the child (``sys.stdout`` is a bounded buffer), so it arrives with its
+``turn_done`` instead of racing it on the pipe. A limit (memory, output) ends the process
+after ``turn_done``: the Host then treats the session as broken.
+
 Nothing here is a security boundary: the program can import ``os`` and write anything to
 the channel. The boundary is the process (namespaces, seccomp, rlimits) and the Host, which
 validates every frame and grants only the declared methods.
@@ -141,6 +148,64 @@ class _Guest:
             tagged = self._plain.to_tagged(self._errors.safe_repr(value))
         self.finish("ok", tagged, None)
 
+    # -- a session: turns in one namespace ----------------------------------------------------
+
+    def turns(self, first: dict[str, Any]) -> NoReturn:
+        import builtins
+        import io
+
+        from pysolate._guest import _turn_report
+
+        proxies = self.proxies()
+        namespace: dict[str, object] = {"__name__": "__main__", "__builtins__": builtins, **proxies}
+        sink = _TurnOutput(self)
+        out = io.TextIOWrapper(sink, encoding="utf-8", errors="surrogateescape", write_through=True)  # type: ignore[type-var]
+        sys.stdout = out
+        message = first
+        while True:
+            if message.get("t") != "turn":
+                os._exit(70)  # the Host never does this
+            sink.limit = message["output_bytes"]
+            status, value, error = self.run_turn(message["source"], namespace)
+            try:  # noqa: SIM105 (contextlib would be one more import)
+                out.flush()
+            except BaseException:
+                pass
+            known, opaque = _turn_report.reported_globals(namespace, proxies)
+            report = {
+                "t": "turn_done", "status": status, "value": value, "error": error, "stdout": sink.take(),
+                "known": {name: self._plain.to_tagged(v) for name, v in known}, "opaque": opaque,
+            }
+            frame = self._channel.encode(report)
+            if len(frame) - 4 > self._limits["max_frame_bytes"]:
+                report["known"], report["opaque"] = {}, [*opaque, *(name for name, _ in known)]
+                frame = self._channel.encode(report)
+            if len(frame) - 4 > self._limits["max_frame_bytes"]:
+                self.finish_limit("FrameLimit", f"the turn's result exceeds {self._limits['max_frame_bytes']} bytes")
+            self._channel.send_bytes(frame)
+            if status == "limit":
+                os._exit(0)
+            message = self._channel.receive()
+
+    def run_turn(self, source: str, namespace: dict[str, object]) -> tuple[str, object, dict[str, object] | None]:
+        """Run one turn in ``namespace``: (status, tagged value, error); what ran before an
+        exception stays in ``namespace``, as in a REPL."""
+        errors = self._errors
+        try:
+            body, final = errors.split_program(source)
+            exec(body, namespace)
+            value = eval(final, namespace) if final is not None else None
+        except MemoryError as exc:
+            info = ("MemoryLimit", errors.safe_str(exc) or "out of memory", errors.error_line(exc))
+            return "limit", None, {"type": info[0], "message": info[1], "line": info[2]}
+        except BaseException as exc:
+            return "error", None, {"type": type(exc).__name__, "message": errors.safe_str(exc), "line": errors.error_line(exc)}
+        try:
+            tagged = self._plain.to_tagged(value)
+        except self._plain.NotPlain:
+            tagged = self._plain.to_tagged(errors.safe_repr(value))
+        return "ok", tagged, None
+
     def finish_limit(self, type_name: str, message: str) -> NoReturn:
         self.finish("limit", None, (type_name, message, None))
 
@@ -165,6 +230,43 @@ class _Guest:
             self._channel.send_bytes(frame)
         finally:
             os._exit(0)
+
+
+class _TurnOutput:
+    """A session's ``sys.stdout`` buffer: one turn's output, at most ``output_bytes``.
+
+    Passing the bound ends the turn with ``OutputLimit`` at once (``finish`` cannot be
+    skipped), as the pipe's bound ends a single run.
+    """
+
+    def __init__(self, guest: _Guest) -> None:
+        self._guest = guest
+        self.limit = 0  # set per turn (the ``turn`` frame's ``output_bytes``)
+        self._data = bytearray()
+        self.closed = False
+
+    def writable(self) -> bool:
+        return True
+
+    def readable(self) -> bool:
+        return False
+
+    def seekable(self) -> bool:
+        return False
+
+    def flush(self) -> None:
+        return None
+
+    def write(self, data: bytes) -> int:
+        if len(self._data) + len(data) > self.limit:
+            self._guest.finish_limit("OutputLimit", f"the program printed more than {self.limit} bytes")
+        self._data += data
+        return len(data)
+
+    def take(self) -> str:
+        text = self._data.decode("utf-8", "surrogateescape")
+        self._data.clear()
+        return text
 
 
 _FUNCTIONS = ""
@@ -234,6 +336,8 @@ def main() -> None:
             mechanisms.append("seccomp")
     channel.send_bytes(channel.encode({"t": "ready", "mechanisms": mechanisms}))
     start = channel.receive()
+    if start.get("t") == "turn":
+        guest.turns(start)
     guest.execute(start["source"])
 
 

@@ -22,6 +22,7 @@ from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 from occurrences._plain import from_tagged
 
 from .._guest_api import ErrorInfo
+from ._turn_report import MAX_REPORTED_NAMES
 
 NAME_CHARS = 200
 """Longest capability, method, exception-type or mechanism name a Guest may send."""
@@ -69,8 +70,21 @@ class DoneFrame(_Message):
     error: _ErrorPayload | None
 
 
-_GUEST_FRAME: TypeAdapter[ReadyFrame | CallFrame | DoneFrame] = TypeAdapter(
-    Annotated[ReadyFrame | CallFrame | DoneFrame, Field(discriminator="t")]
+class TurnDoneFrame(_Message):
+    """A session's turn ended: ``done``'s fields, the turn's stdout and the globals it left
+    (``known``: name → tagged value; ``opaque``: names of non-plain values)."""
+
+    t: Literal["turn_done"]
+    status: Literal["ok", "error", "limit"]
+    value: list[Any] | None
+    error: _ErrorPayload | None
+    stdout: str
+    known: dict[Name, list[Any]] = Field(max_length=MAX_REPORTED_NAMES)
+    opaque: list[Name] = Field(max_length=MAX_REPORTED_NAMES)
+
+
+_GUEST_FRAME: TypeAdapter[ReadyFrame | CallFrame | DoneFrame | TurnDoneFrame] = TypeAdapter(
+    Annotated[ReadyFrame | CallFrame | DoneFrame | TurnDoneFrame, Field(discriminator="t")]
 )
 
 
@@ -93,7 +107,19 @@ class Done:
     error: ErrorInfo | None
 
 
-def parse_guest_frame(payload: bytes) -> ReadyFrame | Call | Done:
+@dataclass(frozen=True, slots=True)
+class TurnDone:
+    """A validated end of a session's turn."""
+
+    status: Literal["ok", "error", "limit"]
+    value: object
+    error: ErrorInfo | None
+    stdout: str
+    known: dict[str, object]
+    opaque: tuple[str, ...]
+
+
+def parse_guest_frame(payload: bytes) -> ReadyFrame | Call | Done | TurnDone:
     """Validate one frame payload from the Guest.
 
     Raises ``ProtocolViolation`` for anything malformed: not JSON, an unknown message,
@@ -119,9 +145,12 @@ def parse_guest_frame(payload: bytes) -> ReadyFrame | Call | Done:
                 raise ProtocolViolation("call arguments must be a tuple and a dict with str keys")
             return Call(frame.capability, frame.method, args, kwargs)
         value = None if frame.value is None else from_tagged(frame.value)
+        known = {name: from_tagged(tagged) for name, tagged in frame.known.items()} if isinstance(frame, TurnDoneFrame) else {}
     except (ValueError, RecursionError) as exc:
         raise ProtocolViolation(f"malformed plain value: {exc}") from None
     error = None if frame.error is None else ErrorInfo(frame.error.type, frame.error.message, frame.error.line)
     if (frame.status == "ok") != (error is None):
         raise ProtocolViolation(f"status {frame.status!r} with error={error is not None}")
+    if isinstance(frame, TurnDoneFrame):
+        return TurnDone(frame.status, value, error, frame.stdout, known, tuple(frame.opaque))
     return Done(frame.status, value, error)

@@ -52,7 +52,7 @@ from .._guest_api import (
     ToolFailure,
 )
 from . import _isolation
-from ._frames import Call, Done, ProtocolViolation, ReadyFrame, parse_guest_frame
+from ._frames import Call, Done, ProtocolViolation, ReadyFrame, TurnDone, parse_guest_frame
 from ._wire import HEADER, encode_frame
 
 START_TIMEOUT = 20.0
@@ -296,8 +296,8 @@ class SubprocessGuest:
             frame = parse_guest_frame(await self._channel.receive())
             if isinstance(frame, Done):
                 return frame
-            if isinstance(frame, ReadyFrame):
-                raise ProtocolViolation("ready after run")
+            if isinstance(frame, ReadyFrame | TurnDone):
+                raise ProtocolViolation(f"{type(frame).__name__} in a run")
             self._calls += 1
             if self._calls > self._limits.max_calls:
                 raise _LimitHit("CallLimit", f"the program made more than {self._limits.max_calls} calls")

@@ -18,6 +18,13 @@ Messages (H = Host, G = Guest child)::
     G→H  done    {"t": "done", "status": "ok"|"error"|"limit", "value": tagged|null,
                   "error": {"type": str, "message": str, "line": int|null}|null}
 
+A session's child gets turns instead of one run, each answered by ``turn_done`` (then it
+waits for the next ``turn``, in the same globals)::
+
+    H→G  turn      {"t": "turn", "source": str, "output_bytes": int}
+    G→H  turn_done {"t": "turn_done", ...done's fields..., "stdout": str,
+                    "known": {name: tagged}, "opaque": [name, ...]}
+
 Call ids are chosen by the Host alone (its count of calls so far); the Guest never sends one.
 """
 

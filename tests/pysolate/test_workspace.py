@@ -230,3 +230,21 @@ async def test_a_memory_workspace_behaves_like_a_frozen_directory() -> None:
 def test_freezing_something_that_is_not_a_directory_fails(tmp_path: Path) -> None:
     with pytest.raises(WorkspaceError):
         Workspace.frozen(tmp_path / "missing")
+
+
+async def test_a_layer_is_a_copy_of_the_branch_whose_views_continue_it() -> None:
+    """A session turn writes on a layer: the branch is untouched until the layer is adopted,
+    and a path the layer wrote gets a view id the branch never had (no stale claim)."""
+    branch = Workspace.from_files({"a": "1"}).for_run()
+    await branch.write_text("a", "2")
+    before = branch.view_of("read_text", {"path": "a"})
+    layer = branch.layer()
+    assert layer.view_of("read_text", {"path": "a"}) == before
+    await layer.write_text("a", "3")
+    await layer.write_text("b", "4")
+    assert await branch.read_text("a") == "2" and not await branch.exists("b")
+    assert layer.changes() == {"a": b"3", "b": b"4"}
+    assert layer.view_of("read_text", {"path": "a"}) not in (before, branch.root_id)
+    branch.discard()
+    with pytest.raises(WorkspaceError):
+        branch.layer()
