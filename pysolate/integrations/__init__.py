@@ -1,0 +1,12 @@
+"""Pysolate inside the agent frameworks people already use (docs/integrations.md).
+
+Each framework has its own module, imported on purpose: nothing here imports a framework,
+so ``import pysolate`` works without any of them installed.
+
+- ``pysolate.integrations.smolagents`` (extra ``pysolate[smolagents]``): ``PysolateExecutor``,
+  a smolagents ``PythonExecutor`` for ``CodeAgent``, with ``StreamingModel`` to overlap the
+  program with the model's streamed output.
+
+Agent tools carry no Pysolate qualification, so both treat every tool as ``unknown`` (never
+run early) unless the builder qualifies it by name (``effects={"search": Effect.PURE}``).
+"""
