@@ -32,11 +32,12 @@ from typing import Any, Protocol, runtime_checkable
 
 import anyio
 
-from occurrences import CallKey, MethodSpec, NotPlain, check_plain, fresh_copy
+from occurrences import CallKey, MethodSpec, NotPlain, check_plain, fresh_copy, tool_name
 from scheduler import Observation, Probe
 
 from ._capability import CapabilityMethod
-from ._crossing import checked_result, failure_from, in_thread, is_tool_exception, owned_arguments
+from ._conversion import ConversionError, Encoder, to_plain
+from ._crossing import checked_result, failure_from, in_thread, invalid_result, is_tool_exception, owned_arguments
 from ._guest_api import ErrorInfo, ToolFailure
 from ._result import CallOutcome, CallRecord, Lane
 from ._threads import WorkerThreads
@@ -132,8 +133,10 @@ async def execute(
     early: bool,
     timeout: float,
     probe: Probe | None = None,
+    encode: Encoder | None = None,
 ) -> object:
-    """Run ``call`` once on ``target``; the result is checked, bounded and a fresh copy.
+    """Run ``call`` once on ``target``; the result is converted (``_conversion.to_plain``
+    with the Host's ``encode``), checked, bounded and a fresh copy.
 
     A sync method runs in a worker thread of ``threads``, under its ``early`` or formal
     budget (``_threads``: early work never takes the program's threads).
@@ -166,13 +169,17 @@ async def execute(
             raise
         raise failure_from(exc) from None
     if not finished:
-        where = f"{call.capability}.{call.method}"
+        where = tool_name(call.capability, call.method)
         if method.effect.may_write:
             raise OutcomeUnknown(
                 "OutcomeUnknown",
                 f"{where} did not finish within {timeout}s; it may or may not have taken effect",
             )
         raise ToolFailure("TimeoutError", f"{where} did not finish within {timeout}s")
+    try:
+        raw = to_plain(raw, encode)
+    except ConversionError as exc:
+        raise invalid_result(call.capability, call.method, exc) from None
     return checked_result(call.capability, call.method, raw)
 
 
@@ -270,10 +277,12 @@ class RunScope:
         call_timeout: float = CALL_TIMEOUT,
         trace: RunTrace = NULL_RUN,
         targets: Mapping[str, object] | None = None,
+        encode: Encoder | None = None,
     ) -> None:
         """``targets`` (a session's turn): the objects formal calls run against, by name,
         instead of a fresh ``for_run()`` each."""
         self._registrations = dict(registrations)
+        self._encode = encode
         self.trace = trace
         # Run-scoped objects (a workspace branch) replace the shared one for formal calls.
         self.session_turn = targets is not None  # a session owns the targets' lifecycle
@@ -366,7 +375,9 @@ class RunScope:
             self._epochs[capability] += 1
         self._physical += 1
         if self.trace is NULL_RUN:  # no trace: no span, and no key digest to label it with
-            return await execute(self._targets[capability], cap, call, threads=self._threads, early=False, timeout=self._timeout)
+            return await execute(
+                self._targets[capability], cap, call, threads=self._threads, early=False, timeout=self._timeout, encode=self._encode
+            )
         observation = self.trace.observation_started(
             capability,
             method,
@@ -379,7 +390,8 @@ class RunScope:
         try:
             with observation.activated():
                 result = await execute(
-                    self._targets[capability], cap, call, threads=self._threads, early=False, timeout=self._timeout
+                    self._targets[capability], cap, call, threads=self._threads, early=False, timeout=self._timeout,
+                    encode=self._encode,
                 )
         except BaseException as exc:
             observation.completed(error=exc)
@@ -430,7 +442,7 @@ class RunScope:
             raise
         except BaseException:
             interrupted = OutcomeUnknown(
-                "OutcomeUnknown", f"{capability}.{method} was interrupted; it may or may not have taken effect"
+                "OutcomeUnknown", f"{tool_name(capability, method)} was interrupted; it may or may not have taken effect"
             )
             if shareable:
                 self.claims.end_formal(formal, error=interrupted)  # type: ignore[union-attr]
@@ -457,7 +469,7 @@ class RunScope:
             raise PermissionError(f"{call.capability}.{call.method} is {cap.effect.value}: never run early")
         return await execute(
             self._targets[call.capability], cap, call, threads=self._threads, early=True, timeout=self._timeout,
-            probe=probe,
+            probe=probe, encode=self._encode,
         )
 
     def _claimed(self, call: BoundCall, key: CallKey, obs: Observation, now: float) -> object:

@@ -321,22 +321,52 @@ class EffectProposal:
         return self.effect
 
 
-def propose_effect(annotations: Mapping[str, object] | None) -> EffectProposal:
+_HINTS = {
+    "readOnlyHint": "read_only_hint",
+    "destructiveHint": "destructive_hint",
+    "idempotentHint": "idempotent_hint",
+    "openWorldHint": "open_world_hint",
+}
+"""MCP annotation names (camelCase, as on the wire) and their snake_case attribute names
+(the official SDK's ``ToolAnnotations`` fields)."""
+
+
+def _hints(annotations: object) -> dict[str, object]:
+    """The hints present in ``annotations``, by their camelCase name.
+
+    Accepts a mapping with camelCase or snake_case keys, or an object with the SDK's
+    snake_case attributes (``mcp.types.ToolAnnotations``); a hint that is absent or None
+    is left out (its MCP default applies).
+    """
+    found: dict[str, object] = {}
+    for camel, snake in _HINTS.items():
+        if isinstance(annotations, Mapping):
+            value = annotations.get(camel, annotations.get(snake))
+        else:
+            value = getattr(annotations, snake, getattr(annotations, camel, None))
+        if value is not None:
+            found[camel] = value
+    return found
+
+
+def propose_effect(annotations: Mapping[str, object] | object | None) -> EffectProposal:
     """Map MCP tool annotations to a proposed effect.
 
-    MCP defaults apply to missing hints (``readOnlyHint`` false, ``openWorldHint`` true).
-    A read-only tool of a closed world is proposed as ``immutable_read`` (the Host must
-    know that what it reads is frozen for the run); a read-only tool of an open world as
-    ``live_read``; anything that is not read-only as ``write`` whatever its other hints
-    (idempotent or not, a call that changes state is never run early or replayed). No
-    annotations at all propose ``unknown``.
+    ``annotations`` is a mapping (camelCase keys as on the wire, or snake_case), the
+    official SDK's ``ToolAnnotations`` object, or None. MCP defaults apply to missing
+    hints (``readOnlyHint`` false, ``openWorldHint`` true). A read-only tool of a closed
+    world is proposed as ``immutable_read`` (the Host must know that what it reads is
+    frozen for the run); a read-only tool of an open world as ``live_read``; anything that
+    is not read-only as ``write`` whatever its other hints (idempotent or not, a call that
+    changes state is never run early or replayed). No hints at all propose ``unknown``.
     """
-    if not annotations:
+    hints = _hints(annotations) if annotations is not None else {}
+    if not hints:
         return EffectProposal(Effect.UNKNOWN, "no annotations")
-    read_only = annotations.get("readOnlyHint", False) is True
-    open_world = annotations.get("openWorldHint", True) is not False
+    read_only = hints.get("readOnlyHint", False) is True
+    open_world = hints.get("openWorldHint", True) is not False
     if not read_only:
-        destructive = annotations.get("destructiveHint", True) is not False
+        destructive = hints.get("destructiveHint", True) is not False
         kind = "destructive" if destructive else "additive"
         return EffectProposal(Effect.WRITE, f"not read-only ({kind})")
     if open_world:

@@ -33,7 +33,7 @@ from collections.abc import Callable, Mapping
 
 import anyio
 
-from occurrences import NotPlain, check_plain
+from occurrences import NotPlain, check_plain, tool_name
 from occurrences._plain import ENCODER, own
 
 from ._guest_api import ToolFailure
@@ -94,13 +94,13 @@ def checked_result(capability: str, method: str, raw: object) -> object:
     except NotPlain as exc:
         raise invalid_result(capability, method, exc) from None
     if size > MAX_RESULT_CHARS:
-        raise ToolFailure("ValueError", f"{capability}.{method} returned {size} characters (limit {MAX_RESULT_CHARS})")
+        raise ToolFailure("ValueError", f"{tool_name(capability, method)} returned {size} characters (limit {MAX_RESULT_CHARS})")
     return value
 
 
 def invalid_result(capability: str, method: str, reason: object) -> ToolFailure:
     """The failure of a call whose result cannot cross (a ``ToolError`` in the program)."""
-    return ToolFailure(INVALID_RESULT, f"{capability}.{method} returned a value that cannot cross: {reason}")
+    return ToolFailure(INVALID_RESULT, f"{tool_name(capability, method)} returned a value that cannot cross: {reason}")
 
 
 def failure_from(exc: BaseException) -> ToolFailure:

@@ -37,6 +37,7 @@ from ._broker import (
     execute,
 )
 from ._capability import FunctionTools, capability_function, capability_methods, is_function_tool
+from ._conversion import Encoder
 from ._exceptions import IsolationUnavailable, RegistrationError
 from ._guest_api import GuestFactory, GuestLimits, GuestOutcome, Isolation, SessionGuestFactory
 from ._result import RunReport, RunResult, RunStatus
@@ -74,6 +75,7 @@ class Host:
         passes: PassConfig | None = None,
         session_factory: SessionGuestFactory | None = None,
         isolation: IsolationChoice = "strongest",
+        encode: Encoder | None = None,
     ) -> None:
         """``guest_factory`` defaults to the isolated subprocess Guest; ``instrument``
         traces runs: by default OpenTelemetry spans through the global tracer provider
@@ -96,8 +98,12 @@ class Host:
         ``threads`` bounds the program's own sync calls running at once, ``early_threads``
         (default ``threads // 2``) early ones, separately; ``max_stuck_threads`` (default
         ``threads``) the threads of abandoned sync calls still running, past which new
-        sync calls fail (``pysolate._threads``; ``thread_statistics()`` reports them)."""
+        sync calls fail (``pysolate._threads``; ``thread_statistics()`` reports them).
+
+        ``encode`` (default: none) the Host's own conversion of tool results to plain data,
+        asked before the built-in rules (``pysolate._conversion``, docs/tools.md "Values")."""
         self.passes = passes
+        self.encode = encode
         self._registrations: dict[str, Registration] = {}
         self._root_views: dict[str, Callable[[str, Mapping[str, object]], str]] = {}  # of Viewed roots
         self._guest_factory = guest_factory
@@ -148,15 +154,8 @@ class Host:
         identifier, shadows a builtin or is taken, or an object the broker cannot call
         exactly (see ``capability_methods``, ``capability_function``).
         """
-        if type(name) is not str:
-            raise RegistrationError(f"capability name must be a str, not {type(name).__qualname__}")
-        if not name.isidentifier() or keyword.iskeyword(name) or name.startswith("_"):
-            raise RegistrationError(f"capability name {name!r} is not a public identifier")
-        if hasattr(builtins, name):
-            raise RegistrationError(f"capability name {name!r} would shadow the builtin of that name")
+        self.check_name(name)
         functions = self._registrations.get(FUNCTIONS)
-        if name in self._registrations or (functions is not None and name in functions.methods):
-            raise RegistrationError(f"capability {name!r} is already registered")
         if not is_function_tool(obj):
             self._registrations[name] = Registration(name, obj, capability_methods(obj))
             if isinstance(obj, Viewed):  # a runtime Protocol check: once, not per early call
@@ -171,6 +170,20 @@ class Host:
         self._registrations[FUNCTIONS] = Registration(
             FUNCTIONS, functions.obj.with_function(name, fn), {**functions.methods, name: method}
         )
+
+    def check_name(self, name: str) -> None:
+        """Raise ``RegistrationError`` unless ``register(name, ...)`` may use ``name``: a
+        ``str`` that is a public identifier, no keyword, no builtin's name (the program
+        would lose the builtin), and not registered yet (as an object or a function)."""
+        if type(name) is not str:
+            raise RegistrationError(f"capability name must be a str, not {type(name).__qualname__}")
+        if not name.isidentifier() or keyword.iskeyword(name) or name.startswith("_"):
+            raise RegistrationError(f"capability name {name!r} is not a public identifier")
+        if hasattr(builtins, name):
+            raise RegistrationError(f"capability name {name!r} would shadow the builtin of that name")
+        functions = self._registrations.get(FUNCTIONS)
+        if name in self._registrations or (functions is not None and name in functions.methods):
+            raise RegistrationError(f"capability {name!r} is already registered")
 
     def registration(self, name: str) -> Registration:
         """The registration of capability ``name`` (``KeyError`` if there is none)."""
@@ -226,7 +239,7 @@ class Host:
         if not cap.effect.speculable:
             raise PermissionError(f"{capability}.{method} is {cap.effect.value}: never run early")
         return await execute(
-            reg.obj, cap, call, threads=self.threads, early=True, timeout=self.call_timeout, probe=probe
+            reg.obj, cap, call, threads=self.threads, early=True, timeout=self.call_timeout, probe=probe, encode=self.encode
         )
 
     def limiter(self) -> anyio.CapacityLimiter:
@@ -244,6 +257,7 @@ class Host:
             self._registrations,
             threads=self.threads,
             call_timeout=self.call_timeout,
+            encode=self.encode,
             trace=trace or self.trace_run(),
             targets=targets,
         )
