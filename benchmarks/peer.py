@@ -13,7 +13,9 @@ latencies), registered as Pydantic AI tools; read-only ones carry
 Code mode runs programs in Monty, where tools are ``async`` functions taking keyword
 arguments, so the program is rewritten mechanically (``docs.search(`` becomes
 ``await docs_search(``) and re-tokenized, its tokens spread evenly over the recording's
-duration: the same program, ending at the same moment.
+duration: the same program, ending at the same moment. A recording of bursty chunks (issue
+16) is replayed chunk for chunk instead, at the same times, each chunk carrying the
+rewritten text of the original's: the same pauses at the same places.
 
 Its time is from the start of the stream to the moment the ``run_code`` result reaches the
 model (the second model request). Its result is "equal" when the returned value and
@@ -33,7 +35,7 @@ import inspect
 import json
 import re
 import sys
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -45,7 +47,7 @@ import anyio
 from bench_tools import ToolSpec, final_state, public_methods, tool_specs
 
 from pysolate import RunResult
-from pysolate.streams import read_recording, source_to_stream
+from pysolate.streams import Chunk, read_recording, source_to_stream
 
 MODES = ("plain", "eager", "speculate")
 SCENARIO_DIR = Path(__file__).resolve().parent / "scenarios"
@@ -55,6 +57,28 @@ _CALL = re.compile(r"\b(docs|kb|web|fs|clock|store|shell)\.(\w+)\(")
 def translate(source: str) -> str:
     """The program as code mode wants it: tools are awaited module-level functions."""
     return _CALL.sub(lambda m: f"await {m.group(1)}_{m.group(2)}(", source)
+
+
+def translated_chunks(chunks: Sequence[Chunk]) -> list[Chunk]:
+    """The recording's chunks at their own times, carrying the rewritten program: chunk
+    ``i`` ends where the rewrite of the text up to it agrees with the whole rewrite (a
+    call name cut by the chunk's end moves to the next chunk with the rest of it)."""
+    whole = translate("".join(c.text for c in chunks))
+    out: list[Chunk] = []
+    done, text = 0, ""
+    for chunk in chunks:
+        text += chunk.text
+        prefix = translate(text)
+        agree = 0
+        limit = min(len(prefix), len(whole))
+        while agree < limit and prefix[agree] == whole[agree]:
+            agree += 1
+        agree = max(done, min(agree, len(prefix)))
+        out.append(Chunk(chunk.t, whole[done:agree]))
+        done = agree
+    if done < len(whole):
+        out[-1] = Chunk(out[-1].t, out[-1].text + whole[done:])
+    return [c for c in out if c.text]
 
 
 @dataclass(frozen=True, slots=True)
@@ -167,9 +191,12 @@ async def run_peer(
 
     recording = read_recording(SCENARIO_DIR / f"{name}.jsonl")
     program = translate(recording.text)
-    # The rewritten program has a few more tokens; stream it over the recording's duration.
-    tokens = len(source_to_stream(program))
-    chunks = source_to_stream(program, tokens_per_second=tokens * speed / recording.duration, seed=0)
+    if recording.metadata.get("chunking") == "bursty":
+        chunks = [Chunk(c.t / speed, c.text) for c in translated_chunks(recording.chunks)]
+    else:
+        # The rewritten program has a few more tokens; stream it over the recording's duration.
+        tokens = len(source_to_stream(program))
+        chunks = source_to_stream(program, tokens_per_second=tokens * speed / recording.duration, seed=0)
     specs = tool_specs(latency_scale)
     log = _Log()
     done: dict[str, Any] = {}
