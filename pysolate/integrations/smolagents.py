@@ -441,7 +441,8 @@ def _same(a: object, b: object) -> bool:
     if type(a) is not type(b):
         return False
     if isinstance(a, list | tuple):
-        return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b, strict=True))  # type: ignore[arg-type]
+        assert isinstance(b, list | tuple)
+        return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b, strict=True))
     if isinstance(a, dict):
         assert isinstance(b, dict)
         pairs = zip(a.items(), b.items(), strict=False)
