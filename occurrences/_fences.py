@@ -9,8 +9,15 @@ then an info string (a backtick fence's info string has no backtick); the closer
 character, at least as many, then only spaces or tabs; each content line loses up to the
 opener's indentation; a block never closed runs to the end of the stream. Blocks in other
 languages are skipped whole, so a ```` ```python ```` line quoted inside one does not open
-anything. The first block whose info string's first word is ``python``, ``py``,
-``python3`` or ``py3`` (any case) is the code.
+anything. A block whose info string's first word is ``python``, ``py``, ``python3`` or
+``py3`` (any case) is a Python block; ``block`` selects which one is the code: an index
+from 0 (the default, the first) or ``"last"``. The Python blocks before the selected one
+are skipped like other languages'. ``"last"`` is only known at the end of the stream, so
+with it ``feed`` holds every Python block back and ``close`` returns the last one.
+
+After ``close``, ``found`` says whether the selected block was there at all and ``cut``
+whether it was still open (no closing fence) when the stream ended; ``complete`` turns
+true as soon as the selected block's closing fence arrives (never, with ``"last"``).
 
 Two decisions beyond CommonMark:
 
@@ -56,13 +63,19 @@ class FenceExtractor:
 
     __slots__ = (
         "_bare",
+        "_block",
         "_char",
+        "_current",
+        "_cut",
+        "_found",
         "_indent",
+        "_last",
         "_length",
         "_lenient",
         "_passing",
         "_pending",
         "_raw",
+        "_seen",
         "_state",
     )
 
@@ -72,9 +85,18 @@ class FenceExtractor:
         *,
         lenient: bool = True,
         bare: bool = False,
+        block: int | Literal["last"] = 0,
     ) -> None:
         if mode not in ("markdown", "raw"):
             raise ValueError(f"unknown fence mode {mode!r} (expected 'markdown' or 'raw')")
+        if block != "last" and not (type(block) is int and block >= 0):
+            raise ValueError(f"block is an index from 0 or 'last', not {block!r}")
+        self._block = block
+        self._seen = 0  # Python blocks opened so far
+        self._found = mode == "raw"  # the selected block has opened
+        self._cut = False  # close() came inside the selected block
+        self._current: list[str] | None = [] if block == "last" else None  # "last": held text
+        self._last = ""  # "last": the latest Python block that closed
         self._raw = mode == "raw"
         self._lenient = lenient
         self._bare = bare
@@ -89,6 +111,21 @@ class FenceExtractor:
     def done(self) -> bool:
         """The code is complete: the block closed (later text is ignored) or close() ran."""
         return self._state is _State.DONE or self._state is _State.CLOSED
+
+    @property
+    def complete(self) -> bool:
+        """The selected block's closing fence has arrived (later text is ignored)."""
+        return self._state is _State.DONE
+
+    @property
+    def found(self) -> bool:
+        """The selected block has opened (always true in raw mode)."""
+        return self._found
+
+    @property
+    def cut(self) -> bool:
+        """``close()`` came while the selected block was open: its fence never closed."""
+        return self._cut
 
     def feed(self, text: str) -> str:
         """Add streamed text; return the code text that became available.
@@ -118,17 +155,23 @@ class FenceExtractor:
                     out.append(data[start:pos])
             else:
                 self._line(data[start:pos], data[start : m.start()], out)
+        if self._current is not None:
+            self._current.extend(out)
+            return ""
         return "".join(out)
 
     def close(self) -> str:
         """End of stream: the rest of the code (an unclosed block runs to the end)."""
         state, self._state = self._state, _State.CLOSED
         rest, self._pending = self._pending, ""
-        if self._raw or state is not _State.CODE or not rest:
-            return ""
-        if self._passing:
-            return rest
-        return "" if self._closes(rest.rstrip("\r")) else self._dedent(rest)
+        if self._raw or state is not _State.CODE:
+            return self._last if self._current is not None else ""
+        closing = bool(rest) and not self._passing and self._closes(rest.rstrip("\r"))
+        self._cut = not closing
+        tail = "" if closing or not rest else rest if self._passing else self._dedent(rest)
+        if self._current is not None:  # "last": the block open at the end is the last one
+            return "".join(self._current) + tail
+        return tail
 
     def _partial(self, rest: str, out: list[str]) -> None:
         """An unterminated line: pass on what is surely decided, hold the rest.
@@ -169,7 +212,7 @@ class FenceExtractor:
         state = self._state
         if state is _State.CODE:
             if self._closes(body):
-                self._state = _State.DONE
+                self._block_closed(out)
             else:
                 out.append(self._dedent(line))
         elif state is _State.SKIPPING:
@@ -188,11 +231,28 @@ class FenceExtractor:
         self._char, self._length = fence[0], len(fence)
         words = info.split()
         language = words[0].lower() if words else ""
-        if language in PYTHON_INFO or (self._bare and not language):
+        python = language in PYTHON_INFO or (self._bare and not language)
+        selected = python and (self._block == "last" or self._seen == self._block)
+        self._seen += python
+        if selected:
             self._state = _State.CODE
+            self._found = True
             self._indent = len(indent.expandtabs(4))
+            if self._current is not None:
+                self._current.clear()
         else:
             self._state = _State.SKIPPING
+
+    def _block_closed(self, out: list[str]) -> None:
+        """The selected block's closing fence; with "last", the block is kept and seeking goes on."""
+        if self._current is None:
+            self._state = _State.DONE
+            return
+        self._current.extend(out)
+        out.clear()
+        self._last = "".join(self._current)
+        self._current.clear()
+        self._state = _State.SEEKING
 
     def _closes(self, body: str) -> bool:
         stripped = body.lstrip(" \t") if self._lenient else body.lstrip(" ")

@@ -16,8 +16,8 @@ import builtins
 import dataclasses
 import keyword
 import uuid
-from collections.abc import AsyncIterable, AsyncIterator, Callable, Mapping
-from typing import TYPE_CHECKING, Literal, cast
+from collections.abc import AsyncIterable, AsyncIterator, Callable, Iterable, Mapping
+from typing import TYPE_CHECKING, cast
 
 import anyio
 import anyio.lowlevel
@@ -41,6 +41,7 @@ from ._guest_api import GuestFactory, GuestLimits, GuestOutcome, SessionGuestFac
 from ._result import RunReport, RunResult, RunStatus
 from ._seal import rejection, seal
 from ._workspace import Workspace
+from .streams import DEFAULT_DEADLINE, DEFAULT_IDLE_TIMEOUT, Code, CodeReader
 from .tracing import GLOBAL_INSTRUMENT, NULL_INSTRUMENT, Instrument, RunTrace, source_hash
 
 if TYPE_CHECKING:
@@ -200,26 +201,42 @@ class Host:
 
     async def run_stream(
         self,
-        chunks: AsyncIterable[object],
+        chunks: AsyncIterable[object] | Iterable[object],
         *,
-        code: Literal["raw", "markdown"] = "raw",
+        code: Code | None = None,
         speculate: bool = True,
         policy: LanePolicy | None = None,
         limits: GuestLimits | None = None,
+        idle_timeout: float | None = DEFAULT_IDLE_TIMEOUT,
+        deadline: float | None = DEFAULT_DEADLINE,
     ) -> RunResult:
         """Run the program a model is streaming, starting safe calls while it streams.
 
-        ``chunks``: any async iterable of ``str``, or of OpenAI / Anthropic stream events
-        (``pysolate.streams.text_chunks``). ``code="markdown"`` takes the first ```python
-        block of a markdown reply. The result equals ``run_source(sealed, speculate=False)``
-        (DESIGN.md, the correctness contract); a stream ending in a syntax error is
-        ``rejected``, one whose iterator raises is ``aborted``, and in both cases no write,
-        live read or unknown call ran. Cancellation propagates after stopping early work and
-        killing the Guest.
+        ``chunks``: an async iterable (or a sync one, read in the event loop) of ``str``,
+        or of OpenAI / Anthropic stream events, raw or from the SDKs' helper streams.
+        ``code`` says where the program is (``pysolate.streams``): ``"raw"`` (the text),
+        ``"markdown"`` / ``MarkdownCode(block=...)`` (a ```python block; the run seals at its
+        closing fence), ``ToolCallCode(tool)`` (a tool call's string argument, decoded as it
+        streams); None (the default) takes the format a ``CodedStream`` (a replay) carries,
+        else ``"raw"``. The result equals ``run_source(sealed, speculate=False)`` (DESIGN.md,
+        the correctness contract).
+
+        Without a program to run the result says why, and no write, live read or unknown
+        call ran: ``rejected`` for a syntax error, ``NoCodeBlock`` or ``ToolArgumentsError``;
+        ``aborted`` for a stream that raises, is cut (``StreamCut``: the SDK says the reply
+        is incomplete, or the fence never closed) or stalls (``StreamTimeout``: no event for
+        ``idle_timeout`` seconds, default 120, or the program not complete ``deadline``
+        seconds after the stream started, default 1800; None disables either).
+
+        Raises ``TypeError`` for a ``chunks`` that is not a stream (a ``str``, an
+        un-awaited coroutine, an un-entered stream manager) and ``ValueError`` for an
+        unknown ``code`` or a bad timeout, before anything starts. Cancellation propagates
+        after stopping early work and killing the Guest.
         """
         from ._stream_run import run_stream
 
-        return await run_stream(self, chunks, code=code, speculate=speculate, policy=policy, limits=limits)
+        reader = CodeReader(chunks, code, idle_timeout=idle_timeout, deadline=deadline)
+        return await run_stream(self, reader, speculate=speculate, policy=policy, limits=limits)
 
     async def run_source(
         self,

@@ -37,10 +37,10 @@ from __future__ import annotations
 
 import enum
 import uuid
-from collections.abc import AsyncIterable, AsyncIterator, Mapping
+from collections.abc import AsyncIterable, AsyncIterator, Iterable, Mapping
 from dataclasses import dataclass, replace
 from types import TracebackType
-from typing import TYPE_CHECKING, Literal, Self, cast
+from typing import TYPE_CHECKING, Self, cast
 
 import anyio
 from anyio.abc import TaskGroup
@@ -62,6 +62,7 @@ from ._guest_api import (
 from ._result import RunReport, RunResult, RunStatus
 from ._seal import rejection, seal
 from ._workspace import Workspace
+from .streams import DEFAULT_DEADLINE, DEFAULT_IDLE_TIMEOUT, Code, CodeReader
 from .tracing import RunTrace, source_hash
 
 if TYPE_CHECKING:
@@ -288,13 +289,16 @@ class Session:
 
     async def run_stream(
         self,
-        chunks: AsyncIterable[object],
+        chunks: AsyncIterable[object] | Iterable[object],
         *,
-        code: Literal["raw", "markdown"] = "raw",
+        code: Code | None = None,
         speculate: bool = True,
         policy: LanePolicy | None = None,
+        idle_timeout: float | None = DEFAULT_IDLE_TIMEOUT,
+        deadline: float | None = DEFAULT_DEADLINE,
     ) -> RunResult:
-        """Run the next turn from a model's stream (``Host.run_stream``'s streams and result).
+        """Run the next turn from a model's stream (``Host.run_stream``'s streams, code
+        formats, timeouts, misuse errors and result).
 
         Raises ``SessionBroken`` (``SessionExpired``) when the session's Guest was stopped,
         ``SessionBusy`` while another turn runs, ``SessionClosed`` outside ``async with``.
@@ -304,9 +308,10 @@ class Session:
         """
         from ._stream_run import run_stream
 
+        reader = CodeReader(chunks, code, idle_timeout=idle_timeout, deadline=deadline)
         turn = self._begin()
         try:
-            result = await run_stream(self._host, chunks, code=code, speculate=speculate, policy=policy, turn=turn)
+            result = await run_stream(self._host, reader, speculate=speculate, policy=policy, turn=turn)
         except BaseException as exc:
             self._fail(turn, exc)
             raise

@@ -5,9 +5,13 @@ The order of events is the correctness contract made operational (DESIGN.md):
 1. While chunks arrive, accepted statements grow the event graph and the lane starts the
    ready, eligible occurrences against the frozen roots (``Host.call_root``). The Guest
    process starts meanwhile, so its start-up hides behind the stream; it is given nothing.
-2. At the end of the stream the source is sealed (``PrefixParser.close``). A syntax error
-   makes the run ``rejected``; an exception from the stream makes it ``aborted``. Either
-   way the Guest never receives a source, so no write, live read or unknown call happens.
+2. When the program is complete (``pysolate.streams.CodeReader``: the end of a raw
+   stream, the closing fence of the markdown block, the end of the code tool's call) the
+   source is sealed (``PrefixParser.close``). A syntax error, no code block or bad tool
+   arguments make the run ``rejected``; a stream that raises, is cut (the SDK says the reply
+   is incomplete) or stalls (``idle_timeout``, ``deadline``) makes it ``aborted``. Either way
+   the Guest never receives a source, so no write, live read or unknown call happens. The
+   rest of the stream is drained while the program runs and closed when the run ends.
 3. The Guest runs the sealed source. Each call goes through the run scope's handler, which
    claims an exact-key early result or runs the call then (``RunScope.handler``).
 4. Leaving the lane cancels unclaimed early work and fixes every early observation's
@@ -23,15 +27,14 @@ import ast
 import dataclasses
 import functools
 import uuid
-from collections.abc import AsyncIterable, Callable, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Literal, Protocol
+from typing import TYPE_CHECKING, Protocol
 
 import anyio
 
 from occurrences import (
     CallKey,
-    FenceExtractor,
     PrefixParser,
     PriorGlobals,
     SealError,
@@ -48,15 +51,11 @@ from ._seal import rejection, seal
 from ._timeline import TimelineRecorder
 from .passes import BatchFusion, PassConfig, PassOutcome, apply_source_passes
 from .passes._projection import speculative_statements
-from .streams import text_chunks
+from .streams import CodeReader, StreamError
 from .tracing import RunTrace, source_hash
 
 if TYPE_CHECKING:
     from ._host import Host
-
-CodeFormat = Literal["raw", "markdown"]
-"""``"raw"``: the stream is Python source. ``"markdown"``: the first ```python block of it."""
-
 
 @dataclass(slots=True)
 class _GuestStarter:
@@ -129,9 +128,8 @@ class _Aborted(Exception):
 
 async def run_stream(
     host: Host,
-    chunks: AsyncIterable[object],
+    reader: CodeReader,
     *,
-    code: CodeFormat = "raw",
     speculate: bool = True,
     policy: LanePolicy | None = None,
     limits: GuestLimits | None = None,
@@ -196,10 +194,11 @@ async def run_stream(
             async with SpeculativeLane(graph, early, policy, may_dispatch=may_dispatch) as lane:
                 scope.claims = lane if speculate else None
                 try:
-                    final = await _seal(chunks, code, graph, lane, trace, timeline, t0, _lens(host))
+                    final = await _seal(reader, graph, lane, trace, timeline, t0, _lens(host))
                 except _Aborted as exc:
                     failure = exc
                 else:
+                    tg.start_soon(reader.drain)
                     program = final.source
                     if config is not None:
                         program, pass_outcomes = _apply_passes(host, config, final)
@@ -213,6 +212,7 @@ async def run_stream(
                         outcome = await turn.execute(program, scope.handler)
                     guest_ended = anyio.current_time() - t0
         finally:
+            await reader.aclose()
             if starter is not None:
                 await starter.aclose()
     wall = anyio.current_time() - t0
@@ -253,8 +253,7 @@ async def run_stream(
 
 
 async def _seal(
-    chunks: AsyncIterable[object],
-    code: CodeFormat,
+    reader: CodeReader,
     graph: EventGraph,
     lane: SpeculativeLane,
     trace: RunTrace,
@@ -262,8 +261,7 @@ async def _seal(
     t0: float,
     lens: Callable[[Sequence[ast.stmt]], Sequence[ast.stmt]] | None = None,
 ) -> Snapshot:
-    """Consume the stream, growing the graph as statements are accepted; return the seal."""
-    extractor = FenceExtractor(mode="markdown" if code == "markdown" else "raw")
+    """Read the program, growing the graph as statements are accepted; return the seal."""
     parser = PrefixParser()
     first: float | None = None
 
@@ -278,17 +276,16 @@ async def _seal(
         timeline.mark("stream", f"{total} statements", anyio.current_time() - t0, "snapshot")
 
     try:
-        async for text in text_chunks(chunks):
-            if first is None:
+        while (text := await reader.read()) is not None:
+            if first is None and text:
                 first = anyio.current_time() - t0
-            accept(parser.feed(extractor.feed(text)))
-        accept(parser.feed(extractor.close()))
+            accept(parser.feed(text))
+    except StreamError as exc:
+        raise _Aborted(RunStatus(exc.status), ErrorInfo(type(exc).__name__, str(exc), None)) from exc
     except Exception as exc:
         raise _Aborted(RunStatus.ABORTED, ErrorInfo(type(exc).__name__, f"the stream failed: {exc}", None)) from exc
     end = anyio.current_time() - t0
     timeline.bar("stream", "tokens", first if first is not None else end, end, "stream")
-    if code == "markdown" and not extractor.done and not parser.source:
-        raise _Aborted(RunStatus.REJECTED, ErrorInfo("NoCodeBlock", "the stream contained no ```python block", None))
     try:
         final = parser.close()
         # Some errors only the compiler finds (``return`` outside a function); the Guest

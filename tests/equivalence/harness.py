@@ -150,17 +150,23 @@ class TimedChunks:
     source: str
     sizes: tuple[int, ...]
     pauses: tuple[float, ...]
-    ended: float | None = None  # anyio.current_time() once the last chunk was taken
+    # Where the program is complete (a markdown block's closing fence ends there): the
+    # run seals on the chunk reaching it, without waiting for the rest. None: at the end.
+    code_end: int | None = None
+    ended: float | None = None  # anyio.current_time() when the program was complete
 
     async def __aiter__(self) -> AsyncIterator[str]:
         sizes, pauses = itertools.cycle(self.sizes), itertools.cycle(self.pauses)
         at = 0
         while at < len(self.source):
             size = next(sizes)
+            if self.code_end is not None and self.ended is None and at + size >= self.code_end:
+                self.ended = anyio.current_time()
             yield self.source[at : at + size]
             at += size
             await anyio.sleep(next(pauses))
-        self.ended = anyio.current_time()
+        if self.ended is None:
+            self.ended = anyio.current_time()
 
 
 @dataclass(slots=True)
@@ -178,8 +184,10 @@ class Pair:
 
 def stream_of(source: str, conditions: Conditions) -> TimedChunks:
     """The stream a case sends: the source, or a markdown reply with it in a fence."""
-    text = f"Here is the plan.\n\n```python\n{source}```\n\nDone.\n" if conditions.markdown else source
-    return TimedChunks(text, conditions.chunk_sizes, conditions.pauses)
+    if not conditions.markdown:
+        return TimedChunks(source, conditions.chunk_sizes, conditions.pauses)
+    head = f"Here is the plan.\n\n```python\n{source}```\n"
+    return TimedChunks(head + "\nDone.\n", conditions.chunk_sizes, conditions.pauses, code_end=len(head))
 
 
 async def run_pair(source: str, conditions: Conditions, factory: GuestFactory = in_process_guest) -> Pair:

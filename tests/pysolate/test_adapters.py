@@ -12,7 +12,7 @@ from types import SimpleNamespace as NS
 
 import pytest
 
-from pysolate.streams import StreamShapeError, event_text, text_chunks
+from pysolate.streams import StreamCut, StreamShapeError, event_text, text_chunks
 
 pytestmark = pytest.mark.anyio
 
@@ -219,22 +219,43 @@ async def test_anthropic_dict_shaped_events():
 
 
 class FakeMessageStream:
-    """The shape of anthropic's ``AsyncMessageStream``: iterating it gives events,
-    ``text_stream`` gives the text."""
+    """The shape of anthropic's ``AsyncMessageStream``: iterating it gives each raw event
+    followed by the events derived from it (``text`` repeats a ``text_delta``);
+    ``text_stream`` gives only the text, without the stop reason."""
 
-    def __init__(self, texts: list[str]) -> None:
+    def __init__(self, texts: list[str], stop_reason: str = "end_turn") -> None:
         self._texts = texts
+        self._stop = stop_reason
 
-    def __aiter__(self):
-        raise AssertionError("text_chunks must prefer .text_stream")
+    async def __aiter__(self):
+        for text in self._texts:
+            yield {"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": text}}
+            yield {"type": "text", "text": text, "snapshot": text}
+        yield {"type": "message_delta", "delta": {"stop_reason": self._stop}}
 
     @property
     def text_stream(self) -> AsyncIterator[str]:
-        return aiter_of(self._texts)  # type: ignore[return-value]
+        raise AssertionError("the events carry the stop reason; text_stream does not")
 
 
-async def test_object_with_text_stream_uses_it():
+class TextStreamOnly:
+    """An object that is not iterable but has ``text_stream``."""
+
+    def __init__(self, texts: list[str]) -> None:
+        self.text_stream = aiter_of(texts)
+
+
+async def test_message_stream_events_are_read_once_each():
     assert await collect(FakeMessageStream(["a", "", "b"])) == ["a", "b"]
+
+
+async def test_message_stream_cut_by_max_tokens_raises_stream_cut():
+    with pytest.raises(StreamCut, match="max_tokens"):
+        await collect(FakeMessageStream(["a"], stop_reason="max_tokens"))
+
+
+async def test_object_with_only_text_stream_uses_it():
+    assert await collect(TextStreamOnly(["a", "", "b"])) == ["a", "b"]
 
 
 # Plain text and errors -----------------------------------------------------------------
@@ -256,9 +277,14 @@ async def test_unknown_event_shape_is_an_error_not_silently_dropped():
     assert isinstance(info.value, TypeError)
 
 
-async def test_not_async_iterable_is_a_type_error():
-    with pytest.raises(TypeError, match="async iterable"):
-        await collect(["a", "b"])
+async def test_sync_iterable_of_str_is_read():
+    assert await collect(["a", "", "b"]) == ["a", "b"]
+
+
+@pytest.mark.parametrize("stream", [42, None, "text", b"text"])
+async def test_not_a_stream_is_a_type_error(stream: object):
+    with pytest.raises(TypeError, match="expected"):
+        await collect(stream)
 
 
 async def test_errors_from_the_underlying_stream_propagate_unchanged():

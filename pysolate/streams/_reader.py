@@ -1,0 +1,343 @@
+"""``CodeReader``: the program in a model's stream, as it arrives, and when it is complete.
+
+The one place that decides what of a stream is the program (the code format), when the
+program is complete, and when a stream gives no program to run:
+
+* **complete**: ``"raw"`` at the end of the stream; markdown at the selected block's closing
+  fence; a tool call when the SDK says the call's arguments are complete. The run seals
+  there, so prose or other calls after the code do not delay the result;
+* **cut** (``StreamCut``, the run is ``aborted``): the SDK says the reply is incomplete
+  (``cut_reason``) before the program is complete, or the markdown block never closed;
+* **stalled** (``StreamTimeout``, ``aborted``): no event for ``idle_timeout`` seconds, or the
+  program not complete ``deadline`` seconds after reading started;
+* **no program** (``NoCodeBlock``, ``ToolArgumentsError``; ``rejected``).
+
+What is left of the stream after the program is complete is read and dropped by ``drain``
+while the program runs (so the SDK's response is consumed normally and a ``record``
+wrapper keeps it), and closed when the run ends if it has not ended by then. An error or a
+cut in that rest changes nothing: the program was already complete.
+
+Misuse is refused when the reader is made, before any run starts: a ``str`` or ``bytes``
+passed as the stream, an un-awaited coroutine, an un-entered SDK stream manager, an object
+that is not iterable (``TypeError``), and an unknown code format or bad timeout
+(``ValueError``).
+"""
+
+from __future__ import annotations
+
+import inspect
+import math
+from collections.abc import AsyncIterable, AsyncIterator, Iterable
+from typing import Final
+
+import anyio
+import anyio.lowlevel
+
+from occurrences import FenceExtractor
+
+from ._adapters import cut_reason, event_text
+from ._errors import NoCodeBlock, StreamCut, StreamError, StreamTimeout, ToolArgumentsError
+from ._formats import Code, Format, MarkdownCode, ToolCallCode, code_format
+from ._json_argument import ArgumentDecoder
+from ._tool_calls import ToolCallSelector
+
+DEFAULT_IDLE_TIMEOUT: Final = 120.0
+"""Seconds ``run_stream`` waits for the next event before the stream counts as stalled. Any
+event counts (a keep-alive ping too); models pause for a few seconds, not minutes, between
+events, while a dead connection without a read timeout would wait forever."""
+
+DEFAULT_DEADLINE: Final = 1800.0
+"""Seconds from the start of reading by which the program must be complete: bounds a stream
+that trickles forever. Half an hour is far beyond any model's time for one reply."""
+
+
+class CodedStream(AsyncIterator[str]):
+    """An async iterator of chunks that knows its code format (``code``).
+
+    ``run_stream`` uses ``code`` when it is not given ``code=``; ``replay``, ``record`` and
+    the pytest plugin's ``pysolate_replay`` return one, so a recording runs the way the
+    live stream did.
+    """
+
+    __slots__ = ("_chunks", "code")
+
+    def __init__(self, chunks: AsyncIterator[str], code: Code) -> None:
+        self._chunks = chunks
+        self.code: Format = code_format(code)
+
+    def __aiter__(self) -> CodedStream:
+        return self
+
+    async def __anext__(self) -> str:
+        return await self._chunks.__anext__()
+
+    async def aclose(self) -> None:
+        """Close the underlying iterator (if it can be closed)."""
+        closer = getattr(self._chunks, "aclose", None)
+        if closer is not None:
+            await closer()
+
+
+def events_of(stream: object) -> AsyncIterator[object]:
+    """An async iterator over the events of ``stream``; ``TypeError`` (with a hint) if it is none.
+
+    Async iterables are iterated as they are. The Anthropic SDK's ``MessageStream`` is
+    iterated itself (its events carry the stop reason; its ``text_stream`` does not). Any
+    other object with ``text_stream`` gives that. A sync iterable is read in the event
+    loop with a checkpoint between items: right for in-memory chunks, not for a blocking
+    source (use the SDK's async client; ``idle_timeout`` cannot interrupt a blocking read).
+    """
+    if isinstance(stream, str | bytes | bytearray):
+        raise TypeError(
+            f"expected a stream of chunks, not a single {type(stream).__name__}: pass "
+            "[text] for one chunk, or use run_source for a whole program"
+        )
+    if inspect.isawaitable(stream) and not isinstance(stream, AsyncIterable):
+        raise TypeError(
+            f"expected a stream, got an un-awaited {type(stream).__name__}: await it first "
+            "(stream = await client....create(..., stream=True))"
+        )
+    if not isinstance(stream, AsyncIterable):
+        stream = getattr(stream, "text_stream", None) or stream
+    if isinstance(stream, AsyncIterable):
+        return aiter(stream)
+    if isinstance(stream, Iterable):
+        return _from_sync(stream)
+    name = type(stream).__name__
+    if hasattr(stream, "__aenter__"):
+        raise TypeError(
+            f"expected a stream, got the stream manager {name}: enter it first "
+            "(async with client....stream(...) as stream: pass stream)"
+        )
+    if hasattr(stream, "__enter__"):
+        raise TypeError(f"expected a stream, got the context manager {name}: enter it first (with ... as stream)")
+    raise TypeError(f"expected an async or sync iterable of chunks or SDK events, not {name}")
+
+
+async def _from_sync(items: Iterable[object]) -> AsyncIterator[object]:
+    iterator = iter(items)
+    try:
+        for item in iterator:
+            await anyio.lowlevel.checkpoint()
+            yield item
+    finally:
+        close = getattr(iterator, "close", None)
+        if close is not None:
+            close()
+
+
+def _timeout(value: object, name: str) -> float:
+    if value is None:
+        return math.inf
+    if isinstance(value, bool) or not isinstance(value, int | float) or not value > 0 or math.isnan(value):
+        raise ValueError(f"{name} must be a positive number of seconds or None, not {value!r}")
+    return float(value)
+
+
+class CodeReader:
+    """Reads the program of one stream in one code format; see the module docstring.
+
+    Made at the call (it raises ``TypeError``/``ValueError`` for misuse then); ``read``
+    hands out program text until the program is complete; ``drain`` reads the rest;
+    ``aclose`` ends everything. One reader, one stream, one run.
+    """
+
+    __slots__ = (
+        "_closed",
+        "_deadline",
+        "_decoder",
+        "_drain_scope",
+        "_draining",
+        "_events",
+        "_extractor",
+        "_idle",
+        "_index",
+        "_selector",
+        "_source",
+        "_started",
+        "code",
+        "complete",
+    )
+
+    def __init__(
+        self,
+        stream: object,
+        code: Code | None = None,
+        *,
+        idle_timeout: float | None = DEFAULT_IDLE_TIMEOUT,
+        deadline: float | None = DEFAULT_DEADLINE,
+    ) -> None:
+        if code is None:
+            code = stream.code if isinstance(stream, CodedStream) else "raw"
+        self.code: Format = code_format(code)
+        self._idle = _timeout(idle_timeout, "idle_timeout")
+        self._deadline = _timeout(deadline, "deadline")
+        self._source = stream
+        self._events = events_of(stream)
+        self._index = 0
+        self._started: float | None = None
+        self._extractor: FenceExtractor | None = None
+        self._selector: ToolCallSelector | None = None
+        self._decoder: ArgumentDecoder | None = None
+        if isinstance(self.code, MarkdownCode):
+            self._extractor = FenceExtractor("markdown", bare=self.code.bare, block=self.code.block)
+        elif isinstance(self.code, ToolCallCode):
+            self._selector = ToolCallSelector(self.code.tool)
+            self._decoder = ArgumentDecoder(self.code.argument)
+        self.complete = False  # the program is whole: read() returns None from now on
+        self._drain_scope = anyio.CancelScope()
+        self._draining = False
+        self._closed = False
+
+    async def read(self) -> str | None:
+        """The next piece of program text (maybe ''), or None once the program is complete.
+
+        Raises ``StreamCut``, ``StreamTimeout``, ``NoCodeBlock`` or ``ToolArgumentsError``
+        as the module docstring says, and whatever the stream itself raises. Cancellation
+        propagates (the stream is then left to ``aclose``).
+        """
+        if self.complete:
+            return None
+        if self._started is None:
+            self._started = anyio.current_time()
+        event = await self._next()
+        if event is _END:
+            return self._finish()
+        reason = cut_reason(event)
+        if reason is not None:
+            raise StreamCut(reason)
+        index, self._index = self._index, self._index + 1
+        if self._selector is not None:
+            code = self._tool_text(event, index)
+            if self._selector.ended:
+                self.complete = True
+                assert self._decoder is not None
+                try:
+                    self._decoder.close()
+                except ToolArgumentsError as exc:
+                    raise await self._cut_instead(exc) from None
+            return code
+        text = event_text(event, index) or ""
+        if self._extractor is None:
+            return text
+        code = self._extractor.feed(text)
+        if self._extractor.complete:
+            self.complete = True
+        return code
+
+    async def _next(self) -> object:
+        assert self._started is not None
+        wait = min(self._idle, self._started + self._deadline - anyio.current_time())
+        with anyio.move_on_after(wait):
+            try:
+                return await self._events.__anext__()
+            except StopAsyncIteration:
+                return _END
+        if wait < self._idle:
+            raise StreamTimeout(
+                f"the program was not complete within the deadline of {self._deadline:g} s; nothing was run"
+            )
+        raise StreamTimeout(f"the stream sent nothing for {self._idle:g} s (idle_timeout); nothing was run")
+
+    def _tool_text(self, event: object, index: int) -> str:
+        selector, decoder = self._selector, self._decoder
+        assert selector is not None and decoder is not None
+        return decoder.feed(selector.feed(event, index))
+
+    async def _cut_instead(self, error: ToolArgumentsError) -> StreamError:
+        """The call ended with arguments that do not decode: a cut reason later in the
+        stream (Anthropic ends the block before saying ``max_tokens``) explains them."""
+        while (event := await self._next()) is not _END:
+            reason = cut_reason(event)
+            if reason is not None:
+                return StreamCut(reason)
+        return error
+
+    def _finish(self) -> str:
+        """The end of the stream before the program was complete: the rest, or why there is none."""
+        self.complete = True
+        if self._selector is not None:
+            assert self._decoder is not None
+            if not self._selector.found:
+                raise NoCodeBlock(f"the stream contained no call of tool {self._selector.tool!r}; nothing was run")
+            return self._decoder.close()
+        if self._extractor is None:
+            return ""
+        rest = self._extractor.close()
+        if not self._extractor.found:
+            block = self.code.block if isinstance(self.code, MarkdownCode) else 0
+            which = "no ```python block" if block in (0, "last") else f"no ```python block number {block} (from 0)"
+            raise NoCodeBlock(f"the stream contained {which}; nothing was run")
+        if self._extractor.cut:
+            raise StreamCut("the ```python block was never closed")
+        return rest
+
+    async def drain(self) -> None:
+        """Read and drop the rest of the stream until it ends or ``aclose``; then close it.
+
+        Errors in the rest are ignored: the program was complete before them.
+        """
+        self._draining = True
+        try:
+            with self._drain_scope:
+                async for _ in self._events:
+                    pass
+        except Exception:
+            pass
+        finally:
+            await self._close()
+
+    async def aclose(self) -> None:
+        """Stop draining and close the stream (the SDK's response too). Safe to call twice."""
+        self._drain_scope.cancel()
+        if not self._draining:
+            await self._close()
+
+    async def _close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        with anyio.CancelScope(shield=True):
+            await _close(self._events)
+            if self._source is not self._events and isinstance(self._source, AsyncIterable):
+                await _close(self._source)  # an SDK stream: release its HTTP response
+
+
+async def _close(target: object) -> None:
+    """``target.aclose()`` or ``target.close()`` (awaited if it is a coroutine), if it has one.
+
+    An error while closing is dropped: the stream is finished with either way, and closing
+    it must not change the run's result.
+    """
+    closer = getattr(target, "aclose", None) or getattr(target, "close", None)
+    if not callable(closer):
+        return
+    try:
+        result = closer()
+        if inspect.isawaitable(result):
+            await result
+    except Exception:
+        pass
+
+
+class _End:
+    """The stream ended (a sentinel: ``None`` may be an event)."""
+
+
+_END: Final = _End()
+
+
+async def decode_program(chunks: AsyncIterable[object] | Iterable[object], code: Code) -> str:
+    """The whole program of a stream in format ``code``, read to the point it is complete.
+
+    For callers that wait for the whole program instead of streaming it (a baseline, a
+    log); raises what ``CodeReader.read`` raises.
+    """
+    reader = CodeReader(chunks, code, idle_timeout=None, deadline=None)
+    parts: list[str] = []
+    try:
+        while (text := await reader.read()) is not None:
+            parts.append(text)
+    finally:
+        await reader.aclose()
+    return "".join(parts)
