@@ -30,7 +30,9 @@ from ._model import Site as Site
 from ._model import tool_name as tool_name
 from ._parser import ParserStatistics as ParserStatistics
 from ._parser import PrefixParser as PrefixParser
+from ._plain import MAX_INT_DIGITS as MAX_INT_DIGITS
 from ._plain import NotPlain as NotPlain
+from ._plain import Uncrossable as Uncrossable
 from ._plain import check_plain as check_plain
 from ._plain import fresh_copy as fresh_copy
 from ._prior import PriorGlobals as PriorGlobals
@@ -38,6 +40,7 @@ from ._snapshot import Snapshot as Snapshot
 
 __all__ = [
     "FUNCTIONS",
+    "MAX_INT_DIGITS",
     "UNKNOWN",
     "CallKey",
     "ControlFrame",
@@ -60,6 +63,7 @@ __all__ = [
     "Site",
     "Snapshot",
     "StreamError",
+    "Uncrossable",
     "canonical",
     "canonical_arguments",
     "check_plain",

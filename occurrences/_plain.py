@@ -4,6 +4,13 @@ Plain means ``None``, ``bool``, ``int``, ``float``, ``str``, ``bytes``, and ``tu
 ``list`` and ``dict`` of plain values (dict keys: hashable plain values). Exact types only:
 a subclass could carry behaviour (``__eq__``, ``__hash__``, ``__reduce__``) across.
 
+Plain values must also be able to *cross*: be keyed, hashed, encoded, traced and handed to
+any tool identically in every process. So a ``str`` is valid Unicode text (no lone
+surrogate: UTF-8 cannot encode one, so hashing, JSON and most tools would fail on it) and
+an ``int`` has at most ``MAX_INT_DIGITS`` decimal digits (CPython's default
+str-conversion limit; beyond it ``str(n)`` raises). Values of the right type that fail
+these rules raise ``Uncrossable`` — a ``NotPlain`` that is also a ``ValueError``.
+
 The wire and key form is *tagged*: every value becomes a small JSON array whose first item
 names its type, so ``1``, ``1.0`` and ``True``, or ``(1,)`` and ``[1]``, never collide and
 decode back to exactly what was encoded. Floats travel as ``float.hex`` (bit-exact, keeps
@@ -21,8 +28,28 @@ MAX_DEPTH = 64
 """Nesting bound for plain values; deeper values are refused rather than recursed into."""
 
 
+MAX_INT_DIGITS = 4300
+"""Most decimal digits a plain ``int`` may have: CPython's default limit for converting
+an int to text, fixed here so every process agrees whatever its own setting."""
+
+_INT_BOUND = 10**MAX_INT_DIGITS
+
+
 class NotPlain(NotKnown, TypeError):
     """A value is not plain data (or is nested too deeply)."""
+
+
+class Uncrossable(NotPlain, ValueError):
+    """A value of a plain type that cannot cross: a ``str`` holding a lone surrogate, an
+    ``int`` over ``MAX_INT_DIGITS`` digits."""
+
+
+def _check_text(value: str) -> None:
+    if not value.isascii():
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError as exc:
+            raise Uncrossable(f"str with a lone surrogate at index {exc.start}") from None
 
 
 def to_tagged(value: object, _depth: int = 0) -> object:
@@ -35,11 +62,16 @@ def to_tagged(value: object, _depth: int = 0) -> object:
     if t is bool:
         return ["b", value]
     if t is int:
+        assert isinstance(value, int)
+        if not -_INT_BOUND < value < _INT_BOUND:
+            raise Uncrossable(f"int with more than {MAX_INT_DIGITS} digits")
         return ["i", str(value)]
     if t is float:
         assert isinstance(value, float)
         return ["f", "nan" if math.isnan(value) else value.hex()]
     if t is str:
+        assert isinstance(value, str)
+        _check_text(value)
         return ["s", value]
     if t is bytes:
         assert isinstance(value, bytes)

@@ -4,13 +4,14 @@ Every real execution of a capability method, early (``Host.call_root``) or forma
 (``RunScope.call``), goes through ``execute``, so both lanes check plain data, copy values
 and translate failures identically:
 
-- arguments are plain data and are copied before the tool sees them, results are checked,
-  bounded (``MAX_RESULT_CHARS``) and copied before anyone else does (contract 4: no
-  aliasing between the program, the receipts and Host state);
+- arguments are plain data that can cross and are copied before the tool sees them,
+  results are checked, bounded and copied before anyone else does (``_crossing``;
+  contract 4: no aliasing between the program, the receipts and Host state);
 - sync methods run in a worker thread under the Host's capacity limiter, async ones are
   awaited; cancellation is never wrapped (a sync call is abandoned, not interrupted);
-- a tool exception becomes ``ToolFailure(type name, str, plain args)``, which the Guest
-  re-raises as the matching builtin (``_guest_errors.rebuild_exception``);
+- a tool exception, ``BaseException`` included, becomes ``ToolFailure(type name, str,
+  plain args)``, which the Guest re-raises as the matching builtin or a ``ToolError``
+  (``_guest_errors.rebuild_exception``); only the caller's cancellation propagates;
 - a call slower than ``call_timeout`` raises ``TimeoutError`` in the program when it only
   reads; when it may write, its outcome is unknown (``OutcomeUnknown``) and it is never
   retried (contract 6).
@@ -30,22 +31,17 @@ from typing import Any, Protocol, runtime_checkable
 import anyio
 
 from occurrences import CallKey, MethodSpec, NotPlain, canonical_arguments, check_plain, fresh_copy
-from occurrences._plain import dumps
 from scheduler import Observation, Probe
 
 from ._capability import CapabilityMethod
+from ._crossing import check_arguments, checked_result, failure_from, is_tool_exception
 from ._guest_api import ErrorInfo, ToolFailure
-from ._guest_errors import arguments_not_plain
 from ._result import CallOutcome, CallRecord, Lane
 from .tracing import ObservationTrace, RunTrace
 from .tracing._null import NULL_RUN
 
 CALL_TIMEOUT = 30.0
 """Seconds one physical call may take before it fails (reads) or is declared unknown."""
-
-MAX_RESULT_CHARS = 8 * 1024 * 1024
-"""Largest result, in characters of its tagged wire form; bigger is an error in the program."""
-
 
 class OutcomeUnknown(ToolFailure):
     """A call that may write did not finish in time: it may or may not have taken effect."""
@@ -95,16 +91,13 @@ def bind(registration: Registration, method: str, args: tuple[object, ...], kwar
     """Bind a call exactly as calling the method would.
 
     Raises ``AttributeError`` for a method that is not a capability method, ``TypeError``
-    when the arguments do not fit the signature or are not plain data.
+    when the arguments do not fit the signature, and ``check_arguments``' error when they
+    cannot cross (``TypeError`` or ``ValueError``).
     """
     cap = registration.methods.get(method)
     if cap is None:
         raise AttributeError(f"capability {registration.name!r} has no method {method!r}")
-    try:
-        check_plain(args)
-        check_plain(dict(kwargs))
-    except NotPlain as exc:
-        raise arguments_not_plain(registration.name, method, exc) from None
+    check_arguments(registration.name, method, args, dict(kwargs))
     own_args, own_kwargs = fresh_copy(args), fresh_copy(dict(kwargs))
     assert isinstance(own_args, tuple) and isinstance(own_kwargs, dict)
     bound = cap.signature.bind(*own_args, **own_kwargs)
@@ -124,25 +117,6 @@ def call_key(call: BoundCall, view: str) -> CallKey:
     return CallKey(call.capability, call.method, call.spec.version, canonical_arguments(call.arguments), view)
 
 
-def failure_from(exc: Exception) -> ToolFailure:
-    """The ``ToolFailure`` the program sees for an exception a tool raised."""
-    if isinstance(exc, ToolFailure):
-        return exc
-    args: tuple[object, ...] = exc.args
-    if isinstance(exc, OSError) and exc.filename is not None:
-        # OSError keeps the file names out of .args; its constructor takes them back.
-        args = (exc.errno, exc.strerror, exc.filename, None, exc.filename2)
-    try:
-        check_plain(args)
-    except NotPlain:
-        args = ()
-    try:
-        message = str(exc)
-    except Exception:
-        message = f"<{type(exc).__name__} with unprintable message>"
-    return ToolFailure(type(exc).__name__, message, args)
-
-
 async def execute(
     target: object,
     method: CapabilityMethod,
@@ -154,10 +128,13 @@ async def execute(
 ) -> object:
     """Run ``call`` once on ``target``; the result is checked, bounded and a fresh copy.
 
-    Raises ``ToolFailure`` for every failure of the tool (``OutcomeUnknown`` when a call
-    that may write timed out). Cancellation propagates unchanged: an async method is
-    cancelled, a sync one is abandoned in its thread (it may still finish later; ``probe``
-    tells the speculative lane so, which accounts it ``late``).
+    Raises ``ToolFailure`` for every failure of the tool, ``BaseException`` included
+    (``_crossing.failure_from``; ``OutcomeUnknown`` when a call that may write timed out),
+    and for a result that cannot cross (``_crossing.checked_result``). The caller's
+    cancellation propagates unchanged: an async method is cancelled, a sync one is
+    abandoned in its thread (it may still finish later; ``probe`` tells the speculative
+    lane so, which accounts it ``late``). A tool raising a cancellation exception of its
+    own is a tool failure like any other.
     """
     fn: Any = getattr(target, call.method)
     args, kwargs = fresh_copy(call.args), fresh_copy(call.kwargs)
@@ -172,7 +149,9 @@ async def execute(
                     work = functools.partial(_probed, probe, work)
                     probe.in_thread = True
                 raw = await anyio.to_thread.run_sync(work, abandon_on_cancel=True, limiter=limiter)
-        except Exception as exc:
+        except BaseException as exc:
+            if not is_tool_exception(exc):
+                raise
             raise failure_from(exc) from None
     if deadline.cancelled_caught:
         where = f"{call.capability}.{call.method}"
@@ -182,15 +161,7 @@ async def execute(
                 f"{where} did not finish within {timeout}s; it may or may not have taken effect",
             )
         raise ToolFailure("TimeoutError", f"{where} did not finish within {timeout}s")
-    try:
-        size = len(dumps(raw))
-    except NotPlain as exc:
-        raise ToolFailure("TypeError", f"{call.capability}.{call.method} returned non-plain data: {exc}") from None
-    if size > MAX_RESULT_CHARS:
-        raise ToolFailure(
-            "ValueError", f"{call.capability}.{call.method} returned {size} characters (limit {MAX_RESULT_CHARS})"
-        )
-    return fresh_copy(raw)
+    return checked_result(call.capability, call.method, raw)
 
 
 def _probed(probe: Probe, work: Callable[[], object]) -> object:
@@ -228,6 +199,7 @@ class RunScope:
         self._registrations = dict(registrations)
         self.trace = trace
         # Run-scoped objects (a workspace branch) replace the shared one for formal calls.
+        self.session_turn = targets is not None  # a session owns the targets' lifecycle
         self._targets: dict[str, object] = {
             name: reg.obj.for_run() if isinstance(reg.obj, RunScoped) else reg.obj
             for name, reg in self._registrations.items()
@@ -288,7 +260,7 @@ class RunScope:
         """The call key the call would have now, or None when it cannot be bound."""
         try:
             call = self.bind(capability, method, args, kwargs)
-        except (AttributeError, NameError, TypeError):
+        except (AttributeError, NameError, TypeError, ValueError):
             return None
         return self._key(call)
 
@@ -340,7 +312,7 @@ class RunScope:
         now = self._now()
         try:
             call = self.bind(capability, method, args, kwargs)
-        except (AttributeError, NameError, TypeError) as exc:
+        except (AttributeError, NameError, TypeError, ValueError) as exc:
             refused = failure_from(exc)
             self._record(capability, method, args, kwargs, None, None, "error", None, refused, now)
             raise refused from None
@@ -390,7 +362,7 @@ class RunScope:
         )
         if obs.error is not None:
             held = obs.error
-            failure = held if isinstance(held, ToolFailure) else failure_from(held)  # type: ignore[arg-type]
+            failure = held if isinstance(held, ToolFailure) else failure_from(held)
             again = ToolFailure(failure.type_name, failure.message, failure.exc_args)
             if claim is not None:
                 claim.ended(error=again)

@@ -11,8 +11,8 @@ Guest would test a different contract. So the few rules that decide it live here
 - ``split_program``: the program's last top-level statement, when it is an expression, is
   evaluated separately so its value becomes the run's value (like the REPL's ``_``).
 - ``error_line``: the line in the agent's source of the deepest frame running agent code.
-- ``arguments_not_plain``: a call whose arguments are not plain data fails in the Guest,
-  before it reaches the Host.
+- ``arguments_not_plain``: a call whose arguments cannot cross (not plain data, a lone
+  surrogate, an over-long int) fails in the Guest, before it reaches the Host.
 
 Standard library only, and nothing from the rest of ``pysolate``: the subprocess Guest
 imports this module without the Host's dependencies.
@@ -67,11 +67,18 @@ def rebuild_exception(type_name: str, message: str, args: tuple[object, ...]) ->
     return ToolError(type_name, message)
 
 
-def arguments_not_plain(capability: str, method: str, reason: object) -> TypeError:
-    """The error a call with non-plain arguments raises in the program (in the Guest, so
-    such a call never reaches the Host and has no receipt)."""
+def arguments_not_plain(capability: str, method: str, reason: Exception) -> Exception:
+    """The error a call whose arguments cannot cross raises in the program.
+
+    Every Guest raises it before the call leaves the program (so the call never reaches
+    the Host, no tool runs and there is no receipt), from the same ``reason``: the
+    ``NotPlain`` the plain-data codec raised. A value of the wrong type is a
+    ``TypeError``; one of a plain type that cannot cross (``Uncrossable``: a lone
+    surrogate, an int over the digit limit) a ``ValueError``.
+    """
+    cls = ValueError if isinstance(reason, ValueError) else TypeError
     where = f"{capability}.{method}" if capability else method  # "": a function tool
-    return TypeError(f"{where}: arguments must be plain data ({reason})")
+    return cls(f"{where}: arguments must be plain data ({reason})")
 
 
 def split_program(source: str) -> tuple[CodeType, CodeType | None]:
@@ -116,8 +123,10 @@ def safe_str(exc: BaseException) -> str:
 
 
 def safe_repr(value: object) -> str:
-    """``repr(value)``, or ``object.__repr__`` when the value's own ``__repr__`` raises."""
+    """``repr(value)``, or a placeholder naming its type when that raises (an int over
+    the str-conversion limit, a broken ``__repr__``). The placeholder holds no address:
+    every run of the same program must show the same value."""
     try:
         return repr(value)
-    except Exception:
-        return object.__repr__(value)
+    except Exception as exc:
+        return f"<{type(value).__qualname__} object: repr raised {type(exc).__name__}>"

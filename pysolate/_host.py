@@ -40,7 +40,7 @@ from ._exceptions import RegistrationError
 from ._guest_api import GuestFactory, GuestLimits, GuestOutcome, SessionGuestFactory
 from ._result import RunReport, RunResult, RunStatus
 from ._seal import rejection, seal
-from ._workspace import Workspace
+from ._workspace import run_workspaces
 from .streams import DEFAULT_DEADLINE, DEFAULT_IDLE_TIMEOUT, Code, CodeReader
 from .tracing import GLOBAL_INSTRUMENT, NULL_INSTRUMENT, Instrument, RunTrace, source_hash
 
@@ -160,10 +160,11 @@ class Host:
         self, capability: str, method: str, args: tuple[object, ...], kwargs: Mapping[str, object]
     ) -> CallKey | None:
         """The key an early execution of this call would have, or None if it cannot be bound
-        (the event graph's ``KeyFn``)."""
+        or its arguments cannot cross (the event graph's ``KeyFn``): such a call never runs
+        early, the program's own call then fails as ``bind`` says."""
         try:
             return self.root_key(self.bind(capability, method, args, kwargs))
-        except (AttributeError, KeyError, TypeError):
+        except (AttributeError, KeyError, TypeError, ValueError):
             return None
 
     async def call_root(self, capability: str, method: str, call: BoundCall, *, probe: Probe | None = None) -> object:
@@ -325,10 +326,16 @@ class Host:
         return self.result_from(outcome, scope, report)
 
     def result_from(self, outcome: GuestOutcome, scope: RunScope, report: RunReport) -> RunResult:
-        """The result of a run whose Guest produced ``outcome``."""
+        """The result of a run whose Guest produced ``outcome``.
+
+        Its workspace branches are open when the run ended ``ok``; otherwise the writes are
+        partial and each branch is ``UNCOMMITTABLE`` (``commit`` raises ``CommitError``
+        saying how the run ended; inspecting and discarding still work).
+        """
         calls = scope.calls
+        status = _STATUS.get(outcome.status, RunStatus.ABORTED)
         return RunResult(
-            status=_STATUS.get(outcome.status, RunStatus.ABORTED),
+            status=status,
             value=outcome.value,
             stdout=outcome.stdout,
             error=outcome.error,
@@ -336,7 +343,8 @@ class Host:
             report=report,
             isolation=outcome.isolation,
             guest_status=outcome.status,
-            workspaces={n: t for n, t in scope.targets().items() if isinstance(t, Workspace)},
+            # A session turn's layers are the session's to keep or drop (``Session``).
+            workspaces=run_workspaces(scope.targets(), "ok" if scope.session_turn else status.value, outcome.error),
         )
 
 

@@ -241,6 +241,7 @@ async def run_stream(
     )
     _settle_traces(scope, lane)
     if failure is not None:
+        # No Guest ran: there is no branch to return (as ``run_source`` of a rejected source).
         result = RunResult(status=failure.status, error=failure.error, calls=calls, report=report)
     else:
         assert outcome is not None

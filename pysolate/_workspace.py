@@ -26,17 +26,20 @@ Prior art: git's content-addressed trees; overlayfs' upper/lower layers.
 
 from __future__ import annotations
 
+import copy
 import enum
 import errno
 import hashlib
 import os
 from collections.abc import Iterable, Mapping
 from pathlib import Path
+from typing import Self
 
 from occurrences import Effect
 
 from ._capability import capability
 from ._exceptions import CommitError, WorkspaceError
+from ._guest_api import ErrorInfo
 
 MAX_FROZEN_BYTES = 256 * 1024 * 1024
 """Largest total file content ``Workspace.frozen`` will hold in memory."""
@@ -46,16 +49,32 @@ VERSION = "1"
 
 
 class BranchState(enum.Enum):
-    """Lifecycle of a branch: OPEN → COMMITTED | DISCARDED; a root is always ROOT."""
+    """Lifecycle of a branch; a root is always ROOT::
+
+        OPEN ─┬─> COMMITTED
+              ├─> DISCARDED
+              └─> UNCOMMITTABLE ──> DISCARDED
+
+    ``UNCOMMITTABLE``: the run did not end ``ok`` (it raised, was aborted, hit a limit), so
+    its writes are partial. They can still be inspected (``changes``, ``state_files``) and
+    discarded; ``commit`` raises ``CommitError`` saying why.
+    """
 
     ROOT = "root"
     OPEN = "open"
     COMMITTED = "committed"
     DISCARDED = "discarded"
+    UNCOMMITTABLE = "uncommittable"
+
+
+_MOVES: dict[BranchState, frozenset[BranchState]] = {
+    BranchState.OPEN: frozenset({BranchState.COMMITTED, BranchState.DISCARDED, BranchState.UNCOMMITTABLE}),
+    BranchState.UNCOMMITTABLE: frozenset({BranchState.DISCARDED}),
+}
 
 
 def _advance(state: BranchState, to: BranchState) -> BranchState:
-    if state is not BranchState.OPEN or to not in (BranchState.COMMITTED, BranchState.DISCARDED):
+    if to not in _MOVES.get(state, frozenset()):
         raise WorkspaceError(f"cannot go from {state.value} to {to.value}")
     return to
 
@@ -63,7 +82,7 @@ def _advance(state: BranchState, to: BranchState) -> BranchState:
 class _Tree:
     """The frozen content: immutable after construction, shared by every branch."""
 
-    __slots__ = ("children", "dirs", "files", "refused", "root_id", "source")
+    __slots__ = ("children", "dirs", "files", "refused", "root_id", "skipped", "source")
 
     def __init__(
         self,
@@ -71,6 +90,7 @@ class _Tree:
         dirs: set[str],
         refused: dict[str, str],
         source: Path | None,
+        skipped: tuple[bytes, ...] = (),
     ) -> None:
         dirs.add("")
         for path in (*files, *refused, *dirs):
@@ -81,6 +101,7 @@ class _Tree:
         self.dirs = frozenset(dirs)  # "" is the root
         self.refused = refused  # path -> why (symlink out, loop, special file)
         self.source = source
+        self.skipped = skipped  # os.fsencode'd relative paths of names that are not text
         children: dict[str, set[str]] = {}
         for path in (*files, *refused, *self.dirs):
             if path:
@@ -104,6 +125,7 @@ def _freeze_directory(source: Path) -> _Tree:
     files: dict[str, bytes] = {}
     dirs: set[str] = set()
     refused: dict[str, str] = {}
+    skipped: list[bytes] = []
     total = 0
 
     def inside(real: str) -> bool:
@@ -114,6 +136,12 @@ def _freeze_directory(source: Path) -> _Tree:
         with os.scandir(real_dir) as entries:
             for entry in entries:
                 path = f"{rel}/{entry.name}" if rel else entry.name
+                if not _is_text(entry.name):
+                    # Not valid UTF-8 (os.fsdecode made lone surrogates): such a name
+                    # cannot cross to the program, so the entry (and what is under it)
+                    # is left out and listed in ``skipped``.
+                    skipped.append(os.fsencode(path))
+                    continue
                 real = os.path.realpath(entry.path)
                 if entry.is_symlink() and not inside(real):
                     refused[path] = "a symlink that leads out of the workspace"
@@ -135,7 +163,15 @@ def _freeze_directory(source: Path) -> _Tree:
                     refused[path] = "not a regular file or directory"
 
     walk(str(root), "", (str(root),))
-    return _Tree(files, dirs, refused, root)
+    return _Tree(files, dirs, refused, root, tuple(sorted(skipped)))
+
+
+def _is_text(name: str) -> bool:
+    try:
+        name.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def _not_found(path: str) -> FileNotFoundError:
@@ -162,7 +198,7 @@ class Workspace:
     ``PermissionError`` (writes belong to a run's branch, see ``for_run``).
     """
 
-    __slots__ = ("_deleted_or_written", "_dirs_added", "_seq", "_state", "_touched", "_tree")
+    __slots__ = ("_deleted_or_written", "_dirs_added", "_seq", "_state", "_touched", "_tree", "_why_uncommittable")
 
     def __init__(self, tree: _Tree, state: BranchState = BranchState.ROOT) -> None:
         self._tree = tree
@@ -173,25 +209,36 @@ class Workspace:
         self._dirs_added: set[str] = set()
         self._touched: dict[str, int] = {}  # path -> _seq of the last write to it
         self._seq = 0
+        self._why_uncommittable: str | None = None  # set exactly when UNCOMMITTABLE
 
     @classmethod
     def frozen(cls, path: str | os.PathLike[str]) -> Workspace:
         """Snapshot the directory at ``path`` into memory (it is never written to).
 
         Symlinks that resolve inside the directory are followed; ones that lead out, loops
-        and special files are kept only as names whose use is refused. Raises
-        ``WorkspaceError`` when ``path`` is not a directory or holds more than
-        ``MAX_FROZEN_BYTES``.
+        and special files are kept only as names whose use is refused. A name that is not
+        valid UTF-8 (any byte string but ``/`` and NUL is a valid file name on Linux) cannot
+        cross to the program as text: that entry, and everything under it, is skipped and
+        its path listed in ``skipped`` (as bytes). Raises ``WorkspaceError`` when ``path``
+        is not a directory or holds more than ``MAX_FROZEN_BYTES``.
         """
         return cls(_freeze_directory(Path(path)))
 
     @classmethod
     def from_files(cls, files: Mapping[str, str | bytes], dirs: Iterable[str] = ()) -> Workspace:
-        """A frozen root built from ``{relative path: content}`` (str is UTF-8 encoded)."""
+        """A frozen root built from ``{relative path: content}`` (str is UTF-8 encoded).
+
+        Raises ``WorkspaceError`` for a path or a str content that is not valid text (a lone
+        surrogate, a NUL in a path) or a path that leaves the root.
+        """
         contents: dict[str, bytes] = {}
-        for path, content in files.items():
-            contents[_normalize(path)] = content.encode() if isinstance(content, str) else bytes(content)
-        return cls(_Tree(contents, {_normalize(d) for d in dirs}, {}, None))
+        try:
+            for path, content in files.items():
+                contents[_text_path(path)] = content.encode() if isinstance(content, str) else bytes(content)
+            folders = {_text_path(d) for d in dirs}
+        except (UnicodeEncodeError, ValueError, PermissionError) as exc:
+            raise WorkspaceError(f"cannot build a workspace from these files: {exc}") from None
+        return cls(_Tree(contents, folders, {}, None))
 
     # -- identity, lifecycle --------------------------------------------------------------
 
@@ -209,34 +256,61 @@ class Workspace:
     def state(self) -> BranchState:
         return self._state
 
-    def for_run(self) -> Workspace:
-        """A fresh private branch of the frozen root, for one run (a branch's own writes
-        are not carried over: every run starts from the root)."""
-        return Workspace(self._tree, BranchState.OPEN)
+    @property
+    def skipped(self) -> tuple[bytes, ...]:
+        """Relative paths (bytes, as the OS names them) ``frozen`` left out because the
+        name is not valid UTF-8."""
+        return self._tree.skipped
 
-    def layer(self) -> Workspace:
+    @property
+    def uncommittable_reason(self) -> str | None:
+        """Why ``commit`` is refused (the branch is ``UNCOMMITTABLE``), else None."""
+        return self._why_uncommittable
+
+    def for_run(self) -> Self:
+        """A fresh private branch of the frozen root, for one run (a branch's own writes
+        are not carried over: every run starts from the root).
+
+        The branch is of this object's own class and keeps its other attributes (a shallow
+        copy), so a subclass's overrides and added methods serve the program's own calls
+        exactly as they serve the early ones on the root.
+        """
+        branch = copy.copy(self)
+        Workspace.__init__(branch, self._tree, BranchState.OPEN)
+        return branch
+
+    def refuse_commit(self, reason: str) -> None:
+        """Mark an open branch ``UNCOMMITTABLE``: its run did not end ``ok`` (the Host
+        does this), so ``commit`` raises ``CommitError(reason)``; ``discard`` still works.
+        Raises ``WorkspaceError`` unless the branch is open."""
+        self._state = _advance(self._state, BranchState.UNCOMMITTABLE)
+        self._why_uncommittable = reason
+
+    def layer(self) -> Self:
         """A copy of this open branch, for one turn of a session: the turn writes into the
         copy, which the session adopts as its branch when the turn keeps its effects (it
         ended ``ok`` or ``error``) and drops otherwise. View ids continue this branch's.
+        Of this object's own class, like ``for_run``.
 
         Raises ``WorkspaceError`` unless the branch is open.
         """
         if self._state is not BranchState.OPEN:
             raise WorkspaceError(f"cannot layer a {self._state.value} branch")
-        copy = Workspace(self._tree, BranchState.OPEN)
-        copy._deleted_or_written = dict(self._deleted_or_written)
-        copy._dirs_added = set(self._dirs_added)
-        copy._touched = dict(self._touched)
-        copy._seq = self._seq
-        return copy
+        layer = copy.copy(self)
+        Workspace.__init__(layer, self._tree, BranchState.OPEN)
+        layer._deleted_or_written = dict(self._deleted_or_written)
+        layer._dirs_added = set(self._dirs_added)
+        layer._touched = dict(self._touched)
+        layer._seq = self._seq
+        return layer
 
     def view_of(self, method: str, arguments: Mapping[str, object]) -> str:
         """The id of what ``method(**arguments)`` would see now (root id if unaffected)."""
         raw = arguments.get("path", "")
         try:
             path = self._resolve(raw) if isinstance(raw, str) else None
-        except OSError:
-            path = None  # the call fails identically whatever was written
+        except (OSError, ValueError):
+            path = None  # the call fails identically whatever was written (NUL: ValueError)
         if path is None:
             return self._tree.root_id
         last = max((seq for p, seq in self._touched.items() if _related(p, path)), default=0)
@@ -265,9 +339,12 @@ class Workspace:
         """Write the branch's whole tree into the new or empty directory ``target``.
 
         Refused symlinks are not materialised. Raises ``CommitError`` when ``target`` is
-        not empty, is or lies inside the source directory; ``WorkspaceError`` on a root or
-        a branch already committed or discarded.
+        not empty, is or lies inside the source directory, or the run that made the branch
+        did not end ``ok`` (``UNCOMMITTABLE``: the message says how it ended);
+        ``WorkspaceError`` on a root or a branch already committed or discarded.
         """
+        if self._state is BranchState.UNCOMMITTABLE:
+            raise CommitError(f"refusing to commit a partial branch: {self._why_uncommittable}")
         out = Path(os.path.realpath(target))
         source = self._tree.source
         if source is not None and (out == source or source in out.parents):
@@ -283,7 +360,8 @@ class Workspace:
         return out
 
     def discard(self) -> None:
-        """Drop the branch's writes. Raises ``WorkspaceError`` unless the branch is open."""
+        """Drop the branch's writes. Raises ``WorkspaceError`` unless the branch is open or
+        uncommittable."""
         self._state = _advance(self._state, BranchState.DISCARDED)
         self._deleted_or_written.clear()
         self._dirs_added.clear()
@@ -401,6 +479,25 @@ class Workspace:
         self._seq += 1
         self._touched[p] = self._seq
         self._deleted_or_written[p] = data
+
+
+def run_workspaces(targets: Mapping[str, object], status: str, error: ErrorInfo | None) -> dict[str, Workspace]:
+    """A run's workspace branches (among its capability ``targets``) as its result returns
+    them: open after status ``ok``; after any other end ``UNCOMMITTABLE``, the reason
+    naming the status and error."""
+    branches = {name: t for name, t in targets.items() if isinstance(t, Workspace)}
+    if status != "ok":
+        why = f"the run ended {status}" + (f" ({error.type}: {error.message})" if error is not None else "")
+        for branch in branches.values():
+            if branch.state is BranchState.OPEN:
+                branch.refuse_commit(why)
+    return branches
+
+
+def _text_path(path: str) -> str:
+    """``_normalize(path)`` for a path that must also be valid text (``UnicodeEncodeError``)."""
+    path.encode("utf-8")
+    return _normalize(path)
 
 
 def _normalize(path: str) -> str:

@@ -37,6 +37,7 @@ import anyio.from_thread
 from occurrences import FUNCTIONS, Effect, MethodSpec, NotPlain, check_plain, fresh_copy
 
 from ._capability import capability
+from ._crossing import check_arguments
 from ._equivalence import differences, observable
 from ._guest._turn_report import reported_globals
 from ._guest_api import (
@@ -49,7 +50,6 @@ from ._guest_api import (
     TurnOutcome,
 )
 from ._guest_errors import (
-    arguments_not_plain,
     error_line,
     rebuild_exception,
     safe_repr,
@@ -286,11 +286,7 @@ class _Program:
     def _proxy_method(self, capability_name: str, method: str) -> Callable[..., object]:
         def call(*args: object, **kwargs: object) -> object:
             self._check_abandoned()
-            try:
-                check_plain(args)
-                check_plain(kwargs)
-            except NotPlain as exc:
-                raise arguments_not_plain(capability_name, method, exc) from None
+            check_arguments(capability_name, method, args, kwargs)
             self.call_count += 1
             if self.call_count > self.limits.max_calls:
                 raise _Abort("CallLimit", f"the program made more than {self.limits.max_calls} calls")

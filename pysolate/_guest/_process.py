@@ -42,6 +42,7 @@ import anyio.abc
 
 from occurrences._plain import NotPlain, to_tagged
 
+from .._crossing import invalid_result
 from .._guest_api import (
     CallHandler,
     ErrorInfo,
@@ -327,7 +328,7 @@ class SubprocessGuest:
         except ToolFailure as failure:
             reply = self._failure(call_id, failure)
         except NotPlain as exc:
-            reply = self._failure(call_id, ToolFailure("TypeError", f"{call.capability}.{call.method} returned non-plain data: {exc}"))
+            reply = self._failure(call_id, invalid_result(call.capability, call.method, exc))
         finally:
             self._serving = False
         if self._channel.spoke_out_of_turn():

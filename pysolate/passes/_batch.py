@@ -32,7 +32,8 @@ from occurrences import NotPlain, canonical_arguments, fresh_copy
 from occurrences._plain import dumps
 from scheduler import Probe
 
-from .._broker import MAX_RESULT_CHARS, BoundCall, bind, failure_from
+from .._broker import BoundCall, bind
+from .._crossing import MAX_RESULT_CHARS, failure_from, is_tool_exception
 from .._guest_api import ToolFailure
 from ..tracing import source_hash
 from ._framework import Applied, NotApplicable, PassOutcome
@@ -164,7 +165,7 @@ class BatchFusion:
         values = [c.arguments[law.param] for c in batch.calls]
         try:
             call = bind(reg, law.method, (values,), rest)
-        except (AttributeError, TypeError):
+        except (AttributeError, TypeError, ValueError):
             batch.outcomes = [_FALLBACK] * len(batch.calls)
             return
         batch.sent = True
@@ -194,8 +195,9 @@ class BatchFusion:
                         work, abandon_on_cancel=True, limiter=self._host.limiter()
                     )
                 failed = False
-            except Exception:  # the batch as a whole failed: each member runs its own call
-                pass
+            except BaseException as exc:  # the batch as a whole failed: each member runs its own call
+                if not is_tool_exception(exc):
+                    raise
         outcomes = None if failed else _elements(raw, len(batch.calls))
         if outcomes is None:
             batch.outcomes = [_FALLBACK] * len(batch.calls)

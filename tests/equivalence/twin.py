@@ -23,6 +23,7 @@ from collections.abc import Mapping, Sequence
 from types import CodeType
 
 from occurrences import NotPlain, check_plain, fresh_copy
+from pysolate._crossing import check_arguments
 from pysolate._guest_api import (
     CallHandler,
     ErrorInfo,
@@ -35,7 +36,6 @@ from pysolate._guest_api import (
 )
 from pysolate._guest_errors import (
     AGENT_FILENAME,
-    arguments_not_plain,
     error_line,
     rebuild_exception,
 )
@@ -96,11 +96,7 @@ class TwinGuest:
 
         async def call(capability: str, method: str, *args: object, **kwargs: object) -> object:
             nonlocal calls
-            try:
-                check_plain(args)
-                check_plain(kwargs)
-            except NotPlain as exc:
-                raise arguments_not_plain(capability, method, exc) from None
+            check_arguments(capability, method, args, kwargs)
             calls += 1
             if calls > self._limits.max_calls:
                 raise _CallLimit(f"the program made more than {self._limits.max_calls} calls")

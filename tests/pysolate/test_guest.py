@@ -56,12 +56,20 @@ async def test_plain_values_survive_exactly() -> None:
     assert type(out.value) is tuple and math.copysign(1, out.value[3]) == -1
 
 
-async def test_lone_surrogates_cross_both_ways() -> None:
-    """``os.fsdecode`` makes such strings; they are plain str and must survive exactly."""
+async def test_lone_surrogates_stay_in_the_program() -> None:
+    """A str with a lone surrogate is not valid text and cannot cross (issue 13): a call
+    with one fails in the program before anything is sent, the final value that holds one
+    is its repr; printing one is only output and keeps it."""
     tools = Tools()
-    out = await run("import sys\nsys.stdout.write('\\udc80')\nr = docs.search('\\udcff')\n(r[2][0], '\\ud800')", tools)
-    assert (out.status, out.value, out.stdout) == ("ok", ("\udcff", "\ud800"), "\udc80")
-    assert tools.calls == [("docs", "search", ("\udcff",), {})]
+    source = (
+        "import sys\nsys.stdout.write('\\udc80')\n"
+        "try:\n    docs.search('a\\udcffb')\nexcept ValueError as e:\n    m = str(e)\n"
+        "(m, '\\ud800')"
+    )
+    out = await run(source, tools)
+    assert (out.status, out.stdout) == ("ok", "\udc80")
+    assert out.value == "('docs.search: arguments must be plain data (str with a lone surrogate at index 1)', '\\ud800')"
+    assert tools.calls == []
 
 
 async def test_non_plain_value_is_its_repr() -> None:
@@ -138,12 +146,16 @@ async def test_non_plain_arguments_raise_type_error_before_any_call() -> None:
     assert (out.status, out.value, tools.calls) == ("ok", True, [])
 
 
-async def test_non_plain_result_is_a_type_error_in_the_program() -> None:
+async def test_non_plain_result_is_a_tool_error_in_the_program() -> None:
+    """A result that cannot cross fails the call (issue 13: a ``ToolError`` named
+    ``InvalidResult``), even when a handler lets one through."""
+
     async def odd() -> object:
         return {1, 2}
 
     out = await run("workspace.odd()", Tools(odd=odd))
-    assert out.error is not None and out.error.type == "TypeError"
+    assert out.error is not None and out.error.type == "ToolError"
+    assert out.error.message.startswith("InvalidResult: workspace.odd returned a value that cannot cross")
 
 
 async def test_calls_from_program_threads_are_served_one_at_a_time() -> None:

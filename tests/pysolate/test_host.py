@@ -207,25 +207,27 @@ async def test_an_uncaught_tool_error_ends_the_run_at_its_line(factory: GuestFac
 
 
 async def test_bad_calls_raise_type_error_in_the_program(factory: GuestFactory) -> None:
+    """Bad bindings and non-plain arguments are ``TypeError``s; a non-plain result is a
+    ``ToolError`` (``InvalidResult``): the tool ran, its value cannot cross."""
     host, _ = _host(factory)
     src = (
         "out = []\n"
         "for args in [(), (1, 2)]:\n"
         "    try:\n        store.double(*args)\n    except TypeError:\n        out.append('bind')\n"
         "try:\n    store.odd({1, 2})\nexcept TypeError:\n    out.append('plain argument')\n"
-        "try:\n    store.odd('object')\nexcept TypeError:\n    out.append('plain result')\n"
+        "try:\n    store.odd('object')\nexcept Exception as e:\n    out.append((type(e).__name__, e.type_name))\n"
         "out\n"
     )
     result = await host.run_source(src)
-    assert result.value == ["bind", "bind", "plain argument", "plain result"]
+    assert result.value == ["bind", "bind", "plain argument", ("ToolError", "InvalidResult")]
     # A non-plain argument fails in the Guest: that call never reaches the Host.
     assert [(c.method, c.outcome) for c in result.calls] == [("double", "error"), ("double", "error"), ("odd", "error")]
     assert result.calls[0].key is None  # unbound calls have no key
-    assert [c.error.type for c in result.calls if c.error] == ["TypeError"] * 3
+    assert [c.error.type for c in result.calls if c.error] == ["TypeError", "TypeError", "InvalidResult"]
 
 
 async def test_oversized_results_are_an_error_in_the_program(factory: GuestFactory, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr("pysolate._broker.MAX_RESULT_CHARS", 100)
+    monkeypatch.setattr("pysolate._crossing.MAX_RESULT_CHARS", 100)
     host, _ = _host(factory)
     result = await host.run_source("store.odd('x' * 200)")
     assert result.status == "error"

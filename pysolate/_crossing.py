@@ -1,0 +1,145 @@
+"""What may cross the broker, checked in one place for both lanes and both Guests.
+
+Every value that crosses between the program, the Host and a tool — a call's arguments and
+keyword names, a tool's result, a tool's error — is checked here before anything keys,
+hashes, encodes, traces or stores it, so a value that cannot cross fails the same way
+whichever lane (early or formal) and whichever Guest (subprocess or in-process) meets it:
+
+- **arguments** (``check_arguments``): plain data that can cross (``occurrences._plain``:
+  exact plain types, valid Unicode text, ints within ``MAX_INT_DIGITS``). Otherwise the
+  program gets ``_guest_errors.arguments_not_plain`` at the call — ``TypeError`` for a
+  wrong type, ``ValueError`` for a lone surrogate or an over-long int — and no tool runs.
+  The Guests raise it themselves, before the call leaves the program; the Host checks
+  again (a Guest is untrusted) and the speculative lane never keys such a call
+  (``Host.root_key_for`` returns None, so it waits for the program's own call).
+- **results** (``checked_result``): plain, crossable and at most ``MAX_RESULT_CHARS`` of
+  tagged text; a result that cannot cross is a ``ToolError`` named ``InvalidResult`` at
+  the call, an oversized one a ``ValueError``.
+- **errors** (``failure_from``): whatever a tool raises, ``BaseException`` included
+  (``SystemExit``, ``KeyboardInterrupt``, ``GeneratorExit``, its own ``CancelledError``),
+  becomes a ``ToolFailure`` the program sees at the call; its message is made valid text
+  and its args kept only when they can cross. Only the *caller's* cancellation
+  (``caller_cancelled``) is not a tool failure: it propagates unchanged.
+
+Prior art: pydantic/monty — only plain data crosses, and the Guest cannot construct the
+Host's errors.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+
+import anyio
+
+from occurrences import NotPlain, check_plain, fresh_copy
+from occurrences._plain import dumps
+
+from ._guest_api import ToolFailure
+from ._guest_errors import arguments_not_plain
+
+MAX_RESULT_CHARS = 8 * 1024 * 1024
+"""Largest result, in characters of its tagged wire form; bigger is an error in the program."""
+
+INVALID_RESULT = "InvalidResult"
+"""``ToolError.type_name`` of a result that cannot cross (not plain, a lone surrogate, an
+over-long int)."""
+
+
+def check_arguments(capability: str, method: str, args: tuple[object, ...], kwargs: dict[str, object]) -> None:
+    """Raise what the program sees for a call whose arguments cannot cross (see above).
+
+    Positional arguments are checked before keyword ones (names included), exactly as the
+    subprocess Guest encodes them, so every path reports the same first offender.
+    """
+    try:
+        check_plain(args)
+        check_plain(kwargs)
+    except NotPlain as exc:
+        raise arguments_not_plain(capability, method, exc) from None
+
+
+def checked_result(capability: str, method: str, raw: object) -> object:
+    """A fresh copy of a tool's result ``raw``; ``ToolFailure`` when it cannot cross."""
+    try:
+        size = len(dumps(raw))
+    except NotPlain as exc:
+        raise invalid_result(capability, method, exc) from None
+    if size > MAX_RESULT_CHARS:
+        raise ToolFailure("ValueError", f"{capability}.{method} returned {size} characters (limit {MAX_RESULT_CHARS})")
+    return fresh_copy(raw)
+
+
+def invalid_result(capability: str, method: str, reason: object) -> ToolFailure:
+    """The failure of a call whose result cannot cross (a ``ToolError`` in the program)."""
+    return ToolFailure(INVALID_RESULT, f"{capability}.{method} returned a value that cannot cross: {reason}")
+
+
+def failure_from(exc: BaseException) -> ToolFailure:
+    """The ``ToolFailure`` the program sees for an exception a tool raised.
+
+    Any ``BaseException`` but the caller's cancellation (the callers check
+    ``caller_cancelled`` first). A builtin ``Exception`` keeps its class in the program
+    (``_guest_errors.rebuild_exception``); any other class, ``SystemExit`` and
+    ``CancelledError`` included, becomes a ``ToolError`` carrying its name.
+    """
+    if isinstance(exc, ToolFailure):
+        return exc
+    args: tuple[object, ...] = exc.args
+    if isinstance(exc, OSError) and exc.filename is not None:
+        # OSError keeps the file names out of .args; its constructor takes them back.
+        args = (exc.errno, exc.strerror, exc.filename, None, exc.filename2)
+    try:
+        check_plain(args)
+    except NotPlain:
+        args = ()
+    try:
+        message = str(exc)
+    except Exception:
+        message = f"<{type(exc).__name__} with unprintable message>"
+    return ToolFailure(valid_text(type(exc).__name__), valid_text(message), args)
+
+
+def valid_text(text: str) -> str:
+    """``text`` with any lone surrogate written as its ``\\udXXX`` escape: valid Unicode."""
+    if text.isascii():
+        return text
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return text.encode("utf-8", "backslashreplace").decode("utf-8")
+    return text
+
+
+def caller_cancelled() -> bool:
+    """Whether the running task is being cancelled by its caller (an enclosing cancel
+    scope, or asyncio's ``Task.cancel``), as opposed to a tool raising a cancellation
+    exception of its own. Call it where a cancellation exception was caught."""
+    if anyio.current_effective_deadline() == -math.inf:
+        return True
+    try:
+        task = asyncio.current_task()
+    except RuntimeError:  # not on asyncio (trio): its Cancelled has no public constructor
+        return False
+    return task is not None and task.cancelling() > 0
+
+
+def is_tool_exception(exc: BaseException) -> bool:
+    """Whether ``exc``, caught around a tool call, is the tool's own failure: anything but
+    the caller's cancellation and a real interrupt of the Host process."""
+    if isinstance(exc, anyio.get_cancelled_exc_class()):
+        return not caller_cancelled()
+    return not (isinstance(exc, KeyboardInterrupt) and _raised_by_trio(exc))
+
+
+def _raised_by_trio(exc: BaseException) -> bool:
+    """Whether trio's own code raised ``exc``: how trio delivers a real Ctrl-C (from its
+    signal handler, or at a checkpoint of the main task). asyncio turns Ctrl-C into
+    cancellation instead, and a worker thread never receives it."""
+    tb = exc.__traceback__
+    if tb is None:
+        return False
+    while tb.tb_next is not None:
+        tb = tb.tb_next
+    module = tb.tb_frame.f_globals.get("__name__", "")
+    return isinstance(module, str) and (module == "trio" or module.startswith("trio."))
