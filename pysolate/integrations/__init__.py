@@ -3,6 +3,9 @@
 Each framework has its own module, imported on purpose: nothing here imports a framework,
 so ``import pysolate`` works without any of them installed.
 
+- ``pysolate.integrations.pydantic_ai`` (extra ``pysolate[pydantic-ai]``): ``PysolateCodeMode``,
+  a Pydantic AI capability that gives an agent a ``run_code`` tool, streamed through
+  Pysolate while the model is still writing the tool call's arguments.
 - ``pysolate.integrations.smolagents`` (extra ``pysolate[smolagents]``): ``PysolateExecutor``,
   a smolagents ``PythonExecutor`` for ``CodeAgent``, with ``StreamingModel`` to overlap the
   program with the model's streamed output.

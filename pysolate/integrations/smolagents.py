@@ -26,17 +26,23 @@ background thread (an anyio blocking portal), so it works the same from plain co
 from inside a running event loop (a notebook, an async web handler), where ``anyio.run``
 would fail. ``cleanup()`` (called by ``CodeAgent.cleanup``) stops that thread.
 
-Not (yet) supported: variables across steps (each code action runs in a fresh Guest, so
-``send_variables`` with values raises), and tool results that are not plain data.
+State. As smolagents' own executor does, the program's variables persist from one code
+action to the next: the actions of an executor are turns of one Host session
+(``host.session()``; ``keep_state=False`` runs each in a fresh Guest). ``additional_args``
+become globals of the session. A turn that stops the Guest (a limit, a crash) breaks the
+session; its error says the variables are gone, and the next action starts a new one.
+
+Not supported: tool results that are not plain data, imports beyond the standard library.
 """
 
 from __future__ import annotations
 
+import ast
 import concurrent.futures
 import inspect
+import keyword
 import math
 import re
-import threading
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -46,7 +52,7 @@ import anyio.from_thread
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 from smolagents.local_python_executor import CodeOutput, InterpreterError, PythonExecutor
 
-from .. import Host, PysolateError, RegistrationError, RunResult, RunStatus
+from .. import Host, PysolateError, RegistrationError, RunResult, RunStatus, Session, SessionLimits
 from ._common import (
     CONFIRM,
     SUPERSEDE,
@@ -57,8 +63,14 @@ from ._common import (
     tool_function,
     until_confirmed,
 )
+from ._loop import HeldSession, LoopThread
 
 __all__ = ["CodeTail", "ExecutorStatistics", "FinalAnswer", "PysolateExecutor", "StreamingModel"]
+
+RESTARTED = "(The interpreter was restarted: variables from earlier steps are gone.)"
+"""Starts the logs of the first action after the session broke between actions."""
+STOPPED = "The interpreter was stopped: variables from earlier steps are gone."
+"""Ends the error of an action that broke the session (a limit, a crash)."""
 
 DEFAULT_CODE_BLOCK_TAGS = ("<code>", "</code>")
 """CodeAgent's default ``code_block_tags`` (regular expressions, as smolagents reads them)."""
@@ -144,8 +156,9 @@ class PysolateExecutor(PythonExecutor):
     ``host`` (default: a new ``Host()``) is where the agent's tools are registered, next to
     any capabilities the builder registered on it (so one executor per Host). ``effects``
     qualifies tools by name (``Effect`` or ``MethodSpec``); all others are ``unknown``.
-    ``speculate=False`` runs each action sequentially (the reference). After each action
-    ``last_result`` holds the full ``RunResult`` (receipts, report, timeline).
+    ``speculate=False`` runs each action sequentially (the reference). ``keep_state``
+    (default) runs the actions as turns of one session, with ``session_limits``. After each
+    action ``last_result`` holds the full ``RunResult`` (receipts, report, timeline).
 
     ``__call__`` raises smolagents' ``InterpreterError`` when the program raises, is
     rejected or aborted, with the line and what the program printed (``state
@@ -158,15 +171,22 @@ class PysolateExecutor(PythonExecutor):
         *,
         effects: Mapping[str, Qualification] | None = None,
         speculate: bool = True,
+        keep_state: bool = True,
+        session_limits: SessionLimits | None = None,
     ) -> None:
         self.host = host if host is not None else Host()
         self.speculate = speculate
+        self.keep_state = keep_state
+        self._session_limits = session_limits
+        self._held: HeldSession | None = None  # the session the actions run in (keep_state)
+        self._restarted = False  # the session broke since the last action: say so in its logs
+        self._variables = ""  # assignments the next session turn makes first
         self.state: dict[str, Any] = {}
         self.last_result: RunResult | None = None
         self._effects = dict(effects or {})
         self._tools: dict[str, object] = {}  # what this executor registered, by name
         self._answers: list[object] = []  # final_answer(...) values of the current action
-        self._loop: _LoopThread | None = None
+        self._loop: LoopThread | None = None
         self._streamed: _StreamedRun | None = None  # at most one: the current step's
         self._counts = {"sealed": 0, "dropped": 0, "whole": 0}
 
@@ -194,12 +214,23 @@ class PysolateExecutor(PythonExecutor):
             self._tools[name] = tool
 
     def send_variables(self, variables: Mapping[str, Any]) -> None:
-        """Variables across steps are not supported yet: raise ``PysolateError`` if any."""
-        if variables:
+        """Make ``variables`` (``agent.run(..., additional_args=...)``) globals of the session.
+
+        They are assigned by a turn of their own, as literals, so each must be plain data
+        that its ``repr`` gives back exactly. Raises ``PysolateError`` for one that is not,
+        for a name that is not an identifier, and when ``keep_state`` is off (no session to
+        keep them in).
+        """
+        if not variables:
+            return
+        if not self.keep_state:
             raise PysolateError(
-                "PysolateExecutor runs each code action in a fresh Guest: variables "
-                f"({', '.join(sorted(variables))}) cannot be sent yet; pass them in the task text"
+                f"variables ({', '.join(sorted(variables))}) need keep_state=True: without a "
+                "session each code action runs in a fresh Guest"
             )
+        # Set by the next action's session, which also has the tools (the agent sends
+        # variables before tools, and a session's Guest knows the functions it opened with).
+        self._variables = assignments(variables)
 
     def __call__(self, code_action: str) -> CodeOutput:
         """Run ``code_action`` (sealing the streamed run when the stream was its prefix)."""
@@ -230,10 +261,14 @@ class PysolateExecutor(PythonExecutor):
         return ExecutorStatistics(**self._counts)
 
     def cleanup(self) -> None:
-        """Abort a streamed run still open and stop the executor's event-loop thread."""
+        """Abort a streamed run still open, close the session (its Guest stops) and stop
+        the executor's event-loop thread."""
         if self._streamed is not None:
             self._abandon(self._streamed)
             self._streamed = None
+        if self._held is not None and self._loop is not None:
+            held, self._held = self._held, None
+            self._loop.portal.call(held.close)
         if self._loop is not None:
             loop, self._loop = self._loop, None
             loop.stop()
@@ -264,10 +299,38 @@ class PysolateExecutor(PythonExecutor):
         return feed
 
     async def _run_streamed(self, receive: MemoryObjectReceiveStream[str | bool]) -> RunResult:
-        return await self.host.run_stream(until_confirmed(receive), speculate=self.speculate)
+        session = await self._session()
+        if session is None:
+            return await self.host.run_stream(until_confirmed(receive), speculate=self.speculate)
+        return await session.run_stream(until_confirmed(receive), speculate=self.speculate)
 
-    async def _run_source(self, source: str) -> RunResult:
-        return await self.host.run_source(source, speculate=self.speculate)
+    async def _run_source(self, source: str, speculate: bool | None = None) -> RunResult:
+        speculate = self.speculate if speculate is None else speculate
+        session = await self._session()
+        if session is None:
+            return await self.host.run_source(source, speculate=speculate)
+        return await session.run_source(source, speculate=speculate)
+
+    async def _session(self) -> Session | None:
+        """The session actions run in (in the loop): opened on first use, replaced when it
+        broke (its globals are gone; the next action's logs say so)."""
+        if not self.keep_state:
+            return None
+        if self._held is not None and (not self._held.usable or self._held.capabilities != self.host.capabilities()):
+            held, self._held = self._held, None
+            await held.close()
+            self._restarted = True
+        if self._held is None:
+            assert self._loop is not None
+            self._held = await HeldSession.open(self.host, self._session_limits, self._loop.group)
+        session = self._held.session
+        assert session is not None
+        if self._variables:
+            source, self._variables = self._variables, ""
+            result = await session.run_source(source, speculate=False)
+            if result.status is not RunStatus.OK:
+                raise PysolateError(f"the agent's variables could not be set: {failure_message(result)}")
+        return session
 
     def _abandon(self, streamed: _StreamedRun) -> None:
         """Abort an unsealed streamed run and wait until its early work is stopped."""
@@ -277,7 +340,7 @@ class PysolateExecutor(PythonExecutor):
 
     def _ensure_portal(self) -> anyio.from_thread.BlockingPortal:
         if self._loop is None:
-            self._loop = _LoopThread()
+            self._loop = LoopThread()
         return self._loop.portal
 
     # -- results --------------------------------------------------------------------------
@@ -290,12 +353,21 @@ class PysolateExecutor(PythonExecutor):
         return final_answer
 
     def _code_output(self, result: RunResult) -> CodeOutput:
-        self.state["_print_outputs"] = result.stdout
+        logs = result.stdout
+        if self._restarted:
+            self._restarted = False
+            logs = f"{RESTARTED}\n{logs}"
+        self.state["_print_outputs"] = logs
         if self._answers:
-            return CodeOutput(output=self._answers[0], logs=result.stdout, is_final_answer=True)
+            return CodeOutput(output=self._answers[0], logs=logs, is_final_answer=True)
         if result.status is RunStatus.OK:
-            return CodeOutput(output=result.value, logs=result.stdout, is_final_answer=False)
-        raise InterpreterError(failure_message(result))
+            return CodeOutput(output=result.value, logs=logs, is_final_answer=False)
+        message = failure_message(result)
+        if self._held is not None and not self._held.usable:
+            message += f"\n{STOPPED}"
+        if logs is not result.stdout:
+            message = f"{RESTARTED}\n{message}"
+        raise InterpreterError(message)
 
 
 class StreamingModel:
@@ -328,34 +400,6 @@ class StreamingModel:
         return getattr(self.model, name)
 
 
-class _LoopThread:
-    """An event loop in a daemon thread, reached through a blocking portal.
-
-    Not ``anyio.from_thread.start_blocking_portal``: its worker thread is joined at
-    interpreter exit, so an executor whose ``cleanup()`` was never called would hang the
-    process. A daemon thread does not; ``stop()`` ends the loop and joins it.
-    """
-
-    def __init__(self) -> None:
-        ready = threading.Event()
-        box: list[anyio.from_thread.BlockingPortal] = []
-
-        async def main() -> None:
-            async with anyio.from_thread.BlockingPortal() as portal:
-                box.append(portal)
-                ready.set()
-                await portal.sleep_until_stopped()
-
-        self._thread = threading.Thread(target=anyio.run, args=(main,), name="pysolate-smolagents", daemon=True)
-        self._thread.start()
-        ready.wait()
-        self.portal = box[0]
-
-    def stop(self) -> None:
-        self.portal.call(self.portal.stop)
-        self._thread.join()
-
-
 def _signature(tool: Any) -> inspect.Signature:
     """The signature the program calls ``tool`` with: its ``forward``'s (without the
     ``self`` that ``@tool`` writes into its static ``forward``'s signature), or the callable's."""
@@ -372,3 +416,35 @@ def _caller(tool: Any) -> Callable[..., Any]:
         return tool(*args, **kwargs)
 
     return call
+
+
+def assignments(variables: Mapping[str, Any]) -> str:
+    """Source assigning each variable its value as a literal; ``PysolateError`` for a name
+    that is not an identifier or a value its ``repr`` does not give back exactly."""
+    lines = []
+    for name, value in variables.items():
+        if not isinstance(name, str) or not name.isidentifier() or keyword.iskeyword(name):
+            raise PysolateError(f"variable name {name!r} is not a Python identifier")
+        literal = repr(value)
+        try:
+            exact = _same(ast.literal_eval(literal), value)
+        except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
+            exact = False
+        if not exact:
+            raise PysolateError(f"variable {name!r} is not plain data the program can be given ({type(value).__name__})")
+        lines.append(f"{name} = {literal}")
+    return "\n".join(lines) + "\n"
+
+
+def _same(a: object, b: object) -> bool:
+    """Equal with the same types all the way down (so ``1 == 1.0 == True`` do not pass)."""
+    if type(a) is not type(b):
+        return False
+    if isinstance(a, list | tuple):
+        assert isinstance(b, list | tuple)
+        return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b, strict=True))
+    if isinstance(a, dict):
+        assert isinstance(b, dict)
+        pairs = zip(a.items(), b.items(), strict=False)
+        return len(a) == len(b) and all(_same(ka, kb) and _same(va, vb) for (ka, va), (kb, vb) in pairs)
+    return a == b

@@ -1,5 +1,5 @@
-"""The integration examples run as documented, offline, with the real frameworks, and
-overlap their reads with the stream (both searches claimed)."""
+"""The integration examples run as documented (docs/integrations.md), offline, with the real
+SDKs and frameworks, and overlap their reads with the stream (both searches claimed)."""
 
 from __future__ import annotations
 
@@ -7,6 +7,8 @@ import ast
 import subprocess
 import sys
 from pathlib import Path
+
+import pytest
 
 ROOT = Path(__file__).resolve().parents[3]
 
@@ -17,6 +19,25 @@ def run_example(name: str) -> list[str]:
     )
     assert done.returncode == 0, done.stderr
     return done.stdout.splitlines()
+
+
+@pytest.mark.parametrize("name", ["openai_tool_call.py", "anthropic_tool_use.py"])
+def test_sdk_tool_call_examples(name: str) -> None:
+    lines = run_example(name)
+    assert lines[0] == "4 hits"
+    assert lines[1].startswith("ok 'retries: page 1' {")
+    assert ast.literal_eval(lines[1][lines[1].index("{") :])["claimed"] == 2
+
+
+def test_pydantic_ai_example() -> None:
+    lines = run_example("pydantic_ai_agent.py")
+    assert ast.literal_eval(lines[0]) == {"value": 2, "stdout": ""}
+    status, counts = lines[1].split(" ", 1)
+    assert status == "ok"
+    assert ast.literal_eval(counts) | {"physical": 0} == {
+        "logical": 3, "physical": 0, "claimed": 2, "direct": 1, "shared": 0, "cancelled": 0, "late": 0, "orphaned": 0
+    }
+    assert lines[2] == "Found two pages of results."
 
 
 def test_smolagents_example() -> None:

@@ -21,9 +21,9 @@ from smolagents import CodeAgent, Model, tool
 from smolagents.models import ChatMessage, ChatMessageStreamDelta, MessageRole
 from smolagents.monitoring import TokenUsage
 
-from pysolate import Effect, Host, PysolateError, RegistrationError
+from pysolate import Effect, GuestLimits, Host, PysolateError, RegistrationError, RunResult
 from pysolate.integrations.smolagents import CodeTail, ExecutorStatistics, PysolateExecutor
-from pysolate.testing import differences, in_process_guest
+from pysolate.testing import differences, in_process_guest, in_process_session
 
 
 class ScriptedModel(Model):
@@ -105,12 +105,36 @@ def reply(code: str, thought: str = "I will look things up.") -> str:
     return f"Thought: {thought}\n<code>\n{code}\n</code>\nObservation: (never reached)"
 
 
+def in_process_host() -> Host:
+    return Host(guest_factory=in_process_guest, session_factory=in_process_session)
+
+
+class RecordingExecutor(PysolateExecutor):
+    """Keeps every action's RunResult."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.results: list[RunResult] = []
+
+    def __call__(self, code_action: str) -> Any:
+        try:
+            return super().__call__(code_action)
+        finally:
+            assert self.last_result is not None
+            self.results.append(self.last_result)
+
+
 def make_agent(
-    replies: list[str], *, effects: dict[str, Effect] | None = None, stream: bool = True, **kwargs: Any
-) -> tuple[CodeAgent, PysolateExecutor, ScriptedModel, Backend]:
+    replies: list[str],
+    *,
+    effects: dict[str, Effect] | None = None,
+    stream: bool = True,
+    host: Host | None = None,
+    **kwargs: Any,
+) -> tuple[CodeAgent, RecordingExecutor, ScriptedModel, Backend]:
     backend = Backend()
     model = ScriptedModel(replies)
-    executor = PysolateExecutor(Host(guest_factory=in_process_guest), effects=effects, **kwargs)
+    executor = RecordingExecutor(host or in_process_host(), effects=effects, **kwargs)
     agent = CodeAgent(
         tools=backend.tools(),
         model=executor.streaming(model) if stream else model,
@@ -268,10 +292,69 @@ def test_misuse_is_refused_clearly() -> None:
     with pytest.raises(RegistrationError, match="does not have: serach"):
         agent.run("a typo in effects is not silently ignored")
     agent.cleanup()
-    executor = PysolateExecutor(Host(guest_factory=in_process_guest))
-    with pytest.raises(PysolateError, match="variables"):
+    executor = PysolateExecutor(in_process_host(), keep_state=False)
+    with pytest.raises(PysolateError, match="keep_state"):
         executor.send_variables({"x": 1})
     executor.send_variables({})
+    agent = make_agent([reply("1")], effects={"lookup": Effect.PURE})[0]
+    with pytest.raises(PysolateError, match="'when' is not plain data"):
+        agent.run("go", additional_args={"when": object()})
+    agent.cleanup()
+
+
+def test_variables_persist_across_actions_and_equal_the_sequential_session() -> None:
+    """Like smolagents' own executor, an action sees what earlier ones assigned; each
+    action equals the same turn of a session run sequentially."""
+    steps = [reply('pages = [lookup(t) for t in ["alpha", "beta"]]\nprint(len(pages))'), reply("final_answer(pages[1])")]
+    agent, executor, _, _ = make_agent(list(steps), effects={"lookup": Effect.PURE})
+    reference_agent, reference, _, _ = make_agent(list(steps), speculate=False)
+    try:
+        assert agent.run("go") == reference_agent.run("go") == "beta is documented"
+        assert len(executor.results) == len(reference.results) == 2
+        for fast, slow in zip(executor.results, reference.results, strict=True):
+            assert differences(fast, slow) == []
+        assert executor.results[0].report.claimed == 2
+    finally:
+        agent.cleanup()
+        reference_agent.cleanup()
+
+
+def test_additional_args_are_globals_and_speculation_knows_them() -> None:
+    """``additional_args`` become plain-data globals; the loop over them starts its reads
+    while the model streams (the session knows the globals earlier turns left)."""
+    code = 'found = [lookup(t) for t in topics]\nfinal_answer(len(found))'
+    agent, executor, _, _ = make_agent([reply(code)], effects={"lookup": Effect.PURE})
+    try:
+        assert agent.run("go", additional_args={"topics": ["alpha", "beta", "gamma"]}) == 3
+        assert executor.results[-1].report.claimed == 3
+    finally:
+        agent.cleanup()
+
+
+def test_without_keep_state_each_action_starts_fresh() -> None:
+    steps = [reply("x = 1"), reply("final_answer(x)"), reply("final_answer(2)")]
+    agent, _, _, _ = make_agent(steps, keep_state=False)
+    try:
+        assert agent.run("go") == 2
+        assert "NameError" in str(agent.memory.steps[2].error)
+    finally:
+        agent.cleanup()
+
+
+def test_an_action_that_stops_the_guest_says_the_variables_are_gone() -> None:
+    """A CPU limit stops the session's Guest mid-turn: that action's error says the state
+    is lost (nothing is replayed behind the model's back) and the next action runs in a new
+    session."""
+    steps = [reply("x = 1"), reply("while True:\n    pass"), reply("final_answer(x)"), reply("final_answer(3)")]
+    host = Host(limits=GuestLimits(cpu_time=1.0))
+    agent, _, _, _ = make_agent(steps, host=host, stream=False)
+    agent.max_steps = 4
+    try:
+        assert agent.run("go") == 3
+        assert "variables from earlier steps are gone" in str(agent.memory.steps[2].error)
+        assert "NameError" in str(agent.memory.steps[3].error)
+    finally:
+        agent.cleanup()
 
 
 CODE = 'x = lookup("a")\nif x:\n    print(x)  \n\nfinal_answer(x)'
