@@ -37,7 +37,14 @@ from scheduler import Observation, Probe
 
 from ._capability import CapabilityMethod
 from ._conversion import ConversionError, Encoder, to_plain
-from ._crossing import checked_result, failure_from, in_thread, invalid_result, is_tool_exception, owned_arguments
+from ._crossing import (
+    checked_result,
+    failure_from,
+    in_thread,
+    invalid_result,
+    is_tool_exception,
+    owned_arguments,
+)
 from ._guest_api import ErrorInfo, ToolFailure
 from ._result import CallOutcome, CallRecord, Lane
 from ._threads import WorkerThreads
