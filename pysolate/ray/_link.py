@@ -59,24 +59,9 @@ class Hello(_Message):
     token: Annotated[str, Field(max_length=2 * TOKEN_BYTES)]
 
 
-class _Error(_Message):
-    type: Annotated[str, Field(max_length=NAME_CHARS)]
-    message: str
-    line: int | None
-
-
 class _Isolation(_Message):
     level: Literal["process", "rlimits", "seccomp", "landlock", "namespaces"]
-    mechanisms: list[Annotated[str, Field(max_length=NAME_CHARS)]] = Field(max_length=16)
-
-
-class OutcomeFrame(_Message):
-    t: Literal["outcome"]
-    status: Literal["ok", "error", "limit", "crashed", "protocol_error"]
-    value: list[Any] | None
-    stdout: str
-    error: _Error | None
-    isolation: _Isolation
+    mechanisms: list[Annotated[str, Field(max_length=NAME_CHARS)]] = Field(max_length=64)
 
 
 class Link:
@@ -125,15 +110,42 @@ def parse_hello(payload: bytes) -> Hello:
 
 
 def parse_outcome(raw: object) -> GuestOutcome:
-    """A validated outcome frame (``ProtocolViolation`` otherwise)."""
+    """A validated outcome frame (``ProtocolViolation`` otherwise).
+
+    Checked by hand rather than by a pydantic model: stdout and error messages may hold
+    lone surrogates (a valid ``str`` the program printed or raised), which pydantic's
+    strings refuse.
+    """
+    if not isinstance(raw, dict) or set(raw) != _OUTCOME_FIELDS or raw["t"] != "outcome":
+        raise ProtocolViolation("malformed outcome: not an outcome frame")
+    status, stdout, error, isolation = raw["status"], raw["stdout"], raw["error"], raw["isolation"]
+    if status not in _STATUSES or type(stdout) is not str:
+        raise ProtocolViolation("malformed outcome: status or stdout")
     try:
-        frame = OutcomeFrame.model_validate(raw, strict=True)
-        value = None if frame.value is None else from_tagged(frame.value)
-    except (ValidationError, ValueError, RecursionError) as exc:
-        raise ProtocolViolation(f"malformed outcome: {type(exc).__name__}") from None
-    error = None if frame.error is None else ErrorInfo(frame.error.type, frame.error.message, frame.error.line)
-    isolation = Isolation(cast(Any, frame.isolation.level), tuple(frame.isolation.mechanisms))
-    return GuestOutcome(frame.status, value if frame.status == "ok" else None, frame.stdout, error, isolation)
+        value = None if raw["value"] is None or status != "ok" else from_tagged(raw["value"])
+    except (ValueError, RecursionError, TypeError) as exc:
+        raise ProtocolViolation(f"malformed outcome value: {type(exc).__name__}") from None
+    info = None
+    if error is not None:
+        if not (
+            isinstance(error, dict)
+            and set(error) == {"type", "message", "line"}
+            and type(error["type"]) is str
+            and len(error["type"]) <= NAME_CHARS
+            and type(error["message"]) is str
+            and (error["line"] is None or type(error["line"]) is int)
+        ):
+            raise ProtocolViolation("malformed outcome: error")
+        info = ErrorInfo(error["type"], error["message"], error["line"])
+    try:
+        level = _Isolation.model_validate(isolation, strict=True)
+    except ValidationError:
+        raise ProtocolViolation("malformed outcome: isolation") from None
+    return GuestOutcome(status, value, stdout, info, Isolation(cast(Any, level.level), tuple(level.mechanisms)))
+
+
+_OUTCOME_FIELDS = frozenset({"t", "status", "value", "stdout", "error", "isolation"})
+_STATUSES = frozenset({"ok", "error", "limit", "crashed", "protocol_error"})
 
 
 def outcome_message(outcome: GuestOutcome, tagged_value: object) -> dict[str, object]:
