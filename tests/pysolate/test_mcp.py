@@ -98,7 +98,7 @@ async def test_a_streamed_program_against_a_real_stdio_server_equals_the_referen
         ("kb.search", "claimed"),
         ("kb.web_search", "direct"),
         ("kb.save_note", "direct"),
-        ("kb.lookup", "direct"),  # after the write: a new view, never the early result
+        ("kb.lookup", "claimed"),  # after the write: re-speculated on the write's new view, never the pre-write result
         ("kb.fail", "direct"),  # unconfirmed closed-world proposal: never early
     ]
     assert stream.ended is not None
