@@ -132,7 +132,18 @@ class ScriptedTool:
 
 
 def _thread_time() -> float:
-    """anyio's clock from a worker thread anyio started; the monotonic clock otherwise."""
+    """anyio's clock from a worker thread anyio started; the monotonic clock otherwise.
+
+    A thread the Host abandoned (its call was cancelled or timed out) reads the monotonic
+    clock: asking the event loop could wait forever once that loop has stopped, and the
+    thread would then hold up the interpreter's exit.
+    """
+    try:
+        anyio.from_thread.check_cancelled()
+    except RuntimeError:  # not a worker thread of anyio
+        return time.monotonic()
+    except BaseException:  # the Host abandoned this call
+        return time.monotonic()
     try:
         return anyio.from_thread.run_sync(anyio.current_time)
     except RuntimeError:
