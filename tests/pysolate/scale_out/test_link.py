@@ -163,8 +163,10 @@ async def test_cancelling_a_run_kills_the_remote_guest() -> None:
             tg.start_soon(guest.run, "docs.search(1)", slow)
             await started.wait()
             tg.cancel_scope.cancel()
-    stats = await handle.node.stats()
-    assert stats["live"] == 0 and stats["alive_pids"] == [] and stats["closed"] == 1
+    with anyio.fail_after(10):  # the kill is asked for before the cancellation propagates; reaping may lag under load
+        while (stats := await handle.node.stats())["alive_pids"] or stats["live"]:
+            await anyio.sleep(0.05)
+    assert stats["closed"] == 1
 
 
 class _NoStart(GuestNode):
