@@ -45,6 +45,9 @@ class _Live:
     link: Link
     scope: anyio.CancelScope | None = None  # the running ``run``, cancelled by ``close``
     pid: int = 0
+    ran: anyio.Event = field(default_factory=anyio.Event)  # ``run`` has left its Guest alone
+    closing: bool = False  # one ``close`` does the work; others wait for ``closed``
+    closed: anyio.Event = field(default_factory=anyio.Event)
 
 
 @dataclass(slots=True)
@@ -177,21 +180,31 @@ class GuestNode:
         except (LinkClosed, ProtocolViolation, ToolFailure):
             pass  # the Host is gone or broke the protocol: nobody to report to
         finally:
+            live.ran.set()
             await self.close(gid)
 
     async def close(self, gid: str) -> None:
-        """Kill and reap the Guest and drop its link; idempotent."""
-        live = self._live.pop(gid, None)
+        """Kill and reap the Guest and drop its link; idempotent, and returns only once
+        the Guest is gone. A running ``run`` is cancelled and finishes its own cleanup
+        first: two tasks must never reap one process at once."""
+        live = self._live.get(gid)
         if live is None:
             return
-        if live.scope is not None:
-            live.scope.cancel()
         with anyio.CancelScope(shield=True):
+            if live.closing:
+                await live.closed.wait()
+                return
+            live.closing = True
+            if live.scope is not None and not live.ran.is_set():
+                live.scope.cancel()
+                await live.ran.wait()
+            self._live.pop(gid, None)
             await live.guest.aclose()
             await live.link.aclose()
-        if self._reaper is not None:
-            self._reaper.tell("-", live.pid)
-        self._counts.closed += 1
+            if self._reaper is not None:
+                self._reaper.tell("-", live.pid)
+            self._counts.closed += 1
+            live.closed.set()
 
     async def shutdown(self) -> None:
         """Close every Guest and stop the reaper (an agent that is going away on purpose)."""
