@@ -40,9 +40,6 @@ from dataclasses import dataclass
 import anyio
 import anyio.abc
 
-from occurrences._plain import NotPlain, to_tagged
-
-from .._crossing import invalid_result
 from .._exceptions import IsolationUnavailable
 from .._guest_api import (
     CallHandler,
@@ -51,13 +48,13 @@ from .._guest_api import (
     GuestOutcome,
     GuestStatus,
     Isolation,
-    ToolFailure,
 )
 from . import _confine, _isolation
 from ._cgroup import GuestCgroup, enter_cgroup
 from ._channel import Channel as _Channel
 from ._channel import ChannelClosed as _ChannelClosed
 from ._frames import Call, Done, ProtocolViolation, ReadyFrame, TurnDone, parse_guest_frame
+from ._replies import answer, granted
 from ._wire import HEADER, encode_frame
 
 START_TIMEOUT = 20.0
@@ -254,20 +251,11 @@ class SubprocessGuest:
         the handler at once (``_watch_exit``), and a call from a child already dead is
         not run at all.
         """
-        call_id = self._calls
-        if call.method not in self._granted.get(call.capability, ()):
-            message = f"{call.capability!r} has no method {call.method!r} granted to this program"
-            return self._failure(call_id, ToolFailure("AttributeError", message))
-        if self._exited:
+        if self._exited and granted(call, self._granted):
             raise _ChannelClosed  # nothing runs for a child that can no longer see the result
         self._serving = True
         try:
-            value = await handler(call.capability, call.method, call.args, call.kwargs)
-            reply = encode_frame({"t": "result", "id": call_id, "value": to_tagged(value)})
-        except ToolFailure as failure:
-            reply = self._failure(call_id, failure)
-        except NotPlain as exc:
-            reply = self._failure(call_id, invalid_result(call.capability, call.method, exc))
+            reply = encode_frame(await answer(self._calls, call, self._granted, handler))
         finally:
             self._serving = False
         if self._channel.spoke_out_of_turn():
@@ -284,14 +272,6 @@ class SubprocessGuest:
         if self._serving and self._conversation is not None:
             self._died_in_call = True
             self._conversation.cancel()
-
-    @staticmethod
-    def _failure(call_id: int, failure: ToolFailure) -> bytes:
-        try:
-            args = to_tagged(tuple(failure.exc_args))
-        except NotPlain:
-            args = to_tagged((failure.message,))
-        return encode_frame({"t": "failure", "id": call_id, "type": failure.type_name, "message": failure.message, "args": args})
 
     async def _pump_stdout(self, eof: anyio.Event) -> None:
         assert self._process.stdout is not None

@@ -36,11 +36,10 @@ import anyio.abc
 import ray
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
-from occurrences._plain import NotPlain, to_tagged
-
 from .._guest import GuestStartError
 from .._guest._frames import Call, ProtocolViolation, parse_guest_frame
-from .._guest_api import CallHandler, ErrorInfo, GuestLimits, GuestOutcome, Isolation, ToolFailure
+from .._guest._replies import answer
+from .._guest_api import CallHandler, ErrorInfo, GuestLimits, GuestOutcome, Isolation
 from ._agent import AGENT_RESOURCE, GuestNode
 from ._link import (
     HELLO_BYTES,
@@ -319,19 +318,7 @@ class RayGuest:
             calls += 1
             if calls > self._limits.max_calls:  # the node enforces it too; never trust one side
                 raise ProtocolViolation("more calls than the run allows")
-            await self._link.send(await self._serve(calls, frame, handler))
-
-    async def _serve(self, call_id: int, call: Call, handler: CallHandler) -> dict[str, object]:
-        if call.method not in self._granted.get(call.capability, ()):
-            failure = ToolFailure("AttributeError", f"{call.capability!r} has no method {call.method!r} granted to this program")
-            return _failure(call_id, failure)
-        try:
-            value = await handler(call.capability, call.method, call.args, call.kwargs)
-            return {"t": "result", "id": call_id, "value": to_tagged(value)}
-        except ToolFailure as failure:
-            return _failure(call_id, failure)
-        except NotPlain as exc:
-            return _failure(call_id, ToolFailure("TypeError", f"{call.capability}.{call.method} returned non-plain data: {exc}"))
+            await self._link.send(await answer(calls, frame, self._granted, handler))
 
     async def aclose(self) -> None:
         """Drop the link and have the agent kill the Guest (bounded); idempotent."""
@@ -346,12 +333,4 @@ class RayGuest:
 async def _close_remote(agent: Any, gid: str) -> None:
     with anyio.move_on_after(CLOSE_TIMEOUT), contextlib.suppress(Exception):  # a lost agent took its Guests along
         await agent.close.remote(gid)
-
-
-def _failure(call_id: int, failure: ToolFailure) -> dict[str, object]:
-    try:
-        args = to_tagged(tuple(failure.exc_args))
-    except NotPlain:
-        args = to_tagged((failure.message,))
-    return {"t": "failure", "id": call_id, "type": failure.type_name, "message": failure.message, "args": args}
 

@@ -1,0 +1,45 @@
+"""The Host's reply to one Guest call: what every Guest transport sends back.
+
+The local channel and the Ray link carry the same broker protocol, so they answer a call the
+same way — the grant check, the handler, the plain-data result or the failure the program
+will raise — from this one place, and a program sees the same error whichever Guest ran it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from occurrences._plain import NotPlain, to_tagged
+
+from .._crossing import invalid_result
+from .._guest_api import CallHandler, ToolFailure
+from ._frames import Call
+
+
+def granted(call: Call, grants: Mapping[str, frozenset[str]]) -> bool:
+    """Whether the program was given ``call``'s method."""
+    return call.method in grants.get(call.capability, ())
+
+
+async def answer(call_id: int, call: Call, grants: Mapping[str, frozenset[str]], handler: CallHandler) -> dict[str, object]:
+    """The ``result`` or ``failure`` message for ``call`` (the handler runs only for a
+    granted method). Exceptions other than ``ToolFailure`` propagate (Host bugs)."""
+    if not granted(call, grants):
+        message = f"{call.capability!r} has no method {call.method!r} granted to this program"
+        return failure_message(call_id, ToolFailure("AttributeError", message))
+    try:
+        value = await handler(call.capability, call.method, call.args, call.kwargs)
+        return {"t": "result", "id": call_id, "value": to_tagged(value)}
+    except ToolFailure as failure:
+        return failure_message(call_id, failure)
+    except NotPlain as exc:
+        return failure_message(call_id, invalid_result(call.capability, call.method, exc))
+
+
+def failure_message(call_id: int, failure: ToolFailure) -> dict[str, object]:
+    """The ``failure`` message; arguments that are not plain data become the message alone."""
+    try:
+        args = to_tagged(tuple(failure.exc_args))
+    except NotPlain:
+        args = to_tagged((failure.message,))
+    return {"t": "failure", "id": call_id, "type": failure.type_name, "message": failure.message, "args": args}
