@@ -120,7 +120,7 @@ def text_width(text: str, size: float) -> float:
 
 @dataclass(slots=True)
 class _Canvas:
-    """SVG parts and the label boxes placed so far (x, y, width, size)."""
+    """The SVG parts written so far, and the picture's width labels must stay inside."""
 
     width: int
     parts: list[str] = field(default_factory=list)

@@ -140,9 +140,7 @@ def _thread_time() -> float:
     """
     try:
         anyio.from_thread.check_cancelled()
-    except RuntimeError:  # not a worker thread of anyio
-        return time.monotonic()
-    except BaseException:  # the Host abandoned this call
+    except BaseException:  # not a worker thread of anyio (RuntimeError), or an abandoned call
         return time.monotonic()
     try:
         return anyio.from_thread.run_sync(anyio.current_time)

@@ -108,7 +108,8 @@ def _relay(link: Link) -> CallHandler:
         if reply.get("t") == "result":
             return from_tagged(reply["value"])
         if reply.get("t") == "failure":
-            raise ToolFailure(str(reply["type"]), str(reply["message"]), tuple(from_tagged(reply["args"])))  # type: ignore[arg-type]
+            exc_args = from_tagged(reply["args"])
+            raise ToolFailure(str(reply["type"]), str(reply["message"]), exc_args if isinstance(exc_args, tuple) else ())
         raise ProtocolViolation(f"unexpected reply {reply.get('t')!r}")
 
     return handler

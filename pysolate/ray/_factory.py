@@ -181,13 +181,7 @@ class RayGuestFactory:
         link = Link(stream, HELLO_BYTES)
         pending = None
         with anyio.move_on_after(HELLO_TIMEOUT):
-            try:
-                hello = parse_hello(await link.receive())
-            except (ProtocolViolation, LinkClosed):
-                hello = None
-            pending = None if hello is None else self._pending.get(hello.gid)
-            if pending is not None and (pending.link is not None or not hmac.compare_digest(pending.token, hello.token)):  # type: ignore[union-attr]
-                pending = None
+            pending = await self._claimed_by(link)
         if pending is None:
             self.rejected_hellos += 1
             await link.aclose()
@@ -195,6 +189,17 @@ class RayGuestFactory:
         link.max_bytes = pending.link_bytes
         pending.link = link
         pending.arrived.set()
+
+    async def _claimed_by(self, link: Link) -> _Pending | None:
+        """The waiting Guest whose id and token the link's hello names (once), else None."""
+        try:
+            hello = parse_hello(await link.receive())
+        except (ProtocolViolation, LinkClosed):
+            return None
+        pending = self._pending.get(hello.gid)
+        if pending is None or pending.link is not None or not hmac.compare_digest(pending.token, hello.token):
+            return None
+        return pending
 
     # -- the GuestFactory ------------------------------------------------------------------
 
