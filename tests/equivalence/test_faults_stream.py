@@ -84,7 +84,10 @@ async def test_iterator_raising_aborts_and_runs_nothing() -> None:
     async def chunks() -> AsyncIterator[str]:
         yield READS
         yield EFFECTS
-        await anyio.sleep(0.02)  # the early reads start and finish
+        with anyio.fail_after(10):  # the early reads start and finish (load-proof: polled)
+            while sum(c.ended is not None for c in tools.docs.calls) < 2:
+                await anyio.sleep(0.005)
+        await anyio.sleep(0.02)  # their results reach the lane
         raise ConnectionResetError("model API went away")
 
     result = await host.run_stream(chunks(), policy=QUIET.policy)
