@@ -28,7 +28,7 @@ from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 
 from .._exceptions import NotKnown
-from ..evaluator._evaluator import UNKNOWN, evaluate
+from ..evaluator import UNKNOWN, evaluate
 from ._model import OccurrenceId
 
 Origins = frozenset[object] | None

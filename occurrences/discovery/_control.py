@@ -16,8 +16,8 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from .._exceptions import NotKnown
-from ..evaluator._evaluator import UNKNOWN
-from ..evaluator._pure import truth
+from ..evaluator import UNKNOWN
+from ..evaluator._budget import truth
 from ._bindings import Binding, Scope
 from ._model import ControlFrame, ControlKind, Occurrence, OccurrenceId, PathItem
 from ._scopes import Written

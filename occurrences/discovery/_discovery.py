@@ -75,7 +75,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import replace
 from typing import Any
 
-from ..evaluator._evaluator import UNKNOWN
+from ..evaluator import UNKNOWN
 from ._bindings import (
     CapabilityRef,
     FunctionRef,

@@ -16,8 +16,8 @@ import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
 
 from .._plain import fresh_copy
-from ..evaluator._evaluator import UNKNOWN, free_names
-from ..evaluator._pure import BUILTINS
+from ..evaluator import UNKNOWN, free_names
+from ..evaluator._builtins import BUILTINS
 from ._bindings import (
     Binding,
     CapabilityRef,

@@ -17,8 +17,8 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import replace
 
 from .._exceptions import NotKnown
-from ..evaluator._evaluator import UNKNOWN, evaluate_call_arguments, free_names
-from ..evaluator._pure import BUILTINS, TYPE_NAMES
+from ..evaluator import UNKNOWN, evaluate_call_arguments, free_names
+from ..evaluator._builtins import BUILTINS, TYPE_NAMES
 from ._bindings import (
     Binding,
     CapabilityRef,
