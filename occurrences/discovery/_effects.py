@@ -46,6 +46,7 @@ from ._control import (
     _Branch,
     _Context,
     _Decision,
+    _substitute,
     _truth,
     _Waiter,
 )
@@ -194,6 +195,24 @@ class _Effects:
         if value is UNKNOWN:
             return _unknown_value(expr, captured, origins)
         return Known(value, origins)
+
+    def _value(self, node: ast.expr, ctx: _Context, subst: dict[int, tuple[str, Binding]]) -> Binding:
+        hit = subst.get(id(node))
+        if hit is not None:
+            return hit[1]
+        synthetic: dict[str, Binding] = {}
+        if subst:
+            replaced = _substitute(node, {k: name for k, (name, _) in subst.items()})
+            assert isinstance(replaced, ast.expr)
+            node = replaced
+            synthetic = dict(subst.values())
+        captured: dict[str, Binding] = {}
+        for name in free_names(node):
+            b = synthetic.get(name) if name in synthetic else ctx.scope.lookup(name)
+            if b is not None:
+                captured[name] = b
+        return self._derive(node, captured)
+
 
     @staticmethod
     def _scopes(ctx: _Context) -> tuple[Scope, ...]:

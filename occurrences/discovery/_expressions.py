@@ -1,13 +1,12 @@
-"""Discovery of the occurrences inside expressions, and expansion of calls and comprehensions.
+"""Discovery of the occurrences inside expressions, walked in CPython's evaluation order.
 
 An expression is walked in evaluation order (``_scan``): each call of a trusted capability
-method becomes an occurrence, whose arguments are evaluated by the exact evaluator once
-the results they read are in; a capability used any other way escapes; program-defined
-functions called with known arguments are expanded (their body's calls get the calling
-position in their path); comprehensions over known or resulting iterables are expanded
-one element at a time; operands that short-circuiting may skip are discardable. Nested
-capability calls are replaced by synthetic names (``$0``, ...) in a copy of the expression,
-never by mutating the AST.
+method becomes an occurrence (``_occurrences``); a capability used any other way escapes;
+calls of program-defined functions (``_functions``) and comprehensions
+(``_comprehensions``) are handed to the layers that expand them; operands that
+short-circuiting may skip are discardable; library and unknown calls apply their effects.
+Nested capability calls are replaced by synthetic names (``$0``, ...) in a copy of the
+expression, never by mutating the AST.
 """
 
 from __future__ import annotations
@@ -16,8 +15,7 @@ import ast
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import replace
 
-from .._exceptions import NotKnown
-from ..evaluator import UNKNOWN, evaluate_call_arguments, free_names
+from ..evaluator import UNKNOWN, free_names
 from ..evaluator._builtins import BUILTINS, TYPE_NAMES
 from ._bindings import (
     Binding,
@@ -28,13 +26,8 @@ from ._bindings import (
     MethodRef,
     ModuleRef,
     Mutated,
-    Origins,
     Result,
-    Scope,
     Unpacked,
-    data_origins,
-    evaluator_env,
-    is_immutable,
     may_be_mutable,
     origins_of,
     producers_of,
@@ -42,31 +35,37 @@ from ._bindings import (
     union_origins,
 )
 from ._control import (
-    MAX_CALL_DEPTH,
     NON_MUTATING_METHODS,
     OPAQUE_BUILTINS,
-    _assigned_names,
-    _bounded_items,
     _Branch,
     _Context,
-    _Exit,
     _frame,
-    _Leave,
     _listed,
-    _substitute,
     _truth,
 )
-from ._effect import Effect
-from ._effects import _Effects
-from ._model import ControlKind, MethodSpec, Occurrence, OccurrenceId, Site
-from ._scopes import Everything, Prior, may_see, scope_path
+from ._model import ControlKind
+from ._occurrences import _Occurrences
 
 
-class _Expressions(_Effects):
-    """Expression handling; ``Discovery`` adds the statements."""
+class _Expressions(_Occurrences):
+    """Expression handling; ``_Functions`` and ``_Comprehensions`` expand what it hands
+    them, ``Discovery`` adds the statements."""
 
     def _body(self, body: Sequence[ast.stmt], ctx: _Context) -> None:
         raise NotImplementedError  # statements: provided by Discovery
+
+    def _call_function(
+        self, ref: FunctionRef, call: ast.Call, ctx: _Context, subst: dict[int, tuple[str, Binding]]
+    ) -> Binding:
+        raise NotImplementedError  # provided by _Functions
+
+    def _comprehension(
+        self,
+        node: ast.ListComp | ast.SetComp | ast.GeneratorExp | ast.DictComp,
+        ctx: _Context,
+        subst: dict[int, tuple[str, Binding]],
+    ) -> None:
+        raise NotImplementedError  # provided by _Comprehensions
 
     # -- assignment targets -------------------------------------------------------------
 
@@ -133,23 +132,6 @@ class _Expressions(_Effects):
         subst: dict[int, tuple[str, Binding]] = {}
         self._scan(node, ctx, subst)
         return self._value(_listed(node), ctx, subst)
-
-    def _value(self, node: ast.expr, ctx: _Context, subst: dict[int, tuple[str, Binding]]) -> Binding:
-        hit = subst.get(id(node))
-        if hit is not None:
-            return hit[1]
-        synthetic: dict[str, Binding] = {}
-        if subst:
-            replaced = _substitute(node, {k: name for k, (name, _) in subst.items()})
-            assert isinstance(replaced, ast.expr)
-            node = replaced
-            synthetic = dict(subst.values())
-        captured: dict[str, Binding] = {}
-        for name in free_names(node):
-            b = synthetic.get(name) if name in synthetic else ctx.scope.lookup(name)
-            if b is not None:
-                captured[name] = b
-        return self._derive(node, captured)
 
     def _scan_all(self, nodes: Iterable[ast.expr | None], ctx: _Context, subst: dict[int, tuple[str, Binding]]) -> None:
         for n in nodes:
@@ -331,378 +313,3 @@ class _Expressions(_Effects):
         self._scan(func, ctx, subst)
         self._scan_all(arguments, ctx, subst)
         self._opaque(ctx)
-
-    def _occurrence(
-        self, call: ast.Call, capability: str, method: str, ctx: _Context, subst: dict[int, tuple[str, Binding]]
-    ) -> Binding:
-        spec = self._capabilities.get(capability, {}).get(method)
-        effect = spec.effect if spec is not None else Effect.UNKNOWN
-        prior = ctx.written.prior(capability)
-        scope: Binding = UNKNOWN  # the value of the declared scope argument, where it matters
-        if (
-            ctx.emit  # a body followed once for its effects may run with other values
-            and spec is not None
-            and spec.scope is not None
-            and effect is not Effect.UNKNOWN
-            and (effect.may_write or (prior and not isinstance(prior, Everything)))
-        ):
-            scope = self._scope_argument(call, spec, ctx, subst)
-        if effect.may_write:
-            # Only a scope known now narrows a write: waiting would make what follows
-            # depend on when results arrive.
-            ctx.written.add_scoped(capability, None if producers_of(scope) else scope_path(resolve(scope, self._results)))
-        if not ctx.emit:
-            # Unknown, but plain data of its own: the Guest gets every result fresh.
-            return Mutated(frozenset({self._origin(call)}))
-        if ctx.path and not self._may_expand(1):
-            return UNKNOWN
-        site = Site(
-            capability,
-            method,
-            call.lineno,
-            call.col_offset,
-            call.end_lineno if call.end_lineno is not None else call.lineno,
-            call.end_col_offset if call.end_col_offset is not None else call.col_offset,
-            ctx.control,
-        )
-        oid = OccurrenceId(site, ctx.path)
-        args_call: ast.AST = call
-        synthetic: dict[str, Binding] = {}
-        if subst:
-            args_call = _substitute(call, {k: name for k, (name, _) in subst.items()})
-            synthetic = dict(subst.values())
-        assert isinstance(args_call, ast.Call)
-        captured: dict[str, Binding] = {}
-        data: frozenset[OccurrenceId] = frozenset()
-        for name in free_names(args_call):
-            b = synthetic.get(name) if name in synthetic else ctx.scope.lookup(name)
-            if b is None or isinstance(b, CapabilityRef | MethodRef | FunctionRef):
-                continue
-            captured[name] = b
-            p = producers_of(b)
-            if p:
-                data = data | p
-        control: frozenset[OccurrenceId] = frozenset()
-        for branch in ctx.branches:
-            if branch.producers:  # decided or not: the graph's shape must not depend on timing
-                control = control | branch.producers
-        pre_write, overlapping = self._pre_write(prior, scope, effect)
-        discardable, dead = self._control_of(ctx.branches)
-        occurrence = Occurrence(oid, effect, pre_write, data, control, discardable, dead, self._order)
-        self._order += 1
-        if ctx.branches:
-            self._branches_of[oid] = ctx.branches
-            for branch in ctx.branches:
-                branch.members.append(oid)
-        self._sink.discovered(occurrence)
-        final_call = args_call
-        self._when_known(data, lambda: self._arguments(oid, final_call, captured, overlapping))
-        return Result(oid) if effect.speculable and pre_write else UNKNOWN
-
-    def _scope_argument(
-        self, call: ast.Call, spec: MethodSpec, ctx: _Context, subst: dict[int, tuple[str, Binding]]
-    ) -> Binding:
-        """The binding of the argument ``call`` passes for ``spec.scope``; ``UNKNOWN`` when
-        it cannot be told from the source (``*args``/``**kwargs``, omitted for its default,
-        passed twice)."""
-        found: ast.expr | None = None
-        for keyword in call.keywords:
-            if keyword.arg is None:
-                return UNKNOWN
-            if keyword.arg == spec.scope:
-                found = keyword.value
-        position = spec.scope_position
-        if position is not None:
-            if any(isinstance(a, ast.Starred) for a in call.args):
-                return UNKNOWN
-            if position < len(call.args):
-                if found is not None:
-                    return UNKNOWN
-                found = call.args[position]
-        return UNKNOWN if found is None else self._value(found, ctx, subst)
-
-    def _pre_write(self, prior: Prior, scope: Binding, effect: Effect) -> tuple[bool, Callable[[], bool] | None]:
-        """Whether a call of ``scope`` after the writes ``prior`` is pre-write, and, when that
-        waits on results its scope reads, the test to apply once they are in (the call is
-        then provisionally pre-write)."""
-        if not prior:
-            return True, None
-        if isinstance(prior, Everything) or scope is UNKNOWN:
-            return False, None
-        if not producers_of(scope):
-            return not may_see(prior, scope_path(resolve(scope, self._results))), None
-        if not effect.speculable:
-            return False, None  # never early anyway: nothing to wait for
-        return True, lambda: may_see(prior, scope_path(resolve(scope, self._results)))
-
-    def _arguments(
-        self,
-        oid: OccurrenceId,
-        call: ast.Call,
-        captured: dict[str, Binding],
-        overlapping: Callable[[], bool] | None = None,
-    ) -> None:
-        """Report the call's arguments, or that they are unknown - also when ``overlapping``
-        finds that a write before it may have changed what it reads (it is not pre-write:
-        it must never run early, and what reads its result is unknown)."""
-        try:
-            args, kwargs = evaluate_call_arguments(call, evaluator_env(captured, self._results))
-        except (NotKnown, RecursionError):
-            self._sink.arguments_unknown(oid)
-            return
-        if overlapping is not None and overlapping():
-            self._sink.arguments_unknown(oid)
-            return
-        self._sink.arguments_known(oid, args, kwargs)
-
-    # -- functions ----------------------------------------------------------------------
-
-    def _call_function(
-        self, ref: FunctionRef, call: ast.Call, ctx: _Context, subst: dict[int, tuple[str, Binding]]
-    ) -> Binding:
-        if self._harmless(ref.node, ctx):
-            return UNKNOWN  # it only computes a value, which the evaluator does not follow
-        bound = self._bind_parameters(ref, call, ctx, subst)
-        if bound is None and self._walk_for_effects(ref, call, ctx, subst):
-            return UNKNOWN
-        if (
-            bound is None
-            or not ctx.emit
-            or ctx.depth >= MAX_CALL_DEPTH
-            or not self._may_expand(1)
-        ):
-            self._opaque(ctx)
-            return UNKNOWN
-        fn = ref.node
-        assert isinstance(fn, ast.FunctionDef)
-        local = Scope(ctx.globals)
-        for name, b in bound.items():
-            local.bind(name, b)
-        exit_ = _Exit(ctx.branches)
-        inner = _Context(
-            scope=local,
-            globals=ctx.globals,
-            written=ctx.written,
-            path=(*ctx.path, (call.lineno, call.col_offset)),
-            control=(_frame(ControlKind.FUNCTION, fn),),
-            branches=ctx.branches,
-            emit=True,
-            depth=ctx.depth + 1,
-            loop=None,
-            function=exit_,
-        )
-        value: Binding = Known(None)
-        try:
-            with self._expanding():
-                self._body(fn.body, inner)
-        except _Leave as leave:
-            value = leave.value
-        return UNKNOWN if exit_.maybe else value
-
-    def _walk_for_effects(
-        self, ref: FunctionRef, call: ast.Call, ctx: _Context, subst: dict[int, tuple[str, Binding]]
-    ) -> bool:
-        """A call whose arguments are not all known: when its body can be followed, apply
-        only what it may do (writes, mutations, unknown code it calls) by walking it once
-        without reporting occurrences, its parameters holding unknown values; True if done.
-
-        Left to ``_opaque`` (False): code not followed exactly itself, a call from inside
-        a function (the body's mutations must reach every name that may see them, and only
-        the module's are in reach), a function that is not plainly expandable (decorated,
-        ``global``/``nonlocal``, generators, ``*args``...), and a module handed to it.
-        Program functions it calls are unknown code in turn, so recursion stops at once."""
-        fn = ref.node
-        if (
-            not ctx.emit
-            or ctx.scope is not ctx.globals
-            or not ref.expandable
-            or not isinstance(fn, ast.FunctionDef)
-        ):
-            return False
-        arguments = [*call.args, *(k.value for k in call.keywords)]
-        if any(isinstance(ctx.scope.lookup(n), ModuleRef) for a in arguments for n in free_names(a)):
-            return False
-        if not self._may_expand(1):
-            return False
-        local = Scope(ctx.globals)
-        for name, origins in self._parameter_origins(ref, call, ctx, subst).items():
-            local.bind(name, UNKNOWN if origins is None else Mutated(origins))
-        inner = replace(ctx, scope=local, emit=False, depth=ctx.depth + 1, loop=None, function=None)
-        with self._expanding():
-            self._body(fn.body, inner)
-        return True
-
-    def _parameter_origins(
-        self, ref: FunctionRef, call: ast.Call, ctx: _Context, subst: dict[int, tuple[str, Binding]]
-    ) -> dict[str, Origins]:
-        """What each parameter of ``ref`` may share structure with in ``call``: its argument's
-        origins, a default's (a mutable default is shared by every call: anything), or, when
-        the call does not map arguments to parameters plainly, all of them together."""
-        params = [a.arg for a in ref.node.args.args]
-        defaults = dict(zip(params[len(params) - len(ref.defaults) :], ref.defaults, strict=True))
-        pairs = [*zip(params, call.args, strict=False), *((k.arg, k.value) for k in call.keywords)]
-        found = {name: data_origins(self._value(expr, ctx, subst)) for name, expr in pairs}
-        plain = (
-            len(call.args) <= len(params)
-            and not any(isinstance(a, ast.Starred) for a in call.args)
-            and len(found) == len(pairs)
-            and set(found) <= set(params)
-        )
-        if not plain:
-            everything = union_origins([*found.values(), *(frozenset() if is_immutable(d) else None for d in ref.defaults)])
-            return dict.fromkeys(params, everything)
-        return {
-            name: found[name] if name in found else (frozenset() if is_immutable(defaults.get(name, UNKNOWN)) else None)
-            for name in params
-        }
-
-    def _bind_parameters(
-        self, ref: FunctionRef, call: ast.Call, ctx: _Context, subst: dict[int, tuple[str, Binding]]
-    ) -> dict[str, Binding] | None:
-        """Known arguments bound to ``ref``'s parameters, or None when not expandable."""
-        if not ref.expandable:
-            return None
-        params = [a.arg for a in ref.node.args.args]
-        if len(call.args) > len(params):
-            return None
-        bound: dict[str, Binding] = {}
-        pairs = [*zip(params, call.args, strict=False), *((k.arg, k.value) for k in call.keywords)]
-        for name, expr in pairs:
-            if name is None or name not in params or name in bound or isinstance(expr, ast.Starred):
-                return None
-            b = self._value(expr, ctx, subst)
-            if not isinstance(b, Known):
-                return None
-            bound[name] = b
-        for name, default in zip(params[len(params) - len(ref.defaults) :], ref.defaults, strict=True):
-            bound.setdefault(name, Known(default))
-        return bound if len(bound) == len(params) else None
-
-    # -- comprehensions -----------------------------------------------------------------
-
-    def _comprehension(
-        self,
-        node: ast.ListComp | ast.SetComp | ast.GeneratorExp | ast.DictComp,
-        ctx: _Context,
-        subst: dict[int, tuple[str, Binding]],
-    ) -> None:
-        first = node.generators[0]
-        self._scan(first.iter, ctx, subst)
-        targets = frozenset(n for g in node.generators for n in _assigned_names(g.target))
-        if not self._calls_out(node, ctx, targets):
-            self._dry_comprehension(node, ctx, targets)
-            return  # the evaluator computes its value, if it can
-        iterable = self._value(_listed(first.iter), ctx, subst)
-        subst[id(node)] = (f"${len(subst)}", UNKNOWN)
-        producers = producers_of(iterable)
-        if ctx.emit and not producers:
-            items = _bounded_items(resolve(iterable, self._results))
-            if items is not None:
-                overlay = Scope(ctx.scope)
-                if self._expand_comprehension(node, 0, items, origins_of(iterable), overlay, ctx):
-                    self._merge(overlay, ctx, targets)
-                    return
-        elif ctx.emit:
-            base, written = ctx.scope.snapshot(node), ctx.written.copy()
-
-            def later() -> None:
-                items = _bounded_items(resolve(iterable, self._results))
-                if items is not None:
-                    deferred = replace(ctx, scope=base, globals=base, written=written)
-                    self._expand_comprehension(node, 0, items, origins_of(iterable), Scope(base), deferred)
-
-            self._when_known(producers, later)
-        self._dry_comprehension(node, ctx, targets)
-
-    def _calls_out(self, node: ast.AST, ctx: _Context, shadowed: frozenset[str]) -> bool:
-        """Whether ``node`` calls a capability method or a program-defined function."""
-        for inner in ast.walk(node):
-            if not isinstance(inner, ast.Call):
-                continue
-            func = inner.func
-            if isinstance(func, ast.Attribute):
-                func = func.value
-            if isinstance(func, ast.Name) and func.id not in shadowed:
-                b = ctx.scope.lookup(func.id)
-                if isinstance(b, CapabilityRef | MethodRef | FunctionRef):
-                    return True
-        return False
-
-    def _dry_comprehension(self, node: ast.expr, ctx: _Context, targets: frozenset[str]) -> None:
-        assert isinstance(node, ast.ListComp | ast.SetComp | ast.GeneratorExp | ast.DictComp)
-        overlay = Scope(ctx.scope)
-        dry = replace(
-            ctx, scope=overlay, globals=overlay if ctx.globals is ctx.scope else ctx.globals, emit=False
-        )
-        parts = [node.key, node.value] if isinstance(node, ast.DictComp) else [node.elt]
-
-        def once() -> None:
-            for name in targets:
-                overlay.bind(name, UNKNOWN)
-            subst: dict[int, tuple[str, Binding]] = {}
-            for index, g in enumerate(node.generators):
-                if index:
-                    self._scan(g.iter, dry, subst)
-                self._scan_all(g.ifs, dry, subst)
-            self._scan_all(parts, dry, subst)
-
-        self._repeatedly(once, overlay, dry, [node])
-        self._merge(overlay, ctx, targets)
-
-    def _expand_comprehension(
-        self,
-        node: ast.ListComp | ast.SetComp | ast.GeneratorExp | ast.DictComp,
-        level: int,
-        items: list[object],
-        origins: Origins,
-        overlay: Scope,
-        ctx: _Context,
-    ) -> bool:
-        if not self._may_expand(len(items)):
-            return False
-        with self._expanding():
-            self._elements(node, level, items, origins, overlay, ctx)
-        return True
-
-    def _elements(
-        self,
-        node: ast.ListComp | ast.SetComp | ast.GeneratorExp | ast.DictComp,
-        level: int,
-        items: list[object],
-        origins: Origins,
-        overlay: Scope,
-        ctx: _Context,
-    ) -> None:
-        generator = node.generators[level]
-        base = replace(ctx, scope=overlay)
-        if level == 0:
-            base.control = (*ctx.control, _frame(ControlKind.COMPREHENSION, node, "element"))
-        for index, item in enumerate(items):
-            if not self._may_expand(0):
-                # Out of time: the rest is not expanded, so what it may do is not known.
-                self._opaque(ctx)
-                return
-            element = replace(base, path=(*ctx.path, index))
-            self._assign(generator.target, Known(item, origins), element)
-            for condition in generator.ifs:
-                test = self._expr(condition, element)
-                producers = producers_of(test)
-                decided = None if producers else _truth(resolve(test, self._results))
-                if decided is False:
-                    break
-                if decided is None:
-                    branch = _Branch(producers)
-                    element = replace(element, branches=(*element.branches, branch))
-                    if producers:
-                        self._when_known(producers, self._decider(test, [branch], []))
-            else:
-                if level + 1 < len(node.generators):
-                    inner = self._iterable(node.generators[level + 1].iter, element)
-                    inner_items = None if producers_of(inner) else _bounded_items(resolve(inner, self._results))
-                    if inner_items is not None:
-                        self._expand_comprehension(node, level + 1, inner_items, origins_of(inner), overlay, element)
-                elif isinstance(node, ast.DictComp):
-                    self._expr(node.key, element)
-                    self._expr(node.value, element)
-                else:
-                    self._expr(node.elt, element)

@@ -15,8 +15,12 @@ import pytest
 
 import occurrences.discovery._effects
 from occurrences import Discovery, Effect, MethodSpec, Occurrence, OccurrenceId
-from occurrences.discovery._control import NON_MUTATING_METHODS
-from occurrences.discovery._discovery import MAX_CALL_DEPTH, MAX_EXPANSIONS, MAX_ITERATIONS
+from occurrences.discovery._control import (
+    MAX_CALL_DEPTH,
+    MAX_EXPANSIONS,
+    MAX_ITERATIONS,
+    NON_MUTATING_METHODS,
+)
 
 CAPS = {
     "docs": {
