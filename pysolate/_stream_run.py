@@ -41,7 +41,7 @@ from occurrences import (
     fresh_copy,
     tool_name,
 )
-from occurrences._pending import Pending
+from occurrences.parser._pending import Pending
 from scheduler import EventGraph, LanePolicy, Node, Observation, Respeculation, SpeculativeLane
 
 from ._broker import RunScope

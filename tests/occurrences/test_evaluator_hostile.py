@@ -13,9 +13,9 @@ from collections.abc import Mapping
 
 import pytest
 
-import occurrences._evaluator as evaluator_module
+import occurrences.evaluator._evaluator as evaluator_module
 from occurrences import UNKNOWN, Limits, NotKnown, evaluate
-from occurrences._pure import Budget
+from occurrences.evaluator._pure import Budget
 
 
 class SpyBudget(Budget):

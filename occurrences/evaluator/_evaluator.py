@@ -27,8 +27,8 @@ import ast
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Final, TypeVar
 
-from ._exceptions import NotKnown
-from ._plain import fresh_copy
+from .._exceptions import NotKnown
+from .._plain import fresh_copy
 from ._pure import (
     BUILTINS,
     DEFAULT_LIMITS,

@@ -75,6 +75,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import replace
 from typing import Any
 
+from ..evaluator._evaluator import UNKNOWN
 from ._bindings import (
     CapabilityRef,
     FunctionRef,
@@ -114,7 +115,6 @@ from ._control import (
 from ._control import (
     DiscoverySink as DiscoverySink,
 )
-from ._evaluator import UNKNOWN
 from ._expressions import _Expressions
 from ._model import ControlKind, OccurrenceId
 

@@ -15,6 +15,9 @@ import contextlib
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
 
+from .._plain import fresh_copy
+from ..evaluator._evaluator import UNKNOWN, free_names
+from ..evaluator._pure import BUILTINS
 from ._bindings import (
     Binding,
     CapabilityRef,
@@ -46,11 +49,8 @@ from ._control import (
     _truth,
     _Waiter,
 )
-from ._evaluator import UNKNOWN, free_names
 from ._model import FUNCTIONS, MethodSpec, OccurrenceId
-from ._plain import fresh_copy
 from ._prior import PRIOR_ORIGIN, PriorGlobals
-from ._pure import BUILTINS
 from ._scopes import Written
 
 MAX_PASSES = 3

@@ -16,6 +16,9 @@ import ast
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import replace
 
+from .._exceptions import NotKnown
+from ..evaluator._evaluator import UNKNOWN, evaluate_call_arguments, free_names
+from ..evaluator._pure import BUILTINS, TYPE_NAMES
 from ._bindings import (
     Binding,
     CapabilityRef,
@@ -55,10 +58,7 @@ from ._control import (
 )
 from ._effect import Effect
 from ._effects import _Effects
-from ._evaluator import UNKNOWN, evaluate_call_arguments, free_names
-from ._exceptions import NotKnown
 from ._model import ControlKind, MethodSpec, Occurrence, OccurrenceId, Site
-from ._pure import BUILTINS, TYPE_NAMES
 from ._scopes import Everything, Prior, may_see, scope_path
 
 

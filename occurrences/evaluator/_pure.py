@@ -33,8 +33,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from ._exceptions import NotKnown
-from ._plain import MAX_DEPTH
+from .._exceptions import NotKnown
+from .._plain import MAX_DEPTH
 
 
 @dataclass(frozen=True, slots=True)
