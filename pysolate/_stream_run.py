@@ -28,7 +28,7 @@ import dataclasses
 import functools
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Protocol
+from typing import Protocol
 
 import anyio
 
@@ -47,6 +47,7 @@ from scheduler import EventGraph, LanePolicy, Node, Observation, Respeculation, 
 from ._broker import RunScope
 from ._guest_api import CallHandler, ErrorInfo, Guest, GuestFactory, GuestLimits, GuestOutcome
 from ._result import ObservationRecord, RunReport, RunResult, RunStatus
+from ._run_host import RunHost
 from ._seal import rejection, seal
 from ._timeline import TimelineRecorder
 from .passes import BatchFusion, PassConfig, PassOutcome, apply_source_passes
@@ -54,8 +55,6 @@ from .passes._projection import speculative_statements
 from .streams import CodeReader, StreamError
 from .tracing import RunTrace, source_hash
 
-if TYPE_CHECKING:
-    from ._host import Host
 
 @dataclass(slots=True)
 class _GuestStarter:
@@ -127,7 +126,7 @@ class _Aborted(Exception):
 
 
 async def run_stream(
-    host: Host,
+    host: RunHost,
     reader: CodeReader,
     *,
     speculate: bool = True,
@@ -327,7 +326,7 @@ async def _seal(
     return final
 
 
-def _lens(host: Host) -> Callable[[Sequence[ast.stmt]], Sequence[ast.stmt]] | None:
+def _lens(host: RunHost) -> Callable[[Sequence[ast.stmt]], Sequence[ast.stmt]] | None:
     """How discovery reads accepted statements: as the pushdown pass will derive them, or
     (None) as they are."""
     if host.passes is None or not host.passes.projection_pushdown:
@@ -341,7 +340,7 @@ def _tree(final: Snapshot) -> ast.Module:
     return ast.Module(body=list(final.statements), type_ignores=[])
 
 
-def _apply_passes(host: Host, config: PassConfig, final: Snapshot) -> tuple[str, tuple[PassOutcome, ...]]:
+def _apply_passes(host: RunHost, config: PassConfig, final: Snapshot) -> tuple[str, tuple[PassOutcome, ...]]:
     """The program the Guest runs: the sealed source or its derived form (``pysolate.passes``)."""
     passes = config.source_passes()
     if not passes:
