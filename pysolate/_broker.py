@@ -33,7 +33,7 @@ from typing import Any, Protocol, runtime_checkable
 import anyio
 
 from occurrences import CallKey, MethodSpec, NotPlain, check_plain, fresh_copy, tool_name
-from scheduler import Observation, Probe
+from scheduler import BranchSpeculation, Observation, Probe
 
 from ._capability import CapabilityMethod
 from ._conversion import ConversionError, Encoder, to_plain
@@ -270,13 +270,6 @@ class Claims(Protocol):
     def end_formal(self, obs: Observation, value: object = None, error: BaseException | None = None) -> None: ...
 
 
-class BranchClaims(Protocol):
-    """In-order claims of early writes on a branch's layers (``scheduler.BranchSpeculation``)."""
-
-    def branched(self, capability: str) -> bool: ...
-    async def claim_write(self, capability: str, key: CallKey) -> Observation | None: ...
-
-
 class RunScope:
     """Everything one run owns; its ``handler`` is what the Guest calls.
 
@@ -320,7 +313,7 @@ class RunScope:
         self._t0: float | None = None  # anyio.current_time() at the first call or start()
         self._clock: Callable[[], float] = anyio.current_time  # the same clock, looked up at start()
         self.claims: Claims | None = None  # set by a speculating run before the Guest starts
-        self.branches: BranchClaims | None = None  # likewise, when it speculates branch writes
+        self.branches: BranchSpeculation | None = None  # likewise, when it speculates branch writes
         # Told when a Guest call that may write returned or failed, so reads that follow
         # it can start on the new view (``scheduler.Respeculation``); set by speculating runs.
         self.on_written: Callable[[str, CallKey], object] | None = None

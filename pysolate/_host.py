@@ -40,17 +40,18 @@ from ._capability import FunctionTools, capability_function, capability_methods,
 from ._conversion import Encoder
 from ._exceptions import IsolationUnavailable, RegistrationError
 from ._guest_api import GuestFactory, GuestLimits, GuestOutcome, Isolation, SessionGuestFactory
-from ._result import RunReport, RunResult, RunStatus
+from ._result import RunReport, RunResult, RunStatus, sequential_report
 from ._seal import rejection, seal
+from ._session import Session, SessionLimits, default_session_factory
+from ._stream_run import run_stream
 from ._threads import ThreadStatistics, WorkerThreads
 from ._workspace import run_workspaces
+from .passes import PassConfig
 from .streams import DEFAULT_DEADLINE, DEFAULT_IDLE_TIMEOUT, Code, CodeReader
 from .tracing import GLOBAL_INSTRUMENT, NULL_INSTRUMENT, Instrument, RunTrace, source_hash
 
 if TYPE_CHECKING:
     from ._guest._isolation import IsolationChoice, Level
-    from ._session import Session, SessionLimits
-    from .passes import PassConfig
 
 DEFAULT_THREADS = 16
 """Worker threads the Host's sync capability methods may occupy at once (per event loop)."""
@@ -300,8 +301,6 @@ class Host:
         with nothing of the program run. Cancellation propagates after stopping early work
         and killing the Guest.
         """
-        from ._stream_run import run_stream
-
         reader = CodeReader(chunks, code, idle_timeout=idle_timeout, deadline=deadline)
         try:
             return await run_stream(self, reader, speculate=speculate, policy=policy, limits=limits)
@@ -364,7 +363,8 @@ class Host:
         except BaseException:
             trace.ended("aborted", counts={"logical": len(scope.calls), "physical": scope.physical})
             raise
-        result = self._result(outcome, scope, wall=anyio.current_time() - t0, guest=guest_seconds)
+        report = sequential_report(scope.calls, scope.physical, wall=anyio.current_time() - t0, guest=guest_seconds)
+        result = self.result_from(outcome, scope, report)
         result = dataclasses.replace(result, source=source)
         counts = {
             name: getattr(result.report, name)
@@ -379,8 +379,6 @@ class Host:
         Use as ``async with host.session() as session:``; ``limits`` bound the session as a
         whole, ``guest_limits`` (default: the Host's) each turn.
         """
-        from ._session import Session, SessionLimits, default_session_factory
-
         factory = self._session_factory or default_session_factory(self._level or "strongest")  # the Host's level
         return Session(self, factory, limits or SessionLimits(), guest_limits or self.limits)
 
@@ -391,19 +389,6 @@ class Host:
             return self._guest_factory
         assert self._level is not None
         return _default_guest_factory(self._level)
-
-    def _result(self, outcome: GuestOutcome, scope: RunScope, *, wall: float, guest: float) -> RunResult:
-        calls = scope.calls
-        report = RunReport(
-            logical=len(calls),
-            physical=scope.physical,
-            direct=sum(1 for c in calls if c.lane == "direct"),
-            claimed=sum(1 for c in calls if c.lane == "claimed"),
-            wall_seconds=wall,
-            guest_seconds=guest,
-            tool_seconds=sum(c.duration for c in calls),
-        )
-        return self.result_from(outcome, scope, report)
 
     def result_from(self, outcome: GuestOutcome, scope: RunScope, report: RunReport) -> RunResult:
         """The result of a run whose Guest produced ``outcome``.

@@ -35,7 +35,7 @@ from scheduler import Node, Observation, Probe
 from ._broker import BoundCall, OutcomeUnknown, RunScope, call_key, execute
 
 if TYPE_CHECKING:
-    from ._host import Host
+    from ._run_host import RunHost
 
 Execute = Callable[[Node, Observation, object], Awaitable[object]]
 """Runs one early call on the given layer object (``_stream_run``: binding and tracing)."""
@@ -126,7 +126,7 @@ def _scope(value: object) -> str | None:
     return None if not parts or ".." in parts else "/".join(parts)
 
 
-async def call_on_layer(host: Host, layer: object, call: BoundCall, probe: Probe) -> object:
+async def call_on_layer(host: RunHost, layer: object, call: BoundCall, probe: Probe) -> object:
     """Execute ``call`` early on ``layer``, a speculative copy of the run's branch: a read,
     or a write (nothing else). ``_broker.execute``'s errors and cancellation behaviour."""
     cap = host.registration(call.capability).methods[call.method]

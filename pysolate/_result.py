@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 import enum
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Literal
 
@@ -21,7 +22,7 @@ from ._timeline import Timeline
 
 if TYPE_CHECKING:
     from ._workspace import Workspace
-    from .passes import PassOutcome
+    from .passes._framework import PassOutcome
 
 
 class RunStatus(enum.StrEnum):
@@ -145,6 +146,20 @@ class RunReport:
 _COUNTS = (
     "logical", "physical", "claimed", "direct", "shared", "cancelled", "late", "orphaned", "discarded", "early_writes",
 )
+
+
+def sequential_report(calls: Sequence[CallRecord], physical: int, *, wall: float, guest: float) -> RunReport:
+    """The report of a run without speculation (``run_source``, a session's sequential turn):
+    every count comes from the program's own calls."""
+    return RunReport(
+        logical=len(calls),
+        physical=physical,
+        direct=sum(1 for c in calls if c.lane == "direct"),
+        claimed=sum(1 for c in calls if c.lane == "claimed"),
+        wall_seconds=wall,
+        guest_seconds=guest,
+        tool_seconds=sum(c.duration for c in calls),
+    )
 
 
 @dataclass(frozen=True, slots=True)

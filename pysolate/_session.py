@@ -59,15 +59,16 @@ from ._guest_api import (
     SessionGuest,
     SessionGuestFactory,
 )
-from ._result import RunReport, RunResult, RunStatus
+from ._result import RunReport, RunResult, RunStatus, sequential_report
+from ._run_host import RunHost
 from ._seal import rejection, seal
+from ._stream_run import run_stream
 from ._workspace import Workspace
 from .streams import DEFAULT_DEADLINE, DEFAULT_IDLE_TIMEOUT, Code, CodeReader
 from .tracing import RunTrace, source_hash
 
 if TYPE_CHECKING:
     from ._guest._isolation import IsolationChoice
-    from ._host import Host
 
 MAX_CARRIED = 256
 """Early results of rejected turns kept for the next turn (the oldest go first)."""
@@ -178,7 +179,7 @@ class Session:
 
     def __init__(
         self,
-        host: Host,
+        host: RunHost,
         factory: SessionGuestFactory,
         limits: SessionLimits,
         guest_limits: GuestLimits,
@@ -307,8 +308,6 @@ class Session:
         Cancellation stops the stream's early work; if the Guest had the program it is
         stopped too and the session is broken.
         """
-        from ._stream_run import run_stream
-
         reader = CodeReader(chunks, code, idle_timeout=idle_timeout, deadline=deadline)
         turn = self._begin()
         try:
@@ -362,7 +361,7 @@ class Session:
             trace.ended("aborted", counts={"logical": len(scope.calls), "physical": scope.physical})
             raise
         now = anyio.current_time()
-        result = host._result(outcome, scope, wall=now - t0, guest=now - g0)
+        result = host.result_from(outcome, scope, sequential_report(scope.calls, scope.physical, wall=now - t0, guest=now - g0))
         trace.ended(result.status.value, counts=result.report.counts(), error_type=result.error.type if result.error else None)
         return result
 

@@ -28,7 +28,7 @@ import dataclasses
 import functools
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Protocol
+from typing import Protocol
 
 import anyio
 
@@ -41,7 +41,7 @@ from occurrences import (
     fresh_copy,
     tool_name,
 )
-from occurrences._pending import Pending
+from occurrences.parser._pending import Pending
 from scheduler import (
     BranchSpeculation,
     EventGraph,
@@ -56,6 +56,7 @@ from ._broker import RunScope
 from ._guest_api import CallHandler, ErrorInfo, Guest, GuestFactory, GuestLimits, GuestOutcome
 from ._layers import RunLayers, call_on_layer
 from ._result import ObservationRecord, RunReport, RunResult, RunStatus
+from ._run_host import RunHost
 from ._seal import rejection, seal
 from ._timeline import TimelineRecorder
 from .passes import BatchFusion, PassConfig, PassOutcome, apply_source_passes
@@ -63,8 +64,6 @@ from .passes._projection import speculative_statements
 from .streams import CodeReader, StreamError
 from .tracing import RunTrace, source_hash
 
-if TYPE_CHECKING:
-    from ._host import Host
 
 @dataclass(slots=True)
 class _GuestStarter:
@@ -136,7 +135,7 @@ class _Aborted(Exception):
 
 
 async def run_stream(
-    host: Host,
+    host: RunHost,
     reader: CodeReader,
     *,
     speculate: bool = True,
@@ -269,7 +268,7 @@ async def run_stream(
         late=stats.late,
         orphaned=stats.orphaned,
         discarded=stats.discarded,
-        early_writes=scope.branches.statistics().writes if isinstance(scope.branches, BranchSpeculation) else 0,
+        early_writes=scope.branches.statistics().writes if scope.branches is not None else 0,
         wall_seconds=wall,
         guest_seconds=(guest_ended - guest_started) if guest_ended is not None and guest_started is not None else 0.0,
         tool_seconds=sum(c.duration for c in calls),
@@ -345,7 +344,7 @@ async def _seal(
 
 
 def _branch_writes(
-    host: Host,
+    host: RunHost,
     scope: RunScope,
     graph: EventGraph,
     lane: SpeculativeLane,
@@ -370,7 +369,7 @@ def _branch_writes(
     return branches
 
 
-def _lens(host: Host) -> Callable[[Sequence[ast.stmt]], Sequence[ast.stmt]] | None:
+def _lens(host: RunHost) -> Callable[[Sequence[ast.stmt]], Sequence[ast.stmt]] | None:
     """How discovery reads accepted statements: as the pushdown pass will derive them, or
     (None) as they are."""
     if host.passes is None or not host.passes.projection_pushdown:
@@ -384,7 +383,7 @@ def _tree(final: Snapshot) -> ast.Module:
     return ast.Module(body=list(final.statements), type_ignores=[])
 
 
-def _apply_passes(host: Host, config: PassConfig, final: Snapshot) -> tuple[str, tuple[PassOutcome, ...]]:
+def _apply_passes(host: RunHost, config: PassConfig, final: Snapshot) -> tuple[str, tuple[PassOutcome, ...]]:
     """The program the Guest runs: the sealed source or its derived form (``pysolate.passes``)."""
     passes = config.source_passes()
     if not passes:

@@ -45,9 +45,9 @@ from types import MappingProxyType
 import networkx as nx
 
 from occurrences import CallKey, Effect, PriorGlobals, fresh_copy
-from occurrences._model import MethodSpec, Occurrence, OccurrenceId, Site
-from occurrences._pending import Pending
-from occurrences._provisional import ProvisionalDiscovery, provisional_generation
+from occurrences.discovery._model import MethodSpec, Occurrence, OccurrenceId, Site
+from occurrences.discovery._provisional import ProvisionalDiscovery, provisional_generation
+from occurrences.parser._pending import Pending
 
 from ._state import DISPOSITIONS, State, transition
 

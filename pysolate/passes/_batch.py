@@ -24,7 +24,7 @@ from __future__ import annotations
 import functools
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import anyio
 
@@ -39,7 +39,20 @@ from ..tracing import source_hash
 from ._framework import Applied, NotApplicable, PassOutcome
 
 if TYPE_CHECKING:
-    from .._host import Host
+    from .._broker import Registration
+    from .._threads import WorkerThreads
+
+
+class BatchHost(Protocol):
+    """What batch fusion needs of the Host (``pysolate.Host`` implements it): the
+    capabilities' batch laws, the root to run on, the call timeout and worker threads."""
+
+    call_timeout: float
+    threads: WorkerThreads
+
+    def registration(self, name: str) -> Registration: ...
+
+    async def call_root(self, capability: str, method: str, call: BoundCall, *, probe: Probe | None = None) -> object: ...
 
 NAME = "capability_batch_fusion"
 
@@ -87,7 +100,7 @@ class _Batch:
 class BatchFusion:
     """The batching executor of one run (one per ``run_stream``)."""
 
-    def __init__(self, host: Host, policy: BatchPolicy | None = None) -> None:
+    def __init__(self, host: BatchHost, policy: BatchPolicy | None = None) -> None:
         self._host = host
         self._policy = policy or BatchPolicy()
         self._open: dict[tuple[object, ...], _Batch] = {}  # group -> batch still taking members

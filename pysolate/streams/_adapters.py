@@ -39,6 +39,7 @@ from collections.abc import AsyncIterator
 from typing import Any, Final
 
 from ._errors import StreamCut, StreamError
+from ._events import events_of
 
 ABSENT: Final = object()
 """What ``get`` returns for a field an event does not have."""
@@ -162,8 +163,6 @@ async def text_chunks(stream: object) -> AsyncIterator[str]:
     is not a stream at all (with a hint for an un-entered stream manager or an
     un-awaited coroutine).
     """
-    from ._reader import events_of
-
     index = 0
     async for event in events_of(stream):
         reason = cut_reason(event)

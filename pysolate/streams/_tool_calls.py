@@ -31,6 +31,7 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 from ._adapters import ABSENT, StreamShapeError, field, get
+from ._events import events_of
 
 CHAT_HELPER_ARGS_DELTA = "tool_calls.function.arguments.delta"
 CHAT_HELPER_ARGS_DONE = "tool_calls.function.arguments.done"
@@ -145,8 +146,6 @@ async def tool_arguments(stream: object, tool: str) -> AsyncIterator[str]:
     and the stream's own exceptions propagate unchanged. Decode the text with
     ``json.loads`` or, incrementally, ``run_stream(code=ToolCallCode(tool))``.
     """
-    from ._reader import events_of
-
     selector = ToolCallSelector(tool)
     index = 0
     async for event in events_of(stream):

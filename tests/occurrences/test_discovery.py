@@ -13,10 +13,14 @@ from dataclasses import dataclass
 
 import pytest
 
-import occurrences._effects
+import occurrences.discovery._effects
 from occurrences import Discovery, Effect, MethodSpec, Occurrence, OccurrenceId
-from occurrences._control import NON_MUTATING_METHODS
-from occurrences._discovery import MAX_CALL_DEPTH, MAX_EXPANSIONS, MAX_ITERATIONS
+from occurrences.discovery._control import (
+    MAX_CALL_DEPTH,
+    MAX_EXPANSIONS,
+    MAX_ITERATIONS,
+    NON_MUTATING_METHODS,
+)
 
 CAPS = {
     "docs": {
@@ -536,7 +540,7 @@ def test_a_conditional_expression_on_a_result_resolves_when_it_arrives() -> None
 
 
 def test_expansion_stops_when_its_time_budget_is_spent(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(occurrences._effects, "MAX_EXPANSION_SECONDS", 0.0)
+    monkeypatch.setattr(occurrences.discovery._effects, "MAX_EXPANSION_SECONDS", 0.0)
     src = 'for f in ["a", "b"]:\n    docs.get(f)\ndef g(x):\n    docs.search(x)\ng(1)\ndocs.get("top")\n'
     assert show(src) == ["docs.get@6 ('top',) post"], "nothing expanded; g(1) is then unknown code"
 

@@ -27,7 +27,7 @@ from occurrences import (
     OccurrenceId,
     canonical_arguments,
 )
-from occurrences._effects import MAX_PASSES, MAX_REPEATED_NESTING
+from occurrences.discovery._effects import MAX_PASSES, MAX_REPEATED_NESTING
 from scheduler import EventGraph
 
 CAPS = {

@@ -15,7 +15,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from occurrences import Discovery, Effect, MethodSpec, Occurrence, OccurrenceId
-from occurrences._scopes import MAX_WRITTEN_SCOPES, Paths, may_see, overlaps, scope_path
+from occurrences.discovery._scopes import MAX_WRITTEN_SCOPES, Paths, may_see, overlaps, scope_path
 
 READ, WRITE = Effect.IMMUTABLE_READ, Effect.WRITE
 

@@ -13,9 +13,9 @@ from collections.abc import Mapping
 
 import pytest
 
-import occurrences._evaluator as evaluator_module
+import occurrences.evaluator._walker as walker_module
 from occurrences import UNKNOWN, Limits, NotKnown, evaluate
-from occurrences._pure import Budget
+from occurrences.evaluator._budget import Budget
 
 
 class SpyBudget(Budget):
@@ -32,7 +32,7 @@ class SpyBudget(Budget):
 @pytest.fixture(autouse=True)
 def spy(monkeypatch: pytest.MonkeyPatch) -> type[SpyBudget]:
     SpyBudget.peak = 0
-    monkeypatch.setattr(evaluator_module, "Budget", SpyBudget)
+    monkeypatch.setattr(walker_module, "Budget", SpyBudget)
     return SpyBudget
 
 

@@ -14,7 +14,7 @@ import warnings
 import pytest
 
 from occurrences import PrefixParser, SealError, Snapshot
-from occurrences._scanner import LineScanner
+from occurrences.parser._scanner import LineScanner
 
 
 def dumps(statements: object) -> list[str]:

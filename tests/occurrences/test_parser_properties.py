@@ -19,7 +19,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from occurrences import PrefixParser, SealError, Snapshot
-from occurrences._parser import _COMPOUND
+from occurrences.parser._parser import _COMPOUND
 
 FRAGMENTS = [
     "x = 1\n",

@@ -1,32 +1,12 @@
-"""Test doubles shipped with Pysolate: scripted tools, an in-memory workspace, an
-in-process Guest.
+"""The in-process Guest and session: the Guest seam inside the Host process, for fast Host tests.
 
-- ``scripted_tool(name=Script(...), ...)`` builds a capability object whose methods have a
-  set latency, effect and version, compute their result (or raise) with a plain Python
-  function whose signature they take, and record every call: arguments, start and end on
-  anyio's clock (so a mock clock makes them exact), outcome.
-- ``memory_workspace({"a.txt": "..."})`` is a frozen ``Workspace`` built from a dict.
-- ``InProcessGuest`` implements the Guest seam (``_guest_api``) inside the Host process:
-  the program runs in a worker thread, in a fresh namespace whose globals are capability
-  proxies; ``print`` writes to the run's captured stdout. It shows the program exactly
-  what the subprocess Guest shows (``_guest_errors``), so Host tests run fast against it.
-
-``InProcessGuest`` is NOT a security boundary: the program shares the Host's interpreter.
-It applies the real Guest's rules an honest program meets (``_guest_view``): only the
-standard library imports, and ``os.environ`` is empty; but ``sys.modules``, files and
-sockets still reach the Host. Its limits are cooperative: the wall
-time ends the run but a thread stuck in pure computation keeps running until it next
-prints or calls a tool; there is no CPU or memory limit. Output written to ``sys.stdout``
-directly (not through ``print``) is not captured. Use it only for trusted test programs.
-"""
+NOT a security boundary (see ``pysolate.testing``): it applies the rules an honest program
+meets, not the subprocess Guest's confinement."""
 
 from __future__ import annotations
 
 import builtins
-import inspect
 import io
-import threading
-import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -34,13 +14,11 @@ from typing import Any, Literal
 import anyio
 import anyio.from_thread
 
-from occurrences import FUNCTIONS, Effect, NotPlain, check_plain, fresh_copy
+from occurrences import FUNCTIONS, NotPlain, check_plain, fresh_copy
 
-from ._capability import capability
-from ._crossing import check_arguments
-from ._equivalence import differences, observable
-from ._guest._turn_report import reported_globals
-from ._guest_api import (
+from .._crossing import check_arguments
+from .._guest._turn_report import reported_globals
+from .._guest_api import (
     CallHandler,
     ErrorInfo,
     GuestLimits,
@@ -49,166 +27,14 @@ from ._guest_api import (
     ToolFailure,
     TurnOutcome,
 )
-from ._guest_errors import (
+from .._guest_errors import (
     error_line,
     rebuild_exception,
     safe_repr,
     safe_str,
     split_program,
 )
-from ._guest_view import guest_import
-from ._invariants import check_invariants
-from ._workspace import Workspace
-
-__all__ = [
-    "InProcessGuest",
-    "InProcessSession",
-    "Script",
-    "ScriptedCall",
-    "ScriptedTool",
-    "check_invariants",
-    "differences",
-    "in_process_guest",
-    "in_process_session",
-    "memory_workspace",
-    "observable",
-    "scripted_tool",
-]
-
-
-# -- scripted tools ---------------------------------------------------------------------------
-
-
-@dataclass(frozen=True, slots=True)
-class Script:
-    """How one scripted method behaves.
-
-    ``behaviour`` gives the method its signature and computes its result from the
-    arguments; raising from it makes the call fail. ``latency`` seconds pass before it is
-    called (``anyio.sleep`` for async methods, so a mock clock skips them; ``time.sleep``
-    for sync ones, which run in a worker thread).
-    """
-
-    behaviour: Callable[..., object]
-    effect: Effect = Effect.UNKNOWN
-    version: str = "0"
-    latency: float = 0.0
-    sync: bool = False
-
-
-@dataclass(slots=True, eq=False)
-class ScriptedCall:
-    """One call of a scripted method; ``ended``/``outcome`` are set when it ends."""
-
-    method: str
-    args: tuple[object, ...]
-    kwargs: dict[str, object]
-    started: float
-    ended: float | None = None
-    outcome: Literal["running", "ok", "error", "cancelled"] = "running"
-
-
-class ScriptedTool:
-    """Base of the classes ``scripted_tool`` builds; holds the call record."""
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()  # sync methods record from worker threads
-        self._calls: list[ScriptedCall] = []
-
-    @property
-    def calls(self) -> list[ScriptedCall]:
-        """Every call so far, in the order they started."""
-        with self._lock:
-            return list(self._calls)
-
-    def calls_to(self, method: str) -> list[ScriptedCall]:
-        return [c for c in self.calls if c.method == method]
-
-    def _begin(self, method: str, args: tuple[object, ...], kwargs: dict[str, object], now: float) -> ScriptedCall:
-        call = ScriptedCall(method, args, kwargs, now)
-        with self._lock:
-            self._calls.append(call)
-        return call
-
-
-def _thread_time() -> float:
-    """anyio's clock from a worker thread anyio started; the monotonic clock otherwise.
-
-    A thread the Host abandoned (its call was cancelled or timed out) reads the monotonic
-    clock: asking the event loop could wait forever once that loop has stopped, and the
-    thread would then hold up the interpreter's exit.
-    """
-    try:
-        anyio.from_thread.check_cancelled()
-    except BaseException:  # not a worker thread of anyio (RuntimeError), or an abandoned call
-        return time.monotonic()
-    try:
-        return anyio.from_thread.run_sync(anyio.current_time)
-    except RuntimeError:
-        return time.monotonic()
-
-
-def _scripted_method(name: str, script: Script) -> Callable[..., Any]:
-    params = list(inspect.signature(script.behaviour).parameters.values())
-    self_param = inspect.Parameter("self", inspect.Parameter.POSITIONAL_ONLY)
-    signature = inspect.Signature([self_param, *params])
-    behaviour, latency = script.behaviour, script.latency
-
-    def finish(call: ScriptedCall, outcome: Literal["ok", "error", "cancelled"], now: float) -> None:
-        call.ended, call.outcome = now, outcome
-
-    method: Callable[..., Any]
-    if script.sync:
-
-        def method(self: ScriptedTool, *args: object, **kwargs: object) -> object:
-            call = self._begin(name, args, kwargs, _thread_time())
-            try:
-                if latency:
-                    time.sleep(latency)
-                result = behaviour(*args, **kwargs)
-            except BaseException:
-                finish(call, "error", _thread_time())
-                raise
-            finish(call, "ok", _thread_time())
-            return result
-
-    else:
-
-        async def method(self: ScriptedTool, *args: object, **kwargs: object) -> object:
-            call = self._begin(name, args, kwargs, anyio.current_time())
-            try:
-                if latency:
-                    await anyio.sleep(latency)
-                result = behaviour(*args, **kwargs)
-                if inspect.isawaitable(result):
-                    result = await result
-            except anyio.get_cancelled_exc_class():
-                finish(call, "cancelled", anyio.current_time())
-                raise
-            except BaseException:
-                finish(call, "error", anyio.current_time())
-                raise
-            finish(call, "ok", anyio.current_time())
-            return result
-
-    method.__name__ = method.__qualname__ = name
-    method.__signature__ = signature  # type: ignore[attr-defined]
-    return capability(effect=script.effect, version=script.version)(method)
-
-
-def scripted_tool(**scripts: Script) -> ScriptedTool:
-    """A capability object with one scripted method per keyword (name → ``Script``)."""
-    namespace = {name: _scripted_method(name, script) for name, script in scripts.items()}
-    cls = type("ScriptedTool", (ScriptedTool,), namespace)
-    return cls()
-
-
-def memory_workspace(files: Mapping[str, str | bytes], dirs: Sequence[str] = ()) -> Workspace:
-    """A frozen in-memory workspace holding ``files`` (str content is UTF-8) and ``dirs``."""
-    return Workspace.from_files(files, dirs)
-
-
-# -- the in-process Guest ----------------------------------------------------------------------
+from .._guest_view import guest_import
 
 
 class _Abort(BaseException):

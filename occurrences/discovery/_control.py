@@ -15,11 +15,11 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Protocol
 
+from .._exceptions import NotKnown
+from ..evaluator import UNKNOWN
+from ..evaluator._budget import truth
 from ._bindings import Binding, Scope
-from ._evaluator import UNKNOWN
-from ._exceptions import NotKnown
 from ._model import ControlFrame, ControlKind, Occurrence, OccurrenceId, PathItem
-from ._pure import truth
 from ._scopes import Written
 
 MAX_ITERATIONS = 256

@@ -1,24 +1,10 @@
-"""The exact, bounded argument evaluator: a call's arguments computed in the Host.
+"""The evaluator's walk over an expression's AST, one handler per node type.
 
-Speculation needs a call's arguments before the Guest runs. This module computes the value
-of an expression from the accepted prefix *exactly as CPython would*, or says it cannot
-(``NotKnown``). Exactness comes from using CPython's own operators, builtins and methods,
-never reimplementations; safety comes from applying them only to plain values and only
-after bounds are checked (``_pure``). It walks the AST by node type with a refusing
-fallback, in the manner of pyflakes' checker: any node it does not know is ``NotKnown``.
-
-What it never does: call anything outside the whitelist, read any attribute except a
-whitelisted method in call position, touch a dunder name, evaluate ``lambda``, ``:=``,
-``await`` or ``yield``, mutate a value from ``env``, or return a mutable container that
-aliases one. Every CPython exception (``KeyError``, ``ZeroDivisionError``, ...) becomes
-``NotKnown``: the Guest raises the real one at run time, and a wrong guess here could only
-cost a wasted early read, never a different result (the claim is the gate).
-
-Comprehensions follow CPython's scoping: the first iterable is evaluated in the enclosing
-scope, every ``for`` target is local to the comprehension (reading it before it is bound is
-an error), and nothing leaks out. Iterators (generator expressions, ``zip``, ``map``, ...)
-are drained eagerly and bounded; that can only turn a value CPython would compute lazily
-into ``NotKnown``, never into a different value.
+Handlers are dispatched by node type with a refusing fallback, in the manner of pyflakes'
+checker: any node not in ``_HANDLERS`` is ``NotKnown``. Each handler computes its node's
+value with CPython's own operators, builtins and methods (``_operators``, ``_builtins``,
+``_methods``) on values the ``Budget`` has measured. Comprehensions and lambdas follow
+CPython's scoping (``Scope``: a stack of frames, innermost last).
 """
 
 from __future__ import annotations
@@ -27,53 +13,14 @@ import ast
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Final, TypeVar
 
-from ._exceptions import NotKnown
-from ._plain import fresh_copy
-from ._pure import (
-    BUILTINS,
-    DEFAULT_LIMITS,
-    TYPE_NAMES,
-    Budget,
-    BuiltinRef,
-    Closure,
-    Lazy,
-    Limits,
-    binary,
-    call_builtin,
-    call_method,
-    compare,
-    format_value,
-    truth,
-    unary,
-)
-
-__all__ = [
-    "DEFAULT_LIMITS",
-    "UNKNOWN",
-    "Limits",
-    "evaluate",
-    "evaluate_call_arguments",
-    "free_names",
-]
-
-
-class _Unknown:
-    """Type of ``UNKNOWN``: a binding whose value the Host cannot know."""
-
-    __slots__ = ()
-
-    def __repr__(self) -> str:
-        return "UNKNOWN"
-
-    def __reduce__(self) -> str:
-        return "UNKNOWN"  # copies and pickles stay the one sentinel, so `is UNKNOWN` holds
-
-
-UNKNOWN: Final = _Unknown()
-"""Bind a name to this in ``env`` when it is bound to a value the Host does not know.
-
-The name still shadows any builtin of the same name; reading it gives ``NotKnown``.
-"""
+from .._exceptions import NotKnown
+from .._plain import fresh_copy
+from ._budget import Budget, BuiltinRef, Closure, Lazy, Limits, truth
+from ._builtins import BUILTINS, TYPE_NAMES, call_builtin, format_value
+from ._free_names import target_names
+from ._methods import call_method
+from ._operators import binary, compare, unary
+from ._unknown import UNKNOWN
 
 _CONVERSIONS: Final = {-1: None, 115: "str", 114: "repr", 97: "ascii"}  # f"{x!s}", !r, !a
 _UNBOUND: Final = object()  # a comprehension-local name not yet assigned
@@ -85,47 +32,7 @@ Scope = tuple[dict[str, object], ...]  # comprehension scopes, innermost last
 T = TypeVar("T")
 
 
-def evaluate(
-    node: ast.expr, env: Mapping[str, object], *, limits: Limits = DEFAULT_LIMITS
-) -> object:
-    """The value of ``node`` computed exactly as CPython would, or raise ``NotKnown``.
-
-    ``env`` holds the names bound where the expression runs. A name bound to ``UNKNOWN``
-    gives ``NotKnown``; a name absent from ``env`` is a whitelisted pure builtin or
-    ``NotKnown``; a name present in ``env`` is never the builtin. The result is immutable or
-    a fresh copy sharing nothing mutable with ``env``.
-
-    Raises:
-        NotKnown: the value is unknown, unsafe to compute in the Host, exceeds a limit, or
-            CPython itself would raise while computing it. Nothing else is ever raised.
-    """
-    walker = _Walker(env, limits)
-    return walker.run(lambda: walker.export(walker.eval(node, ())))
-
-
-def evaluate_call_arguments(
-    call: ast.Call, env: Mapping[str, object], *, limits: Limits = DEFAULT_LIMITS
-) -> tuple[tuple[object, ...], dict[str, object]]:
-    """``(args, kwargs)`` of ``call`` with ``*`` and ``**`` arguments expanded, or ``NotKnown``.
-
-    One budget covers all the arguments. Every value is exported like ``evaluate``'s
-    result (fresh, nothing aliasing ``env``).
-
-    Raises:
-        NotKnown: as for ``evaluate``, for any argument; also for a repeated keyword.
-    """
-    walker = _Walker(env, limits)
-
-    def compute() -> tuple[tuple[object, ...], dict[str, object]]:
-        args, kwargs = walker.arguments(call, ())
-        return tuple(walker.export(a) for a in args), {
-            k: walker.export(v) for k, v in kwargs.items()
-        }
-
-    return walker.run(compute)
-
-
-class _Walker:
+class Walker:
     """One evaluation: the environment, its budget and the current recursion depth."""
 
     __slots__ = ("_budget", "_depth", "_env", "_limits")
@@ -379,7 +286,7 @@ class _Walker:
             raise NotKnown("async or empty comprehension")
         local: dict[str, object] = {}
         for gen in generators:
-            for name in _target_names(gen.target):
+            for name in target_names(gen.target):
                 local[name] = _UNBOUND
         first = self._budget.items(self.eval(generators[0].iter, scope))
         for produced, _ in enumerate(self._loop(generators, 0, first, (*scope, local))):
@@ -499,80 +406,26 @@ class _Walker:
 
 
 _HANDLERS: dict[type, Callable[..., object]] = {
-    ast.Constant: _Walker._constant,
-    ast.Name: _Walker._name,
-    ast.BinOp: _Walker._binop,
-    ast.UnaryOp: _Walker._unaryop,
-    ast.BoolOp: _Walker._boolop,
-    ast.Compare: _Walker._compare,
-    ast.IfExp: _Walker._ifexp,
-    ast.JoinedStr: _Walker._joinedstr,
-    ast.FormattedValue: _Walker._formattedvalue,
-    ast.Subscript: _Walker._subscript,
-    ast.Tuple: _Walker._tuple,
-    ast.List: _Walker._list,
-    ast.Set: _Walker._set,
-    ast.Dict: _Walker._dict,
-    ast.ListComp: _Walker._listcomp,
-    ast.SetComp: _Walker._setcomp,
-    ast.DictComp: _Walker._dictcomp,
-    ast.GeneratorExp: _Walker._generatorexp,
-    ast.Call: _Walker._call,
-    ast.Lambda: _Walker._lambda,
+    ast.Constant: Walker._constant,
+    ast.Name: Walker._name,
+    ast.BinOp: Walker._binop,
+    ast.UnaryOp: Walker._unaryop,
+    ast.BoolOp: Walker._boolop,
+    ast.Compare: Walker._compare,
+    ast.IfExp: Walker._ifexp,
+    ast.JoinedStr: Walker._joinedstr,
+    ast.FormattedValue: Walker._formattedvalue,
+    ast.Subscript: Walker._subscript,
+    ast.Tuple: Walker._tuple,
+    ast.List: Walker._list,
+    ast.Set: Walker._set,
+    ast.Dict: Walker._dict,
+    ast.ListComp: Walker._listcomp,
+    ast.SetComp: Walker._setcomp,
+    ast.DictComp: Walker._dictcomp,
+    ast.GeneratorExp: Walker._generatorexp,
+    ast.Call: Walker._call,
+    ast.Lambda: Walker._lambda,
 }
 """Node types the evaluator understands; every other node (NamedExpr, Await,
 Yield, Attribute outside a call, Starred outside a display, ...) is NotKnown."""
-
-
-def _target_names(target: ast.AST) -> Iterator[str]:
-    """Names a ``for`` target binds (nested tuples and starred included)."""
-    stack = [target]
-    while stack:
-        node = stack.pop()
-        if isinstance(node, ast.Name):
-            yield node.id
-        elif isinstance(node, ast.Tuple | ast.List):
-            stack.extend(node.elts)
-        elif isinstance(node, ast.Starred):
-            stack.append(node.value)
-
-
-def free_names(node: ast.AST) -> frozenset[str]:
-    """Names ``node`` reads from its enclosing scope.
-
-    Names bound by a comprehension (or lambda parameters) inside ``node`` are excluded
-    where they are local; the first iterable of a comprehension and lambda defaults are read
-    in the enclosing scope, as in CPython. Iterative, so any nesting depth is fine.
-    """
-    found: set[str] = set()
-    stack: list[tuple[ast.AST, frozenset[str]]] = [(node, frozenset())]
-    while stack:
-        current, bound = stack.pop()
-        if isinstance(current, ast.Name):
-            if isinstance(current.ctx, ast.Load) and current.id not in bound:
-                found.add(current.id)
-        elif isinstance(current, ast.ListComp | ast.SetComp | ast.GeneratorExp | ast.DictComp):
-            gens = current.generators
-            if not gens:
-                continue
-            inner = bound | {n for g in gens for n in _target_names(g.target)}
-            stack.append((gens[0].iter, bound))
-            for i, g in enumerate(gens):
-                if i:
-                    stack.append((g.iter, inner))
-                stack.extend((cond, inner) for cond in g.ifs)
-                stack.append((g.target, inner))  # a subscript target reads names
-            if isinstance(current, ast.DictComp):
-                stack.append((current.key, inner))
-                stack.append((current.value, inner))
-            else:
-                stack.append((current.elt, inner))
-        elif isinstance(current, ast.Lambda):
-            a = current.args
-            params = [*a.posonlyargs, *a.args, *a.kwonlyargs]
-            params += [p for p in (a.vararg, a.kwarg) if p is not None]
-            stack.extend((d, bound) for d in [*a.defaults, *a.kw_defaults] if d is not None)
-            stack.append((current.body, bound | {p.arg for p in params}))
-        else:
-            stack.extend((child, bound) for child in ast.iter_child_nodes(current))
-    return frozenset(found)

@@ -44,7 +44,7 @@ import warnings
 from dataclasses import dataclass
 from typing import Final
 
-from ._exceptions import SealError
+from .._exceptions import SealError
 from ._pending import Pending, pending
 from ._scanner import LineScanner
 from ._snapshot import Snapshot
@@ -188,7 +188,7 @@ class PrefixParser:
         return Snapshot.view(self._statements, before, self._end, self._source_text)
 
     def pending(self) -> Pending | None:
-        """A provisional parse of the unfinished statement (``occurrences._pending``), when
+        """A provisional parse of the unfinished statement (``occurrences.parser._pending``), when
         it gained complete lines since the last call; None otherwise, or when nothing can
         be taken from it. For discovery only: none of it is accepted, and it may change.
         """

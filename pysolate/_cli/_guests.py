@@ -1,7 +1,6 @@
 """Where the CLI's Guests run: on this machine, or on a Ray cluster (``--guests ray``).
 
-Kept apart from ``_cli`` so that Ray is imported only when asked for, and so the command
-module stays about commands.
+Kept in its own module so that Ray is imported only when asked for (``--guests ray``).
 """
 
 from __future__ import annotations
@@ -11,7 +10,7 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Literal
 
-from ._guest_api import GuestFactory
+from .._guest_api import GuestFactory
 
 GuestsChoice = Literal["local", "ray"]
 
@@ -32,7 +31,7 @@ async def guests(choice: GuestsChoice) -> AsyncIterator[GuestFactory | None]:
         yield None
         return
     try:
-        from .ray import RayGuestFactory
+        from ..ray import RayGuestFactory
     except ImportError as exc:
         raise GuestsUnavailable(f"{exc} (needed for --guests ray)") from None
     address = os.environ.get("RAY_ADDRESS")

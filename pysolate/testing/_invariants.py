@@ -1,8 +1,4 @@
-"""The accounting invariants every finished run must hold (issue 6), for tests.
-
-Re-exported by ``pysolate.testing``; split from it because it checks results, while the
-rest of that module makes test doubles.
-"""
+"""The accounting invariants every finished run must hold, as one assertion a test can call."""
 
 from __future__ import annotations
 
@@ -10,7 +6,7 @@ from collections.abc import Mapping
 
 from occurrences import Effect, MethodSpec
 
-from ._result import RunResult
+from .._result import RunResult
 
 _EARLY_DISPOSITIONS = frozenset({"claimed", "cancelled", "late", "orphaned", "discarded"})
 

@@ -27,8 +27,8 @@ import ast
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 
-from ._evaluator import UNKNOWN, evaluate
-from ._exceptions import NotKnown
+from .._exceptions import NotKnown
+from ..evaluator import UNKNOWN, evaluate
 from ._model import OccurrenceId
 
 Origins = frozenset[object] | None

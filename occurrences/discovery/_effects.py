@@ -15,6 +15,9 @@ import contextlib
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
 
+from .._plain import fresh_copy
+from ..evaluator import UNKNOWN, free_names
+from ..evaluator._builtins import BUILTINS
 from ._bindings import (
     Binding,
     CapabilityRef,
@@ -43,14 +46,12 @@ from ._control import (
     _Branch,
     _Context,
     _Decision,
+    _substitute,
     _truth,
     _Waiter,
 )
-from ._evaluator import UNKNOWN, free_names
 from ._model import FUNCTIONS, MethodSpec, OccurrenceId
-from ._plain import fresh_copy
 from ._prior import PRIOR_ORIGIN, PriorGlobals
-from ._pure import BUILTINS
 from ._scopes import Written
 
 MAX_PASSES = 3
@@ -194,6 +195,24 @@ class _Effects:
         if value is UNKNOWN:
             return _unknown_value(expr, captured, origins)
         return Known(value, origins)
+
+    def _value(self, node: ast.expr, ctx: _Context, subst: dict[int, tuple[str, Binding]]) -> Binding:
+        hit = subst.get(id(node))
+        if hit is not None:
+            return hit[1]
+        synthetic: dict[str, Binding] = {}
+        if subst:
+            replaced = _substitute(node, {k: name for k, (name, _) in subst.items()})
+            assert isinstance(replaced, ast.expr)
+            node = replaced
+            synthetic = dict(subst.values())
+        captured: dict[str, Binding] = {}
+        for name in free_names(node):
+            b = synthetic.get(name) if name in synthetic else ctx.scope.lookup(name)
+            if b is not None:
+                captured[name] = b
+        return self._derive(node, captured)
+
 
     @staticmethod
     def _scopes(ctx: _Context) -> tuple[Scope, ...]:

@@ -1,0 +1,66 @@
+"""Which names an expression reads from its enclosing scope, without evaluating it.
+
+Discovery needs this before anything is known: the names a call's arguments read decide
+which earlier results it waits for. It follows CPython's scoping exactly as the evaluator
+does (``target_names`` is shared by both): comprehension targets and lambda parameters are
+local where CPython makes them local.
+"""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterator
+
+
+def target_names(target: ast.AST) -> Iterator[str]:
+    """Names a ``for`` target binds (nested tuples and starred included)."""
+    stack = [target]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, ast.Name):
+            yield node.id
+        elif isinstance(node, ast.Tuple | ast.List):
+            stack.extend(node.elts)
+        elif isinstance(node, ast.Starred):
+            stack.append(node.value)
+
+
+def free_names(node: ast.AST) -> frozenset[str]:
+    """Names ``node`` reads from its enclosing scope.
+
+    Names bound by a comprehension (or lambda parameters) inside ``node`` are excluded
+    where they are local; the first iterable of a comprehension and lambda defaults are read
+    in the enclosing scope, as in CPython. Iterative, so any nesting depth is fine.
+    """
+    found: set[str] = set()
+    stack: list[tuple[ast.AST, frozenset[str]]] = [(node, frozenset())]
+    while stack:
+        current, bound = stack.pop()
+        if isinstance(current, ast.Name):
+            if isinstance(current.ctx, ast.Load) and current.id not in bound:
+                found.add(current.id)
+        elif isinstance(current, ast.ListComp | ast.SetComp | ast.GeneratorExp | ast.DictComp):
+            gens = current.generators
+            if not gens:
+                continue
+            inner = bound | {n for g in gens for n in target_names(g.target)}
+            stack.append((gens[0].iter, bound))
+            for i, g in enumerate(gens):
+                if i:
+                    stack.append((g.iter, inner))
+                stack.extend((cond, inner) for cond in g.ifs)
+                stack.append((g.target, inner))  # a subscript target reads names
+            if isinstance(current, ast.DictComp):
+                stack.append((current.key, inner))
+                stack.append((current.value, inner))
+            else:
+                stack.append((current.elt, inner))
+        elif isinstance(current, ast.Lambda):
+            a = current.args
+            params = [*a.posonlyargs, *a.args, *a.kwonlyargs]
+            params += [p for p in (a.vararg, a.kwarg) if p is not None]
+            stack.extend((d, bound) for d in [*a.defaults, *a.kw_defaults] if d is not None)
+            stack.append((current.body, bound | {p.arg for p in params}))
+        else:
+            stack.extend((child, bound) for child in ast.iter_child_nodes(current))
+    return frozenset(found)
