@@ -295,11 +295,18 @@ def snapshot(directory: Path) -> dict[str, bytes]:
 
 
 @pytest.mark.parametrize("ending", ["syntax error", "stream fails"])
-async def test_a_stream_that_does_not_seal_after_a_write_leaves_root_and_directory_untouched(tmp_path: Path, ending: str) -> None:
-    (tmp_path / "a.txt").write_text("alpha")
-    before = snapshot(tmp_path)
-    root = SlowWorkspace.frozen(tmp_path)
+async def test_a_stream_that_does_not_seal_after_a_write_leaves_root_and_committed_state_untouched(
+    tmp_path: Path, ending: str
+) -> None:
+    source_dir, committed = tmp_path / "source", tmp_path / "committed"
+    source_dir.mkdir()
+    (source_dir / "a.txt").write_text("alpha")
+    before = snapshot(source_dir)
+    root = SlowWorkspace.frozen(source_dir)
     host = make_host(root=root)
+    ok = await host.run_stream(Stream("workspace.write_text('kept.txt', 'ok run')\n"))
+    ok.workspaces["workspace"].commit(committed)
+    was_committed = snapshot(committed)
 
     async def chunks() -> AsyncIterator[str]:
         yield "workspace.write_text('a.txt', 'changed')\n"
@@ -313,7 +320,8 @@ async def test_a_stream_that_does_not_seal_after_a_write_leaves_root_and_directo
     assert result.status == ("rejected" if ending == "syntax error" else "aborted")
     assert result.report.early_writes == 2 and result.report.discarded == 2
     assert result.workspaces == {}
-    assert root.state_files() == {"a.txt": b"alpha"} and snapshot(tmp_path) == before
+    assert root.state_files() == {"a.txt": b"alpha"} and snapshot(source_dir) == before
+    assert snapshot(committed) == was_committed == {"a.txt": b"alpha", "kept.txt": b"ok run"}
     check_invariants(result, host.method_specs())
 
 
