@@ -377,3 +377,41 @@ async def test_layer_work_is_traced_on_the_branch_lane_with_its_disposition() ->
     assert result.timeline is not None
     kinds = {bar.kind for bar in result.timeline.lane("speculative")}
     assert {"claimed", "discarded"} <= kinds
+
+
+async def test_a_write_under_an_undecided_if_waits_and_runs_early_once_it_is_taken() -> None:
+    source = "\n".join(
+        [
+            "if workspace.read_text('b.txt') == 'beta':",  # decided by an early read of the root
+            "    workspace.write_text('a.txt', 'taken')",
+            "workspace.write_text('c.txt', 'after')",
+            "workspace.read_text('a.txt')",
+            "",
+        ]
+    )
+    result = await both(source)
+    assert result.value == "taken"
+    assert [how for _, _, how in lanes(result)] == ["claimed", "layer", "layer", "layer"]
+
+
+class TouchingWorkspace(SlowWorkspace):
+    """A workspace with a method the Host could not qualify (``unknown``)."""
+
+    @capability(effect=Effect.UNKNOWN, version=VERSION)
+    async def touch(self, path: str) -> None:
+        await self.write_text(path, "touched")
+
+
+async def test_an_unknown_call_on_the_branch_ends_early_writes_for_the_run() -> None:
+    source = "workspace.write_text('a.txt', 'one')\nworkspace.touch('b.txt')\nworkspace.write_text('c.txt', 'two')\n"
+
+    def host() -> Host:
+        h = Host(guest_factory=in_process_guest)
+        h.register("workspace", TouchingWorkspace.from_files(FILES))
+        return h
+
+    streamed = await host().run_stream(Stream(source))
+    reference = await host().run_source(source, speculate=False)
+    assert differences(reference, streamed) == []
+    assert [how for _, _, how in lanes(streamed)] == ["layer", "direct", "direct"]
+    assert streamed.workspaces["workspace"].changes() == {"a.txt": b"one", "b.txt": b"touched", "c.txt": b"two"}
