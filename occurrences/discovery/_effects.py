@@ -18,6 +18,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from .._plain import fresh_copy
 from ..evaluator import UNKNOWN, free_names
 from ..evaluator._builtins import BUILTINS
+from ..evaluator._free_names import walk
 from ._bindings import (
     Binding,
     CapabilityRef,
@@ -152,11 +153,11 @@ class _Effects:
         ctx.written.update(self._capabilities)
         self._mutated(ctx)
         called = set()
-        for inner in ast.walk(node):
+        for inner in walk(node):
             if isinstance(inner, ast.Call):
                 func = inner.func.value if isinstance(inner.func, ast.Attribute) else inner.func
                 called.add(id(func))
-        for inner in ast.walk(node):
+        for inner in walk(node):
             if isinstance(inner, ast.Name):
                 b = ctx.scope.lookup(inner.id)
                 if isinstance(b, CapabilityRef | MethodRef) and id(inner) not in called:
@@ -355,7 +356,7 @@ def _unknown_value(expr: ast.expr, captured: Mapping[str, Binding], origins: Ori
         return captured[root.id]
     if origins is None:
         return UNKNOWN
-    for inner in ast.walk(expr):
+    for inner in walk(expr):
         if isinstance(inner, ast.Lambda | ast.NamedExpr | ast.Await | ast.Yield | ast.YieldFrom | ast.GeneratorExp):
             return UNKNOWN
         if isinstance(inner, ast.Attribute) and inner.attr.startswith("__"):
@@ -374,7 +375,7 @@ def _bound_names(nodes: Iterable[ast.AST]) -> set[str]:
     """Every name the code in ``nodes`` may bind (or delete), wherever it sits in it."""
     names: set[str] = set()
     for node in nodes:
-        for inner in ast.walk(node):
+        for inner in walk(node):
             if isinstance(inner, ast.Name) and not isinstance(inner.ctx, ast.Load):
                 names.add(inner.id)
             elif isinstance(inner, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
