@@ -176,8 +176,12 @@ class _Effects:
     def _bind(self, name: str, binding: Binding, ctx: _Context) -> None:
         ctx.scope.bind(name, binding)
 
-    def _derive(self, expr: ast.expr, captured: dict[str, Binding]) -> Binding:
-        """The binding of ``expr`` over ``captured``: known now, or once its results are."""
+    def _derive(
+        self, expr: ast.expr, captured: dict[str, Binding], names: frozenset[str] | None = None
+    ) -> Binding:
+        """The binding of ``expr`` over ``captured``: known now, or once its results are.
+
+        ``names``: ``free_names(expr)``, when the caller has it already (it is not cheap)."""
         producers: frozenset[OccurrenceId] = frozenset()
         for b in captured.values():
             p = producers_of(b)
@@ -194,7 +198,7 @@ class _Effects:
             return derived
         value = evaluate_in(expr, captured, self._results)
         if value is UNKNOWN:
-            return _unknown_value(expr, captured, origins)
+            return _unknown_value(expr, captured, origins, names)
         return Known(value, origins)
 
     def _value(self, node: ast.expr, ctx: _Context, subst: dict[int, tuple[str, Binding]]) -> Binding:
@@ -208,11 +212,12 @@ class _Effects:
             node = replaced
             synthetic = dict(subst.values())
         captured: dict[str, Binding] = {}
-        for name in free_names(node):
+        names = free_names(node)
+        for name in names:
             b = synthetic.get(name) if name in synthetic else ctx.scope.lookup(name)
             if b is not None:
                 captured[name] = b
-        return self._derive(node, captured)
+        return self._derive(node, captured, names)
 
 
     @staticmethod
@@ -342,8 +347,11 @@ class _Effects:
         return decide
 
 
-def _unknown_value(expr: ast.expr, captured: Mapping[str, Binding], origins: Origins) -> Binding:
-    """The binding of ``expr`` when its value is not known.
+def _unknown_value(
+    expr: ast.expr, captured: Mapping[str, Binding], origins: Origins, names: frozenset[str] | None
+) -> Binding:
+    """The binding of ``expr`` when its value is not known (``names``: its free names, if
+    already computed).
 
     ``name``, ``name[i]``, ``name.attr`` ... of a ``Mutated`` value is part of it: it
     shares its origins. Otherwise a value computed only from data (names bound to data,
@@ -361,7 +369,7 @@ def _unknown_value(expr: ast.expr, captured: Mapping[str, Binding], origins: Ori
             return UNKNOWN
         if isinstance(inner, ast.Attribute) and inner.attr.startswith("__"):
             return UNKNOWN
-    for name in free_names(expr):
+    for name in free_names(expr) if names is None else names:
         b = captured.get(name)
         if b is None:
             if name not in BUILTINS or name in OPAQUE_BUILTINS:

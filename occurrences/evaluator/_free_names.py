@@ -29,7 +29,9 @@ def child_nodes(node: ast.AST) -> list[ast.AST]:
     for field in node._fields:
         value = getattr(node, field, None)
         if isinstance(value, list):
-            found.extend(item for item in value if isinstance(item, ast.AST) and not isinstance(item, NAMELESS))
+            for item in value:
+                if isinstance(item, ast.AST) and not isinstance(item, NAMELESS):
+                    found.append(item)
         elif isinstance(value, ast.AST) and not isinstance(value, NAMELESS):
             found.append(value)
     return found
@@ -94,5 +96,5 @@ def free_names(node: ast.AST) -> frozenset[str]:
             stack.extend((d, bound) for d in [*a.defaults, *a.kw_defaults] if d is not None)
             stack.append((current.body, bound | {p.arg for p in params}))
         else:
-            stack.extend((child, bound) for child in child_nodes(current))
+            stack += [(child, bound) for child in child_nodes(current)]
     return frozenset(found)
