@@ -33,7 +33,7 @@ from typing import Any, Protocol, runtime_checkable
 import anyio
 
 from occurrences import CallKey, MethodSpec, NotPlain, check_plain, fresh_copy, tool_name
-from scheduler import Observation, Probe
+from scheduler import BranchSpeculation, Observation, Probe
 
 from ._capability import CapabilityMethod
 from ._conversion import ConversionError, Encoder, to_plain
@@ -313,6 +313,7 @@ class RunScope:
         self._t0: float | None = None  # anyio.current_time() at the first call or start()
         self._clock: Callable[[], float] = anyio.current_time  # the same clock, looked up at start()
         self.claims: Claims | None = None  # set by a speculating run before the Guest starts
+        self.branches: BranchSpeculation | None = None  # likewise, when it speculates branch writes
         # Told when a Guest call that may write returned or failed, so reads that follow
         # it can start on the new view (``scheduler.Respeculation``); set by speculating runs.
         self.on_written: Callable[[str, CallKey], object] | None = None
@@ -411,6 +412,7 @@ class RunScope:
 
         With a claim table attached (``claims``), a pure or immutable-read call whose exact
         key has early work takes that result (waiting while it runs), or its held failure;
+        so does a write of a branch whose early writes it claims in order (``branches``);
         otherwise it runs now. Raises ``ToolFailure`` for whatever the program must see
         raised at the call. Cancellation (the Guest died, the caller gave up) propagates;
         a call it interrupts after the tool was invoked keeps a receipt with outcome
@@ -425,6 +427,14 @@ class RunScope:
             self._record(capability, method, args, kwargs, None, None, "error", None, refused, now)
             raise refused from None
         key = self._key(call)
+        if self.branches is not None and call.spec.effect.may_write and self.branches.branched(capability):
+            early = await self.branches.claim_write(capability, key)  # the branch adopted its layer
+            if early is not None:
+                self._epochs[capability] += 1
+                try:
+                    return self._claimed(call, key, early, now)
+                finally:
+                    self._written(call, key)
         shareable = self.claims is not None and call.spec.effect.speculable
         if shareable:
             assert self.claims is not None

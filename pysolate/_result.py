@@ -85,8 +85,10 @@ class ObservationRecord:
     """One physical execution of a tool in a run (early or formal) and how it ended.
 
     ``disposition`` is set for early (``speculative``) work only: ``claimed``,
-    ``cancelled``, ``late`` or ``orphaned``. ``physical`` is False for early work cancelled
-    before it started (it never reached the tool). Times are seconds since the run started.
+    ``cancelled``, ``late``, ``orphaned`` or ``discarded``. ``physical`` is False for early
+    work cancelled before it started (it never reached the tool). ``layer``: for early work
+    on a speculative layer of the run's branch, the layer's version (a write: the version
+    it made), else None. Times are seconds since the run started.
     """
 
     id: int
@@ -99,6 +101,7 @@ class ObservationRecord:
     disposition: str | None
     started: float | None
     ended: float | None
+    layer: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -108,7 +111,9 @@ class RunReport:
     ``logical``: calls the program made; ``physical``: real executions of capability
     methods; ``claimed``/``direct``: logical calls served by early work / run on demand;
     ``shared``: logical calls that shared a physical observation with another;
-    ``cancelled``/``late``/``orphaned``: dispositions of early work nobody claimed.
+    ``cancelled``/``late``/``orphaned``: dispositions of early work nobody claimed;
+    ``discarded``: early work on a speculative layer of the run's branch that was dropped
+    (``scheduler._branches``); ``early_writes``: branch writes performed on such layers.
     """
 
     logical: int = 0
@@ -119,6 +124,8 @@ class RunReport:
     cancelled: int = 0
     late: int = 0
     orphaned: int = 0
+    discarded: int = 0
+    early_writes: int = 0
     wall_seconds: float = 0.0
     """From the start of the run to its result."""
     guest_seconds: float = 0.0
@@ -136,7 +143,9 @@ class RunReport:
         return {name: getattr(self, name) for name in _COUNTS}
 
 
-_COUNTS = ("logical", "physical", "claimed", "direct", "shared", "cancelled", "late", "orphaned")
+_COUNTS = (
+    "logical", "physical", "claimed", "direct", "shared", "cancelled", "late", "orphaned", "discarded", "early_writes",
+)
 
 
 def sequential_report(calls: Sequence[CallRecord], physical: int, *, wall: float, guest: float) -> RunReport:

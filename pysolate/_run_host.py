@@ -15,6 +15,7 @@ if TYPE_CHECKING:
     from scheduler import Probe
 
     from ._broker import BoundCall, Registration, RunScope
+    from ._conversion import Encoder
     from ._guest_api import GuestFactory, GuestLimits, GuestOutcome
     from ._result import RunReport, RunResult
     from ._threads import WorkerThreads
@@ -29,6 +30,7 @@ class RunHost(Protocol):
     passes: PassConfig | None
     call_timeout: float
     threads: WorkerThreads
+    encode: Encoder | None
 
     def trace_run(self) -> RunTrace: ...
 

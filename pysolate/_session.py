@@ -417,7 +417,8 @@ class Session:
         """Keep the settled, successful early results of a turn that never reached the Guest
         (a failure is not kept: the next turn calls again, as a sequential run would)."""
         for obs in lane.observations():
-            if obs.lane == "speculative" and obs.state is ObservationState.SUCCEEDED:
+            # Work on a branch layer is of that turn's lineage only (``scheduler._branches``).
+            if obs.lane == "speculative" and obs.layer is None and obs.state is ObservationState.SUCCEEDED:
                 self._carried.pop(obs.key, None)
                 self._carried[obs.key] = obs
         while len(self._carried) > MAX_CARRIED:

@@ -26,7 +26,7 @@ from __future__ import annotations
 import ast
 import dataclasses
 import functools
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -42,10 +42,19 @@ from occurrences import (
     tool_name,
 )
 from occurrences.parser._pending import Pending
-from scheduler import EventGraph, LanePolicy, Node, Observation, Respeculation, SpeculativeLane
+from scheduler import (
+    BranchSpeculation,
+    EventGraph,
+    LanePolicy,
+    Node,
+    Observation,
+    Respeculation,
+    SpeculativeLane,
+)
 
 from ._broker import RunScope
 from ._guest_api import CallHandler, ErrorInfo, Guest, GuestFactory, GuestLimits, GuestOutcome
+from ._layers import RunLayers, call_on_layer
 from ._result import ObservationRecord, RunReport, RunResult, RunStatus
 from ._run_host import RunHost
 from ._seal import rejection, seal
@@ -147,21 +156,23 @@ async def run_stream(
     batcher = BatchFusion(host, config.batch_fusion) if config is not None and config.batch_fusion else None
     pass_outcomes: tuple[PassOutcome, ...] = ()
 
-    async def early(node: Node, obs: Observation, on_view: bool = False) -> object:
+    async def early(node: Node, obs: Observation, on_view: bool = False, layer: object = None) -> object:
         """One early call: against the root, or (``on_view``, a read after a write the Guest
-        made) against the run's own object, on the view that write left."""
+        made) against the run's own object, on the view that write left, or on ``layer``,
+        a speculative layer of the run's branch (``scheduler._branches``)."""
         call = host.bind(node.site.capability, node.site.method, node.args or (), node.kwargs or {})
         span = trace.observation_started(
             call.capability,
             call.method,
             call_id=f"early-{obs.id}",
-            lane="speculative",
+            lane="speculative" if layer is None else "branch",
             effect=call.spec.effect.value,
             call_key=obs.key.digest(),
             arguments=call.arguments,
         )
         scope.early_traces[obs.id] = span
-        held = turn.carried(obs.key) if turn is not None else None
+        # A layer's view ids are of this run's lineage only: never served from another turn.
+        held = turn.carried(obs.key) if turn is not None and layer is None else None
         if held is not None:
             reused.add(obs.id)
             if held.error is not None:
@@ -171,7 +182,9 @@ async def run_stream(
             return fresh_copy(held.value)
         try:
             with span.activated():
-                if on_view:
+                if layer is not None:
+                    value = await call_on_layer(host, layer, call, obs.probe)
+                elif on_view:
                     value = await scope.call_on_view(call, probe=obs.probe)
                 elif batcher is not None and batcher.fusable(call):
                     value = await batcher.submit(call, obs.probe)
@@ -209,6 +222,8 @@ async def run_stream(
                         allow_discardable=(policy or LanePolicy()).allow_discardable,
                     )
                     scope.on_written = follow.written
+                    if (policy or LanePolicy()).branch_writes:
+                        scope.branches = _branch_writes(host, scope, graph, lane, policy, may_dispatch, early)
                 try:
                     final = await _seal(reader, graph, lane, trace, timeline, t0, _lens(host))
                 except _Aborted as exc:
@@ -252,6 +267,8 @@ async def run_stream(
         cancelled=stats.cancelled,
         late=stats.late,
         orphaned=stats.orphaned,
+        discarded=stats.discarded,
+        early_writes=scope.branches.statistics().writes if scope.branches is not None else 0,
         wall_seconds=wall,
         guest_seconds=(guest_ended - guest_started) if guest_ended is not None and guest_started is not None else 0.0,
         tool_seconds=sum(c.duration for c in calls),
@@ -326,6 +343,32 @@ async def _seal(
     return final
 
 
+def _branch_writes(
+    host: RunHost,
+    scope: RunScope,
+    graph: EventGraph,
+    lane: SpeculativeLane,
+    policy: LanePolicy | None,
+    may_dispatch: Callable[[Node], bool],
+    early: Callable[..., Awaitable[object]],
+) -> BranchSpeculation | None:
+    """Speculation of the run's branch writes (None when no capability has a branch)."""
+    roots = {name: host.registration(name).obj for name in host.capabilities()}
+    layers = RunLayers(scope, roots, lambda node, obs, layer: early(node, obs, layer=layer))
+    if not layers.capabilities():
+        return None
+    branches = BranchSpeculation(
+        graph,
+        lane,
+        layers,
+        layers.capabilities(),
+        allow_discardable=(policy or LanePolicy()).allow_discardable,
+        may_dispatch=may_dispatch,
+    )
+    lane.on_pump(branches.pump)
+    return branches
+
+
 def _lens(host: RunHost) -> Callable[[Sequence[ast.stmt]], Sequence[ast.stmt]] | None:
     """How discovery reads accepted statements: as the pushdown pass will derive them, or
     (None) as they are."""
@@ -364,7 +407,7 @@ def _draw(
         if obs.lane != "speculative" or obs.started is None:
             continue
         end = obs.finished if obs.finished is not None else obs.started
-        label = tool_name(obs.key.capability, obs.key.method)
+        label = tool_name(obs.key.capability, obs.key.method) + ("" if obs.layer is None else f" (layer {obs.layer})")
         timeline.bar("speculative", label, obs.started - base, end - base, dispositions[obs.id].value)
     if guest_started is not None and guest_ended is not None:
         timeline.bar("guest", "sealed program", guest_started, guest_ended, "guest")
@@ -390,6 +433,7 @@ def _observations(lane: SpeculativeLane, base: float) -> tuple[ObservationRecord
             disposition=dispositions[obs.id].value if obs.id in dispositions else None,
             started=None if obs.started is None else obs.started - base,
             ended=None if obs.finished is None else obs.finished - base,
+            layer=obs.layer,
         )
         for obs in lane.observations()
     )

@@ -29,7 +29,6 @@ from __future__ import annotations
 import copy
 import enum
 import errno
-import hashlib
 import os
 from collections.abc import Iterable, Mapping
 from pathlib import Path
@@ -40,12 +39,26 @@ from occurrences import Effect
 from ._capability import capability
 from ._exceptions import CommitError, WorkspaceError
 from ._guest_api import ErrorInfo
+from ._tree import (
+    MAX_FROZEN_BYTES,
+    Tree,
+    freeze_directory,
+    is_a_directory,
+    normalize,
+    not_a_directory,
+    not_found,
+    related,
+    text_path,
+)
 
-MAX_FROZEN_BYTES = 256 * 1024 * 1024
-"""Largest total file content ``Workspace.frozen`` will hold in memory."""
+__all__ = ["MAX_FROZEN_BYTES", "BranchState", "Workspace", "run_workspaces"]
 
 VERSION = "1"
 """Capability version of the workspace methods (bump when their results change)."""
+
+MAX_EARLY_BYTES = 16 * 1024 * 1024
+"""Most content a branch may hold in its own writes for one more write to run early on a
+speculative layer of it (``admits_early``); a write past it waits for the program."""
 
 
 class BranchState(enum.Enum):
@@ -79,118 +92,6 @@ def _advance(state: BranchState, to: BranchState) -> BranchState:
     return to
 
 
-class _Tree:
-    """The frozen content: immutable after construction, shared by every branch."""
-
-    __slots__ = ("children", "dirs", "files", "refused", "root_id", "skipped", "source")
-
-    def __init__(
-        self,
-        files: dict[str, bytes],
-        dirs: set[str],
-        refused: dict[str, str],
-        source: Path | None,
-        skipped: tuple[bytes, ...] = (),
-    ) -> None:
-        dirs.add("")
-        for path in (*files, *refused, *dirs):
-            parts = path.split("/")
-            for i in range(1, len(parts)):
-                dirs.add("/".join(parts[:i]))
-        self.files = files  # path -> content; never mutated
-        self.dirs = frozenset(dirs)  # "" is the root
-        self.refused = refused  # path -> why (symlink out, loop, special file)
-        self.source = source
-        self.skipped = skipped  # os.fsencode'd relative paths of names that are not text
-        children: dict[str, set[str]] = {}
-        for path in (*files, *refused, *self.dirs):
-            if path:
-                parent, _, name = path.rpartition("/")
-                children.setdefault(parent, set()).add(name)
-        self.children = children
-        digest = hashlib.sha256()
-        for path in sorted(files):
-            digest.update(b"f\0" + path.encode() + b"\0" + hashlib.sha256(files[path]).digest())
-        for path in sorted(self.dirs):
-            digest.update(b"d\0" + path.encode() + b"\0")
-        for path in sorted(refused):
-            digest.update(b"x\0" + path.encode() + b"\0")
-        self.root_id = "ws-" + digest.hexdigest()[:32]
-
-
-def _freeze_directory(source: Path) -> _Tree:
-    root = Path(os.path.realpath(source))
-    if not root.is_dir():
-        raise WorkspaceError(f"not a directory: {source}")
-    files: dict[str, bytes] = {}
-    dirs: set[str] = set()
-    refused: dict[str, str] = {}
-    skipped: list[bytes] = []
-    total = 0
-
-    def inside(real: str) -> bool:
-        return real == str(root) or real.startswith(str(root) + os.sep)
-
-    def walk(real_dir: str, rel: str, chain: tuple[str, ...]) -> None:
-        nonlocal total
-        with os.scandir(real_dir) as entries:
-            for entry in entries:
-                path = f"{rel}/{entry.name}" if rel else entry.name
-                if not _is_text(entry.name):
-                    # Not valid UTF-8 (os.fsdecode made lone surrogates): such a name
-                    # cannot cross to the program, so the entry (and what is under it)
-                    # is left out and listed in ``skipped``.
-                    skipped.append(os.fsencode(path))
-                    continue
-                real = os.path.realpath(entry.path)
-                if entry.is_symlink() and not inside(real):
-                    refused[path] = "a symlink that leads out of the workspace"
-                elif os.path.isdir(real):
-                    if real in chain:
-                        refused[path] = "a symlink loop"
-                        continue
-                    dirs.add(path)
-                    walk(real, path, (*chain, real))
-                elif os.path.isfile(real):
-                    data = Path(real).read_bytes()
-                    total += len(data)
-                    if total > MAX_FROZEN_BYTES:
-                        raise WorkspaceError(f"{source} holds more than {MAX_FROZEN_BYTES} bytes")
-                    files[path] = data
-                elif entry.is_symlink():
-                    continue  # a dangling link inside the root: like a missing file
-                else:
-                    refused[path] = "not a regular file or directory"
-
-    walk(str(root), "", (str(root),))
-    return _Tree(files, dirs, refused, root, tuple(sorted(skipped)))
-
-
-def _is_text(name: str) -> bool:
-    try:
-        name.encode("utf-8")
-    except UnicodeEncodeError:
-        return False
-    return True
-
-
-def _not_found(path: str) -> FileNotFoundError:
-    return FileNotFoundError(errno.ENOENT, os.strerror(errno.ENOENT), path)
-
-
-def _is_a_directory(path: str) -> IsADirectoryError:
-    return IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR), path)
-
-
-def _not_a_directory(path: str) -> NotADirectoryError:
-    return NotADirectoryError(errno.ENOTDIR, os.strerror(errno.ENOTDIR), path)
-
-
-def _related(a: str, b: str) -> bool:
-    """True when one path is the other or an ancestor of it ("" is everyone's ancestor)."""
-    return a == b or not a or not b or a.startswith(b + "/") or b.startswith(a + "/")
-
-
 class Workspace:
     """A frozen directory (the root) or one run's copy-on-write branch of it.
 
@@ -200,7 +101,7 @@ class Workspace:
 
     __slots__ = ("_deleted_or_written", "_dirs_added", "_seq", "_state", "_touched", "_tree", "_why_uncommittable")
 
-    def __init__(self, tree: _Tree, state: BranchState = BranchState.ROOT) -> None:
+    def __init__(self, tree: Tree, state: BranchState = BranchState.ROOT) -> None:
         self._tree = tree
         self._state = state
         # Branch-only; empty on a root. Invariant: the visible tree is the root's files
@@ -222,7 +123,7 @@ class Workspace:
         its path listed in ``skipped`` (as bytes). Raises ``WorkspaceError`` when ``path``
         is not a directory or holds more than ``MAX_FROZEN_BYTES``.
         """
-        return cls(_freeze_directory(Path(path)))
+        return cls(freeze_directory(Path(path)))
 
     @classmethod
     def from_files(cls, files: Mapping[str, str | bytes], dirs: Iterable[str] = ()) -> Workspace:
@@ -234,11 +135,11 @@ class Workspace:
         contents: dict[str, bytes] = {}
         try:
             for path, content in files.items():
-                contents[_text_path(path)] = content.encode() if isinstance(content, str) else bytes(content)
-            folders = {_text_path(d) for d in dirs}
+                contents[text_path(path)] = content.encode() if isinstance(content, str) else bytes(content)
+            folders = {text_path(d) for d in dirs}
         except (UnicodeEncodeError, ValueError, PermissionError) as exc:
             raise WorkspaceError(f"cannot build a workspace from these files: {exc}") from None
-        return cls(_Tree(contents, folders, {}, None))
+        return cls(Tree(contents, folders, {}, None))
 
     # -- identity, lifecycle --------------------------------------------------------------
 
@@ -292,6 +193,9 @@ class Workspace:
         ended ``ok`` or ``error``) and drops otherwise. View ids continue this branch's.
         Of this object's own class, like ``for_run``.
 
+        The same copy is a *speculative layer* of a run's branch (``pysolate._layers``):
+        early writes land in it, and the branch ``adopt``s it when the program claims them.
+
         Raises ``WorkspaceError`` unless the branch is open.
         """
         if self._state is not BranchState.OPEN:
@@ -304,6 +208,30 @@ class Workspace:
         layer._seq = self._seq
         return layer
 
+    def adopt(self, layer: Workspace) -> None:
+        """Take the state of ``layer`` (a ``layer()`` of this branch, or of one of its
+        layers) as this branch's own: the writes made there were claimed by the program
+        (``pysolate._layers``). The layer is not changed; it must not be written again.
+
+        Raises ``WorkspaceError`` unless both are open and of the same root.
+        """
+        if self._state is not BranchState.OPEN or layer._state is not BranchState.OPEN:
+            raise WorkspaceError(f"cannot adopt a {layer._state.value} layer into a {self._state.value} branch")
+        if layer._tree is not self._tree:
+            raise WorkspaceError("cannot adopt a layer of another root")
+        self._deleted_or_written = dict(layer._deleted_or_written)
+        self._dirs_added = set(layer._dirs_added)
+        self._touched = dict(layer._touched)
+        self._seq = layer._seq
+
+    def admits_early(self, method: str, arguments: Mapping[str, object]) -> bool:
+        """Whether ``method(**arguments)`` may run early on a layer of this branch: the
+        content written would stay within ``MAX_EARLY_BYTES``."""
+        data = arguments.get("data", arguments.get("text", b""))
+        size = len(data) if isinstance(data, bytes | str) else 0
+        held = sum(len(d) for d in self._deleted_or_written.values() if d is not None)
+        return held + size <= MAX_EARLY_BYTES
+
     def view_of(self, method: str, arguments: Mapping[str, object]) -> str:
         """The id of what ``method(**arguments)`` would see now (root id if unaffected)."""
         raw = arguments.get("path", "")
@@ -313,7 +241,7 @@ class Workspace:
             path = None  # the call fails identically whatever was written (NUL: ValueError)
         if path is None:
             return self._tree.root_id
-        last = max((seq for p, seq in self._touched.items() if _related(p, path)), default=0)
+        last = max((seq for p, seq in self._touched.items() if related(p, path)), default=0)
         return self._tree.root_id if last == 0 else f"{self._tree.root_id}+w{last}"
 
     def state_files(self) -> dict[str, bytes]:
@@ -373,10 +301,10 @@ class Workspace:
         """The content of file ``path``."""
         p = self._resolve(path)
         if self._is_dir(p):
-            raise _is_a_directory(path)
+            raise is_a_directory(path)
         data = self._file(p)
         if data is None:
-            raise _not_found(path)
+            raise not_found(path)
         return data
 
     @capability(effect=Effect.IMMUTABLE_READ, version=VERSION, scope="path")
@@ -389,9 +317,9 @@ class Workspace:
         """The sorted names in directory ``path``."""
         p = self._resolve(path)
         if self._file(p) is not None:
-            raise _not_a_directory(path)
+            raise not_a_directory(path)
         if not self._is_dir(p):
-            raise _not_found(path)
+            raise not_found(path)
         names = set(self._tree.children.get(p, ()))
         for q in (*self._deleted_or_written, *self._dirs_added):
             parent, _, name = q.rpartition("/")
@@ -425,9 +353,9 @@ class Workspace:
         """Delete file ``path`` (directories are not deleted)."""
         p = self._writable(path)
         if self._is_dir(p):
-            raise _is_a_directory(path)
+            raise is_a_directory(path)
         if self._file(p) is None:
-            raise _not_found(path)
+            raise not_found(path)
         self._record(p, None)
 
     # -- internals --------------------------------------------------------------------------
@@ -435,7 +363,7 @@ class Workspace:
     def _resolve(self, path: object) -> str:
         if type(path) is not str:
             raise TypeError(f"path must be str, not {type(path).__name__}")
-        p = _normalize(path)
+        p = normalize(path)
         parts = p.split("/") if p else []
         for i in range(1, len(parts) + 1):
             why = self._tree.refused.get("/".join(parts[:i]))
@@ -467,11 +395,11 @@ class Workspace:
     def _write(self, path: str, data: bytes) -> None:
         p = self._writable(path)
         if self._is_dir(p):
-            raise _is_a_directory(path)
+            raise is_a_directory(path)
         parts = p.split("/")
         ancestors = ["/".join(parts[:i]) for i in range(1, len(parts))]
         if any(self._file(a) is not None for a in ancestors):
-            raise _not_a_directory(path)
+            raise not_a_directory(path)
         self._dirs_added.update(a for a in ancestors if a not in self._tree.dirs)
         self._record(p, data)
 
@@ -492,21 +420,3 @@ def run_workspaces(targets: Mapping[str, object], status: str, error: ErrorInfo 
             if branch.state is BranchState.OPEN:
                 branch.refuse_commit(why)
     return branches
-
-
-def _text_path(path: str) -> str:
-    """``_normalize(path)`` for a path that must also be valid text (``UnicodeEncodeError``)."""
-    path.encode("utf-8")
-    return _normalize(path)
-
-
-def _normalize(path: str) -> str:
-    """The canonical relative form of ``path``; ``PermissionError`` when it would escape."""
-    if "\0" in path:
-        raise ValueError("embedded null byte")
-    if path.startswith("/"):
-        raise PermissionError(errno.EACCES, "refused: absolute paths are outside the workspace", path)
-    parts = [part for part in path.split("/") if part not in ("", ".")]
-    if ".." in parts:
-        raise PermissionError(errno.EACCES, "refused: '..' leaves the workspace", path)
-    return "/".join(parts)

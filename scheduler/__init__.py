@@ -1,6 +1,9 @@
 """The runtime side of Pysolate: the incremental event graph, the ready frontier, the
 speculative lane and the claim table (anyio + networkx)."""
 
+from ._branches import BranchSpeculation as BranchSpeculation
+from ._branches import BranchStatistics as BranchStatistics
+from ._branches import Layers as Layers
 from ._graph import EventGraph as EventGraph
 from ._graph import GraphStatistics as GraphStatistics
 from ._graph import KeyFn as KeyFn
@@ -18,6 +21,8 @@ from ._state import transition as transition
 from ._views import Respeculation as Respeculation
 
 __all__: list[str] = [
+    "BranchSpeculation",
+    "BranchStatistics",
     "Disposition",
     "EventGraph",
     "GraphStatistics",
@@ -25,6 +30,7 @@ __all__: list[str] = [
     "KeyFn",
     "LanePolicy",
     "LaneStatistics",
+    "Layers",
     "Node",
     "Observation",
     "ObservationState",

@@ -10,6 +10,9 @@ end). Differences that matter for the correctness contract:
 - The claim table is keyed by the exact ``CallKey`` (contract 3). A claim returns the
   observation itself; the broker hands out a fresh copy of its value or re-raises its error
   where the Guest made the call (contracts 4 and 5).
+- Early work on a speculative branch layer (``scheduler._branches``) is started, claimed
+  and discarded by its ``BranchSpeculation``; the lane only runs it, under the same budget,
+  and drops it from the claim table when the layer is discarded.
 - Everything runs in one anyio task group owned by the lane, so closing the lane (or
   cancelling the run) leaves no task behind. Threads cannot be interrupted; those are
   accounted ``late`` rather than pretended cancelled.
@@ -61,6 +64,9 @@ class LanePolicy:
     share_formal: bool = True
     """Whether an equal-key Guest call may reuse a completed formal observation
     (``effectful_cse`` on a frozen root; pure and immutable_read only)."""
+    branch_writes: bool = True
+    """Whether writes to a run-private branch (a ``Workspace``) may run early on a
+    speculative layer of it, claimed in program order (``scheduler._branches``)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,6 +80,7 @@ class LaneStatistics:
     cancelled: int
     late: int
     orphaned: int
+    discarded: int
     time_saved: float
 
 
@@ -107,6 +114,20 @@ class SpeculativeLane:
         self._early: list[Observation] = []
         self._formal: list[Observation] = []
         self._time_saved = 0.0
+        # Called when the lane closes, before dispositions are fixed (branch layers).
+        self._closers: list[Callable[[], None]] = []
+        self._pumps: list[Callable[[], None]] = []  # also run by every ``pump``
+        self._scopes: dict[int, anyio.CancelScope] = {}  # observation id -> its scope (layer work)
+
+    def on_pump(self, pump: Callable[[], None]) -> None:
+        """Run ``pump`` after each ``pump`` of the frontier (``BranchSpeculation.pump``):
+        when statements are accepted and whenever early work ends."""
+        self._pumps.append(pump)
+
+    def on_close(self, closer: Callable[[], None]) -> None:
+        """Call ``closer`` when the lane closes, after its work stopped and before the
+        dispositions are fixed (``BranchSpeculation`` marks its dropped layers there)."""
+        self._closers.append(closer)
 
     async def __aenter__(self) -> Self:
         self._tg = anyio.create_task_group()
@@ -128,6 +149,8 @@ class SpeculativeLane:
         try:
             return await self._tg.__aexit__(exc_type, exc, tb)
         finally:
+            for closer in self._closers:
+                closer()
             self._settle()
 
     def _settle(self) -> None:
@@ -153,6 +176,8 @@ class SpeculativeLane:
             return
         for node in self._graph.take_ready():
             self._consider(node)
+        for pump in self._pumps:
+            pump()
 
     def _eligible(self, node: Node) -> bool:
         if node.key is None or not node.effect.speculable or not node.pre_write:
@@ -201,6 +226,36 @@ class SpeculativeLane:
         self._early.append(obs)
         self._tg.start_soon(self._observe, obs, functools.partial(run, obs))
         return obs
+
+    def start_on_layer(
+        self, key: CallKey, layer: int, run: Callable[[Observation], Awaitable[object]]
+    ) -> Observation | None:
+        """Start early work on version ``layer`` of a speculative branch layer
+        (``scheduler._branches``): a write there, or a read of what it shows. As
+        ``start_on_view`` (same refusals); the work can later be ``discard``ed."""
+        if self._closed or self._tg is None or key in self._table or len(self._early) >= self._policy.budget:
+            return None
+        obs = Observation(id=self._next_id(), key=key, lane="speculative", layer=layer)
+        self._table[key] = obs
+        self._early.append(obs)
+        scope = self._scopes[obs.id] = anyio.CancelScope()
+        self._tg.start_soon(self._observe_in, scope, obs, functools.partial(run, obs))
+        return obs
+
+    def discard(self, obs: Observation) -> None:
+        """The branch layer ``obs`` ran on was dropped: no Guest call may claim it from now
+        on, and work still running on it is cancelled (accounted ``discarded``)."""
+        obs.discarded = True
+        if self._table.get(obs.key) is obs:
+            del self._table[obs.key]
+        scope = self._scopes.get(obs.id)
+        if scope is not None and not obs.done.is_set():
+            obs.cancel_requested = True
+            scope.cancel()
+
+    async def _observe_in(self, scope: anyio.CancelScope, obs: Observation, run: Callable[[], Awaitable[object]]) -> None:
+        with scope:
+            await self._observe(obs, run)
 
     def _next_id(self) -> int:
         return len(self._early) + len(self._formal) + 1
@@ -305,5 +360,6 @@ class SpeculativeLane:
             cancelled=counts[Disposition.CANCELLED],
             late=counts[Disposition.LATE],
             orphaned=counts[Disposition.ORPHANED],
+            discarded=counts[Disposition.DISCARDED],
             time_saved=self._time_saved,
         )

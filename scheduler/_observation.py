@@ -5,6 +5,9 @@ Invariant (DESIGN.md, dispositions): every *early* observation ends in exactly o
 ``cancelled`` (stopped before it completed), ``late`` (it could not be stopped, e.g. a thread,
 or it completed after cancellation was requested) or ``orphaned`` (completed in time, never
 claimed). Formal observations (made for the Guest's own call) are claimed by that call.
+Early work on a speculative layer of a run's branch (``scheduler._branches``) may also end
+``discarded``: the layer it ran on was dropped (a formal write did not claim its write, or
+the run ended first), so nothing it did or saw can reach the program.
 """
 
 from __future__ import annotations
@@ -56,6 +59,8 @@ class Disposition(enum.StrEnum):
     CANCELLED = "cancelled"
     LATE = "late"
     ORPHANED = "orphaned"
+    DISCARDED = "discarded"
+    """Ran on a speculative branch layer that was dropped (``scheduler._branches``)."""
 
 
 class Probe:
@@ -89,6 +94,10 @@ class Observation:
     finished: float | None = None
     claims: int = 0
     cancel_requested: bool = False
+    # Set on early work on a speculative branch layer: the layer's version it ran on (a
+    # write: the version it made). None for work on a root or the run's own view.
+    layer: int | None = None
+    discarded: bool = False  # its layer was dropped: never claimed from then on
     probe: Probe = field(default_factory=Probe)
     done: anyio.Event = field(default_factory=anyio.Event)
 
@@ -110,6 +119,8 @@ class Observation:
         """How this early observation ended; meaningful once the lane is closed."""
         if self.claims:
             return Disposition.CLAIMED
+        if self.discarded:
+            return Disposition.DISCARDED
         if self.state is ObservationState.ABANDONED:
             return Disposition.LATE
         if self.state is ObservationState.CANCELLED or self.state is ObservationState.QUEUED:

@@ -4,25 +4,26 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from occurrences import MethodSpec
+from occurrences import Effect, MethodSpec
 
 from .._result import RunResult
 
-_EARLY_DISPOSITIONS = frozenset({"claimed", "cancelled", "late", "orphaned"})
+_EARLY_DISPOSITIONS = frozenset({"claimed", "cancelled", "late", "orphaned", "discarded"})
 
 
 def check_invariants(result: RunResult, specs: Mapping[str, Mapping[str, MethodSpec]] | None = None) -> None:
     """Assert the accounting invariants every finished run must hold (issue 6).
 
     - every early (speculative) physical observation has exactly one disposition, ``claimed``
-      exactly when a receipt claimed it, and work that never started is ``cancelled``;
-    - ``physical ≤ logical + orphaned + cancelled + late`` and the report's counts agree
-      with the receipts and observations;
+      exactly when a receipt claimed it, and work that never started is ``cancelled`` (or
+      ``discarded`` with its branch layer); only work on a branch layer is ``discarded``;
+    - ``physical ≤ logical + orphaned + cancelled + late + discarded`` and the report's
+      counts agree with the receipts and observations;
     - no receipt without a call: receipts are numbered in program order, each claimed one
       names an observation with its exact key, and observations are claimed exactly as
       often as receipts say;
     - with ``specs`` (``Host.method_specs()``): no early observation of a method that is
-      not ``pure`` or ``immutable_read``.
+      not ``pure`` or ``immutable_read``, but a ``write`` on a branch layer.
 
     Raises ``AssertionError`` naming the broken invariant.
     """
@@ -51,15 +52,21 @@ def check_invariants(result: RunResult, specs: Mapping[str, Mapping[str, MethodS
         assert obs.claims == referencing[obs.id], f"early observation {obs.id} claim count"
         assert (obs.disposition == "claimed") == (obs.claims > 0), f"early observation {obs.id} disposition"
         if not obs.physical:
-            assert obs.disposition == "cancelled", f"never-started observation {obs.id} is {obs.disposition}"
+            assert obs.disposition in ("cancelled", "discarded"), f"never-started observation {obs.id} is {obs.disposition}"
+        if obs.disposition == "discarded":
+            assert obs.layer is not None, f"observation {obs.id} discarded off any branch layer"
         if specs is not None:
             effect = specs[obs.capability][obs.method].effect
-            assert effect.speculable, f"early observation {obs.id} of {obs.capability}.{obs.method} ({effect})"
-    assert (report.cancelled, report.late, report.orphaned) == (
+            early = effect.speculable or (effect is Effect.WRITE and obs.layer is not None)
+            assert early, f"early observation {obs.id} of {obs.capability}.{obs.method} ({effect})"
+    assert (report.cancelled, report.late, report.orphaned, report.discarded) == (
         counts["cancelled"],
         counts["late"],
         counts["orphaned"],
+        counts["discarded"],
     ), "report dispositions differ from the observations'"
-    assert report.physical <= report.logical + report.orphaned + report.cancelled + report.late, (
-        f"physical {report.physical} > logical + orphaned + cancelled + late"
-    )
+    wasted = report.orphaned + report.cancelled + report.late + report.discarded
+    assert report.physical <= report.logical + wasted, f"physical {report.physical} > logical + orphaned + cancelled + late + discarded"
+    if specs is not None:
+        writes = [o for o in observations.values() if o.layer is not None and specs[o.capability][o.method].effect.may_write]
+        assert report.early_writes == len(writes), f"early writes {report.early_writes} != {len(writes)} on layers"

@@ -32,13 +32,15 @@ from contextlib import AbstractContextManager
 from typing import Final, Protocol, TypeAlias
 
 Lane: TypeAlias = str
-"""Which lane ran a physical observation: ``"speculative"`` (early, before seal) or
-``"formal"`` (for the Guest's own call). Plain ``str`` so StrEnums of the scheduler fit."""
+"""Which lane ran a physical observation: ``"speculative"`` (early, before seal),
+``"branch"`` (early, on a speculative layer of the run's branch: a write, or a read of what
+it wrote) or ``"formal"`` (for the Guest's own call). Plain ``str`` so StrEnums of the
+scheduler fit."""
 
 Disposition: TypeAlias = str
 """The end of early physical work (DESIGN.md glossary): ``"claimed"``, ``"cancelled"``,
-``"late"`` or ``"orphaned"`` (``scheduler``'s ``Disposition`` StrEnum fits). Formal work
-has none."""
+``"late"``, ``"orphaned"`` or ``"discarded"`` (work on a dropped branch layer;
+``scheduler``'s ``Disposition`` StrEnum fits). Formal work has none."""
 
 
 class _NoResult:

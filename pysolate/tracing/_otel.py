@@ -349,7 +349,7 @@ class _OTelRun:
             kind=SpanKind.INTERNAL,
             attributes=attributes,
         )
-        observation = _OTelObservation(self, span, call_id, early=lane == "speculative")
+        observation = _OTelObservation(self, span, call_id, early=lane != "formal")
         self._open[observation] = None
         return observation
 

@@ -40,6 +40,7 @@ from pysolate.testing import (
 
 from .oddities import AsyncOdd, Odd
 from .programs import Conditions
+from .slow_workspace import SlowWorkspace
 from .twin import twin_guest
 
 FILES = {"a.txt": "alpha", "b.txt": "beta", "d/c.txt": "gamma", "d/e.txt": "bad"}
@@ -140,7 +141,8 @@ def build_host(
     else:
         for name in ("docs", "clock", "shell"):
             host.register(name, tools.by_name()[name])
-    host.register("workspace", memory_workspace(FILES))
+    workspace_latency = lat.get("workspace", 0.0)
+    host.register("workspace", SlowWorkspace.of(FILES, workspace_latency) if workspace_latency else memory_workspace(FILES))
     # Issue 13's odd values and tools; the twin (no sync_fetch) gets no thread to wait on.
     host.register("odd", Odd() if sync_fetch else AsyncOdd())
     return host, tools

@@ -6,7 +6,8 @@ A generated program only calls the tools of ``harness.build_host`` (``docs``, ``
 after writes to the same and to other paths, ``if``/``else`` on read results, ``for``
 loops and comprehensions over known and unknown iterables, ``try``/``except`` around
 failing reads, functions that call tools, repeated identical reads, mutated results, live
-reads, unknown tools, prints and a final expression — and issue 13's faults (``_odd``):
+reads, unknown tools, prints and a final expression, bursts of workspace writes and reads
+with path aliases and failing writes (issue 17) — and issue 13's faults (``_odd``):
 arguments that cannot cross (lone surrogates, huge ints), NUL in workspace paths, results
 that cannot cross, NaN values, tools raising every kind of ``BaseException``, and early
 work nobody reaches that raises one or blocks its thread.
@@ -29,8 +30,13 @@ from pysolate import LanePolicy
 QUERIES = ("alpha", "beta", "gamma", "delta", "bad")
 """Literal arguments; ``bad`` is in every case's default failure set (see ``conditions``)."""
 
-PATHS = ("a.txt", "b.txt", "d/c.txt", "a.txt", "d/e.txt", "missing.txt")
-"""Workspace paths; ``missing.txt`` does not exist until a program writes it."""
+PATHS = ("a.txt", "b.txt", "d/c.txt", "a.txt", "d/e.txt", "missing.txt", "./a.txt", "d//c.txt")
+"""Workspace paths; ``missing.txt`` does not exist until a program writes it; the last two
+are aliases of earlier ones (one file, other spellings: other call keys, the same views)."""
+
+BAD_WRITES = ("d", "a.txt/x", "d/c.txt/y")
+"""Write targets that fail: a directory (``IsADirectoryError``), paths under a file
+(``NotADirectoryError``)."""
 
 MAX_DEPTH = 2
 """Nesting depth of generated blocks (if/for/try/def bodies)."""
@@ -153,7 +159,7 @@ class _Writer:
         return lines or ["pass"]
 
     def statement(self, scope: _Scope, depth: int) -> list[str]:
-        kinds = ["search", "fetch", "read", "read", "write", "print", "live", "unknown", "repeat", "rewrite", "gather", "odd"]
+        kinds = ["search", "fetch", "read", "read", "write", "print", "live", "unknown", "repeat", "rewrite", "gather", "odd", "burst"]
         if scope.lists:
             kinds += ["comprehension"]
         if set(scope.lists) - scope.iterated:
@@ -161,7 +167,7 @@ class _Writer:
         if depth < MAX_DEPTH:
             kinds += ["if", "for", "try"]
         if depth == 0:
-            kinds += ["def"]
+            kinds += ["def", "helper"]
         if self.functions:
             kinds += ["call_fn"]
         if self.tools_as_functions:
@@ -237,6 +243,47 @@ class _Writer:
         else:
             lines += ["try:", f"    {after} = workspace.read_text({path!r})", "except FileNotFoundError:", f"    {after} = 'gone'"]
         scope.strs.append(after)
+        return lines
+
+    def _burst(self, scope: _Scope, depth: int) -> list[str]:
+        """Write-heavy (issue 17): writes in a row, some failing, reads of what they wrote
+        between them (through aliases too); a failing write is guarded or ends the program."""
+        lines: list[str] = []
+        for _ in range(self.draw(st.integers(2, 4))):
+            kind = self.draw(st.sampled_from(("write", "write", "read", "bad", "delete")))
+            path = self.draw(st.sampled_from(PATHS))
+            if kind == "write":
+                lines.append(f"workspace.write_text({path!r}, {self.str_expr(scope)})")
+            elif kind == "read":
+                name = self.fresh("t")
+                read = f"{name} = workspace.read_text({path!r})"
+                lines += ["try:", f"    {read}", "except FileNotFoundError:", f"    {name} = 'gone'"]
+                scope.strs.append(name)
+            elif kind == "delete":
+                lines += _guard(f"workspace.delete({path!r})", "FileNotFoundError", self.fresh("e"))
+            else:
+                call = f"workspace.write_text({self.draw(st.sampled_from(BAD_WRITES))!r}, 'x')"
+                lines += _guard(call, "OSError", self.fresh("e")) if self.draw(st.integers(0, 3)) else [call]
+        return lines
+
+    def _helper(self, scope: _Scope, depth: int) -> list[str]:
+        """A helper that writes, called with a value only the program knows (an unknown
+        tool's result): discovery sees no occurrence in it, so the program's writes differ
+        from the ones speculated on the branch's layer from there on (issue 17). Then the
+        usual read, write, read of a path."""
+        fn, value, before, after = self.fresh("w"), self.fresh("u"), self.fresh("t"), self.fresh("t")
+        hidden = self.draw(st.sampled_from(PATHS[:4]))
+        path = self.draw(st.sampled_from((hidden, *PATHS[:4])))
+        lines = [
+            f"def {fn}(v):",
+            f"    workspace.write_text({hidden!r}, v)",
+            f"{value} = shell.run({self.str_expr(scope)})",
+            f"{fn}({value})",
+            f"{before} = workspace.read_text({path!r})",
+            f"workspace.write_text({path!r}, {self.str_expr(scope)})",
+            f"{after} = workspace.read_text({path!r})",
+        ]
+        scope.strs += [value, before, after]
         return lines
 
     def _odd(self, scope: _Scope, depth: int) -> list[str]:
@@ -406,7 +453,8 @@ class Conditions:
     pauses: tuple[float, ...]
     """Seconds to sleep after each chunk (cycled); 0 still yields to other tasks."""
     latencies: dict[str, float]
-    """Per tool method (``docs.search`` …) seconds before it answers."""
+    """Per tool method (``docs.search`` …) seconds before it answers; ``workspace``: every
+    workspace method (``slow_workspace``)."""
     failing: frozenset[str]
     """Arguments for which ``docs.search``/``docs.fetch`` raise."""
     policy: LanePolicy
@@ -421,7 +469,7 @@ class Conditions:
 def conditions(draw: st.DrawFn) -> Conditions:
     """Random chunking, tool latencies (0 to 20 ms), failures and lane budgets."""
     latency = st.sampled_from((0.0, 0.0, 0.001, 0.005, 0.02))
-    methods = ("docs.search", "docs.fetch", "clock.now", "shell.run")
+    methods = ("docs.search", "docs.fetch", "clock.now", "shell.run", "workspace")
     return Conditions(
         chunk_sizes=tuple(draw(st.lists(st.integers(1, 40), min_size=1, max_size=6))),
         pauses=tuple(draw(st.lists(st.sampled_from((0.0, 0.0, 0.001, 0.004)), min_size=1, max_size=4))),
@@ -433,6 +481,7 @@ def conditions(draw: st.DrawFn) -> Conditions:
             budget=draw(st.sampled_from((0, 1, 2, 4, 64))),
             allow_discardable=draw(st.booleans()),
             share_formal=draw(st.booleans()),
+            branch_writes=draw(st.integers(0, 3)) > 0,
         ),
         markdown=draw(st.booleans()),
     )

@@ -5,7 +5,8 @@ the suite's own checks and asserts they catch it: the generated differential pro
 (generation only, no shrinking: the first failing program is enough), or the fault
 catalogue test that guards that gate. The gates are those of DESIGN.md's contract:
 effect eligibility (2), the view id in the call key (3), fresh copies on claims (4),
-exception placement (5), and seal-before-run (1). Results: ``docs/equivalence.md``.
+exception placement (5), seal-before-run (1), and the in-order claims and discards of
+early branch writes (2's extension, issue 17). Results: ``docs/equivalence.md``.
 """
 
 from __future__ import annotations
@@ -14,15 +15,17 @@ import ast
 import dataclasses
 import weakref
 from collections.abc import Callable
+from typing import Any
 
 import anyio
 import pytest
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
-from occurrences import Effect, PrefixParser, SealError, Snapshot
+from occurrences import CallKey, Effect, PrefixParser, SealError, Snapshot
 from pysolate import _broker, _stream_run
 from pysolate._broker import RunScope
+from scheduler import BranchSpeculation, Observation
 
 from . import test_faults_stream
 from .harness import check_pair, scheduled_pair
@@ -187,5 +190,45 @@ class _Hasty(_Unsealed):
 
 def test_mutant_guest_given_source_before_the_stream_ends(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(_stream_run, "PrefixParser", _Hasty)
+    verdict = run_generated()
+    assert verdict.failure is not None
+
+
+async def _claim_any_equal(self: BranchSpeculation, capability: str, key: CallKey) -> Observation | None:
+    """Out of order: the first unclaimed speculative write with an equal key, wherever it is
+    in the chain, and no discard when a program's write claims nothing."""
+    chain = self._chains.get(capability)
+    if chain is None:
+        return None
+    for k, obs in enumerate(chain.writes):
+        if k >= chain.claimed and obs.key == key:
+            await obs.done.wait()
+            if not obs.settled:
+                return None
+            self._layers.adopt(capability, k + 1)
+            chain.claimed = k + 1
+            obs.claims += 1
+            return obs
+    return None
+
+
+def test_mutant_branch_writes_claimed_out_of_order(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A program's write claims any equal-key speculative write, not only the next one in
+    program order, and a write that claims nothing leaves the layer in place (issue 17)."""
+    monkeypatch.setattr(BranchSpeculation, "claim_write", _claim_any_equal)
+    verdict = run_generated()
+    assert verdict.failure is not None
+
+
+def test_mutant_reads_of_a_discarded_layer_stay_claimable(monkeypatch: pytest.MonkeyPatch) -> None:
+    """When a program's write does not claim, the layer's writes are discarded but the
+    reads speculated on it stay in the claim table (issue 17)."""
+
+    def writes_only(self: BranchSpeculation, chain: Any, k: int) -> None:
+        chain.closed = chain.lost = True
+        for obs in chain.writes[k:]:
+            self._lane.discard(obs)
+
+    monkeypatch.setattr(BranchSpeculation, "_discard_from", writes_only)
     verdict = run_generated()
     assert verdict.failure is not None

@@ -193,12 +193,16 @@ async def test_read_after_write_never_claims_the_pre_write_value() -> None:
     assert streamed.value == ("alpha\n", "rewritten", "beta\n")
     reads = [c for c in streamed.calls if c.method == "read_text"]
     assert reads[0].lane == "claimed"
-    # The read after the write takes only work started on the view the write left.
+    # The read after the write takes only work started on the view the write left: the
+    # write ran early on a layer of the branch, the read on that layer once it was written.
     observations = {o.id: o for o in streamed.observations}
     (write,) = [c for c in streamed.calls if c.method == "write_text"]
+    assert write.lane == "claimed" and write.observation_id is not None
+    early_write = observations[write.observation_id]
     assert reads[1].lane == "claimed" and reads[1].observation_id is not None
     after = observations[reads[1].observation_id]
-    assert after.started is not None and after.started >= write.ended
+    assert after.layer == early_write.layer == 1 and early_write.ended is not None
+    assert after.started is not None and after.started >= early_write.ended
     assert after.key != observations[reads[0].observation_id].key  # type: ignore[index]
 
 

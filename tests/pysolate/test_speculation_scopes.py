@@ -82,8 +82,9 @@ def early(result: RunResult) -> set[tuple[str, object]]:
 
 
 def lanes(result: RunResult, method: str) -> list[tuple[object, str]]:
-    """(first argument, lane) per call; a claim of work started only once the last write
-    before it had returned (on the view it left: re-speculation) is ``after write``."""
+    """(first argument, lane) per call; a claim of work started on the view the last write
+    before it left is ``after write``: once the Guest's write returned (re-speculation), or
+    on the speculative branch layer that write made early (``scheduler._branches``)."""
     observations = {o.id: o for o in result.observations}
     out: list[tuple[object, str]] = []
     for c in result.calls:
@@ -92,7 +93,8 @@ def lanes(result: RunResult, method: str) -> list[tuple[object, str]]:
         lane = c.lane
         writes = [w.ended for w in result.calls[: c.index] if w.effect is not None and w.effect.may_write]
         obs = observations.get(c.observation_id) if c.observation_id is not None else None
-        if lane == "claimed" and obs is not None and writes and obs.started is not None and obs.started >= writes[-1]:
+        after = obs is not None and obs.started is not None and writes and obs.started >= writes[-1]
+        if lane == "claimed" and obs is not None and (after or obs.layer):
             lane = "after write"
         out.append((c.args[0] if c.args else c.kwargs, lane))
     return out
@@ -149,9 +151,10 @@ async def test_a_read_whose_path_comes_from_a_result_is_decided_when_the_result_
     streamed, reference = await run_both(src)
     assert_equivalent(streamed, reference)
     assert streamed.value == ([False, True], False, "zulu\n")
-    # The read of the deleted path is started again once the delete has returned.
+    # The read of the deleted path is started again on the layer the early delete made.
     assert early(streamed) == {
-        ("search", "x"), ("exists", "other/z.md"), ("read_text", "other/z.md"), ("exists", "notes/x.md")
+        ("delete", "notes/x.md"), ("search", "x"), ("exists", "other/z.md"), ("read_text", "other/z.md"),
+        ("exists", "notes/x.md"),
     }
     assert lanes(streamed, "exists")[:2] == [("notes/x.md", "after write"), ("other/z.md", "claimed")]
     assert lanes(streamed, "read_text") == [("other/z.md", "claimed")]

@@ -35,7 +35,8 @@ def test_pydantic_ai_example() -> None:
     status, counts = lines[1].split(" ", 1)
     assert status == "ok"
     assert ast.literal_eval(counts) | {"physical": 0} == {
-        "logical": 3, "physical": 0, "claimed": 2, "direct": 1, "shared": 0, "cancelled": 0, "late": 0, "orphaned": 0
+        "logical": 3, "physical": 0, "claimed": 2, "direct": 1, "shared": 0, "cancelled": 0, "late": 0, "orphaned": 0,
+        "discarded": 0, "early_writes": 0,
     }
     assert lines[2] == "Found two pages of results."
 
