@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 
 from .._exceptions import NotKnown
 from ..evaluator import UNKNOWN, evaluate
+from ..evaluator._free_names import walk
 from ._model import OccurrenceId
 
 Origins = frozenset[object] | None
@@ -268,7 +269,7 @@ class Scope:
         """A detached copy of what ``node`` may read, for work deferred until results arrive:
         the names it mentions, or everything visible if it calls a program function (whose
         body reads globals of its own)."""
-        names = {n.id for n in ast.walk(node) if isinstance(n, ast.Name)}
+        names = {n.id for n in walk(node) if isinstance(n, ast.Name)}
         found = {name: b for name in names if (b := self.lookup(name)) is not None}
         if any(isinstance(b, FunctionRef) for b in found.values()):
             return Scope(None, dict(self.visible()))

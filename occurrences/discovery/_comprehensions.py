@@ -12,6 +12,7 @@ import ast
 from dataclasses import replace
 
 from ..evaluator import UNKNOWN
+from ..evaluator._free_names import walk
 from ._bindings import (
     Binding,
     CapabilityRef,
@@ -76,7 +77,7 @@ class _Comprehensions(_Expressions):
 
     def _calls_out(self, node: ast.AST, ctx: _Context, shadowed: frozenset[str]) -> bool:
         """Whether ``node`` calls a capability method or a program-defined function."""
-        for inner in ast.walk(node):
+        for inner in walk(node):
             if not isinstance(inner, ast.Call):
                 continue
             func = inner.func

@@ -18,6 +18,7 @@ from typing import Protocol
 from .._exceptions import NotKnown
 from ..evaluator import UNKNOWN
 from ..evaluator._budget import truth
+from ..evaluator._free_names import walk
 from ._bindings import Binding, Scope
 from ._model import ControlFrame, ControlKind, Occurrence, OccurrenceId, PathItem
 from ._scopes import Written
@@ -147,7 +148,7 @@ def _frame(kind: ControlKind, node: ast.AST, part: str = "body") -> ControlFrame
 
 
 def _assigned_names(target: ast.AST) -> Iterable[str]:
-    for node in ast.walk(target):
+    for node in walk(target):
         if isinstance(node, ast.Name):
             yield node.id
 

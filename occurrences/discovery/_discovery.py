@@ -75,6 +75,7 @@ from dataclasses import replace
 from typing import Any
 
 from ..evaluator import UNKNOWN
+from ..evaluator._free_names import walk
 from ._bindings import (
     CapabilityRef,
     FunctionRef,
@@ -214,7 +215,7 @@ class Discovery(_ControlFlow):
             defaults.append(b.value if isinstance(b, Known) else UNKNOWN)
         declared = {
             name
-            for inner in ast.walk(node)
+            for inner in walk(node)
             if isinstance(inner, ast.Global | ast.Nonlocal)
             for name in inner.names
         }
@@ -225,7 +226,7 @@ class Discovery(_ControlFlow):
             and not declared
             and not (a.posonlyargs or a.vararg or a.kwonlyargs or a.kwarg)
             and UNKNOWN not in defaults
-            and not any(isinstance(n, ast.Yield | ast.YieldFrom) for n in ast.walk(node))
+            and not any(isinstance(n, ast.Yield | ast.YieldFrom) for n in walk(node))
         )
         if node.decorator_list:
             self._opaque(ctx)  # the decorator is called with the function
@@ -235,7 +236,7 @@ class Discovery(_ControlFlow):
         for expr in [*node.decorator_list, *node.bases, *(k.value for k in node.keywords)]:
             self._expr(expr, ctx)
         self._declare_global(
-            {n for inner in ast.walk(node) if isinstance(inner, ast.Global) for n in inner.names}, ctx
+            {n for inner in walk(node) if isinstance(inner, ast.Global) for n in inner.names}, ctx
         )
         # The class body runs now, as code this module does not follow.
         self._opaque(ctx)
@@ -271,7 +272,7 @@ class Discovery(_ControlFlow):
             ctx, scope=overlay, globals=overlay if ctx.globals is ctx.scope else ctx.globals, emit=False
         )
         self._repeatedly(lambda: self._dry_children(node, dry), overlay, dry, [node])
-        for stored in ast.walk(node):
+        for stored in walk(node):
             if isinstance(stored, ast.Name) and isinstance(stored.ctx, ast.Store | ast.Del):
                 overlay.bind(stored.id, UNKNOWN)
             elif isinstance(stored, ast.MatchAs | ast.MatchStar) and stored.name:

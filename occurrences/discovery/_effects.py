@@ -18,6 +18,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from .._plain import fresh_copy
 from ..evaluator import UNKNOWN, free_names
 from ..evaluator._builtins import BUILTINS
+from ..evaluator._free_names import walk
 from ._bindings import (
     Binding,
     CapabilityRef,
@@ -152,11 +153,11 @@ class _Effects:
         ctx.written.update(self._capabilities)
         self._mutated(ctx)
         called = set()
-        for inner in ast.walk(node):
+        for inner in walk(node):
             if isinstance(inner, ast.Call):
                 func = inner.func.value if isinstance(inner.func, ast.Attribute) else inner.func
                 called.add(id(func))
-        for inner in ast.walk(node):
+        for inner in walk(node):
             if isinstance(inner, ast.Name):
                 b = ctx.scope.lookup(inner.id)
                 if isinstance(b, CapabilityRef | MethodRef) and id(inner) not in called:
@@ -175,8 +176,12 @@ class _Effects:
     def _bind(self, name: str, binding: Binding, ctx: _Context) -> None:
         ctx.scope.bind(name, binding)
 
-    def _derive(self, expr: ast.expr, captured: dict[str, Binding]) -> Binding:
-        """The binding of ``expr`` over ``captured``: known now, or once its results are."""
+    def _derive(
+        self, expr: ast.expr, captured: dict[str, Binding], names: frozenset[str] | None = None
+    ) -> Binding:
+        """The binding of ``expr`` over ``captured``: known now, or once its results are.
+
+        ``names``: ``free_names(expr)``, when the caller has it already (it is not cheap)."""
         producers: frozenset[OccurrenceId] = frozenset()
         for b in captured.values():
             p = producers_of(b)
@@ -193,7 +198,7 @@ class _Effects:
             return derived
         value = evaluate_in(expr, captured, self._results)
         if value is UNKNOWN:
-            return _unknown_value(expr, captured, origins)
+            return _unknown_value(expr, captured, origins, names)
         return Known(value, origins)
 
     def _value(self, node: ast.expr, ctx: _Context, subst: dict[int, tuple[str, Binding]]) -> Binding:
@@ -207,11 +212,12 @@ class _Effects:
             node = replaced
             synthetic = dict(subst.values())
         captured: dict[str, Binding] = {}
-        for name in free_names(node):
+        names = free_names(node)
+        for name in names:
             b = synthetic.get(name) if name in synthetic else ctx.scope.lookup(name)
             if b is not None:
                 captured[name] = b
-        return self._derive(node, captured)
+        return self._derive(node, captured, names)
 
 
     @staticmethod
@@ -341,8 +347,11 @@ class _Effects:
         return decide
 
 
-def _unknown_value(expr: ast.expr, captured: Mapping[str, Binding], origins: Origins) -> Binding:
-    """The binding of ``expr`` when its value is not known.
+def _unknown_value(
+    expr: ast.expr, captured: Mapping[str, Binding], origins: Origins, names: frozenset[str] | None
+) -> Binding:
+    """The binding of ``expr`` when its value is not known (``names``: its free names, if
+    already computed).
 
     ``name``, ``name[i]``, ``name.attr`` ... of a ``Mutated`` value is part of it: it
     shares its origins. Otherwise a value computed only from data (names bound to data,
@@ -355,12 +364,12 @@ def _unknown_value(expr: ast.expr, captured: Mapping[str, Binding], origins: Ori
         return captured[root.id]
     if origins is None:
         return UNKNOWN
-    for inner in ast.walk(expr):
+    for inner in walk(expr):
         if isinstance(inner, ast.Lambda | ast.NamedExpr | ast.Await | ast.Yield | ast.YieldFrom | ast.GeneratorExp):
             return UNKNOWN
         if isinstance(inner, ast.Attribute) and inner.attr.startswith("__"):
             return UNKNOWN
-    for name in free_names(expr):
+    for name in free_names(expr) if names is None else names:
         b = captured.get(name)
         if b is None:
             if name not in BUILTINS or name in OPAQUE_BUILTINS:
@@ -374,7 +383,7 @@ def _bound_names(nodes: Iterable[ast.AST]) -> set[str]:
     """Every name the code in ``nodes`` may bind (or delete), wherever it sits in it."""
     names: set[str] = set()
     for node in nodes:
-        for inner in ast.walk(node):
+        for inner in walk(node):
             if isinstance(inner, ast.Name) and not isinstance(inner.ctx, ast.Load):
                 names.add(inner.id)
             elif isinstance(inner, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):

@@ -17,6 +17,7 @@ from dataclasses import replace
 
 from ..evaluator import UNKNOWN, free_names
 from ..evaluator._builtins import BUILTINS, TYPE_NAMES
+from ..evaluator._free_names import child_nodes, walk
 from ._bindings import (
     Binding,
     CapabilityRef,
@@ -167,7 +168,7 @@ class _Expressions(_Occurrences):
             # It may sit in a part that does not run; exactness over coverage.
             self._bind(node.target.id, UNKNOWN, ctx)
         else:
-            for child in ast.iter_child_nodes(node):
+            for child in child_nodes(node):
                 self._scan(child, ctx, subst)
 
     def _escape(self, b: Binding | None, ctx: _Context) -> None:
@@ -185,7 +186,7 @@ class _Expressions(_Occurrences):
             return False
         a = fn.args
         params = {p.arg for p in [*a.posonlyargs, *a.args, *a.kwonlyargs, a.vararg, a.kwarg] if p}
-        for inner in ast.walk(fn.body):
+        for inner in walk(fn.body):
             if isinstance(inner, ast.NamedExpr | ast.Await | ast.Yield | ast.YieldFrom | ast.Lambda):
                 return False
             if isinstance(inner, ast.Name) and inner.id not in params:

@@ -4,12 +4,46 @@ Discovery needs this before anything is known: the names a call's arguments read
 which earlier results it waits for. It follows CPython's scoping exactly as the evaluator
 does (``target_names`` is shared by both): comprehension targets and lambda parameters are
 local where CPython makes them local.
+
+Discovery asks it for nearly every expression it meets, so the walk skips the leaves that
+can hold no name (``NAMELESS``) instead of visiting them; ``child_nodes`` and ``walk`` do
+the same for discovery's own walks that look for names, calls or statements.
 """
 
 from __future__ import annotations
 
 import ast
+from collections import deque
 from collections.abc import Iterator
+from typing import Final
+
+NAMELESS: Final = (ast.expr_context, ast.operator, ast.boolop, ast.unaryop, ast.cmpop, ast.Constant)
+"""Node types with no name, call or other node below them: ``Load``/``Store``, operators,
+constants. Any walk that looks for names or calls can skip them (they are most of the
+children ``ast.iter_child_nodes`` yields: every ``Name`` has a ``ctx``)."""
+
+
+def child_nodes(node: ast.AST) -> list[ast.AST]:
+    """``ast.iter_child_nodes(node)`` without the ``NAMELESS`` leaves, in the same order."""
+    found: list[ast.AST] = []
+    for field in node._fields:
+        value = getattr(node, field, None)
+        if isinstance(value, list):
+            for item in value:
+                if isinstance(item, ast.AST) and not isinstance(item, NAMELESS):
+                    found.append(item)
+        elif isinstance(value, ast.AST) and not isinstance(value, NAMELESS):
+            found.append(value)
+    return found
+
+
+def walk(node: ast.AST) -> Iterator[ast.AST]:
+    """``ast.walk(node)`` without the ``NAMELESS`` leaves, in the same (breadth-first) order."""
+    todo = deque([node])
+    while todo:
+        current = todo.popleft()
+        todo.extend(child_nodes(current))
+        yield current
 
 
 def target_names(target: ast.AST) -> Iterator[str]:
@@ -62,5 +96,5 @@ def free_names(node: ast.AST) -> frozenset[str]:
             stack.extend((d, bound) for d in [*a.defaults, *a.kw_defaults] if d is not None)
             stack.append((current.body, bound | {p.arg for p in params}))
         else:
-            stack.extend((child, bound) for child in ast.iter_child_nodes(current))
+            stack += [(child, bound) for child in child_nodes(current)]
     return frozenset(found)

@@ -9,10 +9,12 @@ from __future__ import annotations
 import ast
 import copy
 from collections.abc import Mapping
+from pathlib import Path
 
 import pytest
 
 from occurrences import UNKNOWN, Limits, NotKnown, evaluate, evaluate_call_arguments, free_names
+from occurrences.evaluator._free_names import NAMELESS, child_nodes, walk
 
 ENV: dict[str, object] = {
     "name": "report",
@@ -313,6 +315,20 @@ def test_free_names_handles_any_depth() -> None:
     for _ in range(20_000):
         node = ast.UnaryOp(ast.USub(), node)
     assert free_names(node) == {"leaf"}
+
+
+def test_the_walks_skip_only_leaves_without_children_and_keep_the_order() -> None:
+    """``child_nodes``/``walk`` are ``ast.iter_child_nodes``/``ast.walk`` minus ``NAMELESS``
+    nodes, in the same order, and a ``NAMELESS`` node never has a child (what makes
+    skipping them exact), over every node of a real module."""
+    tree = ast.parse(Path(ast.__file__).read_text(encoding="utf-8"))
+    nodes = list(ast.walk(tree))
+    assert sum(isinstance(n, NAMELESS) for n in nodes) > 1_000
+    for node in nodes:
+        if isinstance(node, NAMELESS):
+            assert list(ast.iter_child_nodes(node)) == []
+        assert child_nodes(node) == [c for c in ast.iter_child_nodes(node) if not isinstance(c, NAMELESS)]
+    assert list(walk(tree)) == [n for n in nodes if n is tree or not isinstance(n, NAMELESS)]
 
 
 def test_limits_are_configurable() -> None:
