@@ -16,15 +16,22 @@ seccomp; rlimits — every one with its own user namespace or bwrap's, no privil
    returns at once, each timed inside the Guest with ``time.perf_counter`` (so it is the
    broker cost: encode, frame, socket, pydantic validation, handler dispatch, reply,
    decode), median and best batch, for an int argument, a 1 KiB and a 100 KiB string;
-   with the CPU time each side spends per call.
+   with the CPU time each side spends per call;
+4. Host CPU per call on the full broker path: a ``Host`` with one 0-latency async tool
+   (effect ``unknown``, an int argument), ``run_source(speculate=False)`` of a program
+   making N calls minus one making none, Host process CPU (``process_time``) per call,
+   best of ``BATCHES``. That is everything the Host does for a call: the channel, frame
+   validation, binding, keying, the receipt, the tool, the reply.
 
-Target (issue 4): per-call round trip <= 200 µs. A summary table at the end puts the levels
+Targets: per-call round trip <= 200 µs (issue 4); Host CPU per call on the full path
+<= 40 µs (issue 18). A summary table at the end puts the levels
 side by side (ratios to the bare interpreter and to ``rlimits``).
 """
 
 from __future__ import annotations
 
 import argparse
+import functools
 import resource
 import statistics
 import subprocess
@@ -36,6 +43,7 @@ import anyio
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from pysolate import Effect, Host, capability
 from pysolate._guest import _isolation, start_subprocess_guest
 from pysolate._guest._isolation import IsolationChoice
 from pysolate._guest_api import GuestLimits
@@ -48,6 +56,30 @@ BATCHES = 7
 
 async def echo(capability: str, method: str, args: tuple[object, ...], kwargs: dict[str, object]) -> object:
     return args[0]
+
+
+class Tools:
+    @capability(effect=Effect.UNKNOWN)
+    async def echo(self, x: int) -> int:
+        return x
+
+
+async def host_cpu_per_call(isolation: IsolationChoice, calls: int) -> float:
+    """Best-of-``BATCHES`` Host CPU seconds per call on the full broker path."""
+    host = Host(
+        guest_factory=functools.partial(start_subprocess_guest, isolation=isolation),
+        limits=GuestLimits(wall_time=120, cpu_time=120, max_calls=10**7),
+    )
+    host.register("tools", Tools())
+
+    async def cpu(n: int) -> float:
+        c0 = time.process_time()
+        result = await host.run_source(f"for _ in range({n}):\n    tools.echo(7)\n", speculate=False)
+        assert result.status == "ok", result.error
+        return time.process_time() - c0
+
+    await cpu(10)  # warm caches
+    return min([(await cpu(calls)) - (await cpu(0)) for _ in range(BATCHES)]) / calls
 
 
 def quantiles(samples: list[float]) -> str:
@@ -128,6 +160,7 @@ async def main(starts: int, calls: int) -> None:
     levels: list[IsolationChoice] = list(reversed(_isolation.machine().levels()))  # strongest first
     samples = await startups(levels, starts)
     trips: dict[str, dict[str, float]] = {}
+    full: dict[str, float] = {}
     for isolation in levels:
         start_times, cpu_times, run_times = samples[isolation]
         guest = await start_subprocess_guest(CAPS, GuestLimits(), isolation=isolation)
@@ -136,15 +169,17 @@ async def main(starts: int, calls: int) -> None:
         print(f"  start-up (to ready)     {quantiles(start_times)}   CPU per start {statistics.median(cpu_times) * 1e3:6.2f} ms")
         print(f"  run of '1' (to reaped)  {quantiles(run_times)}")
         trips[isolation] = await round_trips(isolation, calls)
+        full[isolation] = await host_cpu_per_call(isolation, calls)
+        print(f"  Host CPU per call, full broker path (RunScope.handler, 0-latency tool, int): {full[isolation] * 1e6:5.1f} µs (target <= 40)")
     base, weakest = statistics.median(bare), statistics.median(samples[levels[-1]][0])
     print(f"\nside by side (medians; {starts} interleaved starts per level)")
-    print(f"  {'level':<11} {'start ms':>9} {'x bare':>7} {'x ' + levels[-1]:>10} {'CPU ms':>7} {'run ms':>7} {'call µs':>8}")
+    print(f"  {'level':<11} {'start ms':>9} {'x bare':>7} {'x ' + levels[-1]:>10} {'CPU ms':>7} {'run ms':>7} {'call µs':>8} {'Host µs':>8}")
     for isolation in levels:
         start_times, cpu_times, run_times = samples[isolation]
         start = statistics.median(start_times)
         print(
             f"  {isolation:<11} {start * 1e3:9.2f} {start / base:7.2f} {start / weakest:10.2f} "
-            f"{statistics.median(cpu_times) * 1e3:7.2f} {statistics.median(run_times) * 1e3:7.2f} {trips[isolation]['int'] * 1e6:8.1f}"
+            f"{statistics.median(cpu_times) * 1e3:7.2f} {statistics.median(run_times) * 1e3:7.2f} {trips[isolation]['int'] * 1e6:8.1f} {full[isolation] * 1e6:8.1f}"
         )
 
 
