@@ -119,7 +119,7 @@ class RunLayers:
 
 def _scope(value: object) -> str | None:
     """A declared scope's value as a normalized relative path; None when odd (it may then
-    overlap anything): the rule of discovery's scopes (``occurrences._scopes``)."""
+    overlap anything): the rule of discovery's scopes (``occurrences.discovery._scopes``)."""
     if type(value) is not str or value.startswith("/") or value.endswith("/") or "\\" in value or "\0" in value:
         return None
     parts = [part for part in value.split("/") if part not in ("", ".")]
