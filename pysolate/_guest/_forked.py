@@ -36,6 +36,10 @@ FORK_TIMEOUT = 5.0
 """Seconds the server may take to fork a child before it counts as stuck (and is replaced)."""
 
 
+STATUS_GRACE = 2.0
+"""Seconds the server may take to report a child's exit status once the child has exited."""
+
+
 class ForkServerFailed(RuntimeError):
     """The fork server could not start a Guest child (twice)."""
 
@@ -107,11 +111,10 @@ class ForkedProcess(anyio.abc.Process):
                 continue
             self._reading = True
             try:
-                await anyio.wait_readable(self._status)
-                message = self._status.recv(64)
+                message = await self._exit_message()
                 if message.startswith(b"exit "):
                     self._returncode = os.waitstatus_to_exitcode(int(message[5:]))
-                else:  # the server died: the child dies with it (PDEATHSIG); make sure
+                else:  # the server died or is stuck: the child is gone or dies with it; make sure
                     self.kill()
                     self._returncode = -signal.SIGKILL
             finally:
@@ -119,6 +122,19 @@ class ForkedProcess(anyio.abc.Process):
                 done, self._read_done = self._read_done, anyio.Event()
                 done.set()
         return self._returncode
+
+    async def _exit_message(self) -> bytes:
+        """``exit S`` from the server, or ``b""`` if it died or did not answer in time.
+
+        The pidfd turns readable when the child exits (before anyone reaps it), so a
+        stuck server delays the answer by at most ``STATUS_GRACE``, never forever.
+        """
+        assert self._pidfd is not None
+        await anyio.wait_readable(self._pidfd)
+        with anyio.move_on_after(STATUS_GRACE):
+            await anyio.wait_readable(self._status)
+            return self._status.recv(64)
+        return b""
 
     def send_signal(self, sig: int) -> None:
         if self._pidfd is not None and self._returncode is None:

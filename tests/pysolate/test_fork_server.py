@@ -209,3 +209,22 @@ async def test_a_guest_still_signals_itself_and_only_itself(level: str, fork_ser
     out, _ = await run(source, level, fork_server=fork_server)
     assert out.status == "ok", out.error
     assert out.value == ["kill", "tgkill", "refused"]
+
+
+@pytest.mark.parametrize("level", FORKED)
+async def test_a_stopped_server_never_makes_a_run_wait(level: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The exit is seen through the pidfd; a server that does not report it in time costs
+    ``STATUS_GRACE``, not the run."""
+    monkeypatch.setattr(_forked, "STATUS_GRACE", 0.3)
+    guest = await start_subprocess_guest(CAPS, GuestLimits(wall_time=60), isolation=level)  # type: ignore[arg-type]
+    stopped = _forked.server.pid()
+    assert stopped is not None and "fork-server" in guest.isolation.mechanisms
+    os.kill(stopped, signal.SIGSTOP)
+    try:
+        with anyio.fail_after(15):  # far below the run's 60 s wall time
+            out = await guest.run("6 * 7", echo)
+            await guest.aclose()
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(stopped, signal.SIGCONT)
+    assert (out.status, out.value) == ("ok", 42)  # its done frame came before the silence
