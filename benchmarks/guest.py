@@ -228,13 +228,14 @@ async def round_trips(isolation: IsolationChoice, calls: int) -> dict[str, float
     return medians
 
 
-async def main(starts: int, calls: int) -> None:
+async def main(starts: int, calls: int, only: list[str]) -> None:
     print(f"python {sys.version.split()[0]}, {_isolation.interpreter()}")
     print(f"machine: {_isolation.machine()}")
     bare = bare_interpreter(starts)
     print(f"[bare interpreter -I -S -B -c pass]\n  start-up                {quantiles(bare)}")
     levels: list[IsolationChoice] = list(reversed(_isolation.machine().levels()))  # strongest first
-    chosen = modes(levels)
+    chosen = [mode for mode in modes(levels) if not only or mode.label in only]
+    levels = [level for level in levels if any(mode.level == level for mode in chosen)]
     samples = await startups(chosen, starts)
     pss = {mode.label: await pss_per_guest(mode, 10) for mode in chosen}
     trips: dict[str, dict[str, float]] = {}
@@ -267,5 +268,6 @@ if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--starts", type=int, default=20)
     parser.add_argument("--calls", type=int, default=1000)
+    parser.add_argument("--only", nargs="*", default=[], help="mode labels to run (e.g. 'landlock fork'); default all")
     options = parser.parse_args()
-    anyio.run(main, options.starts, options.calls)
+    anyio.run(main, options.starts, options.calls, options.only)
