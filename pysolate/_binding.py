@@ -25,7 +25,9 @@ import inspect
 from collections.abc import Mapping
 
 from occurrences import canonical_arguments, fresh_copy
-from occurrences._plain import ENCODER, to_tagged
+from occurrences._plain import to_tagged
+
+from ._compact import compact
 
 _POSITIONAL = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
 _SIMPLE = (*_POSITIONAL, inspect.Parameter.KEYWORD_ONLY)
@@ -34,7 +36,10 @@ _SIMPLE = (*_POSITIONAL, inspect.Parameter.KEYWORD_ONLY)
 class Binder:
     """Binds calls to one signature as ``Signature.bind`` + ``apply_defaults`` would."""
 
-    __slots__ = ("_by_keyword", "_defaults", "_keyword_only", "_order", "_positional", "_signature", "_simple", "_sorted", "_tagged_defaults")
+    __slots__ = (
+        "_by_keyword", "_defaults", "_keyword_only", "_order", "_positional", "_positional_slots", "_signature", "_simple",
+        "_sorted", "_tagged_defaults",
+    )
 
     def __init__(self, signature: inspect.Signature) -> None:
         params = list(signature.parameters.values())
@@ -56,6 +61,13 @@ class Binder:
                 continue
         self._tagged_defaults = tagged
         self._sorted = tuple(sorted(self._order))
+        # When every parameter is positional, a call giving them all positionally binds to
+        # ``args`` as they are; its key pairs each name's tag with the argument at its index.
+        self._positional_slots: tuple[tuple[list[str], int], ...] | None = (
+            tuple((["s", name], self._order.index(name)) for name in self._sorted)
+            if self._simple and len(self._positional) == len(self._order)
+            else None
+        )
 
     def bind(
         self, args: tuple[object, ...], kwargs: Mapping[str, object]
@@ -65,6 +77,8 @@ class Binder:
         Defaults are fresh copies (a receipt never shares the method's own default).
         Raises ``TypeError`` (the reference's own) when the call does not fit.
         """
+        if self._positional_slots is not None and not kwargs and len(args) == len(self._order):
+            return dict(zip(self._order, args, strict=True)), args, {}
         if self._simple and len(args) <= len(self._positional):
             given = dict(zip(self._positional, args, strict=False))
             fits = True
@@ -112,6 +126,9 @@ class Binder:
         """
         if not self._simple:
             return canonical_arguments(arguments)
+        slots = self._positional_slots
+        if slots is not None and not tagged_kwargs and len(tagged_args) == len(slots):
+            return compact(["d", [[name_tag, tagged_args[i]] for name_tag, i in slots]])
         tags: dict[str, object] = dict(zip(self._positional, tagged_args, strict=False))
         for pair in tagged_kwargs:
             name_tag, value_tag = pair
@@ -125,4 +142,4 @@ class Binder:
                 if tag is None:
                     return canonical_arguments(arguments)
             body.append([["s", name], tag])
-        return ENCODER.encode(["d", body])
+        return compact(["d", body])

@@ -31,6 +31,7 @@ import anyio
 from occurrences import CallKey, MethodSpec, NotPlain, check_plain, fresh_copy, tool_name
 from scheduler import BranchSpeculation, Observation, Probe
 
+from ._capability import CapabilityMethod
 from ._conversion import Encoder
 from ._crossing import failure_from
 from ._execute import (
@@ -42,6 +43,7 @@ from ._execute import (
     bind,
     call_key,
     execute,
+    scope_class,
 )
 from ._guest_api import ErrorInfo, ToolFailure
 from ._result import CallOutcome, CallRecord, Lane
@@ -120,6 +122,7 @@ class RunScope:
         self._timeout = call_timeout
         self._t0: float | None = None  # anyio.current_time() at the first call or start()
         self._clock: Callable[[], float] = anyio.current_time  # the same clock, looked up at start()
+        self._new_scope: Callable[[], anyio.CancelScope] = anyio.CancelScope  # the backend's own class, after start()
         self.claims: Claims | None = None  # set by a speculating run before the Guest starts
         self.branches: BranchSpeculation | None = None  # likewise, when it speculates branch writes
         # Told when a Guest call that may write returned or failed, so reads that follow
@@ -131,6 +134,7 @@ class RunScope:
     def start(self) -> None:
         """Start the run's clock (receipt times are relative to it)."""
         self._clock = _loop_clock()
+        self._new_scope = scope_class()
         self._t0 = self._clock()
 
     @property
@@ -186,13 +190,17 @@ class RunScope:
         in its capability's epoch from the moment it starts, whatever its outcome.
         ``key`` (optional) labels the trace.
         """
-        cap = self._registrations[capability].methods[method]
+        return await self._formal(self._registrations[capability].methods[method], call, key)
+
+    async def _formal(self, cap: CapabilityMethod, call: BoundCall, key: CallKey | None) -> object:
+        capability, method = call.capability, call.method
         if cap.effect.may_write:
             self._epochs[capability] += 1
         self._physical += 1
         if self.trace is NULL_RUN:  # no trace: no span, and no key digest to label it with
             return await execute(
-                self._targets[capability], cap, call, threads=self._threads, early=False, timeout=self._timeout, encode=self._encode
+                self._targets[capability], cap, call, threads=self._threads, early=False, timeout=self._timeout,
+                encode=self._encode, new_scope=self._new_scope,
             )
         observation = self.trace.observation_started(
             capability,
@@ -207,7 +215,7 @@ class RunScope:
             with observation.activated():
                 result = await execute(
                     self._targets[capability], cap, call, threads=self._threads, early=False, timeout=self._timeout,
-                    encode=self._encode,
+                    encode=self._encode, new_scope=self._new_scope,
                 )
         except BaseException as exc:
             observation.completed(error=exc)
@@ -228,13 +236,20 @@ class RunScope:
         reported as such).
         """
         now = self._now()
+        reg = self._registrations.get(capability)
         try:
-            call = self.bind(capability, method, args, kwargs)
+            if reg is None:
+                raise NameError(f"name {capability!r} is not defined")
+            call = bind(reg, method, args, kwargs)
         except (AttributeError, NameError, TypeError, ValueError) as exc:
             refused = failure_from(exc)
             self._record(capability, method, args, kwargs, None, None, "error", None, refused, now)
             raise refused from None
-        key = self._key(call)
+        view = self._views.get(capability)
+        key = CallKey(
+            capability, method, call.spec.version, call.canonical,
+            f"epoch:{self._epochs[capability]}" if view is None else view(method, call.arguments),
+        )
         if self.branches is not None and call.spec.effect.may_write and self.branches.branched(capability):
             early = await self.branches.claim_write(capability, key)  # the branch adopted its layer
             if early is not None:
@@ -256,7 +271,7 @@ class RunScope:
                 return self._claimed(call, key, obs, now)
             formal = self.claims.begin_formal(key)
         try:
-            result = await self.call(capability, method, call, key)
+            result = await self._formal(reg.methods[method], call, key)
         except ToolFailure as failure:
             if shareable:
                 self.claims.end_formal(formal, error=failure)  # type: ignore[union-attr]
@@ -377,23 +392,21 @@ class RunScope:
             spec = _spec_or_none(self._registrations.get(capability), method)
             plain_args, plain_kwargs = _plain_or_repr(args), _plain_or_repr(dict(kwargs))
         assert isinstance(plain_args, tuple) and isinstance(plain_kwargs, dict)
-        self._calls.append(
-            CallRecord(
-                index=len(self._calls),
-                capability=capability,
-                method=method,
-                args=plain_args,
-                kwargs=plain_kwargs,
-                effect=spec.effect if spec else None,
-                version=spec.version if spec else None,
-                outcome=outcome,
-                result=result,
-                error=None if failure is None else ErrorInfo(failure.type_name, failure.message, None),
-                started=started,
-                ended=self._now(),
-                key=key,
-                lane=lane,
-                observation_id=observation_id,
+        calls = self._calls
+        calls.append(
+            CallRecord(  # positionally, in field order (keywords cost a third of a receipt)
+                len(calls), capability, method, plain_args, plain_kwargs,
+                spec.effect if spec else None,
+                spec.version if spec else None,
+                outcome,
+                result,
+                None if failure is None else ErrorInfo(failure.type_name, failure.message, None),
+                started,
+                self._now(),
+                key,
+                None,  # occurrence_id
+                lane,
+                observation_id,
             )
         )
 

@@ -34,8 +34,9 @@ from collections.abc import Callable, Mapping
 import anyio
 
 from occurrences import NotPlain, check_plain, tool_name
-from occurrences._plain import ENCODER, own
+from occurrences._plain import MAX_INT_DIGITS, own
 
+from ._compact import compact
 from ._guest_api import ToolFailure
 from ._guest_errors import arguments_not_plain
 
@@ -72,7 +73,10 @@ def owned_arguments(
     """
     try:
         own_args, tagged_args = own(args)
-        own_kwargs, tagged_kwargs = own(kwargs if type(kwargs) is dict else dict(kwargs))
+        if kwargs:
+            own_kwargs, tagged_kwargs = own(kwargs if type(kwargs) is dict else dict(kwargs))
+        else:  # what ``own({})`` gives, without the walk
+            own_kwargs, tagged_kwargs = {}, ["d", []]
     except NotPlain as exc:
         raise arguments_not_plain(capability, method, exc) from None
     assert type(own_args) is tuple and type(own_kwargs) is dict
@@ -86,16 +90,43 @@ def checked_result(capability: str, method: str, raw: object) -> object:
     """A fresh copy of a tool's result ``raw``; ``ToolFailure`` when it cannot cross.
 
     One walk (``_plain.own``) checks, copies and tags it; its size is that of the tagged
-    text (``_plain.dumps``, without walking the value again).
+    text (``_plain.dumps``, without walking the value again), which is only encoded when
+    its bound (``_size_bound``) does not already show it small enough.
     """
     try:
         value, tagged = own(raw)
-        size = len(ENCODER.encode(tagged))
     except NotPlain as exc:
         raise invalid_result(capability, method, exc) from None
+    if _size_bound(raw) <= MAX_RESULT_CHARS:
+        return value
+    size = len(compact(tagged))
     if size > MAX_RESULT_CHARS:
         raise ToolFailure("ValueError", f"{tool_name(capability, method)} returned {size} characters (limit {MAX_RESULT_CHARS})")
     return value
+
+
+_TEXT_WORST = 6
+"""Most characters one character of a ``str`` takes in JSON text (``\\u001f``)."""
+
+_SCALAR_CHARS = 16
+"""More than the tagged text of any scalar takes besides its body (``["f","`` ... ``"]``)."""
+
+
+def _size_bound(raw: object) -> float:
+    """An upper bound of the tagged text's length of the plain value ``raw``, known without
+    encoding it: a scalar's is its tag plus its body (an int's digits, a float's hex, a
+    string's escaped characters, two hex digits a byte); a container's is not computed
+    (``inf``: it is encoded and measured)."""
+    t = type(raw)
+    if t is int:
+        return _SCALAR_CHARS + MAX_INT_DIGITS + 1
+    if t is str:
+        return _SCALAR_CHARS + _TEXT_WORST * len(raw)  # type: ignore[arg-type]
+    if t is bytes:
+        return _SCALAR_CHARS + 2 * len(raw)  # type: ignore[arg-type]
+    if raw is None or t is bool or t is float:
+        return _SCALAR_CHARS + 32
+    return math.inf
 
 
 def invalid_result(capability: str, method: str, reason: object) -> ToolFailure:

@@ -84,13 +84,7 @@ def bind(registration: Registration, method: str, args: tuple[object, ...], kwar
     binder = cap.binder
     arguments, bound_args, bound_kwargs = binder.bind(own_args, own_kwargs)
     return BoundCall(
-        capability=registration.name,
-        method=method,
-        spec=cap.spec,
-        arguments=arguments,
-        args=bound_args,
-        kwargs=bound_kwargs,
-        canonical=binder.key_text(arguments, tagged_args, tagged_kwargs),
+        registration.name, method, cap.spec, arguments, bound_args, bound_kwargs, binder.key_text(arguments, tagged_args, tagged_kwargs)
     )
 
 
@@ -109,9 +103,13 @@ async def execute(
     timeout: float,
     probe: Probe | None = None,
     encode: Encoder | None = None,
+    new_scope: Callable[[], anyio.CancelScope] = anyio.CancelScope,
 ) -> object:
     """Run ``call`` once on ``target``; the result is converted (``_conversion.to_plain``
     with the Host's ``encode``), checked, bounded and a fresh copy.
+
+    ``new_scope`` makes the cancel scope an async call runs in: ``anyio.CancelScope``, or
+    the running backend's own class (``scope_class``), which skips anyio's backend lookup.
 
     A sync method runs in a worker thread of ``threads``, under its ``early`` or formal
     budget (``_threads``: early work never takes the program's threads).
@@ -130,7 +128,7 @@ async def execute(
     finished = False
     try:
         if method.is_async:
-            finished, raw = await _awaited(fn(*args, **kwargs), timeout)
+            finished, raw = await _awaited(fn(*args, **kwargs), timeout, new_scope)
         else:
             work = in_thread(functools.partial(fn, *args, **kwargs))
             if probe is not None:
@@ -158,7 +156,9 @@ async def execute(
     return checked_result(call.capability, call.method, raw)
 
 
-async def _awaited(awaitable: Awaitable[object], timeout: float) -> tuple[bool, object]:
+async def _awaited(
+    awaitable: Awaitable[object], timeout: float, new_scope: Callable[[], anyio.CancelScope] = anyio.CancelScope
+) -> tuple[bool, object]:
     """``(True, result)`` of an async tool call, or ``(False, None)`` after ``timeout``.
 
     A call that finishes without suspending (a cache hit, a 0-latency tool) cannot be
@@ -167,7 +167,7 @@ async def _awaited(awaitable: Awaitable[object], timeout: float) -> tuple[bool, 
     breaks), the coroutine's first step runs in it, and only a call that suspended gets
     the deadline, counted from before that first step, as ``move_on_after`` would have.
     """
-    with anyio.CancelScope() as scope:
+    with new_scope() as scope:
         started = _loop_clock()()
         if type(awaitable) is not types.CoroutineType:
             scope.deadline = started + timeout
@@ -212,6 +212,12 @@ class _Resumed:
                     pending = coro.send(sent)
                 except StopIteration as stop:
                     return stop.value
+
+
+def scope_class() -> Callable[[], anyio.CancelScope]:
+    """The running backend's cancel scope class: what ``anyio.CancelScope()`` makes, made
+    without looking the backend up again (that lookup is a third of a scope's cost)."""
+    return type(anyio.CancelScope())
 
 
 def _loop_clock() -> Callable[[], float]:

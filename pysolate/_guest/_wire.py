@@ -31,14 +31,28 @@ Call ids are chosen by the Host alone (its count of calls so far); the Guest nev
 from __future__ import annotations
 
 import json
+import json.encoder
 import struct
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
+
+_MAKE: Callable[..., Callable[[object, int], Sequence[str]]] | None = getattr(json.encoder, "c_make_encoder", None)
 
 HEADER = struct.Struct(">I")
 """Frame header: the payload length in bytes."""
 
 _ENCODER = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, allow_nan=False)
 """Built once: ``json.dumps`` with options builds a new encoder per call (per frame)."""
+
+_C_ENCODE = (
+    None
+    if _MAKE is None
+    else _MAKE(
+        None, _ENCODER.default, json.encoder.encode_basestring, None, ":", ",", False, False, False
+    )
+)
+"""``_ENCODER``'s own C encoder, made once rather than per frame by ``encode`` (see
+``pysolate._compact``, the Host's twin, which this child-readable module cannot import):
+without the circular-reference check, as every message is built fresh of tagged values."""
 
 
 def encode_frame(message: Mapping[str, object]) -> bytes:
@@ -47,5 +61,6 @@ def encode_frame(message: Mapping[str, object]) -> bytes:
     ``surrogatepass``: a lone surrogate is a valid ``str`` (``os.fsdecode`` makes them), so
     it must cross; ``json.loads`` of bytes decodes with the same handler.
     """
-    payload = _ENCODER.encode(message).encode("utf-8", "surrogatepass")
+    text = _ENCODER.encode(message) if _C_ENCODE is None else "".join(_C_ENCODE(message, 0))
+    payload = text.encode("utf-8", "surrogatepass")
     return HEADER.pack(len(payload)) + payload
