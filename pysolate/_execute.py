@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import types
-from collections.abc import Awaitable, Callable, Coroutine, Generator, Mapping
+from collections.abc import Awaitable, Callable, Coroutine, Generator, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -35,6 +35,18 @@ from ._threads import WorkerThreads
 
 CALL_TIMEOUT = 30.0
 """Seconds one physical call may take before it fails (reads) or is declared unknown."""
+
+_IMMUTABLE = frozenset({type(None), bool, int, float, str, bytes})
+"""The exact plain scalar types: immutable, so a copy of one is the value itself."""
+
+
+def _immutable(values: Iterable[object]) -> bool:
+    """Whether every one of ``values`` is of an exact plain scalar type."""
+    for v in values:  # a loop, not ``all()`` over a generator: this runs on every call
+        if type(v) not in _IMMUTABLE:
+            return False
+    return True
+
 
 class OutcomeUnknown(ToolFailure):
     """A call that may write did not finish in time: it may or may not have taken effect."""
@@ -123,7 +135,10 @@ async def execute(
     own is a tool failure like any other.
     """
     fn: Any = getattr(target, call.method)
-    args, kwargs = fresh_copy(call.args), fresh_copy(call.kwargs)
+    # The tool gets its own copies: ``fn(*args, **kwargs)`` makes the tuple and dict it
+    # sees, so only a mutable value inside them needs copying.
+    args = call.args if _immutable(call.args) else fresh_copy(call.args)
+    kwargs = call.kwargs if _immutable(call.kwargs.values()) else fresh_copy(call.kwargs)
     assert isinstance(args, tuple) and isinstance(kwargs, dict)
     finished = False
     try:
@@ -150,7 +165,8 @@ async def execute(
             )
         raise ToolFailure("TimeoutError", f"{where} did not finish within {timeout}s")
     try:
-        raw = to_plain(raw, encode)
+        if type(raw) not in _IMMUTABLE:  # an exact scalar is kept as it is by every rule
+            raw = to_plain(raw, encode)
     except ConversionError as exc:
         raise invalid_result(call.capability, call.method, exc) from None
     return checked_result(call.capability, call.method, raw)
