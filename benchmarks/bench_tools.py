@@ -8,6 +8,9 @@ One definition serves three consumers, so they cannot drift apart:
   sites execute, in which statement, in which order (no latency, no Host);
 - ``peer.py`` registers the same behaviours, with the same latencies, as Pydantic AI tools.
 
+``ws`` is the built-in ``Workspace`` (``BenchWorkspace``, with latencies): its writes go to a
+run-private branch, so Pysolate may run them early on a layer (issue 17).
+
 Every tool is deterministic, and the stateful ones (``store``) get fresh state per run, so
 a speculative run and its sequential twin must agree on every value, log entry and final
 state. Latencies are those of remote services (0.1-2 s), scaled by ``latency_scale``.
@@ -21,8 +24,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Literal
 
-from pysolate import Effect, Host
+import anyio
+
+from pysolate import Effect, Host, Workspace, capability
 from pysolate._guest_api import GuestFactory, SessionGuestFactory
+from pysolate._workspace import VERSION
 from pysolate.testing import Script, in_process_guest, in_process_session, scripted_tool
 
 GuestKind = Literal["isolated", "seccomp", "in-process"]
@@ -116,6 +122,76 @@ def _run(cmd: str) -> str:
     return f"ran: {cmd}"
 
 
+WS_LATENCY = {"read_text": 0.4, "exists": 0.2, "list_dir": 0.2, "write_text": 0.3}
+"""The ``ws`` workspace's latencies (seconds, before ``latency_scale``): a remote file
+service (issue 17's read-after-write and write-heavy scenarios)."""
+
+
+class BenchWorkspace(Workspace):
+    """The built-in ``Workspace`` over ``_WS_FILES``, each method first waiting its
+    ``WS_LATENCY`` (scaled): a run-private branch whose writes may run early on a layer."""
+
+    scale: float = 1.0
+
+    async def _wait(self, method: str) -> None:
+        await anyio.sleep(WS_LATENCY[method] * self.scale)
+
+    @capability(effect=Effect.IMMUTABLE_READ, version=VERSION, scope="path")
+    async def read_text(self, path: str, encoding: str = "utf-8") -> str:
+        await self._wait("read_text")
+        return await super().read_text(path, encoding)
+
+    @capability(effect=Effect.IMMUTABLE_READ, version=VERSION, scope="path")
+    async def exists(self, path: str) -> bool:
+        await self._wait("exists")
+        return await super().exists(path)
+
+    @capability(effect=Effect.IMMUTABLE_READ, version=VERSION, scope="path")
+    async def list_dir(self, path: str = ".") -> list[str]:
+        await self._wait("list_dir")
+        return await super().list_dir(path)
+
+    @capability(effect=Effect.WRITE, version=VERSION, scope="path")
+    async def write_text(self, path: str, text: str, encoding: str = "utf-8") -> None:
+        await self._wait("write_text")
+        await super().write_text(path, text, encoding)
+
+
+_WS_FILES = {**_FILES, "config.md": "v1", "counter.md": "0"}
+"""What the ``ws`` workspace's root holds."""
+
+
+def bench_workspace(latency_scale: float = 1.0) -> BenchWorkspace:
+    root = BenchWorkspace.from_files(_WS_FILES)
+    root.scale = latency_scale
+    return root
+
+
+def _ws_specs(s: float) -> dict[str, ToolSpec]:
+    """The ``ws`` methods as plain behaviours over a dict (for the oracle's trace and the
+    peer); a Pysolate Host registers ``BenchWorkspace`` instead."""
+    files = dict(_WS_FILES)
+
+    def read_text(path: str) -> str:
+        if path not in files:
+            raise FileNotFoundError(path)
+        return files[path]
+
+    def exists(path: str) -> bool:
+        return path in files or any(p.startswith(path.rstrip("/") + "/") for p in files)
+
+    def list_dir(path: str = ".") -> list[str]:
+        prefix = "" if path in (".", "") else path.rstrip("/") + "/"
+        return sorted({p[len(prefix) :].split("/")[0] for p in files if p.startswith(prefix)})
+
+    def write_text(path: str, text: str) -> None:
+        files[path] = text
+
+    effects = {"read_text": Effect.IMMUTABLE_READ, "exists": Effect.IMMUTABLE_READ, "list_dir": Effect.IMMUTABLE_READ}
+    behaviours = {"read_text": read_text, "exists": exists, "list_dir": list_dir, "write_text": write_text}
+    return {m: ToolSpec(b, effects.get(m, Effect.WRITE), WS_LATENCY[m] * s) for m, b in behaviours.items()}
+
+
 def tool_specs(latency_scale: float = 1.0) -> dict[str, dict[str, ToolSpec]]:
     """Capability → method → spec, with fresh state for the stateful ones."""
     store: dict[str, object] = {"config": "v1", "counter": 0}
@@ -148,6 +224,7 @@ def tool_specs(latency_scale: float = 1.0) -> dict[str, dict[str, ToolSpec]]:
             "_state": ToolSpec(state, Effect.PURE, 0.0),
         },
         "shell": {"run": ToolSpec(_run, Effect.UNKNOWN, 0.5 * s)},
+        "ws": _ws_specs(s),
     }
 
 
@@ -165,6 +242,9 @@ def make_host(latency_scale: float = 1.0, *, guest: GuestKind = "isolated") -> t
     specs = tool_specs(latency_scale)
     host = Host(guest_factory=guest_factory(guest), session_factory=session_factory(guest))
     for cap, methods in public_methods(specs).items():
+        if cap == "ws":
+            host.register(cap, bench_workspace(latency_scale))
+            continue
         scripts = {
             m: Script(t.behaviour, effect=t.effect, version="1", latency=t.latency) for m, t in methods.items()
         }

@@ -3,7 +3,7 @@
     .venv/bin/python benchmarks/latency.py [--only NAME,...|session] [--no-session] [--speed X] [--latency-scale X]
                                            [--guest isolated|seccomp|in-process]
                                            [--no-peer | --peer-modes plain,eager,speculate]
-                                           [--svg-dir DIR]
+                                           [--svg-dir DIR] [--no-branch-writes]
 
 About 6 minutes with the peer's default modes (eager, speculate), 3 without the peer: the
 streams are replayed in real time, once per measured system.
@@ -15,7 +15,8 @@ latencies. In ONE run, one after the other, per scenario:
 - **baseline**: replay the stream to its end, then ``run_source(src, speculate=False)`` in
   a fresh Guest (stream, then run sequentially: what an agent does without Pysolate);
 - **Pysolate**: ``run_stream`` on the same stream replayed at recorded speed;
-- **oracle**: the bound computed from the source and the chunk times alone (``oracle.py``);
+- **oracle**: the bound computed from the source and the chunk times alone (``oracle.py``;
+  writes to the ``ws`` workspace's run-private branch run mid-stream in it, issue 17);
 - **peer** (when ``pydantic-ai-harness`` is installed, ``pip install -e .[bench]``): the
   same program through Pydantic AI code mode (``peer.py``), in each mode asked for.
 
@@ -32,6 +33,7 @@ one timeline SVG per scenario. Targets (issue 7) are reported, not asserted.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import statistics
 import sys
 import time
@@ -50,7 +52,8 @@ from oracle import compute as compute_oracle
 from rich.console import Console
 from rich.table import Table
 
-from pysolate import LanePolicy, RunResult, render_svg
+from pysolate import LanePolicy, RunResult, Workspace, render_svg
+from pysolate._workspace import BranchState
 from pysolate.streams import Chunk, Recording, play, read_recording
 
 HERE = Path(__file__).resolve().parent
@@ -58,6 +61,11 @@ SCENARIO_DIR = HERE / "scenarios"
 OUT_DIR = HERE / "out"
 POLICY = LanePolicy(concurrency=32, budget=256)
 """The lane may run as many calls at once as the oracle does (it assumes no limit)."""
+BRANCHED = frozenset({"ws"})
+"""Capabilities whose writes go to a run-private branch: the oracle runs them mid-stream
+(issue 17), as Pysolate may on a speculative layer."""
+SCOPES = {"ws": "path"}
+"""The scope argument of the ``ws`` methods (``Workspace`` declares ``scope="path"``)."""
 
 
 @dataclass(slots=True)
@@ -145,10 +153,16 @@ def mismatches(a: RunResult, a_state: object, b: RunResult, b_state: object) -> 
             ("error", a.error, b.error),
             ("calls", call_log(a), call_log(b)),
             ("state", a_state, b_state),
+            ("workspaces", workspaces(a), workspaces(b)),
         )
         if x != y
     ]
     return out
+
+
+def workspaces(result: RunResult) -> dict[str, dict[str, bytes]]:
+    """Each workspace branch's final files (the ``ws`` capability's)."""
+    return {name: ws.state_files() for name, ws in sorted(result.workspaces.items())}
 
 
 def dispatch_latencies(result: RunResult, oracle: Oracle, receipts: list[float]) -> list[float]:
@@ -196,7 +210,7 @@ async def measure(
     chunks = scaled(recording.chunks, speed)
     title = str(recording.metadata.get("title", name))
     _, specs = make_host(latency_scale)
-    oracle = compute_oracle(chunks, specs)
+    oracle = compute_oracle(chunks, specs, early_writes=BRANCHED, scopes=SCOPES)
     reference, baseline, ref_state = await run_baseline(chunks, latency_scale, guest)
     result, wall, state, receipts, _ = await run_pysolate(chunks, latency_scale, guest)
     measured = Measured(
@@ -318,6 +332,27 @@ async def main_async(args: argparse.Namespace) -> list[Measured]:
     return rows
 
 
+async def rejected_after_write(latency_scale: float, guest: GuestKind) -> str:
+    """``ws_read_after_write`` streamed with a syntax error at its end: its writes ran on a
+    layer mid-stream, the stream does not seal, and the root must be left as it was."""
+    chunks = [*load("ws_read_after_write").chunks]
+    chunks.append(Chunk(chunks[-1].t + 0.02, "x = (\n"))
+    host, _ = make_host(latency_scale, guest=guest)
+    root = host.registration("ws").obj
+    assert isinstance(root, Workspace)
+    before = root.state_files()
+    t0 = anyio.current_time()
+    result = await host.run_stream(play(chunks), policy=POLICY)
+    wall = anyio.current_time() - t0
+    untouched = root.state_files() == before and root.state is BranchState.ROOT
+    rep = result.report
+    return (
+        f"rejected stream after early writes (ws_read_after_write + a syntax error): {result.status.value} in {wall:.2f} s, "
+        f"early writes {rep.early_writes}, discarded {rep.discarded}, branches returned {len(result.workspaces)}, "
+        f"root untouched: {'yes' if untouched else 'NO'}"
+    )
+
+
 def session_lines(latency_scale: float, guest: GuestKind, speed: float = 1.0) -> list[str]:
     """The session scenario (``session_bench``): four turns in one session, summed."""
     from session_bench import measure_session
@@ -348,7 +383,13 @@ def main(argv: Sequence[str] | None = None) -> None:
     )
     parser.add_argument("--svg-dir", default=str(OUT_DIR), help="where timeline SVGs go")
     parser.add_argument("--no-session", action="store_true", help="skip the session scenario")
+    parser.add_argument(
+        "--no-branch-writes", action="store_true", help="workspace writes wait for the program (the rule before issue 17)"
+    )
     args = parser.parse_args(argv)
+    if args.no_branch_writes:
+        global POLICY
+        POLICY = dataclasses.replace(POLICY, branch_writes=False)
     started = time.perf_counter()
     console = Console(width=160)
     names = args.only.split(",") if args.only else None
@@ -359,6 +400,8 @@ def main(argv: Sequence[str] | None = None) -> None:
         console.print(table(rows))
         for line in summary(rows):
             console.print(line)
+        if names is None or "ws_read_after_write" in names:
+            console.print(anyio.run(rejected_after_write, args.latency_scale, args.guest))
     if not args.no_session and (names is None or "session" in names):
         for line in session_lines(args.latency_scale, args.guest, args.speed):
             console.print(line)

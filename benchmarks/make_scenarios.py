@@ -284,6 +284,40 @@ sorted(pages)[:3]
 ]
 
 
+SCENARIOS += [
+    Scenario(
+        "ws_read_after_write",
+        "workspace: read, write, read it again (issue 17)",
+        50,
+        """\
+before = ws.read_text(path="config.md")
+guide = docs.search(query="config versioning")
+ws.write_text(path="config.md", text=before + "-patched")
+after = ws.read_text(path="config.md")
+count = ws.read_text(path="counter.md")
+ws.write_text(path="counter.md", text=count + "+1")
+print(before, "->", after)
+[after, guide[0], count + "+1"]
+""",
+    ),
+    Scenario(
+        "ws_write_heavy",
+        "workspace: a report per day, an index, then read back (issue 17)",
+        50,
+        """\
+days = ["mon", "tue", "wed", "thu"]
+for day in days:
+    text = ws.read_text(path=f"notes/{day}.md")
+    ws.write_text(path=f"report/{day}.md", text=text.splitlines()[0].lower())
+ws.write_text(path="report/index.md", text=", ".join(days))
+names = ws.list_dir(path="report")
+first = ws.read_text(path="report/mon.md")
+[names, first]
+""",
+    ),
+]
+
+
 def long_program(sections: int = 18) -> str:
     """A long agent program (>= 300 lines): sections of plain computation around reads."""
     topics = ["retry", "cache", "rate", "logging", "tracing", "billing", "search", "auth", "queue", "deploy", "backup"]

@@ -26,7 +26,10 @@ Computed from the source and the recorded chunk times only, never from a Pysolat
    execution. The program itself starts when the stream ends, makes its calls in order,
    takes an early call's result when it exists, and runs every ``live_read``, ``write``
    and ``unknown`` call then, for its latency. The bound is when the last call returns
-   (never before the stream ends).
+   (never before the stream ends). With ``early_writes`` (issue 17) a ``write`` to a
+   run-private branch is scheduled like a read instead, after the earlier writes on its
+   capability: the "writes mid-stream" bound that code mode's ``eager`` mode approaches by
+   running writes on the real world.
 
 The dataflow is conservative inside one statement (two unrelated calls in one statement
 count as dependent), which makes the bound later, never earlier; the scenarios avoid it.
@@ -180,6 +183,7 @@ def trace_calls(
                         spec.effect.speculable,
                         spec.effect.value in ("write", "unknown"),
                         spec.latency,
+                        {"effect": spec.effect.value},
                     )
                 )
                 return spec.behaviour(*args, **kwargs)
@@ -313,6 +317,20 @@ def _unit_at(units: Sequence[_Unit], pos: tuple[int, int]) -> _Unit:
     return min(holding, key=lambda u: (u.end[0] - u.start[0], u.end[1] - u.start[1]))
 
 
+def _overlap(write: _Traced, read: _Traced, scopes: dict[str, str] | None) -> bool:
+    """Whether ``read`` may see ``write`` (always, unless both name a scope, as paths)."""
+    name = (scopes or {}).get(read.capability)
+    a, b = write.kwargs.get(name or ""), read.kwargs.get(name or "")
+    if name is None or not isinstance(a, str) or not isinstance(b, str):
+        return True
+    a, b = _norm(a), _norm(b)
+    return a == b or not a or not b or a.startswith(b + "/") or b.startswith(a + "/")
+
+
+def _norm(path: str) -> str:
+    return "/".join(p for p in path.split("/") if p not in ("", "."))
+
+
 def call_id(capability: str, method: str, args: tuple[object, ...], kwargs: dict[str, object]) -> tuple[object, ...]:
     """What makes two calls the same call (before any write to their capability)."""
     return (capability, method, repr(args), repr(sorted(kwargs.items())))
@@ -325,8 +343,18 @@ def compute(
     speed: float = 1.0,
     namespace: dict[str, object] | None = None,
     ready: dict[tuple[object, ...], float] | None = None,
+    early_writes: frozenset[str] = frozenset(),
+    scopes: dict[str, str] | None = None,
 ) -> Oracle:
     """The oracle bound of the program these chunks stream (see the module docstring).
+
+    ``early_writes``: capabilities whose ``write`` calls go to a run-private branch
+    (issue 17): such a write starts, like a read, when its statement is complete and its
+    dependencies (every earlier write on its capability among them) have results, even
+    mid-stream; it is never shared with an equal one. ``scopes``: capability → the keyword
+    argument its methods declare as scope (``Workspace``: ``path``): a read waits only for
+    the earlier writes whose scope may overlap its own (as discovery's scopes do); writes
+    still wait for every earlier write on their capability.
 
     For a turn of a session: ``namespace`` holds the earlier turns' globals (known from the
     turn's start: no call waits for them), ``ready`` the calls (``call_id``) whose results
@@ -360,14 +388,19 @@ def compute(
             for j, u in enumerate(traced[:i])
             if placed[j].id in closure[unit.id]
             or (placed[j].id == unit.id and u.site != t.site and not before(u))
-            or (u.may_write and u.capability == t.capability)
+            or (u.may_write and u.capability == t.capability and (t.may_write or _overlap(u, t, scopes)))
         }
         available, chunk = times[s], which[s]
         inside = top.lineno <= t.span[2] <= (top.end_lineno or top.lineno)
         if inside and t.span[2] < len(lines) and lines[t.span[2]] < available:
             available, chunk = lines[t.span[2]], line_chunks[t.span[2]]
         key = (*call_id(t.capability, t.method, t.args, t.kwargs), epochs.get(t.capability, 0))
-        if t.effect_speculable:
+        branch_write = t.capability in early_writes and t.extra.get("effect") == "write"
+        if branch_write:
+            start = max([available, *(results[j] for j in deps)])
+            done = start + t.latency
+            guest = max(guest, done)
+        elif t.effect_speculable:
             if key[-1] == 0 and key[:-1] in ready and key not in shared:
                 start, early_end = 0.0, ready[key[:-1]]
                 shared[key] = i
@@ -388,7 +421,7 @@ def compute(
         calls.append(
             OracleCall(
                 i, t.capability, t.method, t.args, t.kwargs, t.site, s, available, chunk, frozenset(deps),
-                t.effect_speculable, start, done,
+                t.effect_speculable or branch_write, start, done,
             )
         )
     return Oracle(end=guest, stream_end=stream_end, calls=tuple(calls))

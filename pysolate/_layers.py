@@ -69,7 +69,7 @@ class RunLayers:
             if isinstance(target, Branch) and target is not roots.get(name):
                 try:
                     base = target.layer()
-                except Exception:
+                except Exception:  # it refuses (not open): its writes just wait for the program
                     continue
                 self._branches[name] = target
                 self._versions[name] = [base]

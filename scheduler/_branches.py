@@ -160,6 +160,8 @@ class BranchSpeculation:
             return
         for node in itertools.islice(self._graph.nodes(), self._seen, None):
             chain = self._chains.get(node.site.capability)
+            # A provisional node (of the statement still streaming) is never speculated
+            # here: its accepted occurrence comes later in ``order``, once the statement is.
             if chain is not None and not node.provisional:
                 bisect.insort(chain.nodes, node, key=_order)
             self._seen += 1
@@ -170,9 +172,7 @@ class BranchSpeculation:
     def _walk(self, chain: _Chain, nodes: list[Node]) -> None:
         passed = 0  # write occurrences passed; the reads after them are on version ``passed``
         for node in nodes:
-            # A provisional node (of the statement still streaming, or one superseded since)
-            # is never speculated here; its accepted occurrence comes after it in ``order``.
-            if node.dead or node.state is State.DROPPED or node.provisional:
+            if node.dead or node.state is State.DROPPED:
                 continue
             if node.effect.may_write:
                 if passed < len(chain.writes):

@@ -52,3 +52,20 @@ def test_the_session_scenario_equals_the_sequential_session_and_reports() -> Non
     assert "equal to the sequential session: yes" in lines[0]
     statuses = [line.split()[2] for line in lines[1:]]
     assert statuses == ["ok", "ok", "rejected", "ok"]
+
+
+@pytest.mark.parametrize("name", ["ws_read_after_write", "ws_write_heavy"])
+async def test_the_workspace_scenarios_write_early_and_equal_their_baseline(tmp_path: Path, name: str) -> None:
+    """Issue 17's scenarios, scaled: equal to the baseline (final workspace included), and
+    the writes ran on a layer (the oracle lets them run mid-stream too)."""
+    latency = load_latency()
+    measured = await latency.measure(name, speed=20, latency_scale=0.05, guest="in-process", svg_dir=tmp_path)
+    assert measured.mismatches == []
+    assert measured.result.report.early_writes >= 2
+    assert any(c.method == "write_text" and c.eligible for c in measured.oracle.calls)
+
+
+async def test_a_rejected_stream_after_early_writes_leaves_the_root_untouched() -> None:
+    latency = load_latency()
+    line = await latency.rejected_after_write(0.05, "in-process")
+    assert "rejected" in line and line.endswith("root untouched: yes")

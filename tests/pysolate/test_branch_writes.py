@@ -53,6 +53,31 @@ class SlowWorkspace(Workspace):
         await super().write_text(path, text, encoding)
 
 
+class SignallingWorkspace(SlowWorkspace):
+    """Logs each write that has run (on whatever layer or branch) and sets ``wrote``; the
+    log and the event are shared by every copy (``for_run``, ``layer``)."""
+
+    wrote: anyio.Event
+    log: list[str]
+
+    @classmethod
+    def of(cls, files: Mapping[str, str]) -> SignallingWorkspace:
+        root = cls.from_files(files)
+        root.wrote, root.log = anyio.Event(), []
+        return root
+
+    @capability(effect=Effect.WRITE, version=VERSION, scope="path")
+    async def write_text(self, path: str, text: str, encoding: str = "utf-8") -> None:
+        await super().write_text(path, text, encoding)
+        self.log.append(path)
+        self.wrote.set()
+
+    async def written(self, count: int) -> None:
+        with anyio.fail_after(10):
+            while len(self.log) < count:
+                await anyio.sleep(0.005)
+
+
 Call = tuple[str, str, tuple[object, ...]]
 
 
@@ -258,17 +283,22 @@ async def test_a_program_that_raises_after_a_write_keeps_only_what_it_reached() 
 
 
 async def test_early_writes_run_before_the_stream_ends_and_non_branch_writes_never_do() -> None:
-    source = "workspace.write_text('a.txt', 'one')\nstore.put('k', 'v')\nworkspace.write_text('b.txt', 'two')\n"
-    host = make_host()
-    stream = Stream(source, delay=0.1)
-    result = await host.run_stream(stream)
-    reference = await make_host().run_source(source, speculate=False)
+    lines = ["workspace.write_text('a.txt', 'one')\n", "store.put('k', 'v')\n", "workspace.write_text('b.txt', 'two')\n"]
+    root = SignallingWorkspace.of(FILES)
+    host = make_host(root=root)
+
+    async def chunks() -> AsyncIterator[str]:
+        yield lines[0]
+        await root.written(1)  # the first write ran while the stream was still open
+        yield lines[1]
+        yield lines[2]
+
+    result = await host.run_stream(chunks())
+    reference = await make_host().run_source("".join(lines), speculate=False)
     assert differences(reference, result) == []
     writes = [o for o in result.observations if o.method == W]
-    assert writes and writes[0].lane == "speculative" and writes[0].layer == 1
-    assert result.timeline is not None
-    (tokens,) = [bar for bar in result.timeline.lane("stream") if bar.label == "tokens"]
-    assert writes[0].ended is not None and writes[0].ended < tokens.end, "the first write ran mid-stream"
+    assert writes and writes[0].lane == "speculative" and writes[0].layer == 1 and writes[0].disposition == "claimed"
+    assert root.state_files() == {k: v.encode() for k, v in sorted(FILES.items())}, "it ran on a layer, not the root"
     assert not [o for o in result.observations if o.method == "put" and o.lane == "speculative"]
     assert lanes(result)[1] == ("put", "k", "direct")
 
@@ -302,7 +332,8 @@ async def test_a_stream_that_does_not_seal_after_a_write_leaves_root_and_committ
     source_dir.mkdir()
     (source_dir / "a.txt").write_text("alpha")
     before = snapshot(source_dir)
-    root = SlowWorkspace.frozen(source_dir)
+    root = SignallingWorkspace.frozen(source_dir)
+    root.wrote, root.log = anyio.Event(), []
     host = make_host(root=root)
     ok = await host.run_stream(Stream("workspace.write_text('kept.txt', 'ok run')\n"))
     ok.workspaces["workspace"].commit(committed)
@@ -311,7 +342,7 @@ async def test_a_stream_that_does_not_seal_after_a_write_leaves_root_and_committ
     async def chunks() -> AsyncIterator[str]:
         yield "workspace.write_text('a.txt', 'changed')\n"
         yield "workspace.write_text('new.txt', 'new')\n"
-        await anyio.sleep(0.2)  # both early writes have run by now
+        await root.written(3)  # the ok run's write, then both early writes of this one
         if ending == "stream fails":
             raise ConnectionError("the model's stream broke")
         yield "x = (\n"
@@ -326,16 +357,23 @@ async def test_a_stream_that_does_not_seal_after_a_write_leaves_root_and_committ
 
 
 async def test_a_cancelled_run_after_an_early_write_leaves_the_root_untouched() -> None:
-    root = SlowWorkspace.from_files(FILES)
+    root = SignallingWorkspace.of(FILES)
     host = make_host(root=root)
 
     async def chunks() -> AsyncIterator[str]:
         yield "workspace.write_text('a.txt', 'changed')\n"
-        await anyio.sleep(10)
+        await anyio.sleep_forever()
         yield "1\n"
 
-    with anyio.move_on_after(0.3):
-        await host.run_stream(chunks())
+    async with anyio.create_task_group() as tg:
+
+        async def run() -> None:
+            await host.run_stream(chunks())
+
+        tg.start_soon(run)
+        with anyio.fail_after(10):
+            await root.wrote.wait()  # the early write ran on a layer
+        tg.cancel_scope.cancel()
     assert root.state_files() == {k: v.encode() for k, v in sorted(FILES.items())}
 
 
@@ -377,3 +415,41 @@ async def test_layer_work_is_traced_on_the_branch_lane_with_its_disposition() ->
     assert result.timeline is not None
     kinds = {bar.kind for bar in result.timeline.lane("speculative")}
     assert {"claimed", "discarded"} <= kinds
+
+
+async def test_a_write_under_an_undecided_if_waits_and_runs_early_once_it_is_taken() -> None:
+    source = "\n".join(
+        [
+            "if workspace.read_text('b.txt') == 'beta':",  # decided by an early read of the root
+            "    workspace.write_text('a.txt', 'taken')",
+            "workspace.write_text('c.txt', 'after')",
+            "workspace.read_text('a.txt')",
+            "",
+        ]
+    )
+    result = await both(source)
+    assert result.value == "taken"
+    assert [how for _, _, how in lanes(result)] == ["claimed", "layer", "layer", "layer"]
+
+
+class TouchingWorkspace(SlowWorkspace):
+    """A workspace with a method the Host could not qualify (``unknown``)."""
+
+    @capability(effect=Effect.UNKNOWN, version=VERSION)
+    async def touch(self, path: str) -> None:
+        await self.write_text(path, "touched")
+
+
+async def test_an_unknown_call_on_the_branch_ends_early_writes_for_the_run() -> None:
+    source = "workspace.write_text('a.txt', 'one')\nworkspace.touch('b.txt')\nworkspace.write_text('c.txt', 'two')\n"
+
+    def host() -> Host:
+        h = Host(guest_factory=in_process_guest)
+        h.register("workspace", TouchingWorkspace.from_files(FILES))
+        return h
+
+    streamed = await host().run_stream(Stream(source))
+    reference = await host().run_source(source, speculate=False)
+    assert differences(reference, streamed) == []
+    assert [how for _, _, how in lanes(streamed)] == ["layer", "direct", "direct"]
+    assert streamed.workspaces["workspace"].changes() == {"a.txt": b"one", "b.txt": b"touched", "c.txt": b"two"}
