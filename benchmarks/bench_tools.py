@@ -31,18 +31,21 @@ from pysolate._guest_api import GuestFactory, SessionGuestFactory
 from pysolate._workspace import VERSION
 from pysolate.testing import Script, in_process_guest, in_process_session, scripted_tool
 
-GuestKind = Literal["isolated", "seccomp", "in-process"]
+GuestKind = Literal["isolated", "seccomp", "landlock", "landlock-spawn", "in-process"]
 """Which Guest runs the program: the default (strongest isolation available), the
-subprocess with seccomp + rlimits only, or the in-process test Guest (no boundary)."""
+subprocess with seccomp + rlimits only, the Landlock level forked from the fork server (its
+default there) or spawned (``fork_server=False``), or the in-process test Guest (no
+boundary)."""
 
 
 def guest_factory(kind: GuestKind) -> GuestFactory | None:
     if kind == "in-process":
         return in_process_guest
-    if kind == "seccomp":
+    if kind in ("seccomp", "landlock", "landlock-spawn"):
         from pysolate._guest import start_subprocess_guest
 
-        return functools.partial(start_subprocess_guest, isolation="seccomp")
+        level = "seccomp" if kind == "seccomp" else "landlock"
+        return functools.partial(start_subprocess_guest, isolation=level, fork_server=kind != "landlock-spawn")
     return None
 
 
@@ -50,10 +53,11 @@ def session_factory(kind: GuestKind) -> SessionGuestFactory | None:
     """The session Guest of the same kind (``guest_factory``'s, kept across turns)."""
     if kind == "in-process":
         return in_process_session
-    if kind == "seccomp":
+    if kind in ("seccomp", "landlock", "landlock-spawn"):
         from pysolate._guest import start_subprocess_session
 
-        return functools.partial(start_subprocess_session, isolation="seccomp")
+        level = "seccomp" if kind == "seccomp" else "landlock"
+        return functools.partial(start_subprocess_session, isolation=level, fork_server=kind != "landlock-spawn")
     return None
 
 

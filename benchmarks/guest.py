@@ -7,37 +7,52 @@ namespaces = bubblewrap + Landlock + seccomp; landlock = Landlock + seccomp, no 
 seccomp; rlimits — every one with its own user namespace or bwrap's, no privileges):
 
 1. start-up: from ``start_subprocess_guest`` to the child's ``ready`` (median and p90 of N
-   starts, the levels interleaved start by start so machine noise hits them alike), with
-   the CPU the child and its helpers use per start, next to a bare ``python -I -S -B -c
-   pass``; the child's confinement (Landlock, the filter, the namespace) is inside it;
+   starts, the modes interleaved start by start so machine noise hits them alike), with
+   the CPU the child and its helpers use per start (for forked Guests: the fork server's
+   own and its reaped children's, read from ``/proc`` in clock ticks, so means over all
+   starts) and the Host's, next to a bare ``python -I -S -B -c pass``; the child's
+   confinement (Landlock, the filter, the namespace) is inside it. The levels the fork
+   server serves (``landlock``, ``seccomp``) run both forked (their default) and spawned;
+   PSS per ready Guest (10 held at once, ``smaps_rollup`` of each Guest's process tree);
 2. end of run: ``guest.run`` of the program ``1`` — send, execute, ``done``, the child's
    exit and reaping;
 3. per-call round trip as the program sees it: 7 batches of N calls to a Host method that
    returns at once, each timed inside the Guest with ``time.perf_counter`` (so it is the
    broker cost: encode, frame, socket, pydantic validation, handler dispatch, reply,
    decode), median and best batch, for an int argument, a 1 KiB and a 100 KiB string;
-   with the CPU time each side spends per call.
+   with the CPU time each side spends per call;
+4. Host CPU per call on the full broker path: a ``Host`` with one 0-latency async tool
+   (effect ``unknown``, an int argument), ``run_source(speculate=False)`` of a program
+   making N calls minus one making none, Host process CPU (``process_time``) per call,
+   best of ``BATCHES``. That is everything the Host does for a call: the channel, frame
+   validation, binding, keying, the receipt, the tool, the reply.
 
-Target (issue 4): per-call round trip <= 200 µs. A summary table at the end puts the levels
+Targets: per-call round trip <= 200 µs (issue 4); Host CPU per call on the full path
+<= 40 µs (issue 18). A summary table at the end puts the levels
 side by side (ratios to the bare interpreter and to ``rlimits``).
 """
 
 from __future__ import annotations
 
 import argparse
+import functools
+import os
 import resource
 import statistics
 import subprocess
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import anyio
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from pysolate._guest import _isolation, start_subprocess_guest
+from pysolate import Effect, Host, capability
+from pysolate._guest import _forked, _isolation, start_subprocess_guest
 from pysolate._guest._isolation import IsolationChoice
+from pysolate._guest._process import SCRATCH_BYTES
 from pysolate._guest_api import GuestLimits
 
 CAPS = {"tools": ["echo"]}
@@ -48,6 +63,30 @@ BATCHES = 7
 
 async def echo(capability: str, method: str, args: tuple[object, ...], kwargs: dict[str, object]) -> object:
     return args[0]
+
+
+class Tools:
+    @capability(effect=Effect.UNKNOWN)
+    async def echo(self, x: int) -> int:
+        return x
+
+
+async def host_cpu_per_call(isolation: IsolationChoice, calls: int) -> float:
+    """Best-of-``BATCHES`` Host CPU seconds per call on the full broker path."""
+    host = Host(
+        guest_factory=functools.partial(start_subprocess_guest, isolation=isolation),
+        limits=GuestLimits(wall_time=120, cpu_time=120, max_calls=10**7),
+    )
+    host.register("tools", Tools())
+
+    async def cpu(n: int) -> float:
+        c0 = time.process_time()
+        result = await host.run_source(f"for _ in range({n}):\n    tools.echo(7)\n", speculate=False)
+        assert result.status == "ok", result.error
+        return time.process_time() - c0
+
+    await cpu(10)  # warm caches
+    return min([(await cpu(calls)) - (await cpu(0)) for _ in range(BATCHES)]) / calls
 
 
 def quantiles(samples: list[float]) -> str:
@@ -66,28 +105,97 @@ def bare_interpreter(n: int) -> list[float]:
 
 
 def children_cpu() -> float:
+    """CPU of every Guest so far: reaped children of this process (spawned Guests, bwrap)
+    and the fork server with the children it reaped (forked Guests)."""
     usage = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return usage.ru_utime + usage.ru_stime
+    total = usage.ru_utime + usage.ru_stime
+    server = _forked.server.pid()
+    if server is not None:
+        try:
+            fields = Path(f"/proc/{server}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            return total
+        total += sum(int(f) for f in fields[11:15]) / os.sysconf("SC_CLK_TCK")  # utime stime cutime cstime
+    return total
 
 
-async def startups(levels: list[IsolationChoice], starts: int) -> dict[str, tuple[list[float], list[float], list[float]]]:
-    """Per level: start-up seconds, child CPU seconds per start, run-of-'1' seconds."""
+@dataclass(frozen=True)
+class Mode:
+    """One way to start a Guest: a level, forked from the fork server or spawned."""
+
+    label: str
+    level: IsolationChoice
+    fork: bool
+
+
+def modes(levels: list[IsolationChoice]) -> list[Mode]:
+    """Every level, and the forked levels both forked (their default) and spawned."""
+    found = []
+    for level in levels:
+        forkable = _isolation.plan(level, SCRATCH_BYTES).forkable
+        found.append(Mode(f"{level}{' fork' if forkable else ''}", level, True))
+        if forkable:
+            found.append(Mode(f"{level} spawn", level, False))
+    return found
+
+
+async def startups(chosen: list[Mode], starts: int) -> dict[str, tuple[list[float], float, float, list[float]]]:
+    """Per mode: start-up seconds, Guest-side CPU per start (mean: the fork server's CPU is
+    read in clock ticks), Host CPU per start (mean), run-of-'1' seconds."""
     limits = GuestLimits(wall_time=120, cpu_time=120)
-    for isolation in levels:
-        await (await start_subprocess_guest(CAPS, limits, isolation=isolation)).aclose()  # warm caches
-    samples: dict[str, tuple[list[float], list[float], list[float]]] = {level: ([], [], []) for level in levels}
+    for mode in chosen:
+        await (await start_subprocess_guest(CAPS, limits, isolation=mode.level, fork_server=mode.fork)).aclose()  # warm caches
+    walls: dict[str, list[float]] = {mode.label: [] for mode in chosen}
+    runs: dict[str, list[float]] = {mode.label: [] for mode in chosen}
+    guest_cpu = dict.fromkeys(walls, 0.0)
+    host_cpu = dict.fromkeys(walls, 0.0)
     for _ in range(starts):
-        for isolation in levels:
-            start_times, cpu_times, run_times = samples[isolation]
-            c0, t0 = children_cpu(), time.perf_counter()
-            guest = await start_subprocess_guest(CAPS, limits, isolation=isolation)
-            start_times.append(time.perf_counter() - t0)
+        for mode in chosen:
+            c0, h0, t0 = children_cpu(), time.process_time(), time.perf_counter()
+            guest = await start_subprocess_guest(CAPS, limits, isolation=mode.level, fork_server=mode.fork)
+            walls[mode.label].append(time.perf_counter() - t0)
+            host_cpu[mode.label] += time.process_time() - h0
             t0 = time.perf_counter()
             await guest.run("1", echo)
-            run_times.append(time.perf_counter() - t0)
+            runs[mode.label].append(time.perf_counter() - t0)
             await guest.aclose()
-            cpu_times.append(children_cpu() - c0)
-    return samples
+            await anyio.sleep(0.002)  # let the fork server reap it, so its CPU is counted here
+            guest_cpu[mode.label] += children_cpu() - c0
+    return {label: (walls[label], guest_cpu[label] / starts, host_cpu[label] / starts, runs[label]) for label in walls}
+
+
+def tree_pss(pid: int) -> int:
+    """PSS bytes of ``pid`` and its descendants (``smaps_rollup``; the Host runs as root or
+    the same uid)."""
+    children: dict[int, list[int]] = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                fields = Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            children.setdefault(int(fields[1]), []).append(int(entry))
+    total, pending = 0, [pid]
+    while pending:
+        current = pending.pop()
+        pending += children.get(current, [])
+        try:
+            for line in Path(f"/proc/{current}/smaps_rollup").read_text().splitlines():
+                if line.startswith("Pss:"):
+                    total += int(line.split()[1]) * 1024
+        except OSError:
+            pass
+    return total
+
+
+async def pss_per_guest(mode: Mode, count: int) -> float:
+    """Mean PSS bytes of ``count`` ready Guests held at once."""
+    guests = [await start_subprocess_guest(CAPS, GuestLimits(), isolation=mode.level, fork_server=mode.fork) for _ in range(count)]
+    try:
+        return statistics.mean(tree_pss(guest.pid) for guest in guests)
+    finally:
+        for guest in guests:
+            await guest.aclose()
 
 
 async def round_trips(isolation: IsolationChoice, calls: int) -> dict[str, float]:
@@ -120,31 +228,39 @@ async def round_trips(isolation: IsolationChoice, calls: int) -> dict[str, float
     return medians
 
 
-async def main(starts: int, calls: int) -> None:
+async def main(starts: int, calls: int, only: list[str]) -> None:
     print(f"python {sys.version.split()[0]}, {_isolation.interpreter()}")
     print(f"machine: {_isolation.machine()}")
     bare = bare_interpreter(starts)
     print(f"[bare interpreter -I -S -B -c pass]\n  start-up                {quantiles(bare)}")
     levels: list[IsolationChoice] = list(reversed(_isolation.machine().levels()))  # strongest first
-    samples = await startups(levels, starts)
+    chosen = [mode for mode in modes(levels) if not only or mode.label in only]
+    levels = [level for level in levels if any(mode.level == level for mode in chosen)]
+    samples = await startups(chosen, starts)
+    pss = {mode.label: await pss_per_guest(mode, 10) for mode in chosen}
     trips: dict[str, dict[str, float]] = {}
+    full: dict[str, float] = {}
     for isolation in levels:
-        start_times, cpu_times, run_times = samples[isolation]
         guest = await start_subprocess_guest(CAPS, GuestLimits(), isolation=isolation)
         await guest.aclose()
         print(f"[{isolation}] mechanisms: {', '.join(guest.isolation.mechanisms)}")
-        print(f"  start-up (to ready)     {quantiles(start_times)}   CPU per start {statistics.median(cpu_times) * 1e3:6.2f} ms")
-        print(f"  run of '1' (to reaped)  {quantiles(run_times)}")
+        for mode in (m for m in chosen if m.level == isolation):
+            start_times, guest_cpu, host_cpu, run_times = samples[mode.label]
+            print(f"  {mode.label:<17} start-up (to ready)     {quantiles(start_times)}   CPU per start: Guest {guest_cpu * 1e3:6.2f} ms + Host {host_cpu * 1e3:5.2f} ms (means)")
+            print(f"  {mode.label:<17} run of '1' (to reaped)  {quantiles(run_times)}   PSS per ready Guest {pss[mode.label] / 2**20:5.2f} MiB")
         trips[isolation] = await round_trips(isolation, calls)
-    base, weakest = statistics.median(bare), statistics.median(samples[levels[-1]][0])
-    print(f"\nside by side (medians; {starts} interleaved starts per level)")
-    print(f"  {'level':<11} {'start ms':>9} {'x bare':>7} {'x ' + levels[-1]:>10} {'CPU ms':>7} {'run ms':>7} {'call µs':>8}")
-    for isolation in levels:
-        start_times, cpu_times, run_times = samples[isolation]
+        full[isolation] = await host_cpu_per_call(isolation, calls)
+        print(f"  Host CPU per call, full broker path (RunScope.handler, 0-latency tool, int): {full[isolation] * 1e6:5.1f} µs (target <= 40)")
+    base = statistics.median(bare)
+    print(f"\nside by side (medians of {starts} interleaved starts per mode; CPU: means; targets: start <= 3 ms, CPU <= 3 ms, PSS <= 3 MiB, Host/call <= 40 µs)")
+    print(f"  {'mode':<17} {'start ms':>9} {'x bare':>7} {'CPU ms':>7} {'Host ms':>8} {'PSS MiB':>8} {'run ms':>7} {'call µs':>8} {'Host µs':>8}")
+    for mode in chosen:
+        start_times, guest_cpu, host_cpu, run_times = samples[mode.label]
         start = statistics.median(start_times)
         print(
-            f"  {isolation:<11} {start * 1e3:9.2f} {start / base:7.2f} {start / weakest:10.2f} "
-            f"{statistics.median(cpu_times) * 1e3:7.2f} {statistics.median(run_times) * 1e3:7.2f} {trips[isolation]['int'] * 1e6:8.1f}"
+            f"  {mode.label:<17} {start * 1e3:9.2f} {start / base:7.2f} {guest_cpu * 1e3:7.2f} {host_cpu * 1e3:8.2f} "
+            f"{pss[mode.label] / 2**20:8.2f} {statistics.median(run_times) * 1e3:7.2f} "
+            f"{trips[mode.level]['int'] * 1e6:8.1f} {full[mode.level] * 1e6:8.1f}"
         )
 
 
@@ -152,5 +268,6 @@ if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--starts", type=int, default=20)
     parser.add_argument("--calls", type=int, default=1000)
+    parser.add_argument("--only", nargs="*", default=[], help="mode labels to run (e.g. 'landlock fork'); default all")
     options = parser.parse_args()
-    anyio.run(main, options.starts, options.calls)
+    anyio.run(main, options.starts, options.calls, options.only)

@@ -1,6 +1,6 @@
 """Benchmark: what Pysolate costs per call, whether Guest start-up hides, and scale.
 
-    .venv/bin/python benchmarks/overhead.py [--guest isolated|seccomp] [--calls N] [--runs N]
+    .venv/bin/python benchmarks/overhead.py [--guest isolated|seccomp|landlock|landlock-spawn] [--calls N] [--runs N]
 
 In one run it prints:
 
@@ -234,7 +234,7 @@ async def main(guest: GuestKind, calls: int, runs: int) -> None:
 
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--guest", choices=["isolated", "seccomp", "in-process"], default="isolated")
+    parser.add_argument("--guest", choices=["isolated", "seccomp", "landlock", "landlock-spawn", "in-process"], default="isolated")
     parser.add_argument("--calls", type=int, default=500)
     parser.add_argument("--runs", type=int, default=200)
     options = parser.parse_args()

@@ -1,6 +1,6 @@
 """The Host side of Guest calls: binding, views, one physical-execution path, receipts.
 
-Every real execution of a capability method, early (``Host.call_root``) or formal
+Every real execution of a capability method (``_execute.execute``), early (``Host.call_root``) or formal
 (``RunScope.call``), goes through ``execute``, so both lanes check plain data, copy values
 and translate failures identically:
 
@@ -23,27 +23,25 @@ Nothing about a run lives on the Host, so runs share a Host freely.
 
 from __future__ import annotations
 
-import asyncio
-import functools
-import types
-from collections.abc import Awaitable, Callable, Coroutine, Generator, Mapping
-from dataclasses import dataclass
-from typing import Any, Protocol, runtime_checkable
+from collections.abc import Callable, Mapping
+from typing import Protocol, runtime_checkable
 
 import anyio
 
 from occurrences import CallKey, MethodSpec, NotPlain, check_plain, fresh_copy, tool_name
 from scheduler import BranchSpeculation, Observation, Probe
 
-from ._capability import CapabilityMethod
-from ._conversion import ConversionError, Encoder, to_plain
-from ._crossing import (
-    checked_result,
-    failure_from,
-    in_thread,
-    invalid_result,
-    is_tool_exception,
-    owned_arguments,
+from ._conversion import Encoder
+from ._crossing import failure_from
+from ._execute import (
+    CALL_TIMEOUT,
+    BoundCall,
+    OutcomeUnknown,
+    Registration,
+    _loop_clock,
+    bind,
+    call_key,
+    execute,
 )
 from ._guest_api import ErrorInfo, ToolFailure
 from ._result import CallOutcome, CallRecord, Lane
@@ -51,11 +49,10 @@ from ._threads import WorkerThreads
 from .tracing import ObservationTrace, RunTrace
 from .tracing._null import NULL_RUN
 
-CALL_TIMEOUT = 30.0
-"""Seconds one physical call may take before it fails (reads) or is declared unknown."""
-
-class OutcomeUnknown(ToolFailure):
-    """A call that may write did not finish in time: it may or may not have taken effect."""
+__all__ = [
+    "CALL_TIMEOUT", "BoundCall", "Claims", "OutcomeUnknown", "Registration", "RunScope", "RunScoped", "Viewed",
+    "bind", "call_key", "execute", "failure_from",
+]
 
 
 @runtime_checkable
@@ -71,195 +68,6 @@ class Viewed(Protocol):
 
     def view_of(self, method: str, arguments: Mapping[str, object]) -> str: ...
 
-
-@dataclass(frozen=True, slots=True)
-class Registration:
-    """A registered capability: its name, the shared (root) object, its methods."""
-
-    name: str
-    obj: object
-    methods: Mapping[str, CapabilityMethod]
-
-
-@dataclass(frozen=True, slots=True)
-class BoundCall:
-    """A call bound to its method's signature, defaults applied.
-
-    ``arguments`` (parameter name → value) is what the call key is made of, so ``f("a")``
-    and ``f(path="a")`` are one call; ``canonical`` is their canonical text (the key's
-    ``arguments``); ``args``/``kwargs`` are how the method is invoked. All values are the
-    broker's own plain copies, shared by nobody else (defaults included).
-    """
-
-    capability: str
-    method: str
-    spec: MethodSpec
-    arguments: dict[str, object]
-    args: tuple[object, ...]
-    kwargs: dict[str, object]
-    canonical: str
-
-
-def bind(registration: Registration, method: str, args: tuple[object, ...], kwargs: Mapping[str, object]) -> BoundCall:
-    """Bind a call exactly as calling the method would.
-
-    One walk over the arguments checks that they can cross, takes the broker's copy and
-    tags them for the key (``_crossing.owned_arguments``); the method's ``Binder`` binds
-    the copy. Raises ``AttributeError`` for a method that is not a capability method,
-    ``TypeError`` when the arguments do not fit the signature, and ``check_arguments``'
-    error when they cannot cross (``TypeError`` or ``ValueError``).
-    """
-    cap = registration.methods.get(method)
-    if cap is None:
-        raise AttributeError(f"capability {registration.name!r} has no method {method!r}")
-    own_args, tagged_args, own_kwargs, tagged_kwargs = owned_arguments(registration.name, method, args, kwargs)
-    binder = cap.binder
-    arguments, bound_args, bound_kwargs = binder.bind(own_args, own_kwargs)
-    return BoundCall(
-        capability=registration.name,
-        method=method,
-        spec=cap.spec,
-        arguments=arguments,
-        args=bound_args,
-        kwargs=bound_kwargs,
-        canonical=binder.key_text(arguments, tagged_args, tagged_kwargs),
-    )
-
-
-def call_key(call: BoundCall, view: str) -> CallKey:
-    """The exact identity of ``call`` seen at ``view``: what a claim is checked against."""
-    return CallKey(call.capability, call.method, call.spec.version, call.canonical, view)
-
-
-async def execute(
-    target: object,
-    method: CapabilityMethod,
-    call: BoundCall,
-    *,
-    threads: WorkerThreads,
-    early: bool,
-    timeout: float,
-    probe: Probe | None = None,
-    encode: Encoder | None = None,
-) -> object:
-    """Run ``call`` once on ``target``; the result is converted (``_conversion.to_plain``
-    with the Host's ``encode``), checked, bounded and a fresh copy.
-
-    A sync method runs in a worker thread of ``threads``, under its ``early`` or formal
-    budget (``_threads``: early work never takes the program's threads).
-
-    Raises ``ToolFailure`` for every failure of the tool, ``BaseException`` included
-    (``_crossing.failure_from``; ``OutcomeUnknown`` when a call that may write timed out),
-    and for a result that cannot cross (``_crossing.checked_result``). The caller's
-    cancellation propagates unchanged: an async method is cancelled, a sync one is
-    abandoned in its thread (it may still finish later; ``probe`` tells the speculative
-    lane so, which accounts it ``late``). A tool raising a cancellation exception of its
-    own is a tool failure like any other.
-    """
-    fn: Any = getattr(target, call.method)
-    args, kwargs = fresh_copy(call.args), fresh_copy(call.kwargs)
-    assert isinstance(args, tuple) and isinstance(kwargs, dict)
-    finished = False
-    try:
-        if method.is_async:
-            finished, raw = await _awaited(fn(*args, **kwargs), timeout)
-        else:
-            work = in_thread(functools.partial(fn, *args, **kwargs))
-            if probe is not None:
-                work = functools.partial(_probed, probe, work)
-                probe.in_thread = True
-            with anyio.move_on_after(timeout):
-                raw = await threads.run(work, early=early, what=f"{call.capability}.{call.method}")
-                finished = True
-    except BaseException as exc:
-        if not is_tool_exception(exc):
-            raise
-        raise failure_from(exc) from None
-    if not finished:
-        where = tool_name(call.capability, call.method)
-        if method.effect.may_write:
-            raise OutcomeUnknown(
-                "OutcomeUnknown",
-                f"{where} did not finish within {timeout}s; it may or may not have taken effect",
-            )
-        raise ToolFailure("TimeoutError", f"{where} did not finish within {timeout}s")
-    try:
-        raw = to_plain(raw, encode)
-    except ConversionError as exc:
-        raise invalid_result(call.capability, call.method, exc) from None
-    return checked_result(call.capability, call.method, raw)
-
-
-async def _awaited(awaitable: Awaitable[object], timeout: float) -> tuple[bool, object]:
-    """``(True, result)`` of an async tool call, or ``(False, None)`` after ``timeout``.
-
-    A call that finishes without suspending (a cache hit, a 0-latency tool) cannot be
-    interrupted by a timeout anyway, so it costs no timer: its cancel scope is entered
-    undated (a scope must be entered before the tool enters its own, or their nesting
-    breaks), the coroutine's first step runs in it, and only a call that suspended gets
-    the deadline, counted from before that first step, as ``move_on_after`` would have.
-    """
-    with anyio.CancelScope() as scope:
-        started = _loop_clock()()
-        if type(awaitable) is not types.CoroutineType:
-            scope.deadline = started + timeout
-            return True, await awaitable
-        coro: Coroutine[object, object, object] = awaitable
-        try:
-            first = coro.send(None)
-        except StopIteration as stop:
-            return True, stop.value
-        scope.deadline = started + timeout
-        return True, await _Resumed(coro, first)
-    return False, None
-
-
-class _Resumed:
-    """Awaiting a coroutine that already ran its first step (which yielded ``first``).
-
-    Forwards what the event loop sends or throws, as ``await coro`` would have (PEP 380).
-    """
-
-    __slots__ = ("_coro", "_first")
-
-    def __init__(self, coro: Coroutine[object, object, object], first: object) -> None:
-        self._coro = coro
-        self._first = first
-
-    def __await__(self) -> Generator[object, object, object]:
-        coro, pending = self._coro, self._first
-        while True:
-            try:
-                sent = yield pending
-            except GeneratorExit:
-                coro.close()
-                raise
-            except BaseException as exc:
-                try:
-                    pending = coro.throw(exc)
-                except StopIteration as stop:
-                    return stop.value
-            else:
-                try:
-                    pending = coro.send(sent)
-                except StopIteration as stop:
-                    return stop.value
-
-
-def _loop_clock() -> Callable[[], float]:
-    """``anyio.current_time`` without its per-call backend lookup (on asyncio it is the
-    running loop's ``time``; elsewhere anyio's own function)."""
-    try:
-        return asyncio.get_running_loop().time
-    except RuntimeError:
-        return anyio.current_time
-
-
-def _probed(probe: Probe, work: Callable[[], object]) -> object:
-    try:
-        return work()
-    finally:
-        probe.thread_done = True
 
 
 class Claims(Protocol):

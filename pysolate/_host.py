@@ -77,6 +77,7 @@ class Host:
         session_factory: SessionGuestFactory | None = None,
         isolation: IsolationChoice = "strongest",
         encode: Encoder | None = None,
+        fork_server: bool = True,
     ) -> None:
         """``guest_factory`` defaults to the isolated subprocess Guest; ``instrument``
         traces runs: by default OpenTelemetry spans through the global tracer provider
@@ -95,6 +96,10 @@ class Host:
         is missing and how to get it), and ``ValueError`` for an unknown level. The probe
         blocks once per process (it starts bubblewrap to see that it works). With a
         custom ``guest_factory`` the factory decides and ``isolation`` is not consulted.
+
+        ``fork_server`` (default on): the default factories fork Guests from a pre-imported
+        fork server where that keeps the level whole (``landlock``, ``seccomp``; docs/isolation.md
+        "Fork server"), and spawn them elsewhere; off, every Guest is spawned.
 
         ``threads`` bounds the program's own sync calls running at once, ``early_threads``
         (default ``threads // 2``) early ones, separately; ``max_stuck_threads`` (default
@@ -116,6 +121,7 @@ class Host:
         # One limiter per event loop: an anyio limiter binds to the first loop using it.
         self._limiters: dict[anyio.lowlevel.EventLoopToken, anyio.CapacityLimiter] = {}
         self._level: Level | None = None  # the resolved level of the default factory
+        self._fork_server = fork_server
         if guest_factory is None:
             from ._guest import _isolation
 
@@ -379,7 +385,7 @@ class Host:
         Use as ``async with host.session() as session:``; ``limits`` bound the session as a
         whole, ``guest_limits`` (default: the Host's) each turn.
         """
-        factory = self._session_factory or default_session_factory(self._level or "strongest")  # the Host's level
+        factory = self._session_factory or default_session_factory(self._level or "strongest", self._fork_server)  # the Host's level
         return Session(self, factory, limits or SessionLimits(), guest_limits or self.limits)
 
     def guest_factory(self) -> GuestFactory:
@@ -388,7 +394,7 @@ class Host:
         if self._guest_factory is not None:
             return self._guest_factory
         assert self._level is not None
-        return _default_guest_factory(self._level)
+        return _default_guest_factory(self._level, self._fork_server)
 
     def result_from(self, outcome: GuestOutcome, scope: RunScope, report: RunReport) -> RunResult:
         """The result of a run whose Guest produced ``outcome``.
@@ -417,7 +423,7 @@ async def _once(source: str) -> AsyncIterator[str]:
     yield source
 
 
-def _default_guest_factory(level: Level) -> GuestFactory:
+def _default_guest_factory(level: Level, fork_server: bool) -> GuestFactory:
     from ._guest import start_subprocess_guest  # type: ignore[import-not-found,attr-defined,unused-ignore]
 
-    return cast(GuestFactory, functools.partial(start_subprocess_guest, isolation=level))
+    return cast(GuestFactory, functools.partial(start_subprocess_guest, isolation=level, fork_server=fork_server))

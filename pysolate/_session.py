@@ -434,8 +434,10 @@ async def _once(source: str) -> AsyncIterator[str]:
     yield source
 
 
-def default_session_factory(isolation: IsolationChoice = "strongest") -> SessionGuestFactory:
-    """The isolated subprocess Guest, kept across turns, at the Host's ``isolation`` level."""
+def default_session_factory(isolation: IsolationChoice = "strongest", fork_server: bool = True) -> SessionGuestFactory:
+    """The isolated subprocess Guest, kept across turns, at the Host's ``isolation`` level
+    (forked from the fork server where that keeps the level whole, unless ``fork_server``
+    is off)."""
     from ._guest import start_subprocess_session  # type: ignore[import-not-found,attr-defined,unused-ignore]
 
-    return cast(SessionGuestFactory, functools.partial(start_subprocess_session, isolation=isolation))
+    return cast(SessionGuestFactory, functools.partial(start_subprocess_session, isolation=isolation, fork_server=fork_server))

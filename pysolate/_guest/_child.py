@@ -302,12 +302,28 @@ def _proxy(name: str, methods: list[str], call: Any) -> object:
     return type(name, (), attrs)()
 
 
-def main() -> None:
-    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+def preload(root: str, seccomp_library: str | None) -> None:
+    """Import everything a child needs before the program runs, and load libseccomp (the
+    fork server's warm-up: its children start with all of it already in memory)."""
     _register_packages(root)
+    import builtins  # noqa: F401
+    import io  # noqa: F401
+    import math  # noqa: F401
+    import resource  # noqa: F401
+
+    from occurrences import _plain  # noqa: F401
+    from pysolate import _guest_errors  # noqa: F401
+    from pysolate._guest import _confine, _landlock, _privileges, _seccomp, _turn_report, _wire  # noqa: F401
+
+    if seccomp_library:
+        _seccomp.warm(seccomp_library)
+
+
+def serve(fd: int) -> NoReturn:
+    """Be a Guest child on the broker socket ``fd``: ``init``, confine, ``ready``, run."""
     from pysolate._guest import _wire
 
-    channel = _Channel(int(sys.argv[1]), _wire.HEADER, _wire.encode_frame)
+    channel = _Channel(fd, _wire.HEADER, _wire.encode_frame)
     init = channel.receive()
     guest = _Guest(channel, init)
     from pysolate._guest import _confine
@@ -322,6 +338,12 @@ def main() -> None:
     if start.get("t") == "turn":
         guest.turns(start)
     guest.execute(start["source"])
+
+
+def main() -> None:
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    _register_packages(root)
+    serve(int(sys.argv[1]))
 
 
 if __name__ == "__main__":

@@ -158,6 +158,18 @@ class Plan:
             ),
         }
 
+    @property
+    def forkable(self) -> bool:
+        """Whether a fork-server child keeps this level whole (``_forkserver``).
+
+        Only where the child applies *all* of its confinement to itself after it starts and
+        no process can be created: ``seccomp`` and ``landlock``. Bubblewrap's namespaces
+        are made before the interpreter starts, and at ``rlimits`` a Guest's descendants
+        are only ended through its process group, which a recycled pid could alias; those
+        levels spawn.
+        """
+        return not self.namespaces and self.level in ("seccomp", "landlock")
+
     def check_applied(self, mechanisms: Sequence[str]) -> None:
         """Raise ``IsolationUnavailable`` unless the child reported every required mechanism."""
         missing = [m for m in self.requires() if m not in mechanisms]
@@ -312,10 +324,17 @@ def _machine(hide_bwrap: bool) -> Machine:
     )
 
 
+_PROBED: set[bool] = set()
+"""The knob settings (``HIDE_BWRAP_ENV`` set or not) ``machine`` has probed."""
+
+
 def machine() -> Machine:
     """What this machine offers (blocks once per process and knob setting: it starts
     bubblewrap and a user namespace to be sure they work)."""
-    return _machine(os.environ.get(HIDE_BWRAP_ENV) == "1")
+    hide = os.environ.get(HIDE_BWRAP_ENV) == "1"
+    found = _machine(hide)
+    _PROBED.add(hide)
+    return found
 
 
 def resolve(choice: IsolationChoice) -> Level:
@@ -363,6 +382,14 @@ def _plan(level: Level, scratch_bytes: int, found: Machine) -> Plan:
     child = str(PACKAGE_ROOT / "pysolate" / "_guest" / "_child.py")
     reads = landlock_reads(sandboxed=False) if abi else ()
     return Plan(level, (python, *INTERPRETER_FLAGS, child), False, abi, tuple(mechanisms), reads, library, found.root)
+
+
+def planned(choice: IsolationChoice, scratch_bytes: int) -> Plan | None:
+    """``plan`` without blocking: the plan once the probe has run for the current knob
+    setting (and ``choice`` resolves), else None (then call ``plan`` off the event loop)."""
+    if (os.environ.get(HIDE_BWRAP_ENV) == "1") not in _PROBED:
+        return None
+    return plan(choice, scratch_bytes)
 
 
 def plan(choice: IsolationChoice, scratch_bytes: int) -> Plan:

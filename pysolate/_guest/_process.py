@@ -49,7 +49,7 @@ from .._guest_api import (
     GuestStatus,
     Isolation,
 )
-from . import _confine, _isolation
+from . import _confine, _forked, _isolation
 from ._cgroup import GuestCgroup, enter_cgroup
 from ._channel import Channel as _Channel
 from ._channel import ChannelClosed as _ChannelClosed
@@ -300,7 +300,9 @@ class SubprocessGuest:
 
     def _kill(self) -> None:
         """SIGKILL the child's process group, bwrap's namespace and the Guest's cgroup."""
-        if self._process.returncode is None:
+        if isinstance(self._process, _forked.ForkedProcess):
+            self._process.kill()  # through its pidfd; a forked level creates no other process
+        elif self._process.returncode is None:
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(self._process.pid, signal.SIGKILL)
         if self._cgroup is not None:
@@ -347,23 +349,31 @@ async def start_subprocess_guest(
     limits: GuestLimits,
     *,
     isolation: _isolation.IsolationChoice = "strongest",
+    fork_server: bool = True,
 ) -> SubprocessGuest:
     """Start an isolated Guest child and return once it waits for its source.
 
     ``capabilities`` maps global names to granted methods; ``isolation`` names the level
-    (``_isolation``). Raises ``IsolationUnavailable`` before any child starts, or when the
+    (``_isolation``). ``fork_server``: fork the child from the pre-imported fork server
+    (``_forkserver``) where that keeps the level whole (``Plan.forkable``); elsewhere, or if
+    the server fails twice, the child is spawned, at the same level. Raises ``IsolationUnavailable`` before any child starts, or when the
     child could not apply its level; ``GuestStartError`` if it dies or is not ready within
     ``START_TIMEOUT``. Cancellation kills and reaps the child, then re-raises.
     """
-    plan = await anyio.to_thread.run_sync(_isolation.plan, isolation, SCRATCH_BYTES)
+    plan = _isolation.planned(isolation, SCRATCH_BYTES)  # no thread hop once the machine is probed
+    if plan is None:
+        plan = await anyio.to_thread.run_sync(_isolation.plan, isolation, SCRATCH_BYTES)
     scratch = None if plan.namespaces else tempfile.mkdtemp(prefix="pysolate-guest-")
     host_end, child_end = socket.socketpair()
     t0 = time.perf_counter()
+    forked = False
     try:
         # Shielded: a cancellation landing after the fork but before we hold the process
         # would leave a live child nobody kills; once we hold it, cleanup below kills it.
         with anyio.CancelScope(shield=True):
-            process = await anyio.open_process(
+            child = await _forked_child(plan, scratch, child_end) if fork_server else None
+            forked = child is not None
+            process = child or await anyio.open_process(
                 [*plan.argv, str(child_end.fileno())],
                 stdin=subprocess.DEVNULL,
                 stdout=subprocess.PIPE,
@@ -407,7 +417,17 @@ async def start_subprocess_guest(
     except BaseException:
         await guest.aclose()
         raise
-    guest.isolation = Isolation(plan.level, (*plan.mechanisms, *host_mechanisms, *ready.mechanisms))
+    forked_mechanism = ("fork-server",) if forked else ()
+    guest.isolation = Isolation(plan.level, (*plan.mechanisms, *forked_mechanism, *host_mechanisms, *ready.mechanisms))
     guest._startup_seconds = time.perf_counter() - t0
     return guest
 
+
+async def _forked_child(plan: _isolation.Plan, scratch: str | None, child_end: socket.socket) -> anyio.abc.Process | None:
+    """A child from the fork server, or None where the level must spawn or the server failed."""
+    if not plan.forkable or scratch is None:
+        return None
+    try:
+        return await _forked.fork_child(scratch, child_end)
+    except _forked.ForkServerFailed:
+        return None  # spawn instead: the same level, only slower

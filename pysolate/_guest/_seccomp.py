@@ -27,6 +27,11 @@ fail with EPERM so the program sees a plain ``PermissionError``:
 With ``restrict_files`` (no Landlock, no mount namespace protects the file system) no file
 may be opened for writing, created, renamed, linked or removed at all.
 
+It is two stacked filters (the strictest answer wins): the allow-list, the same for every
+Guest and so compiled to BPF once per process (the fork server compiles it before it
+forks, so a forked Guest only loads it), and a one-rule filter refusing ``kill``/``tgkill``
+of any pid but the Guest's own.
+
 ``ioctl`` and ``prctl`` are allowed only for the few requests CPython makes. ``libseccomp``
 also kills a process that switches syscall ABI (i386/x32), so the list cannot be
 sidestepped that way. ``install(..., strict=True)`` kills the process on any syscall the
@@ -38,9 +43,13 @@ from __future__ import annotations
 
 import ctypes
 import errno
+import functools
 import os
+import sys
+from collections.abc import Callable
 
 _ALLOW = 0x7FFF0000
+_PR_SET_SECCOMP, _SECCOMP_MODE_FILTER = 22, 2
 _KILL_PROCESS = 0x80000000
 _NE, _EQ, _MASKED_EQ = 1, 4, 7
 
@@ -131,13 +140,23 @@ class _ArgCmp(ctypes.Structure):
 Condition = tuple[int, int, int, int]
 
 
-def install(library_path: str, *, restrict_files: bool, strict: bool = False) -> list[str]:
-    """Load the filter into this process (irrevocably); returns the mechanisms applied.
+_LOADED: dict[str, tuple[ctypes.CDLL, dict[str, int]]] = {}
+"""libseccomp and its syscall numbers by library path, once per process (``warm``)."""
 
-    ``strict`` makes every unlisted syscall kill the process (tests only, see module
-    docstring). Raises ``OSError`` if the filter cannot be built or loaded: the caller must
-    then not run the program.
-    """
+
+def warm(library_path: str) -> None:
+    """Load libseccomp, resolve every syscall name and compile the allow-lists now, so
+    ``install`` only adds the one pid rule and loads (the fork server does this once for
+    all its children)."""
+    for restrict_files in (False, True):
+        compiled(library_path, restrict_files=restrict_files, strict=False)
+    _own_signals(library_path, os.getpid())
+
+
+def _library(library_path: str) -> tuple[ctypes.CDLL, dict[str, int]]:
+    loaded = _LOADED.get(library_path)
+    if loaded is not None:
+        return loaded
     lib = ctypes.CDLL(library_path, use_errno=True)
     lib.seccomp_init.restype = ctypes.c_void_p
     lib.seccomp_init.argtypes = [ctypes.c_uint32]
@@ -147,11 +166,111 @@ def install(library_path: str, *, restrict_files: bool, strict: bool = False) ->
     lib.seccomp_rule_add_array.argtypes = [
         ctypes.c_void_p, ctypes.c_uint32, ctypes.c_int, ctypes.c_uint, ctypes.POINTER(_ArgCmp)
     ]
-    lib.seccomp_load.restype = ctypes.c_int
-    lib.seccomp_load.argtypes = [ctypes.c_void_p]
+    lib.seccomp_export_bpf.restype = ctypes.c_int
+    lib.seccomp_export_bpf.argtypes = [ctypes.c_void_p, ctypes.c_int]
     lib.seccomp_release.argtypes = [ctypes.c_void_p]
+    names = {*ALLOWED, *DENIED, *FILE_CHANGES, "open", "openat", "openat2", "clone", "clone3", "kill", "tgkill",
+             "prlimit64", "socketpair", "ioctl", "prctl"}
+    numbers = {name: lib.seccomp_syscall_resolve_name(name.encode()) for name in names}
+    _LOADED[library_path] = lib, numbers
+    return lib, numbers
 
-    default = _KILL_PROCESS if strict else _errno_action(errno.ENOSYS)
+
+def install(library_path: str, *, restrict_files: bool, strict: bool = False) -> list[str]:
+    """Load the filter into this process (irrevocably); returns the mechanisms applied.
+
+    Two stacked filters (the kernel applies every filter and the strictest answer wins):
+    first one that refuses ``kill``/``tgkill`` of any pid but ours, then the allow-list,
+    which is the same for every Guest and so compiled once per process (``compiled``; the
+    fork server compiles it before it forks). ``strict`` makes every unlisted syscall kill
+    the process (tests only, see module docstring). Raises ``OSError`` if a filter cannot
+    be built or loaded: the caller must then not run the program.
+    """
+    allow_list = compiled(library_path, restrict_files=restrict_files, strict=strict)
+    _load(_own_signals(library_path, os.getpid()))  # first: the allow-list forbids the prctl that loads a filter
+    _load(allow_list)
+    return ["seccomp-allowlist", "no-fork", "no-sockets", "no-io-uring", "no-memfd"] + (["no-file-writes"] if restrict_files else [])
+
+
+_COMPILED: dict[tuple[str, bool, bool], bytes] = {}
+_SIGNAL_TEMPLATES: dict[str, bytes] = {}
+
+
+def compiled(library_path: str, *, restrict_files: bool, strict: bool) -> bytes:
+    """The allow-list as a BPF program (pid-independent: signals to ourselves are allowed
+    here and narrowed by the other filter), built by libseccomp once per process."""
+    key = (library_path, restrict_files, strict)
+    if key not in _COMPILED:
+        lib, numbers = _library(library_path)
+        default = _KILL_PROCESS if strict else _errno_action(errno.ENOSYS)
+        _COMPILED[key] = _build(lib, default, functools.partial(_allow_list, restrict_files=restrict_files), numbers)
+    return _COMPILED[key]
+
+
+Rule = Callable[..., None]
+
+_PID_PLACEHOLDER = 0x7FFFFFFE
+"""Stands for the Guest's pid in the compiled signal filter (above any real pid)."""
+
+
+def _own_signals(library_path: str, pid: int) -> bytes:
+    """The filter refusing ``kill``/``tgkill`` of any pid but ``pid``: compiled once with a
+    placeholder (no constant of a filter is that large but a pid comparison), then every
+    comparison with the placeholder set to ``pid``."""
+    template = _SIGNAL_TEMPLATES.get(library_path)
+    if template is None:
+        lib, numbers = _library(library_path)
+
+        def others_refused(rule: Rule) -> None:
+            for name in ("kill", "tgkill"):
+                rule(_errno_action(errno.EPERM), name, (0, _NE, _PID_PLACEHOLDER, 0))
+
+        template = _SIGNAL_TEMPLATES[library_path] = _build(lib, _ALLOW, others_refused, numbers)
+    program = bytearray(template)
+    placeholder, own = (_PID_PLACEHOLDER.to_bytes(4, sys.byteorder), pid.to_bytes(4, sys.byteorder))
+    patched = 0
+    for at in range(4, len(program), 8):  # the ``k`` operand of each ``struct sock_filter``
+        if program[at : at + 4] == placeholder:
+            program[at : at + 4] = own
+            patched += 1
+    if not patched:  # libseccomp may share one comparison between both calls, never none
+        raise OSError("the compiled signal filter does not compare the pid")
+    return bytes(program)
+
+
+def _allow_list(rule: Rule, *, restrict_files: bool) -> None:
+    eperm, enosys = _errno_action(errno.EPERM), _errno_action(errno.ENOSYS)
+    for name in ALLOWED:
+        rule(_ALLOW, name)
+    for name in DENIED:
+        rule(eperm, name)
+    for name in FILE_CHANGES:
+        rule(eperm if restrict_files else _ALLOW, name)
+    if restrict_files:
+        for name, flags_arg in (("open", 1), ("openat", 2)):
+            rule(_ALLOW, name, (flags_arg, _MASKED_EQ, _WRITE_FLAGS, 0))
+            for bit in (os.O_WRONLY, os.O_RDWR, os.O_CREAT, os.O_TRUNC, os.O_APPEND):
+                rule(eperm, name, (flags_arg, _MASKED_EQ, bit, bit))
+    else:
+        rule(_ALLOW, "open")
+        rule(_ALLOW, "openat")
+    rule(enosys, "openat2")  # its flags live in a struct the filter cannot read; glibc falls back to openat
+    rule(_ALLOW, "clone", (0, _MASKED_EQ, _CLONE_THREAD | _CLONE_NAMESPACES, _CLONE_THREAD))
+    rule(eperm, "clone", (0, _MASKED_EQ, _CLONE_THREAD, 0))
+    rule(enosys, "clone3")  # flags in a struct too; glibc falls back to clone only on ENOSYS
+    for name in ("kill", "tgkill"):
+        rule(_ALLOW, name)  # only to ourselves: the first filter refuses every other pid
+    rule(_ALLOW, "prlimit64", (0, _EQ, 0, 0), (2, _EQ, 0, 0))
+    rule(eperm, "prlimit64", (2, _NE, 0, 0))
+    rule(_ALLOW, "socketpair", (0, _EQ, _AF_UNIX, 0), (1, _MASKED_EQ, _SOCK_TYPE_MASK, _SOCK_STREAM))
+    for request in _IOCTLS:
+        rule(_ALLOW, "ioctl", (1, _MASKED_EQ, 0xFFFFFFFF, request))
+    for option in _PRCTLS:
+        rule(_ALLOW, "prctl", (0, _EQ, option, 0))
+
+
+def _build(lib: ctypes.CDLL, default: int, rules: Callable[[Rule], object], numbers: dict[str, int]) -> bytes:
+    """A filter with ``default`` and the ``rules`` it adds, exported as BPF by libseccomp."""
     ctx = lib.seccomp_init(default)
     if not ctx:
         raise OSError("seccomp_init failed")
@@ -159,7 +278,7 @@ def install(library_path: str, *, restrict_files: bool, strict: bool = False) ->
         def rule(action: int, name: str, *conditions: Condition) -> None:
             if action == default:
                 return  # libseccomp refuses a rule that repeats the default
-            number = lib.seccomp_syscall_resolve_name(name.encode())
+            number = numbers.get(name, -1)
             if number < 0:
                 return  # not a syscall here (``fork`` on arm64) or newer than libseccomp: denied by default
             array = (_ArgCmp * max(1, len(conditions)))(*[_ArgCmp(*c) for c in conditions])
@@ -167,39 +286,39 @@ def install(library_path: str, *, restrict_files: bool, strict: bool = False) ->
             if rc < 0:
                 raise OSError(-rc, f"seccomp rule for {name}: {os.strerror(-rc)}")
 
-        eperm, enosys = _errno_action(errno.EPERM), _errno_action(errno.ENOSYS)
-        for name in ALLOWED:
-            rule(_ALLOW, name)
-        for name in DENIED:
-            rule(eperm, name)
-        for name in FILE_CHANGES:
-            rule(eperm if restrict_files else _ALLOW, name)
-        if restrict_files:
-            for name, flags_arg in (("open", 1), ("openat", 2)):
-                rule(_ALLOW, name, (flags_arg, _MASKED_EQ, _WRITE_FLAGS, 0))
-                for bit in (os.O_WRONLY, os.O_RDWR, os.O_CREAT, os.O_TRUNC, os.O_APPEND):
-                    rule(eperm, name, (flags_arg, _MASKED_EQ, bit, bit))
-        else:
-            rule(_ALLOW, "open")
-            rule(_ALLOW, "openat")
-        rule(enosys, "openat2")  # its flags live in a struct the filter cannot read; glibc falls back to openat
-        rule(_ALLOW, "clone", (0, _MASKED_EQ, _CLONE_THREAD | _CLONE_NAMESPACES, _CLONE_THREAD))
-        rule(eperm, "clone", (0, _MASKED_EQ, _CLONE_THREAD, 0))
-        rule(enosys, "clone3")  # flags in a struct too; glibc falls back to clone only on ENOSYS
-        pid = os.getpid()
-        for name in ("kill", "tgkill"):
-            rule(_ALLOW, name, (0, _EQ, pid, 0))
-            rule(eperm, name, (0, _NE, pid, 0))
-        rule(_ALLOW, "prlimit64", (0, _EQ, 0, 0), (2, _EQ, 0, 0))
-        rule(eperm, "prlimit64", (2, _NE, 0, 0))
-        rule(_ALLOW, "socketpair", (0, _EQ, _AF_UNIX, 0), (1, _MASKED_EQ, _SOCK_TYPE_MASK, _SOCK_STREAM))
-        for request in _IOCTLS:
-            rule(_ALLOW, "ioctl", (1, _MASKED_EQ, 0xFFFFFFFF, request))
-        for option in _PRCTLS:
-            rule(_ALLOW, "prctl", (0, _EQ, option, 0))
-        rc = lib.seccomp_load(ctx)
-        if rc < 0:
-            raise OSError(-rc, f"seccomp_load: {os.strerror(-rc)}")
+        rules(rule)
+        read_end, write_end = os.pipe()
+        try:
+            rc = lib.seccomp_export_bpf(ctx, write_end)
+            os.close(write_end)
+            write_end = -1
+            if rc < 0:
+                raise OSError(-rc, f"seccomp_export_bpf: {os.strerror(-rc)}")
+            chunks = []
+            while chunk := os.read(read_end, 65536):
+                chunks.append(chunk)
+        finally:
+            os.close(read_end)
+            if write_end >= 0:
+                os.close(write_end)
     finally:
         lib.seccomp_release(ctx)
-    return ["seccomp-allowlist", "no-fork", "no-sockets", "no-io-uring", "no-memfd"] + (["no-file-writes"] if restrict_files else [])
+    program = b"".join(chunks)
+    if not program or len(program) % 8:
+        raise OSError("seccomp_export_bpf returned no program")
+    return program
+
+
+class _SockFprog(ctypes.Structure):
+    _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_void_p)]
+
+
+def _load(program: bytes) -> None:
+    """Install one BPF filter (``no_new_privs`` is already set: ``_privileges.drop``)."""
+    buffer = ctypes.create_string_buffer(program, len(program))
+    fprog = _SockFprog(len(program) // 8, ctypes.addressof(buffer))
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.prctl.argtypes = [ctypes.c_int, ctypes.c_ulong, ctypes.c_void_p, ctypes.c_ulong, ctypes.c_ulong]
+    if libc.prctl(_PR_SET_SECCOMP, _SECCOMP_MODE_FILTER, ctypes.byref(fprog), 0, 0) != 0:
+        code = ctypes.get_errno()
+        raise OSError(code, f"prctl(PR_SET_SECCOMP): {os.strerror(code)}")

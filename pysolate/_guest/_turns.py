@@ -135,7 +135,8 @@ async def start_subprocess_session(
     limits: GuestLimits,
     *,
     isolation: _isolation.IsolationChoice = "strongest",
+    fork_server: bool = True,
 ) -> SubprocessTurns:
-    """Start an isolated Guest child for a session (``start_subprocess_guest``'s errors and
-    cancellation behaviour)."""
-    return SubprocessTurns(await start_subprocess_guest(capabilities, limits, isolation=isolation))
+    """Start an isolated Guest child for a session (``start_subprocess_guest``'s options,
+    errors and cancellation behaviour)."""
+    return SubprocessTurns(await start_subprocess_guest(capabilities, limits, isolation=isolation, fork_server=fork_server))

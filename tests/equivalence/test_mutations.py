@@ -23,7 +23,7 @@ from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
 from occurrences import CallKey, Effect, PrefixParser, SealError, Snapshot
-from pysolate import _broker, _stream_run
+from pysolate import _broker, _execute, _stream_run
 from pysolate._broker import RunScope
 from scheduler import BranchSpeculation, Observation
 
@@ -105,6 +105,7 @@ def test_mutant_no_fresh_copies(monkeypatch: pytest.MonkeyPatch) -> None:
     """The broker hands out the held value itself: a program mutating a result changes
     what a later claim of the same key sees."""
     monkeypatch.setattr(_broker, "fresh_copy", lambda value: value)
+    monkeypatch.setattr(_execute, "fresh_copy", lambda value: value)
     verdict = run_generated()
     assert verdict.failure is not None
 

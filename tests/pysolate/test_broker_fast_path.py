@@ -21,7 +21,7 @@ from hypothesis import strategies as st
 from pydantic import ValidationError
 
 from occurrences._plain import MAX_DEPTH, NotPlain, fresh_copy, own, to_tagged
-from pysolate._broker import _awaited
+from pysolate._execute import _awaited
 from pysolate._guest._frames import (
     _GUEST_FRAME,
     CallFrame,

@@ -15,6 +15,7 @@ import anyio
 import pytest
 
 from pysolate import Effect, Host, LanePolicy, RunResult
+from pysolate._guest import _forked
 from pysolate.testing import Script, memory_workspace, scripted_tool
 
 pytestmark = pytest.mark.anyio
@@ -106,8 +107,9 @@ async def run_both(
 
 
 def child_processes() -> list[int]:
-    """Live (non-zombie) child processes of this test process, from /proc."""
-    me, children = os.getpid(), []
+    """Live (non-zombie) Guest processes of this test process, from /proc: its children, and
+    the fork server's (the server itself is long-lived by design and not a Guest)."""
+    me, children, server = os.getpid(), [], _forked.server.pid()
     for entry in os.listdir("/proc"):
         if entry.isdigit():
             try:
@@ -115,7 +117,7 @@ def child_processes() -> list[int]:
                     fields = f.read().rsplit(")", 1)[1].split()
             except OSError:
                 continue
-            if int(fields[1]) == me and fields[0] != "Z":
+            if int(fields[1]) in (me, server) and fields[0] != "Z" and int(entry) != server:
                 children.append(int(entry))
     return children
 

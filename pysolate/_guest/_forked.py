@@ -1,0 +1,293 @@
+"""The Host's side of the fork server (``_forkserver``): start it, ask it for a Guest child.
+
+``fork_child(cwd, broker)`` returns a ``ForkedProcess``: a Guest child forked by the server,
+with the same stdio pipes, exit status and kill semantics ``SubprocessGuest`` relies on for
+a spawned child (``anyio.abc.Process``). Its exit status comes from the server, which is its
+parent and reaps it; it is killed through a pidfd, so a signal can never reach a recycled
+pid.
+
+One server per Host process, started on first use and shared by every event loop and
+thread (requests are single ``SOCK_SEQPACKET`` messages, so concurrent senders need no
+lock). A server found dead, or one that drops a request, is replaced and the request sent
+once more; a second failure is ``ForkServerFailed`` (the caller spawns instead). A server
+that dies later ends its children (``PR_SET_PDEATHSIG``) and closes their status sockets,
+so a run sees its Guest exit (``-SIGKILL``: crashed) instead of waiting.
+"""
+
+from __future__ import annotations
+
+import array
+import contextlib
+import json
+import os
+import signal
+import socket
+import subprocess
+import threading
+
+import anyio
+import anyio.abc
+
+from . import _isolation
+
+SERVER = str(_isolation.PACKAGE_ROOT / "pysolate" / "_guest" / "_forkserver.py")
+
+FORK_TIMEOUT = 5.0
+"""Seconds the server may take to fork a child before it counts as stuck (and is replaced)."""
+
+
+STATUS_GRACE = 2.0
+"""Seconds the server may take to report a child's exit status once the child has exited."""
+
+
+class ForkServerFailed(RuntimeError):
+    """The fork server could not start a Guest child (twice)."""
+
+
+class _PipeReader(anyio.abc.ByteReceiveStream):
+    """The read end of a child's stdout or stderr pipe."""
+
+    def __init__(self, fd: int) -> None:
+        os.set_blocking(fd, False)
+        self._fd: int | None = fd
+
+    async def receive(self, max_bytes: int = 65536) -> bytes:
+        while True:
+            if self._fd is None:
+                raise anyio.ClosedResourceError
+            try:
+                data = os.read(self._fd, max_bytes)
+            except BlockingIOError:
+                await anyio.wait_readable(self._fd)
+                continue
+            if not data:
+                raise anyio.EndOfStream
+            return data
+
+    async def aclose(self) -> None:
+        if self._fd is not None:
+            fd, self._fd = self._fd, None
+            os.close(fd)
+
+
+class ForkedProcess(anyio.abc.Process):
+    """A Guest child the fork server forked (see module docstring)."""
+
+    def __init__(self, pid: int, pidfd: int, status: socket.socket, stdout: int, stderr: int) -> None:
+        self._pid = pid
+        self._pidfd: int | None = pidfd
+        self._status = status
+        self._returncode: int | None = None
+        self._stdout = _PipeReader(stdout)
+        self._stderr = _PipeReader(stderr)
+        self._reading = False
+        self._read_done = anyio.Event()
+
+    @property
+    def pid(self) -> int:
+        return self._pid
+
+    @property
+    def returncode(self) -> int | None:
+        return self._returncode
+
+    @property
+    def stdin(self) -> None:
+        return None
+
+    @property
+    def stdout(self) -> anyio.abc.ByteReceiveStream:
+        return self._stdout
+
+    @property
+    def stderr(self) -> anyio.abc.ByteReceiveStream:
+        return self._stderr
+
+    async def wait(self) -> int:
+        """The exit code (``-signal`` for a signal), once the server reaped the child."""
+        while self._returncode is None:
+            if self._reading:  # another task reads the status; wait for its answer
+                await self._read_done.wait()
+                continue
+            self._reading = True
+            try:
+                message = await self._exit_message()
+                if message.startswith(b"exit "):
+                    self._returncode = os.waitstatus_to_exitcode(int(message[5:]))
+                else:  # the server died or is stuck: the child is gone or dies with it; make sure
+                    self.kill()
+                    self._returncode = -signal.SIGKILL
+            finally:
+                self._reading = False
+                done, self._read_done = self._read_done, anyio.Event()
+                done.set()
+        return self._returncode
+
+    async def _exit_message(self) -> bytes:
+        """``exit S`` from the server, or ``b""`` if it died or did not answer in time.
+
+        The pidfd turns readable when the child exits (before anyone reaps it), so a
+        stuck server delays the answer by at most ``STATUS_GRACE``, never forever.
+        """
+        assert self._pidfd is not None
+        await anyio.wait_readable(self._pidfd)
+        with anyio.move_on_after(STATUS_GRACE):
+            await anyio.wait_readable(self._status)
+            return self._status.recv(64)
+        return b""
+
+    def send_signal(self, sig: int) -> None:
+        if self._pidfd is not None and self._returncode is None:
+            with contextlib.suppress(ProcessLookupError):
+                signal.pidfd_send_signal(self._pidfd, sig)
+
+    def terminate(self) -> None:
+        self.send_signal(signal.SIGTERM)
+
+    def kill(self) -> None:
+        self.send_signal(signal.SIGKILL)
+
+    async def aclose(self) -> None:
+        """Release the pipes, the status socket and the pidfd (after ``wait``)."""
+        await self._stdout.aclose()
+        await self._stderr.aclose()
+        self._status.close()
+        if self._pidfd is not None:
+            fd, self._pidfd = self._pidfd, None
+            os.close(fd)
+
+
+class _Server:
+    """The fork server process and its control socket (one per Host process)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._process: subprocess.Popen[bytes] | None = None
+        self._control: socket.socket | None = None
+        os.register_at_fork(after_in_child=self._forget)
+
+    def _forget(self) -> None:
+        """A forked Host process must not share its parent's server."""
+        self._process, self._control = None, None
+        self._lock = threading.Lock()
+
+    def control(self) -> socket.socket:
+        """The live server's control socket, starting (or restarting) the server (blocks)."""
+        with self._lock:
+            if self._process is None or self._process.poll() is not None or self._control is None:
+                self._start()
+            assert self._control is not None
+            return self._control
+
+    def live_control(self) -> socket.socket | None:
+        """The control socket of a server that is still running, or None (does not block)."""
+        with self._lock:
+            if self._process is None or self._control is None or self._process.poll() is not None:
+                return None
+            return self._control
+
+    def replace(self, dead: socket.socket) -> None:
+        """Kill the server behind ``dead`` (if it is still the current one)."""
+        with self._lock:
+            if self._control is dead:
+                self._stop()
+
+    def _start(self) -> None:
+        self._stop()
+        host_end, server_end = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        try:
+            self._process = subprocess.Popen(
+                [_isolation.interpreter(), *_isolation.INTERPRETER_FLAGS, SERVER, str(server_end.fileno()),
+                 *filter(None, [_isolation.machine().seccomp_library])],
+                stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                env={}, cwd="/", start_new_session=True, pass_fds=(server_end.fileno(),),
+            )
+        except BaseException:
+            host_end.close()
+            raise
+        finally:
+            server_end.close()
+        host_end.setblocking(False)
+        self._control = host_end
+
+    def _stop(self) -> None:
+        if self._control is not None:
+            self._control.close()  # the server exits on EOF; its children die with it
+            self._control = None
+        if self._process is not None:
+            if self._process.poll() is None:
+                self._process.kill()
+                self._process.wait()
+            self._process = None
+
+    def pid(self) -> int | None:
+        """The server's pid (tests kill it), or None before it started."""
+        return None if self._process is None else self._process.pid
+
+
+server = _Server()
+
+
+async def fork_child(cwd: str, broker: socket.socket) -> ForkedProcess:
+    """Ask the fork server for a Guest child on ``broker`` (the child's end), in ``cwd``.
+
+    Raises ``ForkServerFailed`` when a restarted server failed too.
+    """
+    failure: BaseException | None = None
+    for _attempt in range(2):
+        control = server.live_control()
+        if control is None:
+            control = await anyio.to_thread.run_sync(server.control)
+        try:
+            with anyio.fail_after(FORK_TIMEOUT):
+                return await _fork_once(control, cwd, broker)
+        except (OSError, _Dropped, TimeoutError) as exc:
+            server.replace(control)
+            failure = exc
+    raise ForkServerFailed(f"the fork server did not start a Guest child: {failure!r}")
+
+
+class _Dropped(Exception):
+    """The server closed the request's status socket without forking (it died)."""
+
+
+async def _fork_once(control: socket.socket, cwd: str, broker: socket.socket) -> ForkedProcess:
+    out_r, out_w = os.pipe()
+    err_r, err_w = os.pipe()
+    host_status, server_status = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    handed = False
+    try:
+        message = [json.dumps({"cwd": cwd}).encode()]
+        fds = [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array("i", [broker.fileno(), out_w, err_w, server_status.fileno()]))]
+        while True:
+            try:
+                control.sendmsg(message, fds)
+                break
+            except BlockingIOError:  # the server is behind: a full queue is rare, poll it
+                await anyio.sleep(0.001)
+        server_status.close()
+        os.close(out_w)
+        os.close(err_w)
+        out_w = err_w = -1
+        await anyio.wait_readable(host_status)
+        data, ancillary, _flags, _addr = host_status.recvmsg(64, socket.CMSG_SPACE(array.array("i").itemsize))
+        received = array.array("i")
+        for level, kind, payload in ancillary:
+            if level == socket.SOL_SOCKET and kind == socket.SCM_RIGHTS:
+                received.frombytes(payload[: len(payload) - (len(payload) % received.itemsize)])
+        if not data.startswith(b"pid ") or len(received) != 1:
+            for fd in received:
+                os.close(fd)
+            raise _Dropped
+        process = ForkedProcess(int(data[4:]), received[0], host_status, out_r, err_r)
+        handed = True
+        return process
+    finally:
+        if not handed:
+            for fd in (out_r, err_r, out_w, err_w):
+                if fd >= 0:
+                    os.close(fd)
+            host_status.close()
+            if server_status.fileno() >= 0:
+                server_status.close()
+

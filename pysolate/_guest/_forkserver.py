@@ -1,0 +1,146 @@
+"""The fork server: a pre-imported interpreter that forks Guest children on the Host's request.
+
+Run as ``python -I -S -B -X utf8 .../pysolate/_guest/_forkserver.py FD [LIBSECCOMP]`` (empty environment,
+cwd ``/``, stdio on ``/dev/null``) with the server end of a ``SOCK_SEQPACKET`` socketpair at
+``FD``: the Host's *control* socket. Standard library only, like ``_child``. A Guest child
+started from a fresh interpreter spends ~25 ms of CPU importing and compiling; here that is
+paid once, and each Guest is one ``fork`` (~2 ms).
+
+Why it widens nothing (docs/isolation.md, "Fork server"):
+
+- The server is *not* confined and holds nothing a Guest may have: no environment, no
+  files, no Host state — only the control socket (an unnamed socketpair, unreachable by
+  name or path) and, for a moment, the fds of the request it is serving.
+- Each forked child, before it reads anything from the Host, becomes its own session,
+  asks to be killed when the server dies, keeps only fds 0-3 (``/dev/null``, its stdout and
+  stderr pipes, its broker socket: the control socket and every sibling's fds are closed),
+  and moves to its scratch dir. Then it runs ``_child.serve`` exactly as a spawned child
+  runs it: it reads ``init`` from the Host and confines *itself* with the same
+  ``_confine.confine`` spec — its own user and mount namespace, its own Landlock domain,
+  seccomp filter, rlimits, private scratch tmpfs, no privileges — before ``ready``.
+- The server is not dumpable (no process of its uid may ptrace it or read its ``/proc``).
+  A confined Guest cannot reach it anyway: seccomp forbids ``ptrace``, ``kill`` of another
+  pid and the ``pidfd_*`` calls, Landlock scopes signals to the Guest's own domain, and
+  ``/proc`` is hidden.
+- Only levels whose confinement the child applies entirely to itself after the fork use
+  it (``_isolation.Plan.forkable``); bubblewrap's ``namespaces`` level spawns as before.
+
+Protocol: each request is one message, ``{"cwd": path}`` with four fds by ``SCM_RIGHTS``
+(broker socket, stdout and stderr write ends, a *status* socket). On the status socket the
+server answers ``pid N`` with a pidfd of the child (so the Host signals exactly that
+process, never a recycled pid), and later ``exit S`` with the raw wait status once it has
+reaped the child; then it closes it. A server that dies closes every status socket, so no
+Host waits on it forever. It exits when the Host closes the control socket.
+"""
+
+from __future__ import annotations
+
+import array
+import contextlib
+import ctypes
+import gc
+import json
+import os
+import select
+import socket
+import sys
+
+_PR_SET_PDEATHSIG, _PR_SET_DUMPABLE = 1, 4
+_SIGKILL = 9
+_REQUEST_BYTES = 64 * 1024
+_FDS = 4  # broker, stdout, stderr, status
+
+
+def _load_child(root: str, seccomp_library: str | None) -> object:
+    """Import ``_child`` (and, through it, everything a Guest imports before it confines)."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("_pysolate_child", os.path.join(root, "pysolate", "_guest", "_child.py"))
+    assert spec is not None and spec.loader is not None
+    child = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(child)
+    child.preload(root, seccomp_library)
+    return child
+
+
+def _receive(control: socket.socket) -> tuple[dict[str, object], list[int]] | None:
+    """One request, or None when the Host hung up."""
+    fds = array.array("i")
+    data, ancillary, _flags, _addr = control.recvmsg(_REQUEST_BYTES, socket.CMSG_SPACE(_FDS * fds.itemsize))
+    for level, kind, payload in ancillary:
+        if level == socket.SOL_SOCKET and kind == socket.SCM_RIGHTS:
+            fds.frombytes(payload[: len(payload) - (len(payload) % fds.itemsize)])
+    if not data:
+        for fd in fds:
+            os.close(fd)
+        return None
+    return json.loads(data), list(fds)
+
+
+def _become_guest(control: socket.socket, fds: list[int], cwd: str, server: int, libc: ctypes.CDLL, child: object) -> None:
+    """In the forked child: leave the server behind, then be a Guest child (never returns)."""
+    try:
+        control.detach()  # its fd is closed below; the object must never close a reused number
+        os.setsid()
+        if libc.prctl(_PR_SET_PDEATHSIG, _SIGKILL, 0, 0, 0) != 0 or os.getppid() != server:
+            os._exit(70)
+        broker, stdout, stderr, _status = fds
+        null = os.open("/dev/null", os.O_RDWR)
+        os.dup2(null, 0)
+        os.dup2(stdout, 1)
+        os.dup2(stderr, 2)
+        os.dup2(broker, 3)
+        os.closerange(4, os.sysconf("SC_OPEN_MAX"))  # the control socket, every status socket, all else
+        os.chdir(cwd)
+        sys.argv = [sys.argv[0], "3"]
+        child.serve(3)  # type: ignore[attr-defined]
+    finally:
+        os._exit(70)
+
+
+def main() -> None:
+    control = socket.socket(fileno=int(sys.argv[1]))
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.prctl.argtypes = [ctypes.c_int, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong]
+    libc.prctl(_PR_SET_DUMPABLE, 0, 0, 0, 0)
+    child = _load_child(root, sys.argv[2] if len(sys.argv) > 2 else None)
+    gc.freeze()  # the pre-imported heap stays shared with every child (no refcount-touched pages)
+    server = os.getpid()
+    children: dict[int, tuple[int, int]] = {}  # pidfd -> (pid, status socket fd)
+    poller = select.poll()
+    poller.register(control.fileno(), select.POLLIN)
+    while True:
+        for fd, _events in poller.poll():
+            if fd != control.fileno():
+                pid, status = children.pop(fd)
+                poller.unregister(fd)
+                _, wait_status = os.waitpid(pid, 0)
+                os.close(fd)
+                with contextlib.suppress(OSError):  # the Host may have given up already
+                    os.write(status, f"exit {wait_status}".encode())
+                os.close(status)
+                continue
+            request = _receive(control)
+            if request is None:
+                return  # the Host is gone; our children die with us (PDEATHSIG)
+            message, fds = request
+            if len(fds) != _FDS or not isinstance(message.get("cwd"), str):
+                for received in fds:
+                    os.close(received)
+                continue
+            pid = os.fork()
+            if pid == 0:
+                _become_guest(control, fds, message["cwd"], server, libc, child)  # type: ignore[arg-type]
+            for received in fds[:3]:
+                os.close(received)
+            pidfd = os.pidfd_open(pid)
+            answer = socket.socket(fileno=fds[3])
+            with contextlib.suppress(OSError):  # the Host gave up on this start; still reaped below
+                answer.sendmsg([f"pid {pid}".encode()], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array("i", [pidfd]))])
+            children[pidfd] = (pid, answer.detach())
+            poller.register(pidfd, select.POLLIN)
+
+
+if __name__ == "__main__":
+    main()
