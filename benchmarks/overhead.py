@@ -9,6 +9,8 @@ In one run it prints:
    ``unknown``-effect method: the broker runs it on demand) and *claimed* (a ``pure``
    method with literal arguments, every call already finished early, so each Guest call
    only claims and copies the early result). Target (issue 7): <= 200 µs.
+   **1b**: the Host's CPU per call (``benchmarks/broker_cpu.py``; target, issue 18: <= 40
+   µs), with ``--baseline REV`` side by side with that revision's Host.
 2. **Guest start-up**: the cold start of a Guest (``run_source`` of ``1`` minus its run),
    and, in ``run_stream``, the gap between the seal and the Guest starting to run for a
    stream of 1 s (start-up hidden behind the stream) and for a single instant chunk
@@ -40,6 +42,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import anyio
 from bench_tools import GuestKind, guest_factory, make_host
+from broker_cpu import host_cpu_per_call, side_by_side
 from latency import call_log, load
 
 from pysolate import Effect, Host, LanePolicy, RunResult
@@ -225,8 +228,20 @@ async def scale(guest: GuestKind, runs: int) -> None:
     print(f"   equal to the sequential twin: {equal}/{runs}")
 
 
-async def main(guest: GuestKind, calls: int, runs: int) -> None:
+async def host_cpu(guest: GuestKind, baseline: str | None) -> None:
+    """Host CPU per broker call (issue 18), this tree and ``baseline`` side by side."""
+    if baseline is None:
+        best = {"this tree": await host_cpu_per_call(2000, guest)}
+    else:  # each tree in its own interpreter, alternating (benchmarks/broker_cpu.py)
+        best = await anyio.to_thread.run_sync(side_by_side, baseline, 2000, 3, guest)
+    print("1b. Host CPU per broker call (0-latency async tool, int argument, process_time; target <= 40 µs)")
+    for label, seconds in best.items():
+        print(f"   {label:12} {seconds * 1e6:6.1f} µs")
+
+
+async def main(guest: GuestKind, calls: int, runs: int, baseline: str | None) -> None:
     await broker_cost(guest, calls)
+    await host_cpu(guest, baseline)
     await guest_start(guest)
     await tiny_calls(guest)
     await scale(guest, runs)
@@ -237,5 +252,6 @@ if __name__ == "__main__":
     parser.add_argument("--guest", choices=["isolated", "seccomp", "landlock", "landlock-spawn", "in-process"], default="isolated")
     parser.add_argument("--calls", type=int, default=500)
     parser.add_argument("--runs", type=int, default=200)
+    parser.add_argument("--baseline", help="a git revision whose Host CPU per call is measured side by side (1b)")
     options = parser.parse_args()
-    anyio.run(main, options.guest, options.calls, options.runs)
+    anyio.run(main, options.guest, options.calls, options.runs, options.baseline)

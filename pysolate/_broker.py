@@ -245,11 +245,7 @@ class RunScope:
             refused = failure_from(exc)
             self._record(capability, method, args, kwargs, None, None, "error", None, refused, now)
             raise refused from None
-        view = self._views.get(capability)
-        key = CallKey(
-            capability, method, call.spec.version, call.canonical,
-            f"epoch:{self._epochs[capability]}" if view is None else view(method, call.arguments),
-        )
+        key = call_key(call, self.view_of(capability, method, call))
         if self.branches is not None and call.spec.effect.may_write and self.branches.branched(capability):
             early = await self.branches.claim_write(capability, key)  # the branch adopted its layer
             if early is not None:
