@@ -223,13 +223,18 @@ class Scope:
     parent is the module scope.
     """
 
-    __slots__ = ("aliased", "assigned", "local", "parent", "seen")
+    __slots__ = ("aliased", "assigned", "local", "mutable", "parent", "seen")
 
     def __init__(
         self, parent: Scope | None = None, local: dict[str, Binding] | None = None
     ) -> None:
         self.parent = parent
         self.local: dict[str, Binding] = {} if local is None else local
+        # The names in ``local`` whose binding may be mutable (``may_be_mutable``): a mutation
+        # visits only these (``mutable_visible``). Most names hold a capability, a function,
+        # a scalar or nothing known, and scanning them all made every mutating statement
+        # cost in proportion to the program so far. Kept by ``bind``, the only writer.
+        self.mutable: dict[str, None] = {name: None for name, b in self.local.items() if may_be_mutable(b)}
         # Names bound in this scope since it was created (what a merge must forget).
         self.assigned: set[str] = set()
         # Per assigned name, the origins of every binding it had here (None: anything);
@@ -249,6 +254,10 @@ class Scope:
 
     def bind(self, name: str, binding: Binding) -> None:
         self.local[name] = binding
+        if may_be_mutable(binding):
+            self.mutable[name] = None
+        else:
+            self.mutable.pop(name, None)
         self.assigned.add(name)
         self.seen[name] = union_origins((self.seen.get(name, frozenset()), data_origins(binding)))
         if isinstance(binding, CapabilityRef | MethodRef):
@@ -264,6 +273,20 @@ class Scope:
                     seen.add(name)
                     yield name, b
             scope = scope.parent
+
+    def mutable_visible(self) -> list[tuple[str, Binding]]:
+        """What ``visible()`` yields whose binding may be mutable, found through ``mutable``
+        instead of by testing every name (a list: the caller rebinds while it goes)."""
+        found: list[tuple[str, Binding]] = []
+        inner: list[dict[str, Binding]] = []  # the scopes that shadow the current one
+        scope: Scope | None = self
+        while scope is not None:
+            for name in scope.mutable:
+                if not any(name in local for local in inner):
+                    found.append((name, scope.local[name]))
+            inner.append(scope.local)
+            scope = scope.parent
+        return found
 
     def snapshot(self, node: ast.AST) -> Scope:
         """A detached copy of what ``node`` may read, for work deferred until results arrive:

@@ -33,7 +33,6 @@ from ._bindings import (
     data_origins,
     evaluate_in,
     is_immutable,
-    may_be_mutable,
     origins_of,
     producers_of,
     resolve,
@@ -74,16 +73,17 @@ class _Effects:
     ) -> None:
         self._capabilities = capabilities
         self._sink = sink
-        module = Scope(None, {name: CapabilityRef(name) for name in capabilities if name != FUNCTIONS})
+        names: dict[str, Binding] = {name: CapabilityRef(name) for name in capabilities if name != FUNCTIONS}
         # A function tool is a method of the FUNCTIONS capability under a global name.
-        module.local.update({name: MethodRef(FUNCTIONS, name) for name in capabilities.get(FUNCTIONS, ())})
+        names.update({name: MethodRef(FUNCTIONS, name) for name in capabilities.get(FUNCTIONS, ())})
         if prior is not None:
             for name in prior.opaque:
                 # Anything reached through it is code discovery does not follow.
-                module.local[name] = ModuleRef(f"<earlier turn: {name}>", reflective=True)
+                names[name] = ModuleRef(f"<earlier turn: {name}>", reflective=True)
             for name, value in prior.known.items():
                 shared = frozenset() if is_immutable(value) else frozenset({PRIOR_ORIGIN})
-                module.local[name] = Known(fresh_copy(value), shared)
+                names[name] = Known(fresh_copy(value), shared)
+        module = Scope(None, names)
         self._top = _Context(module, module, Written(), (), (), (), emit=True)
         # Results of producers, UNKNOWN for those that failed or will never run.
         self._results: dict[OccurrenceId, object] = {}
@@ -235,12 +235,11 @@ class _Effects:
         if origins is not None and not origins:
             return  # nothing in it can change
         for scope in self._scopes(ctx):
-            for name, b in list(scope.visible()):
-                if may_be_mutable(b):
-                    theirs = origins_of(b)
-                    if origins is None or theirs is None or origins & theirs:
-                        grown = union_origins((theirs, received))
-                        scope.bind(name, UNKNOWN if grown is None else Mutated(grown))
+            for name, b in scope.mutable_visible():
+                theirs = origins_of(b)
+                if origins is None or theirs is None or origins & theirs:
+                    grown = union_origins((theirs, received))
+                    scope.bind(name, UNKNOWN if grown is None else Mutated(grown))
 
     def _opaque(self, ctx: _Context) -> None:
         """Code this module does not follow runs here: it may call any capability (so

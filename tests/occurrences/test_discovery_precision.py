@@ -19,6 +19,7 @@ from __future__ import annotations
 import ast
 
 from occurrences import (
+    UNKNOWN,
     CallKey,
     Discovery,
     Effect,
@@ -27,6 +28,7 @@ from occurrences import (
     OccurrenceId,
     canonical_arguments,
 )
+from occurrences.discovery._bindings import CapabilityRef, Known, Mutated, Scope, may_be_mutable
 from occurrences.discovery._effects import MAX_PASSES, MAX_REPEATED_NESTING
 from scheduler import EventGraph
 
@@ -369,3 +371,27 @@ def test_a_capability_aliased_for_a_while_where_code_may_stop_is_no_longer_trust
     """The ``try`` body may stop while ``w`` is ``fs``: ``w.write`` may write ``fs``."""
     src = "try:\n    w = fs\n    risky()\n    w = 1\nexcept E:\n    pass\nw.write('a')\nfs.read('a')\ndocs.search('q')\n"
     assert show(src) == ["docs.search@9 ('q',)"]
+
+
+def test_the_mutable_index_is_visible_filtered_by_may_be_mutable() -> None:
+    """``Scope.mutable_visible`` (what a mutation visits) is exactly ``visible()`` filtered by
+    ``may_be_mutable``, through rebinding either way, shadowing across three scopes and
+    bindings given at construction."""
+    module = Scope(None, {"cap": CapabilityRef("cap"), "lst": Known([1]), "n": Known(1)})
+    overlay = Scope(module)
+    inner = Scope(overlay)
+    steps = [
+        (overlay, "lst", Known(2)),  # shadows a mutable one with an immutable one
+        (inner, "n", Mutated(frozenset({"a"}))),  # shadows an immutable one with a mutable one
+        (overlay, "x", Known([])),
+        (overlay, "x", UNKNOWN),  # no longer mutable
+        (inner, "y", Known({})),
+        (module, "z", Known(())),
+        (overlay, "z", Known([()])),
+    ]
+    for scope, name, binding in steps:
+        scope.bind(name, binding)
+        for s in (module, overlay, inner):
+            expected = [(n, b) for n, b in s.visible() if may_be_mutable(b)]
+            assert sorted(s.mutable_visible(), key=repr) == sorted(expected, key=repr)
+    assert dict(inner.mutable_visible()) == {"n": Mutated(frozenset({"a"})), "y": Known({}), "z": Known([()])}
