@@ -34,6 +34,7 @@ from typing import Any
 import anyio
 import anyio.abc
 import ray
+from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
 from .._guest import GuestStartError
@@ -41,6 +42,7 @@ from .._guest._frames import Call, ProtocolViolation, parse_guest_frame
 from .._guest._replies import answer
 from .._guest_api import CallHandler, ErrorInfo, GuestLimits, GuestOutcome, Isolation
 from ._agent import AGENT_RESOURCE, GuestNode
+from ._cluster import ensure_connected
 from ._link import (
     HELLO_BYTES,
     HELLO_TIMEOUT,
@@ -143,8 +145,7 @@ class RayGuestFactory:
         return list(self._agents)
 
     def _connect(self) -> None:
-        if not ray.is_initialized():
-            ray.init(address=self._address, include_dashboard=False, log_to_driver=False, **self._init)
+        ensure_connected(self._address, self._init)
         remote = ray.remote(GuestNode)
         nodes = [n["NodeID"] for n in ray.nodes() if n["Alive"] and n["Resources"].get(AGENT_RESOURCE)]
         # Named and detached, so every factory of the cluster reuses the same agents (creating
@@ -310,20 +311,75 @@ class RayGuest:
             conversation.cancel()
 
     async def _converse(self, handler: CallHandler) -> GuestOutcome:
+        """Serve the Guest's calls until its outcome arrives. The link is read all the time,
+        a call in flight included: a Guest that dies mid-call sends its outcome at once, and
+        the call it was waiting for is cancelled, as the local broker cancels it. Errors
+        (a broken link, a protocol violation, a Host bug) are raised as they are, outside the
+        task group, so the caller sees the exception and not a group of one."""
+        post, events = anyio.create_memory_object_stream[tuple[str, Any]](max_buffer_size=4)
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(self._read, post.clone())
+            ended: GuestOutcome | Exception
+            try:
+                ended = await self._serve_until_outcome(events, post, tg, handler)
+            except Exception as exc:
+                ended = exc
+            tg.cancel_scope.cancel()  # an unanswered call, the reader
+        if isinstance(ended, Exception):
+            raise ended
+        return ended
+
+    async def _serve_until_outcome(
+        self,
+        events: MemoryObjectReceiveStream[tuple[str, Any]],
+        post: MemoryObjectSendStream[tuple[str, Any]],
+        tg: anyio.abc.TaskGroup,
+        handler: CallHandler,
+    ) -> GuestOutcome:
         calls = 0
+        in_flight = False
         while True:
-            payload = await self._link.receive()
+            kind, item = await events.receive()
+            if kind == "error":
+                raise item
+            if kind == "reply":
+                in_flight = False
+                await self._link.send(item)
+                continue
             # The agent encodes with the broker's encoder, "t" first: one look at the prefix
             # spares every call a second JSON parse (an outcome spelled otherwise fails closed).
-            if payload.startswith(OUTCOME_PREFIX):
-                return parse_outcome(parse_json(payload))
-            frame = parse_guest_frame(payload)
+            if item.startswith(OUTCOME_PREFIX):
+                return parse_outcome(parse_json(item))
+            if in_flight:
+                raise ProtocolViolation("a call arrived while the previous one was unanswered")
+            frame = parse_guest_frame(item)
             if not isinstance(frame, Call):
                 raise ProtocolViolation(f"unexpected {type(frame).__name__} on the link")
             calls += 1
             if calls > self._limits.max_calls:  # the node enforces it too; never trust one side
                 raise ProtocolViolation("more calls than the run allows")
-            await self._link.send(await answer(calls, frame, self._granted, handler))
+            in_flight = True
+            tg.start_soon(self._serve, calls, frame, handler, post.clone())
+
+    async def _read(self, post: anyio.abc.ObjectSendStream[tuple[str, Any]]) -> None:
+        """Every frame off the link, in order; a closed or broken link as the last event."""
+        async with post:
+            while True:
+                try:
+                    payload = await self._link.receive()
+                except (LinkClosed, ProtocolViolation) as exc:
+                    await post.send(("error", exc))
+                    return
+                await post.send(("frame", payload))
+
+    async def _serve(self, call_id: int, frame: Call, handler: CallHandler, post: anyio.abc.ObjectSendStream[tuple[str, Any]]) -> None:
+        async with post:
+            try:
+                reply = await answer(call_id, frame, self._granted, handler)
+            except Exception as exc:  # a Host bug: raised from ``run`` as it is
+                await post.send(("error", exc))
+                return
+            await post.send(("reply", reply))
 
     async def aclose(self) -> None:
         """Drop the link and have the agent kill the Guest (bounded); idempotent."""
