@@ -34,7 +34,6 @@ from typing import Any
 import anyio
 import anyio.abc
 import ray
-from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
 from .._guest import GuestStartError
@@ -261,6 +260,8 @@ class RayGuest:
         """The isolation the node-side Guest reported at start."""
         self._ran = False
         self._closed = False
+        self._call: anyio.CancelScope | None = None  # the call being answered
+        self._agent_ran = False  # the agent's run returned: the outcome is on the link
 
     async def run(self, source: str, handler: CallHandler) -> GuestOutcome:
         """Execute ``source`` once on the node, serving its calls here (module docstring).
@@ -300,86 +301,43 @@ class RayGuest:
     def _ended(self, status: Any, type_name: str, message: str) -> GuestOutcome:
         return GuestOutcome(status, None, "", ErrorInfo(type_name, message, None), self.isolation)
 
-    @staticmethod
-    async def _watch(run: Any, lost: list[BaseException], conversation: anyio.CancelScope) -> None:
-        """The agent's ``run`` call: it ends normally after the outcome; if Ray reports the
-        agent or its node gone, nothing more will come over the link."""
+    async def _watch(self, run: Any, lost: list[BaseException], conversation: anyio.CancelScope) -> None:
+        """The agent's ``run`` call. It returns once the Guest's outcome is on the link, so a
+        call still unanswered then was cut off by the Guest's end (it died mid-call): cancel
+        it, as the local broker does. If Ray reports the agent or its node gone, nothing more
+        will come over the link."""
         try:
             await run
         except Exception as exc:
             lost.append(exc)
             conversation.cancel()
+            return
+        self._agent_ran = True
+        if self._call is not None:
+            self._call.cancel()
 
     async def _converse(self, handler: CallHandler) -> GuestOutcome:
-        """Serve the Guest's calls until its outcome arrives. The link is read all the time,
-        a call in flight included: a Guest that dies mid-call sends its outcome at once, and
-        the call it was waiting for is cancelled, as the local broker cancels it. Errors
-        (a broken link, a protocol violation, a Host bug) are raised as they are, outside the
-        task group, so the caller sees the exception and not a group of one."""
-        post, events = anyio.create_memory_object_stream[tuple[str, Any]](max_buffer_size=4)
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(self._read, post.clone())
-            ended: GuestOutcome | Exception
-            try:
-                ended = await self._serve_until_outcome(events, post, tg, handler)
-            except Exception as exc:
-                ended = exc
-            tg.cancel_scope.cancel()  # an unanswered call, the reader
-        if isinstance(ended, Exception):
-            raise ended
-        return ended
-
-    async def _serve_until_outcome(
-        self,
-        events: MemoryObjectReceiveStream[tuple[str, Any]],
-        post: MemoryObjectSendStream[tuple[str, Any]],
-        tg: anyio.abc.TaskGroup,
-        handler: CallHandler,
-    ) -> GuestOutcome:
         calls = 0
-        in_flight = False
         while True:
-            kind, item = await events.receive()
-            if kind == "error":
-                raise item
-            if kind == "reply":
-                in_flight = False
-                await self._link.send(item)
-                continue
+            payload = await self._link.receive()
             # The agent encodes with the broker's encoder, "t" first: one look at the prefix
             # spares every call a second JSON parse (an outcome spelled otherwise fails closed).
-            if item.startswith(OUTCOME_PREFIX):
-                return parse_outcome(parse_json(item))
-            if in_flight:
-                raise ProtocolViolation("a call arrived while the previous one was unanswered")
-            frame = parse_guest_frame(item)
+            if payload.startswith(OUTCOME_PREFIX):
+                return parse_outcome(parse_json(payload))
+            frame = parse_guest_frame(payload)
             if not isinstance(frame, Call):
                 raise ProtocolViolation(f"unexpected {type(frame).__name__} on the link")
             calls += 1
             if calls > self._limits.max_calls:  # the node enforces it too; never trust one side
                 raise ProtocolViolation("more calls than the run allows")
-            in_flight = True
-            tg.start_soon(self._serve, calls, frame, handler, post.clone())
-
-    async def _read(self, post: anyio.abc.ObjectSendStream[tuple[str, Any]]) -> None:
-        """Every frame off the link, in order; a closed or broken link as the last event."""
-        async with post:
-            while True:
-                try:
-                    payload = await self._link.receive()
-                except (LinkClosed, ProtocolViolation) as exc:
-                    await post.send(("error", exc))
-                    return
-                await post.send(("frame", payload))
-
-    async def _serve(self, call_id: int, frame: Call, handler: CallHandler, post: anyio.abc.ObjectSendStream[tuple[str, Any]]) -> None:
-        async with post:
-            try:
-                reply = await answer(call_id, frame, self._granted, handler)
-            except Exception as exc:  # a Host bug: raised from ``run`` as it is
-                await post.send(("error", exc))
-                return
-            await post.send(("reply", reply))
+            with anyio.CancelScope() as self._call:
+                if self._agent_ran:
+                    self._call.cancel()
+                reply = await answer(calls, frame, self._granted, handler)
+            self._call = None
+            if self._agent_ran:
+                continue  # the Guest ended mid-call: its outcome is next on the link
+            await self._link.send(reply)
 
     async def aclose(self) -> None:
         """Drop the link and have the agent kill the Guest (bounded); idempotent."""
