@@ -18,21 +18,19 @@ so a run sees its Guest exit (``-SIGKILL``: crashed) instead of waiting.
 from __future__ import annotations
 
 import array
-import concurrent.futures
 import contextlib
 import functools
 import json
 import os
-import queue
 import signal
 import socket
 import subprocess
 import threading
-from collections.abc import Callable
 
 import anyio
 import anyio.abc
 
+from .._lasting_thread import on_lasting_thread
 from . import _isolation
 
 SERVER = str(_isolation.PACKAGE_ROOT / "pysolate" / "_guest" / "_forkserver.py")
@@ -268,44 +266,6 @@ class _Server:
         return chain[-1] if chain else None
 
 
-class _Starter:
-    """The one thread that starts fork servers: it lives as long as the Host process.
-
-    bubblewrap's ``--die-with-parent`` is ``PR_SET_PDEATHSIG``, which fires when the
-    *thread* that forked it exits; a server started from a worker thread of one event
-    loop would be killed, with every Guest it forked, when that loop's threads wind down.
-    """
-
-    def __init__(self) -> None:
-        self._jobs: queue.SimpleQueue[tuple[Callable[[], socket.socket], concurrent.futures.Future[socket.socket]]] = queue.SimpleQueue()
-        self._thread: threading.Thread | None = None
-        self._lock = threading.Lock()
-        os.register_at_fork(after_in_child=self._forget)
-
-    def _forget(self) -> None:
-        self._jobs, self._thread, self._lock = queue.SimpleQueue(), None, threading.Lock()
-
-    def call(self, job: Callable[[], socket.socket]) -> socket.socket:
-        """Run ``job`` on the starter thread and return its result (blocks)."""
-        with self._lock:
-            if self._thread is None:
-                self._thread = threading.Thread(target=self._serve, name="pysolate-fork-server-starter", daemon=True)
-                self._thread.start()
-        done: concurrent.futures.Future[socket.socket] = concurrent.futures.Future()
-        self._jobs.put((job, done))
-        return done.result()
-
-    def _serve(self) -> None:
-        while True:
-            job, done = self._jobs.get()
-            try:
-                done.set_result(job())
-            except BaseException as exc:
-                done.set_exception(exc)
-
-
-_starter = _Starter()
-
 servers = {False: _Server(namespaces=False), True: _Server(namespaces=True)}
 """The fork servers, by whether they serve the ``namespaces`` level."""
 
@@ -348,7 +308,7 @@ async def fork_child(plan: _isolation.Plan, cwd: str, broker: socket.socket, scr
     for _attempt in range(2):
         control = chosen.live_control()
         if control is None:
-            control = await anyio.to_thread.run_sync(_starter.call, functools.partial(chosen.control, plan))
+            control = await anyio.to_thread.run_sync(on_lasting_thread, functools.partial(chosen.control, plan))
         try:
             with anyio.fail_after(FORK_TIMEOUT):
                 return await _fork_once(control, request, broker, 3 if plan.namespaces else 1)

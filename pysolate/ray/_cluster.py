@@ -1,41 +1,28 @@
 """Connecting to Ray, or starting a local cluster, so that the cluster outlives the caller's thread.
 
-``ray.init`` without a running cluster starts one: GCS, raylet and workers, each asking the
-kernel to kill it when its parent *thread* exits (``PR_SET_PDEATHSIG``, Ray's fate sharing).
-Ray is blocking, so the factories call it from ``anyio.to_thread``, and anyio's worker
-threads exit when idle or when their event loop closes: the local cluster would die with
-the first event loop that used it (a second ``anyio.run`` found GCS gone). So a local
-cluster is started from a thread of its own that never exits (a daemon: it ends with the
-process, as Ray's own ``atexit`` shutdown does).
+``ray.init`` without a running cluster starts one (GCS, raylet, workers), and Ray ties each
+of those processes to the thread that started them (``PR_SET_PDEATHSIG``). The factories
+call Ray from ``anyio.to_thread`` workers, which exit with their event loop: a cluster
+started there died with the first event loop that used it. So ``ray.init`` runs on the
+process's lasting thread (``pysolate._lasting_thread``).
 """
 
 from __future__ import annotations
 
-import threading
+import functools
 from collections.abc import Mapping
-from concurrent.futures import Future
 from typing import Any
 
 import ray
 
-_STARTING = threading.Lock()
+from .._lasting_thread import on_lasting_thread
 
 
 def ensure_connected(address: str | None, init: Mapping[str, Any]) -> None:
     """``ray.init(address, **init)`` unless this process is connected already."""
-    with _STARTING:
-        if ray.is_initialized():
-            return
-        started: Future[None] = Future()
+    on_lasting_thread(functools.partial(_connect, address, dict(init)))
 
-        def keeper() -> None:
-            try:
-                ray.init(address=address, include_dashboard=False, log_to_driver=False, **init)
-            except BaseException as exc:
-                started.set_exception(exc)
-                return
-            started.set_result(None)
-            threading.Event().wait()  # the cluster's processes die with this thread: never end it
 
-        threading.Thread(target=keeper, name="pysolate-ray-cluster", daemon=True).start()
-        started.result()
+def _connect(address: str | None, init: dict[str, Any]) -> None:
+    if not ray.is_initialized():  # checked on the lasting thread: two callers never both init
+        ray.init(address=address, include_dashboard=False, log_to_driver=False, **init)
