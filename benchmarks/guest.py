@@ -12,7 +12,7 @@ seccomp; rlimits — every one with its own user namespace or bwrap's, no privil
    own and its reaped children's, read from ``/proc`` in clock ticks, so means over all
    starts) and the Host's, next to a bare ``python -I -S -B -c pass``; the child's
    confinement (Landlock, the filter, the namespace) is inside it. The levels the fork
-   server serves (``landlock``, ``seccomp``) run both forked (their default) and spawned;
+   server serves (``namespaces``, ``landlock``, ``seccomp``) run both forked (their default) and spawned;
    PSS per ready Guest (10 held at once, ``smaps_rollup`` of each Guest's process tree);
 2. end of run: ``guest.run`` of the program ``1`` — send, execute, ``done``, the child's
    exit and reaping;
@@ -109,12 +109,14 @@ def children_cpu() -> float:
     and the fork server with the children it reaped (forked Guests)."""
     usage = resource.getrusage(resource.RUSAGE_CHILDREN)
     total = usage.ru_utime + usage.ru_stime
-    server = _forked.server.pid()
-    if server is not None:
+    for server in _forked.servers.values():  # the landlock/seccomp one and the namespaces one
+        pid = server.pid()
+        if pid is None:
+            continue
         try:
-            fields = Path(f"/proc/{server}/stat").read_text().rsplit(")", 1)[1].split()
+            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
         except OSError:
-            return total
+            continue
         total += sum(int(f) for f in fields[11:15]) / os.sysconf("SC_CLK_TCK")  # utime stime cutime cstime
     return total
 

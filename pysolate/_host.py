@@ -98,7 +98,7 @@ class Host:
         custom ``guest_factory`` the factory decides and ``isolation`` is not consulted.
 
         ``fork_server`` (default on): the default factories fork Guests from a pre-imported
-        fork server where that keeps the level whole (``landlock``, ``seccomp``; docs/isolation.md
+        fork server where that keeps the level whole (``namespaces``, ``landlock``, ``seccomp``; docs/isolation.md
         "Fork server"), and spawn them elsewhere; off, every Guest is spawned.
 
         ``threads`` bounds the program's own sync calls running at once, ``early_threads``

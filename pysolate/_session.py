@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import enum
 import functools
+import uuid
 from collections.abc import AsyncIterable, AsyncIterator, Iterable, Mapping
 from dataclasses import dataclass, replace
 from types import TracebackType
@@ -66,6 +67,7 @@ from ._stream_run import run_stream
 from ._workspace import Workspace
 from .streams import DEFAULT_DEADLINE, DEFAULT_IDLE_TIMEOUT, Code, CodeReader
 from .tracing import RunTrace, source_hash
+from .tracing._context import session_turn
 
 if TYPE_CHECKING:
     from ._guest._isolation import IsolationChoice
@@ -186,6 +188,8 @@ class Session:
     ) -> None:
         self._host = host
         self._factory = factory
+        self.id = uuid.uuid4().hex[:16]
+        """This session's id: every turn's run span carries it (``pysolate.session_id``)."""
         self.limits = limits
         self._guest_limits = guest_limits
         self._state = SessionState.NEW
@@ -311,7 +315,8 @@ class Session:
         reader = CodeReader(chunks, code, idle_timeout=idle_timeout, deadline=deadline)
         turn = self._begin()
         try:
-            result = await run_stream(self._host, reader, speculate=speculate, policy=policy, turn=turn)
+            with session_turn(self.id, self._turns):
+                result = await run_stream(self._host, reader, speculate=speculate, policy=policy, turn=turn)
         except BaseException as exc:
             self._fail(turn, exc)
             raise
@@ -334,7 +339,8 @@ class Session:
             return await self.run_stream(_once(source), policy=policy)
         turn = self._begin()
         try:
-            result = await self._sequential(turn, source)
+            with session_turn(self.id, self._turns):
+                result = await self._sequential(turn, source)
         except BaseException as exc:
             self._fail(turn, exc)
             raise

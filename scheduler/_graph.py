@@ -75,8 +75,10 @@ class Node:
     leader: OccurrenceId | None = None  # set while FOLLOWING (and after)
     followers: list[OccurrenceId] = field(default_factory=list)
     provisional: bool = False  # found in a statement still streaming (see the module docstring)
-    # Provisional and discardable whatever its branch does: a later iteration of a loop
-    # whose body is still streaming (a ``break`` may follow).
+    # A later iteration of a loop whose body is still streaming: a ``break`` may still
+    # follow in the body. Tentative like every provisional node (the rest of the statement
+    # may change what encloses it) and run under the same policy (``LanePolicy.provisional``),
+    # not as discardable: its own text and the loop's items are final.
     unsure: bool = False
 
     @property
@@ -293,7 +295,6 @@ class EventGraph:
         if generation is not None:
             node.provisional = True
             node.unsure = any(type(p) is int and p > 0 for p in node.id.path[1:])
-            node.discardable = node.discardable or node.unsure
             site = node.site
             synthetic = (site.end_lineno, site.end_col_offset) > self._limits[generation]
             self._provisional.append(node)
@@ -354,8 +355,7 @@ class EventGraph:
     def _control_changed(self, node_id: OccurrenceId, discardable: bool, dead: bool) -> None:
         node = self._nodes[node_id]
         was_discardable = node.discardable
-        node.discardable, node.dead = discardable or node.unsure, dead
-        discardable = node.discardable
+        node.discardable, node.dead = discardable, dead
         if dead:
             if node.state in (State.DISCOVERED, State.BLOCKED, State.READY, State.FOLLOWING):
                 self._move(node, State.DROPPED)

@@ -58,9 +58,11 @@ class LanePolicy:
     """Whether occurrences under an unresolved branch may run early (wasted if not taken)."""
     provisional: bool = True
     """Whether calls found in a statement that is still streaming may run early (inside an
-    unfinished block, or complete elements of an unfinished expression). Their own text is
-    final, but the rest of the statement may still make them conditional or rebind what
-    they read: then the early call is wasted, accounted ``orphaned`` or ``cancelled``."""
+    unfinished block, or complete elements of an unfinished expression; every iteration of
+    a loop over known items whose body is still streaming). Their own text is final, but
+    the rest of the statement may still make them conditional, rebind what they read or
+    ``break`` the loop: then the early call is wasted, accounted ``orphaned`` or
+    ``cancelled`` (at most ``budget`` of them)."""
     share_formal: bool = True
     """Whether an equal-key Guest call may reuse a completed formal observation
     (``effectful_cse`` on a frozen root; pure and immutable_read only)."""

@@ -313,14 +313,25 @@ def preload(root: str, seccomp_library: str | None) -> None:
 
     from occurrences import _plain  # noqa: F401
     from pysolate import _guest_errors  # noqa: F401
-    from pysolate._guest import _confine, _landlock, _privileges, _seccomp, _turn_report, _wire  # noqa: F401
+    from pysolate._guest import (  # noqa: F401
+        _confine,
+        _landlock,
+        _privileges,
+        _seccomp,
+        _turn_report,
+        _unshare,
+        _wire,
+    )
 
     if seccomp_library:
         _seccomp.warm(seccomp_library)
 
 
-def serve(fd: int) -> NoReturn:
-    """Be a Guest child on the broker socket ``fd``: ``init``, confine, ``ready``, run."""
+def serve(fd: int, made: list[str] | None = None) -> NoReturn:
+    """Be a Guest child on the broker socket ``fd``: ``init``, confine, ``ready``, run.
+
+    ``made``: mechanisms the child already applied to itself (a forked ``namespaces``
+    Guest's own namespaces, ``_unshare``), reported in ``ready`` with the rest."""
     from pysolate._guest import _wire
 
     channel = _Channel(fd, _wire.HEADER, _wire.encode_frame)
@@ -333,7 +344,7 @@ def serve(fd: int) -> NoReturn:
     except _confine.ConfinementFailed as exc:
         os.write(2, f"{_confine.STDERR_PREFIX}{exc}\n".encode())
         os._exit(_confine.EXIT_CODE)  # never run a program less isolated than planned
-    channel.send_bytes(channel.encode({"t": "ready", "mechanisms": mechanisms}))
+    channel.send_bytes(channel.encode({"t": "ready", "mechanisms": [*(made or ()), *mechanisms]}))
     start = channel.receive()
     if start.get("t") == "turn":
         guest.turns(start)

@@ -6,8 +6,9 @@ a spawned child (``anyio.abc.Process``). Its exit status comes from the server, 
 parent and reaps it; it is killed through a pidfd, so a signal can never reach a recycled
 pid.
 
-One server per Host process, started on first use and shared by every event loop and
-thread (requests are single ``SOCK_SEQPACKET`` messages, so concurrent senders need no
+One server per Host process and kind (``landlock``/``seccomp``; ``namespaces``, inside
+bubblewrap), started on first use by one long-lived thread and shared by every event loop
+and thread (requests are single ``SOCK_SEQPACKET`` messages, so concurrent senders need no
 lock). A server found dead, or one that drops a request, is replaced and the request sent
 once more; a second failure is ``ForkServerFailed`` (the caller spawns instead). A server
 that dies later ends its children (``PR_SET_PDEATHSIG``) and closes their status sockets,
@@ -18,6 +19,7 @@ from __future__ import annotations
 
 import array
 import contextlib
+import functools
 import json
 import os
 import signal
@@ -28,9 +30,14 @@ import threading
 import anyio
 import anyio.abc
 
+from .._lasting_thread import on_lasting_thread
 from . import _isolation
 
 SERVER = str(_isolation.PACKAGE_ROOT / "pysolate" / "_guest" / "_forkserver.py")
+"""The server a ``landlock`` or ``seccomp`` Host starts (as the Host's own child)."""
+
+SANDBOXED_SERVER = f"{_isolation.SANDBOX_ROOT}/pysolate/_guest/_forkserver.py"
+"""The server a ``namespaces`` Host starts inside the Guest's bubblewrap sandbox (its path there)."""
 
 FORK_TIMEOUT = 5.0
 """Seconds the server may take to fork a child before it counts as stuck (and is replaced)."""
@@ -73,8 +80,14 @@ class _PipeReader(anyio.abc.ByteReceiveStream):
 class ForkedProcess(anyio.abc.Process):
     """A Guest child the fork server forked (see module docstring)."""
 
-    def __init__(self, pid: int, pidfd: int, status: socket.socket, stdout: int, stderr: int) -> None:
+    def __init__(
+        self, pid: int, pidfd: int, status: socket.socket, stdout: int, stderr: int, guest_pid: int | None = None, init: int | None = None
+    ) -> None:
         self._pid = pid
+        self._init = init  # under ``namespaces``: the pid namespace's init, gone only once the Guest is
+        self.guest_pid = guest_pid or pid
+        """The process that runs the program (under ``namespaces``: the reaper's child,
+        pid 1 of its own pid namespace); the Host moves it into the Guest's cgroup."""
         self._pidfd: int | None = pidfd
         self._status = status
         self._returncode: int | None = None
@@ -132,6 +145,8 @@ class ForkedProcess(anyio.abc.Process):
         assert self._pidfd is not None
         await anyio.wait_readable(self._pidfd)
         with anyio.move_on_after(STATUS_GRACE):
+            if self._init is not None:  # it exits once everything in the Guest's pid namespace has
+                await anyio.wait_readable(self._init)
             await anyio.wait_readable(self._status)
             return self._status.recv(64)
         return b""
@@ -152,15 +167,19 @@ class ForkedProcess(anyio.abc.Process):
         await self._stdout.aclose()
         await self._stderr.aclose()
         self._status.close()
+        if self._init is not None:
+            fd, self._init = self._init, None
+            os.close(fd)
         if self._pidfd is not None:
             fd, self._pidfd = self._pidfd, None
             os.close(fd)
 
 
 class _Server:
-    """The fork server process and its control socket (one per Host process)."""
+    """One fork server process and its control socket (one of each kind per Host process)."""
 
-    def __init__(self) -> None:
+    def __init__(self, namespaces: bool) -> None:
+        self.namespaces = namespaces  # started inside bubblewrap; its children make their own namespaces
         self._lock = threading.Lock()
         self._process: subprocess.Popen[bytes] | None = None
         self._control: socket.socket | None = None
@@ -171,11 +190,11 @@ class _Server:
         self._process, self._control = None, None
         self._lock = threading.Lock()
 
-    def control(self) -> socket.socket:
+    def control(self, plan: _isolation.Plan) -> socket.socket:
         """The live server's control socket, starting (or restarting) the server (blocks)."""
         with self._lock:
             if self._process is None or self._process.poll() is not None or self._control is None:
-                self._start()
+                self._start(plan)
             assert self._control is not None
             return self._control
 
@@ -192,12 +211,13 @@ class _Server:
             if self._control is dead:
                 self._stop()
 
-    def _start(self) -> None:
+    def _start(self, plan: _isolation.Plan) -> None:
         self._stop()
         host_end, server_end = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-        try:
+        script = SANDBOXED_SERVER if self.namespaces else SERVER
+        try:  # the child's own command (bubblewrap's sandbox included) with the server's script
             self._process = subprocess.Popen(
-                [_isolation.interpreter(), *_isolation.INTERPRETER_FLAGS, SERVER, str(server_end.fileno()),
+                [*plan.argv[:-1], script, str(server_end.fileno()), "namespaces" if self.namespaces else "plain",
                  *filter(None, [_isolation.machine().seccomp_library])],
                 stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                 env={}, cwd="/", start_new_session=True, pass_fds=(server_end.fileno(),),
@@ -216,33 +236,84 @@ class _Server:
             self._control = None
         if self._process is not None:
             if self._process.poll() is None:
-                self._process.kill()
+                self._process.kill()  # under bubblewrap: its pid namespace goes with it
                 self._process.wait()
             self._process = None
 
+    def pids(self) -> list[int]:
+        """The server's processes, outermost first: the one the Host started and, under
+        bubblewrap, bubblewrap's init and the interpreter (tests and benchmarks)."""
+        if self._process is None:
+            return []
+        chain = [self._process.pid]
+        python = os.stat(_isolation.interpreter())
+        while True:
+            try:
+                exe = os.stat(f"/proc/{chain[-1]}/exe")
+                if (exe.st_dev, exe.st_ino) == (python.st_dev, python.st_ino):
+                    return chain
+                with open(f"/proc/{chain[-1]}/task/{chain[-1]}/children") as f:
+                    below = f.read().split()
+                if not below:
+                    return chain
+                chain.append(min(map(int, below), key=_started))  # the oldest: orphans reaped here come later
+            except OSError:
+                return chain
+
     def pid(self) -> int | None:
-        """The server's pid (tests kill it), or None before it started."""
-        return None if self._process is None else self._process.pid
+        """The server interpreter's pid (tests kill it), or None before it started."""
+        chain = self.pids()
+        return chain[-1] if chain else None
 
 
-server = _Server()
+servers = {False: _Server(namespaces=False), True: _Server(namespaces=True)}
+"""The fork servers, by whether they serve the ``namespaces`` level."""
+
+server = servers[False]
+"""The ``landlock`` and ``seccomp`` levels' server."""
 
 
-async def fork_child(cwd: str, broker: socket.socket) -> ForkedProcess:
-    """Ask the fork server for a Guest child on ``broker`` (the child's end), in ``cwd``.
+def server_for(level: str) -> _Server:
+    """The server that forks Guests at ``level``."""
+    return servers[level == "namespaces"]
+
+
+def _started(pid: int) -> int:
+    """When ``pid`` started (clock ticks since boot)."""
+    with open(f"/proc/{pid}/stat") as f:
+        return int(f.read().rsplit(")", 1)[1].split()[19])
+
+
+def _pid_of(pidfd: int) -> int:
+    """The Host's pid for the process behind ``pidfd`` (-1 once it has exited); the server
+    may live in a pid namespace of its own, where the numbers differ."""
+    with open(f"/proc/self/fdinfo/{pidfd}") as f:
+        for line in f:
+            if line.startswith("Pid:"):
+                return int(line.split()[1])
+    raise OSError(f"no pid in the fdinfo of pidfd {pidfd}")
+
+
+async def fork_child(plan: _isolation.Plan, cwd: str, broker: socket.socket, scratch_bytes: int) -> ForkedProcess:
+    """Ask the fork server of ``plan``'s level for a Guest child on ``broker`` (the child's
+    end), in ``cwd`` (under ``namespaces``: its own ``/tmp`` of ``scratch_bytes``).
 
     Raises ``ForkServerFailed`` when a restarted server failed too.
     """
+    chosen = servers[plan.namespaces]
+    request: dict[str, object] = {"cwd": cwd}
+    if plan.namespaces:
+        request["scratch_bytes"] = scratch_bytes
     failure: BaseException | None = None
     for _attempt in range(2):
-        control = server.live_control()
+        control = chosen.live_control()
         if control is None:
-            control = await anyio.to_thread.run_sync(server.control)
+            control = await anyio.to_thread.run_sync(on_lasting_thread, functools.partial(chosen.control, plan))
         try:
             with anyio.fail_after(FORK_TIMEOUT):
-                return await _fork_once(control, cwd, broker)
+                return await _fork_once(control, request, broker, 3 if plan.namespaces else 1)
         except (OSError, _Dropped, TimeoutError) as exc:
-            server.replace(control)
+            chosen.replace(control)
             failure = exc
     raise ForkServerFailed(f"the fork server did not start a Guest child: {failure!r}")
 
@@ -251,13 +322,15 @@ class _Dropped(Exception):
     """The server closed the request's status socket without forking (it died)."""
 
 
-async def _fork_once(control: socket.socket, cwd: str, broker: socket.socket) -> ForkedProcess:
+async def _fork_once(control: socket.socket, request: dict[str, object], broker: socket.socket, pidfds: int) -> ForkedProcess:
+    """One request; ``pidfds``: how many the answer carries (the child's, and under
+    ``namespaces`` those of the init and the Guest below the reaper)."""
     out_r, out_w = os.pipe()
     err_r, err_w = os.pipe()
     host_status, server_status = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
     handed = False
     try:
-        message = [json.dumps({"cwd": cwd}).encode()]
+        message = [json.dumps(request).encode()]
         fds = [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array("i", [broker.fileno(), out_w, err_w, server_status.fileno()]))]
         while True:
             try:
@@ -270,16 +343,29 @@ async def _fork_once(control: socket.socket, cwd: str, broker: socket.socket) ->
         os.close(err_w)
         out_w = err_w = -1
         await anyio.wait_readable(host_status)
-        data, ancillary, _flags, _addr = host_status.recvmsg(64, socket.CMSG_SPACE(array.array("i").itemsize))
+        data, ancillary, _flags, _addr = host_status.recvmsg(64, socket.CMSG_SPACE(3 * array.array("i").itemsize))
         received = array.array("i")
         for level, kind, payload in ancillary:
             if level == socket.SOL_SOCKET and kind == socket.SCM_RIGHTS:
                 received.frombytes(payload[: len(payload) - (len(payload) % received.itemsize)])
-        if not data.startswith(b"pid ") or len(received) != 1:
+        if not data.startswith(b"pid ") or len(received) != pidfds:
             for fd in received:
                 os.close(fd)
             raise _Dropped
-        process = ForkedProcess(int(data[4:]), received[0], host_status, out_r, err_r)
+        try:
+            pids = [_pid_of(fd) for fd in received]
+        except BaseException:
+            for fd in received:
+                os.close(fd)
+            raise
+        if pidfds == 3:
+            os.close(received[2])  # the Guest's: only its pid was needed
+        if pids[0] <= 0:
+            for fd in received[: 2 if pidfds == 3 else 1]:
+                os.close(fd)
+            raise _Dropped  # it died already: nothing to hand over
+        init = received[1] if pidfds == 3 else None
+        process = ForkedProcess(pids[0], received[0], host_status, out_r, err_r, pids[-1] if pidfds == 3 and pids[-1] > 0 else None, init)
         handed = True
         return process
     finally:
@@ -290,4 +376,3 @@ async def _fork_once(control: socket.socket, cwd: str, broker: socket.socket) ->
             host_status.close()
             if server_status.fileno() >= 0:
                 server_status.close()
-

@@ -1,6 +1,6 @@
 """The fork server: a pre-imported interpreter that forks Guest children on the Host's request.
 
-Run as ``python -I -S -B -X utf8 .../pysolate/_guest/_forkserver.py FD [LIBSECCOMP]`` (empty environment,
+Run as ``python -I -S -B -X utf8 .../pysolate/_guest/_forkserver.py FD MODE [LIBSECCOMP]`` (empty environment,
 cwd ``/``, stdio on ``/dev/null``) with the server end of a ``SOCK_SEQPACKET`` socketpair at
 ``FD``: the Host's *control* socket. Standard library only, like ``_child``. A Guest child
 started from a fresh interpreter spends ~25 ms of CPU importing and compiling; here that is
@@ -8,9 +8,12 @@ paid once, and each Guest is one ``fork`` (~2 ms).
 
 Why it widens nothing (docs/isolation.md, "Fork server"):
 
-- The server is *not* confined and holds nothing a Guest may have: no environment, no
-  files, no Host state — only the control socket (an unnamed socketpair, unreachable by
-  name or path) and, for a moment, the fds of the request it is serving.
+- ``MODE`` ``plain`` (``landlock``, ``seccomp``): the server is *not* confined. ``namespaces``:
+  it runs inside the bubblewrap sandbox a spawned Guest gets (so it sees only what a
+  Guest sees) and every child first makes namespaces of its own (``_unshare``).
+  Either way it holds nothing a Guest may have: no environment, no files, no Host state
+  — only the control socket (an unnamed socketpair, unreachable by name or path) and,
+  for a moment, the fds of the request it is serving.
 - Each forked child, before it reads anything from the Host, becomes its own session,
   asks to be killed when the server dies, keeps only fds 0-3 (``/dev/null``, its stdout and
   stderr pipes, its broker socket: the control socket and every sibling's fds are closed),
@@ -23,12 +26,14 @@ Why it widens nothing (docs/isolation.md, "Fork server"):
   pid and the ``pidfd_*`` calls, Landlock scopes signals to the Guest's own domain, and
   ``/proc`` is hidden.
 - Only levels whose confinement the child applies entirely to itself after the fork use
-  it (``_isolation.Plan.forkable``); bubblewrap's ``namespaces`` level spawns as before.
+  it (``_isolation.Plan.forkable``); ``rlimits`` spawns.
 
-Protocol: each request is one message, ``{"cwd": path}`` with four fds by ``SCM_RIGHTS``
-(broker socket, stdout and stderr write ends, a *status* socket). On the status socket the
-server answers ``pid N`` with a pidfd of the child (so the Host signals exactly that
-process, never a recycled pid), and later ``exit S`` with the raw wait status once it has
+Protocol: each request is one message, ``{"cwd": path}`` (``namespaces``: also
+``"scratch_bytes"``) with four fds by ``SCM_RIGHTS`` (broker socket, stdout and stderr
+write ends, a *status* socket). On the status socket the server answers ``pid N`` with a
+pidfd of the child (so the Host signals exactly that process, never a recycled pid; under
+``namespaces`` the child's init answers, adding the pidfd of the Guest below it), and
+later ``exit S`` with the raw wait status once it has
 reaped the child; then it closes it. A server that dies closes every status socket, so no
 Host waits on it forever. It exits when the Host closes the control socket.
 """
@@ -77,23 +82,34 @@ def _receive(control: socket.socket) -> tuple[dict[str, object], list[int]] | No
     return json.loads(data), list(fds)
 
 
-def _become_guest(control: socket.socket, fds: list[int], cwd: str, server: int, libc: ctypes.CDLL, child: object) -> None:
+def _become_guest(control: socket.socket, fds: list[int], message: dict[str, object], server: int, libc: ctypes.CDLL, child: object) -> None:
     """In the forked child: leave the server behind, then be a Guest child (never returns)."""
     try:
         control.detach()  # its fd is closed below; the object must never close a reused number
         os.setsid()
         if libc.prctl(_PR_SET_PDEATHSIG, _SIGKILL, 0, 0, 0) != 0 or os.getppid() != server:
             os._exit(70)
-        broker, stdout, stderr, _status = fds
+        broker, stdout, stderr, status = fds
         null = os.open("/dev/null", os.O_RDWR)
         os.dup2(null, 0)
         os.dup2(stdout, 1)
         os.dup2(stderr, 2)
         os.dup2(broker, 3)
-        os.closerange(4, os.sysconf("SC_OPEN_MAX"))  # the control socket, every status socket, all else
-        os.chdir(cwd)
+        own_namespaces = isinstance(message.get("scratch_bytes"), int)
+        if own_namespaces:
+            os.dup2(status, 4)  # the reaper answers the Host on it (``_unshare``)
+        os.closerange(5 if own_namespaces else 4, os.sysconf("SC_OPEN_MAX"))  # the control socket, every sibling's fds
+        os.chdir(message["cwd"])  # type: ignore[arg-type]
+        mechanisms: list[str] = []
+        if own_namespaces:
+            from pysolate._guest import _unshare
+
+            mechanisms = _unshare.enter(4, message["scratch_bytes"])  # type: ignore[arg-type]
         sys.argv = [sys.argv[0], "3"]
-        child.serve(3)  # type: ignore[attr-defined]
+        child.serve(3, mechanisms)  # type: ignore[attr-defined]
+    except BaseException as exc:  # the Host reports it (GuestStartError) with the child's stderr
+        with contextlib.suppress(OSError):
+            os.write(2, f"the forked child failed before init: {exc!r}\n".encode())
     finally:
         os._exit(70)
 
@@ -104,7 +120,8 @@ def main() -> None:
     libc = ctypes.CDLL(None, use_errno=True)
     libc.prctl.argtypes = [ctypes.c_int, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong]
     libc.prctl(_PR_SET_DUMPABLE, 0, 0, 0, 0)
-    child = _load_child(root, sys.argv[2] if len(sys.argv) > 2 else None)
+    namespaces = sys.argv[2] == "namespaces"
+    child = _load_child(root, sys.argv[3] if len(sys.argv) > 3 else None)
     gc.freeze()  # the pre-imported heap stays shared with every child (no refcount-touched pages)
     server = os.getpid()
     children: dict[int, tuple[int, int]] = {}  # pidfd -> (pid, status socket fd)
@@ -125,20 +142,23 @@ def main() -> None:
             if request is None:
                 return  # the Host is gone; our children die with us (PDEATHSIG)
             message, fds = request
-            if len(fds) != _FDS or not isinstance(message.get("cwd"), str):
+            if len(fds) != _FDS or not isinstance(message.get("cwd"), str) or namespaces != isinstance(message.get("scratch_bytes"), int):
                 for received in fds:
                     os.close(received)
                 continue
             pid = os.fork()
             if pid == 0:
-                _become_guest(control, fds, message["cwd"], server, libc, child)  # type: ignore[arg-type]
+                _become_guest(control, fds, message, server, libc, child)
             for received in fds[:3]:
                 os.close(received)
             pidfd = os.pidfd_open(pid)
-            answer = socket.socket(fileno=fds[3])
-            with contextlib.suppress(OSError):  # the Host gave up on this start; still reaped below
-                answer.sendmsg([f"pid {pid}".encode()], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array("i", [pidfd]))])
-            children[pidfd] = (pid, answer.detach())
+            if namespaces:  # its reaper answers, once the Guest exists (``_unshare``)
+                children[pidfd] = (pid, fds[3])
+            else:
+                answer = socket.socket(fileno=fds[3])
+                with contextlib.suppress(OSError):  # the Host gave up on this start; still reaped below
+                    answer.sendmsg([f"pid {pid}".encode()], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array("i", [pidfd]))])
+                children[pidfd] = (pid, answer.detach())
             poller.register(pidfd, select.POLLIN)
 
 

@@ -74,6 +74,9 @@ INTERPRETER_FLAGS = ("-I", "-S", "-B", "-X", "utf8")
 
 _NOBODY = "65534"
 
+FORKED_NAMESPACES = ("own-namespaces", "userns-nobody", "private-proc", "bounded-scratch")
+"""What a forked ``namespaces`` child reports having made itself (``_unshare.enter``)."""
+
 _PUBLIC_DATA = ("/usr/share/zoneinfo",)
 """Read-only data the stdlib looks for (``zoneinfo``), visible at every level."""
 
@@ -162,23 +165,26 @@ class Plan:
     def forkable(self) -> bool:
         """Whether a fork-server child keeps this level whole (``_forkserver``).
 
-        Only where the child applies *all* of its confinement to itself after it starts and
-        no process can be created: ``seccomp`` and ``landlock``. Bubblewrap's namespaces
-        are made before the interpreter starts, and at ``rlimits`` a Guest's descendants
-        are only ended through its process group, which a recycled pid could alias; those
-        levels spawn.
+        Where the child applies *all* of its confinement to itself after the fork and can
+        create no process: ``seccomp`` and ``landlock``, and ``namespaces``, whose server
+        runs inside the same bubblewrap sandbox and whose every child enters fresh
+        namespaces of its own (``_unshare``). At ``rlimits`` a Guest's descendants are only
+        ended through its process group, which a recycled pid could alias; it spawns.
         """
-        return not self.namespaces and self.level in ("seccomp", "landlock")
+        return self.level in ("seccomp", "landlock", "namespaces")
 
-    def check_applied(self, mechanisms: Sequence[str]) -> None:
+    def check_applied(self, mechanisms: Sequence[str], *, forked: bool = False) -> None:
         """Raise ``IsolationUnavailable`` unless the child reported every required mechanism."""
-        missing = [m for m in self.requires() if m not in mechanisms]
+        missing = [m for m in self.requires(forked=forked) if m not in mechanisms]
         if missing:
             raise IsolationUnavailable(f"the Guest child did not apply {', '.join(missing)} (isolation={self.level!r})")
 
-    def requires(self) -> tuple[str, ...]:
-        """Mechanisms the child must report, or the Host refuses to run it."""
+    def requires(self, *, forked: bool = False) -> tuple[str, ...]:
+        """Mechanisms the child must report, or the Host refuses to run it (a ``forked``
+        child at ``namespaces`` made its namespaces, /proc cover and /tmp itself)."""
         needed = ["rlimits", "no-capabilities", "no-new-privs"]
+        if self.namespaces and forked:
+            needed += FORKED_NAMESPACES
         if not self.namespaces:
             needed.append("userns-nobody")
         if self.landlock_abi:

@@ -301,7 +301,7 @@ class SubprocessGuest:
     def _kill(self) -> None:
         """SIGKILL the child's process group, bwrap's namespace and the Guest's cgroup."""
         if isinstance(self._process, _forked.ForkedProcess):
-            self._process.kill()  # through its pidfd; a forked level creates no other process
+            self._process.kill()  # through its pidfd; a forked Guest below a reaper dies with it (PDEATHSIG)
         elif self._process.returncode is None:
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(self._process.pid, signal.SIGKILL)
@@ -394,7 +394,10 @@ async def start_subprocess_guest(
     guest = SubprocessGuest(process, channel, capabilities, limits, Isolation("process"), scratch, 0.0)
     try:
         with anyio.fail_after(START_TIMEOUT):  # before init: the child runs nothing before it
-            guest._cgroup = await enter_cgroup(process.pid, sandboxed=plan.namespaces, memory_bytes=limits.memory_bytes + SCRATCH_BYTES, max_processes=limits.max_processes)
+            guest._cgroup = await enter_cgroup(
+                process.guest_pid if isinstance(process, _forked.ForkedProcess) else process.pid, sandboxed=plan.namespaces and not forked,
+                memory_bytes=limits.memory_bytes + SCRATCH_BYTES, max_processes=limits.max_processes,
+            )
         host_mechanisms = guest._cgroup.mechanisms if guest._cgroup is not None else ()
         init = {
             "t": "init",
@@ -407,7 +410,7 @@ async def start_subprocess_guest(
             ready = parse_guest_frame(await channel.receive())
         if not isinstance(ready, ReadyFrame):
             raise ProtocolViolation("the child's first frame was not ready")
-        plan.check_applied(ready.mechanisms)
+        plan.check_applied(ready.mechanisms, forked=forked)
     except (_ChannelClosed, ProtocolViolation, TimeoutError, OSError) as exc:
         detail = await guest._stderr_after_death()
         await guest.aclose()
@@ -425,9 +428,9 @@ async def start_subprocess_guest(
 
 async def _forked_child(plan: _isolation.Plan, scratch: str | None, child_end: socket.socket) -> anyio.abc.Process | None:
     """A child from the fork server, or None where the level must spawn or the server failed."""
-    if not plan.forkable or scratch is None:
+    if not plan.forkable:
         return None
     try:
-        return await _forked.fork_child(scratch, child_end)
+        return await _forked.fork_child(plan, scratch or "/tmp", child_end, SCRATCH_BYTES)
     except _forked.ForkServerFailed:
         return None  # spawn instead: the same level, only slower

@@ -41,6 +41,7 @@ from .._guest._frames import Call, ProtocolViolation, parse_guest_frame
 from .._guest._replies import answer
 from .._guest_api import CallHandler, ErrorInfo, GuestLimits, GuestOutcome, Isolation
 from ._agent import AGENT_RESOURCE, GuestNode
+from ._cluster import ensure_connected
 from ._link import (
     HELLO_BYTES,
     HELLO_TIMEOUT,
@@ -143,8 +144,7 @@ class RayGuestFactory:
         return list(self._agents)
 
     def _connect(self) -> None:
-        if not ray.is_initialized():
-            ray.init(address=self._address, include_dashboard=False, log_to_driver=False, **self._init)
+        ensure_connected(self._address, self._init)
         remote = ray.remote(GuestNode)
         nodes = [n["NodeID"] for n in ray.nodes() if n["Alive"] and n["Resources"].get(AGENT_RESOURCE)]
         # Named and detached, so every factory of the cluster reuses the same agents (creating
@@ -260,6 +260,8 @@ class RayGuest:
         """The isolation the node-side Guest reported at start."""
         self._ran = False
         self._closed = False
+        self._call: anyio.CancelScope | None = None  # the call being answered
+        self._agent_ran = False  # the agent's run returned: the outcome is on the link
 
     async def run(self, source: str, handler: CallHandler) -> GuestOutcome:
         """Execute ``source`` once on the node, serving its calls here (module docstring).
@@ -299,15 +301,20 @@ class RayGuest:
     def _ended(self, status: Any, type_name: str, message: str) -> GuestOutcome:
         return GuestOutcome(status, None, "", ErrorInfo(type_name, message, None), self.isolation)
 
-    @staticmethod
-    async def _watch(run: Any, lost: list[BaseException], conversation: anyio.CancelScope) -> None:
-        """The agent's ``run`` call: it ends normally after the outcome; if Ray reports the
-        agent or its node gone, nothing more will come over the link."""
+    async def _watch(self, run: Any, lost: list[BaseException], conversation: anyio.CancelScope) -> None:
+        """The agent's ``run`` call. It returns once the Guest's outcome is on the link, so a
+        call still unanswered then was cut off by the Guest's end (it died mid-call): cancel
+        it, as the local broker does. If Ray reports the agent or its node gone, nothing more
+        will come over the link."""
         try:
             await run
         except Exception as exc:
             lost.append(exc)
             conversation.cancel()
+            return
+        self._agent_ran = True
+        if self._call is not None:
+            self._call.cancel()
 
     async def _converse(self, handler: CallHandler) -> GuestOutcome:
         calls = 0
@@ -323,7 +330,14 @@ class RayGuest:
             calls += 1
             if calls > self._limits.max_calls:  # the node enforces it too; never trust one side
                 raise ProtocolViolation("more calls than the run allows")
-            await self._link.send(await answer(calls, frame, self._granted, handler))
+            with anyio.CancelScope() as self._call:
+                if self._agent_ran:
+                    self._call.cancel()
+                reply = await answer(calls, frame, self._granted, handler)
+            self._call = None
+            if self._agent_ran:
+                continue  # the Guest ended mid-call: its outcome is next on the link
+            await self._link.send(reply)
 
     async def aclose(self) -> None:
         """Drop the link and have the agent kill the Guest (bounded); idempotent."""

@@ -30,6 +30,7 @@ import ray
 
 from .._host import Host
 from .._result import RunResult
+from ._cluster import ensure_connected
 
 
 class HostWorker:
@@ -107,8 +108,7 @@ class HostPool:
         return self
 
     def _start(self) -> None:
-        if not ray.is_initialized():
-            ray.init(address=self._address, include_dashboard=False, log_to_driver=False, **self._init)
+        ensure_connected(self._address, self._init)
         remote = ray.remote(HostWorker).options(num_cpus=0, max_concurrency=10_000, max_restarts=0)
         self._workers = [remote.remote(self._setup) for _ in range(self._count)]
         ray.get([w.identity.remote() for w in self._workers])

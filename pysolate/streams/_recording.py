@@ -145,9 +145,12 @@ def write_recording(
 ) -> None:
     """Write ``chunks`` (e.g. from ``source_to_stream``) as a recording file.
 
-    Raises ``ValueError`` when times decrease or are negative, ``TypeError`` for a
-    non-str text, ``OSError`` when the file cannot be written.
+    Raises ``ValueError`` when times decrease or are negative or the metadata's ``code``
+    names no code format (``read_recording`` would refuse the file), ``TypeError`` for a
+    non-str text, ``OSError`` when the file cannot be written. Nothing is written on error.
     """
+    if metadata is not None and "code" in metadata:
+        format_from_json(metadata["code"])
     lines = [_header_line(metadata)]
     last = 0.0
     for chunk in chunks:

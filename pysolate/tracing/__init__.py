@@ -3,13 +3,16 @@
 The Host calls the hooks of an ``Instrument`` (see ``_interface.py`` for the sequence);
 ``NULL_INSTRUMENT`` records nothing, ``OTelInstrument`` records GenAI-convention spans;
 ``GLOBAL_INSTRUMENT`` (a default ``Host()``'s) records them through the global provider.
-``code_action(tool_call_id=..., conversation_id=...)`` tells runs what encloses them.
+``code_action(tool_call_id=..., conversation_id=...)`` tells runs what encloses them;
+a session's turns carry ``current_session_turn()`` (its id and the turn's number).
 """
 
 from . import _attributes as attributes
 from ._context import CodeAction as CodeAction
+from ._context import SessionTurn as SessionTurn
 from ._context import code_action as code_action
 from ._context import current_code_action as current_code_action
+from ._context import current_session_turn as current_session_turn
 from ._interface import NO_RESULT as NO_RESULT
 from ._interface import ClaimTrace as ClaimTrace
 from ._interface import Disposition as Disposition
@@ -39,9 +42,11 @@ __all__ = [
     "OTelInstrument",
     "ObservationTrace",
     "RunTrace",
+    "SessionTurn",
     "attributes",
     "code_action",
     "current_code_action",
+    "current_session_turn",
     "error_type",
     "source_hash",
 ]

@@ -35,6 +35,10 @@ ERROR_TYPE_OTHER: Final = "_OTHER"
 
 # Pysolate attributes.
 RUN_ID: Final = "pysolate.run_id"
+SESSION_ID: Final = "pysolate.session_id"
+"""On the run span of a session's turn: the session's id (``Session.id``)."""
+TURN: Final = "pysolate.turn"
+"""On the run span of a session's turn: its number in the session, from 1."""
 SCHEMA_URL: Final = "https://opentelemetry.io/schemas/1.38.0"
 """The semantic-conventions version the GenAI attributes follow (latest experimental)."""
 SOURCE_HASH: Final = "pysolate.source_hash"

@@ -5,6 +5,9 @@ span with the model's tool-call id, and often a conversation id. A ``ContextVar`
 both into the run, so every entry point (``run_stream``, ``run_source``, sessions, the
 integrations) picks them up without one more parameter each, and concurrent runs in other
 tasks never see each other's.
+
+A session sets one more thing the same way, for the runs of its turns: which session and
+which turn they are (``session_turn``), so a trace backend can put a session's runs in order.
 """
 
 from __future__ import annotations
@@ -53,3 +56,31 @@ def code_action(*, tool_call_id: str | None = None, conversation_id: str | None 
 def current_code_action() -> CodeAction:
     """The code action of the current context (all ``None`` outside ``code_action``)."""
     return _CURRENT.get()
+
+
+@dataclass(frozen=True, slots=True)
+class SessionTurn:
+    """The session turn that the runs started in this context belong to."""
+
+    session_id: str
+    turn: int
+    """1 for the session's first turn (rejected turns count: they are turns the model sent)."""
+
+
+_TURN: ContextVar[SessionTurn | None] = ContextVar("pysolate_session_turn", default=None)
+
+
+@contextmanager
+def session_turn(session_id: str, turn: int) -> Iterator[SessionTurn]:
+    """Runs started inside this block are turn ``turn`` of session ``session_id``."""
+    current = SessionTurn(session_id, turn)
+    token = _TURN.set(current)
+    try:
+        yield current
+    finally:
+        _TURN.reset(token)
+
+
+def current_session_turn() -> SessionTurn | None:
+    """The session turn of the current context (None outside a session's turn)."""
+    return _TURN.get()

@@ -49,7 +49,7 @@ from opentelemetry.trace import Link, SpanKind, Status, StatusCode
 from occurrences import tool_name
 
 from . import _attributes as A
-from ._context import current_code_action
+from ._context import current_code_action, current_session_turn
 from ._interface import (
     NO_RESULT,
     ClaimTrace,
@@ -442,7 +442,7 @@ class OTelInstrument:
     ) -> RunTrace:
         name = agent_name or self._agent_name
         action = current_code_action()
-        attributes = {A.RUN_ID: run_id}
+        attributes: dict[str, str | int] = {A.RUN_ID: run_id}
         if isolation:
             attributes[A.ISOLATION] = isolation
         if name:
@@ -451,6 +451,10 @@ class OTelInstrument:
             attributes[A.GEN_AI_TOOL_CALL_ID] = action.tool_call_id
         if action.conversation_id is not None:
             attributes[A.GEN_AI_CONVERSATION_ID] = action.conversation_id
+        turn = current_session_turn()
+        if turn is not None:
+            attributes[A.SESSION_ID] = turn.session_id
+            attributes[A.TURN] = turn.turn
         span = self._tracer.start_span(A.RUN, kind=SpanKind.INTERNAL, attributes=attributes)
         if not span.is_recording():
             span.end()

@@ -311,8 +311,12 @@ def assert_same(result: RunResult, ref: RunResult) -> None:
 
 
 def children(pid: int | None = None) -> list[int]:
-    """Live or zombie child processes of ``pid`` (default: this process), from /proc."""
-    parent = os.getpid() if pid is None else pid
+    """Live or zombie child processes of ``pid`` (default: this process and its fork
+    servers, whose own long-lived processes are not counted: their children are Guests), from /proc."""
+    from pysolate._guest import _forked
+
+    servers = {p for server in _forked.servers.values() for p in server.pids()} if pid is None else set()
+    parents = {os.getpid() if pid is None else pid, *servers}
     found = []
     for entry in os.listdir("/proc"):
         if not entry.isdigit():
@@ -323,6 +327,7 @@ def children(pid: int | None = None) -> list[int]:
         except OSError:
             continue
         fields = stat.rsplit(")", 1)[1].split()
-        if int(fields[1]) == parent:
+        reaping = fields[0] == "Z" and int(fields[1]) in servers  # an exited init a server (bubblewrap's init) reaps next
+        if int(fields[1]) in parents and int(entry) not in servers and not reaping:
             found.append(int(entry))
     return found

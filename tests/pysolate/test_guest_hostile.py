@@ -11,6 +11,7 @@ failing test reports an escape without harming the machine.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import platform
 import socket
@@ -20,7 +21,7 @@ from pathlib import Path
 
 import anyio
 import pytest
-from guest_levels import choice, expected_level, params
+from guest_levels import RAY, choice, expected_level, guest_factory, params, with_ray
 
 from pysolate import Effect, GuestLimits, Host, RunResult, capability
 from pysolate._guest import _isolation
@@ -43,10 +44,15 @@ class Workspace:
 
 
 async def run(source: str, mode: str, monkeypatch: pytest.MonkeyPatch, workspace: Workspace | None = None, **limits: float) -> RunResult:
-    host = Host(isolation=choice(mode, monkeypatch), limits=GuestLimits(**limits))  # type: ignore[arg-type]
-    host.register("workspace", workspace or Workspace())
-    with anyio.fail_after(30):
-        result = await host.run_source(source, speculate=False)
+    async with contextlib.AsyncExitStack() as stack:
+        if mode == RAY:
+            factory = await stack.enter_async_context(guest_factory(mode, monkeypatch))
+            host = Host(guest_factory=factory, limits=GuestLimits(**limits))
+        else:
+            host = Host(isolation=choice(mode, monkeypatch), limits=GuestLimits(**limits))  # type: ignore[arg-type]
+        host.register("workspace", workspace or Workspace())
+        with anyio.fail_after(30):
+            result = await host.run_source(source, speculate=False)
     assert result.isolation is not None and result.isolation.level == expected_level(mode)
     return result
 
@@ -68,7 +74,7 @@ def sys_(number, *args):
 """Prelude: ``sys_(nr, ...)`` makes a raw syscall; ``(-1, errno)`` or ``('ESCAPED', rc)``."""
 
 EPERM, ENOSYS = 1, 38
-ALL, SECCOMP_UP, FILE_SYSTEM = params("rlimits"), params("seccomp"), params("landlock")
+ALL, SECCOMP_UP, FILE_SYSTEM = (with_ray(params(minimum)) for minimum in ("rlimits", "seccomp", "landlock"))
 
 
 # -- environment and other processes -------------------------------------------------------

@@ -7,9 +7,8 @@ from __future__ import annotations
 
 import anyio
 import pytest
-from guest_levels import choice, params
+from guest_levels import guest_factory, params, with_ray
 
-from pysolate._guest import start_subprocess_guest
 from pysolate._guest_api import GuestLimits, GuestOutcome
 
 pytestmark = pytest.mark.anyio
@@ -19,15 +18,17 @@ CAPS = {"tools": ["echo", "slow", "big"]}
 
 class _Level:
     value = "strongest"
+    monkeypatch: pytest.MonkeyPatch | None = None
 
 
 LEVEL = _Level()
 """The isolation level of the current test (every test runs at every level offered here)."""
 
 
-@pytest.fixture(autouse=True, params=params(hidden_bwrap=False))
+@pytest.fixture(autouse=True, params=with_ray(params(hidden_bwrap=False)))
 def _at_every_level(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(LEVEL, "value", choice(request.param, monkeypatch))
+    monkeypatch.setattr(LEVEL, "value", request.param)
+    monkeypatch.setattr(LEVEL, "monkeypatch", monkeypatch)
 
 
 
@@ -52,11 +53,13 @@ class Tools:
 
 
 async def run(source: str, tools: Tools | None = None, **limits: float) -> GuestOutcome:
-    guest = await start_subprocess_guest(CAPS, GuestLimits(**limits), isolation=LEVEL.value)  # type: ignore[arg-type]
-    try:
-        return await guest.run(source, tools or Tools())
-    finally:
-        await guest.aclose()
+    assert LEVEL.monkeypatch is not None
+    async with guest_factory(LEVEL.value, LEVEL.monkeypatch) as start:
+        guest = await start(CAPS, GuestLimits(**limits))
+        try:
+            return await guest.run(source, tools or Tools())
+        finally:
+            await guest.aclose()
 
 
 def limit_name(out: GuestOutcome) -> str:

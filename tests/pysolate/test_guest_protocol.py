@@ -10,10 +10,9 @@ import json
 
 import anyio
 import pytest
-from guest_levels import choice, params
+from guest_levels import guest_factory, params, with_ray
 
 from occurrences._plain import to_tagged
-from pysolate._guest import start_subprocess_guest
 from pysolate._guest._frames import Call, Done, ProtocolViolation, ReadyFrame, parse_guest_frame
 from pysolate._guest_api import ErrorInfo, GuestLimits, GuestOutcome
 
@@ -22,15 +21,17 @@ CAPS = {"workspace": ["read_text", "slow"]}
 
 class _Level:
     value = "strongest"
+    monkeypatch: pytest.MonkeyPatch | None = None
 
 
 LEVEL = _Level()
 """The isolation level of the current test (every test runs at every level offered here)."""
 
 
-@pytest.fixture(autouse=True, params=params(hidden_bwrap=False))
+@pytest.fixture(autouse=True, params=with_ray(params(hidden_bwrap=False)))
 def _at_every_level(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(LEVEL, "value", choice(request.param, monkeypatch))
+    monkeypatch.setattr(LEVEL, "value", request.param)
+    monkeypatch.setattr(LEVEL, "monkeypatch", monkeypatch)
 
 
 RAW = """\
@@ -63,12 +64,14 @@ class Tools:
 
 
 async def run(source: str, tools: Tools | None = None) -> GuestOutcome:
-    guest = await start_subprocess_guest(CAPS, GuestLimits(wall_time=10), isolation=LEVEL.value)  # type: ignore[arg-type]
-    try:
-        with anyio.fail_after(8):  # every case here must end on its own, long before the wall time
-            return await guest.run(source, tools or Tools())
-    finally:
-        await guest.aclose()
+    assert LEVEL.monkeypatch is not None
+    async with guest_factory(LEVEL.value, LEVEL.monkeypatch) as start:
+        guest = await start(CAPS, GuestLimits(wall_time=10))
+        try:
+            with anyio.fail_after(8):  # every case here must end on its own, long before the wall time
+                return await guest.run(source, tools or Tools())
+        finally:
+            await guest.aclose()
 
 
 # -- validation of single frames ---------------------------------------------------------

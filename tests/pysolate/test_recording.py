@@ -10,7 +10,7 @@ from pathlib import Path
 
 import anyio
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 from pydantic import ValidationError
 
@@ -250,12 +250,21 @@ def test_write_recording_round_trips_awkward_text(tmp_path: Path):
         st.tuples(st.floats(0, 1e6, allow_nan=False, allow_infinity=False), st.text()),
         max_size=20,
     ),
-    st.dictionaries(st.text(max_size=5), st.integers() | st.text(max_size=5), max_size=3),
+    st.dictionaries(st.sampled_from(["code", "format"]) | st.text(max_size=5), st.integers() | st.text(max_size=5), max_size=3),
 )
+@example(items=[], metadata={"code": 0})
+@example(items=[], metadata={"code": "markdown"})
 def test_any_recording_round_trips_exactly(tmp_path_factory, items, metadata):
+    """Whatever ``write_recording`` accepts, ``read_recording`` reads back exactly; what it
+    would refuse (a ``code`` that names no format) is refused at write time, writing nothing."""
     times = sorted(t for t, _ in items)
     chunks = [Chunk(t, text) for t, (_, text) in zip(times, items, strict=True)]
     path = tmp_path_factory.mktemp("rt") / "s.jsonl"
+    if "code" in metadata and metadata["code"] not in ("raw", "markdown"):
+        with pytest.raises(ValueError, match="code format"):
+            write_recording(path, chunks, metadata=metadata)
+        assert not path.exists()
+        return
     write_recording(path, chunks, metadata=metadata)
     recording = read_recording(path)
     assert recording.chunks == tuple(chunks)

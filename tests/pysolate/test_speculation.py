@@ -108,8 +108,9 @@ async def run_both(
 
 def child_processes() -> list[int]:
     """Live (non-zombie) Guest processes of this test process, from /proc: its children, and
-    the fork server's (the server itself is long-lived by design and not a Guest)."""
-    me, children, server = os.getpid(), [], _forked.server.pid()
+    the fork servers' (the servers' own processes are long-lived by design and not Guests)."""
+    servers = {pid for server in _forked.servers.values() for pid in server.pids()}
+    me, children = os.getpid(), []
     for entry in os.listdir("/proc"):
         if entry.isdigit():
             try:
@@ -117,7 +118,7 @@ def child_processes() -> list[int]:
                     fields = f.read().rsplit(")", 1)[1].split()
             except OSError:
                 continue
-            if int(fields[1]) in (me, server) and fields[0] != "Z" and int(entry) != server:
+            if int(fields[1]) in {me, *servers} and fields[0] != "Z" and int(entry) not in servers:
                 children.append(int(entry))
     return children
 

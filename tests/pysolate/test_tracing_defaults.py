@@ -14,8 +14,14 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from pysolate import Effect, Host
-from pysolate.testing import Script, in_process_guest, scripted_tool
-from pysolate.tracing import NULL_INSTRUMENT, OTelInstrument, code_action, current_code_action
+from pysolate.testing import Script, in_process_guest, in_process_session, scripted_tool
+from pysolate.tracing import (
+    NULL_INSTRUMENT,
+    OTelInstrument,
+    code_action,
+    current_code_action,
+    current_session_turn,
+)
 from pysolate.tracing import attributes as A
 
 pytestmark = pytest.mark.anyio
@@ -102,6 +108,31 @@ async def test_code_action_ids_reach_the_run_and_every_span(traced) -> None:
     assert {s.attributes[A.GEN_AI_CONVERSATION_ID] for s in spans} == {"conv-7"}
     assert len(spans) >= 3
     assert current_code_action().tool_call_id is None, "the block ends with the with"
+
+
+async def test_session_turns_carry_the_session_id_and_their_number(traced) -> None:
+    """Every turn's run span names its session and its turn (a rejected turn counts, and the
+    sequential path too); runs outside a session and another session's turns do not mix."""
+    exporter, provider = traced
+    host = Host(guest_factory=in_process_guest, session_factory=in_process_session, instrument=OTelInstrument(provider))
+    host.register("docs", scripted_tool(search=Script(lambda query: [query], effect=Effect.PURE)))
+    async with host.session() as first, host.session() as second:
+        await first.run_source(PROGRAM)
+        await first.run_source("x = (\n")  # rejected: still turn 2
+        await second.run_source(PROGRAM)
+        await first.run_source("a\n", speculate=False)
+        assert current_session_turn() is None
+    await host.run_source(PROGRAM)
+    runs = [s.attributes for s in exporter.get_finished_spans() if s.name == "pysolate.run"]
+    turns = [(r.get(A.SESSION_ID), r.get(A.TURN), r[A.STATUS]) for r in runs]
+    assert first.id != second.id
+    assert turns == [
+        (first.id, 1, "ok"),
+        (first.id, 2, "rejected"),
+        (second.id, 1, "ok"),
+        (first.id, 3, "ok"),
+        (None, None, "ok"),
+    ]
 
 
 async def test_concurrent_runs_keep_their_own_code_action(traced) -> None:

@@ -101,19 +101,60 @@ def test_branch_not_taken_is_dropped_when_the_condition_arrives() -> None:
     assert calls([taken]) == [("search", ("safe path",), True)] and not taken.discardable
 
 
-def test_loop_body_first_iteration_is_certain_later_ones_discardable() -> None:
-    """A ``break`` may still follow in the body: only the first iteration runs for sure."""
+def test_loop_body_later_iterations_are_unsure_but_not_discardable() -> None:
+    """A ``break`` may still follow in the body: only the first iteration runs for sure.
+    The later ones are *unsure* provisional work, offered like every provisional call (the
+    loop's items and the call's text are final), not held back as discardable."""
     s = Streamed()
     s.feed('topics = ["a", "b", "c"]\n')
     s.feed("for t in topics:\n")
     ready = s.feed("    docs.search(query=t)\n")
     assert calls(ready) == [("search", ("a",), True), ("search", ("b",), True), ("search", ("c",), True)]
-    assert [n.discardable for n in ready] == [False, True, True]
+    assert [n.unsure for n in ready] == [False, True, True]
+    assert not any(n.discardable for n in ready)
     s.feed("    if t == 'b':\n        break\n")
     final = s.feed("done = 1\n")
     assert calls(final) == [("search", ("a",), False), ("search", ("b",), False)], "it breaks at b"
     assert all(not n.provisional for n in final)
     assert all(n.state is State.DROPPED for n in ready), "superseded, never dispatched"
+
+
+def test_later_iterations_run_early_and_a_break_leaves_the_extra_one_orphaned() -> None:
+    """The lane (discardable work refused) starts every iteration's read once the body's
+    line has streamed; the ``break`` that follows makes the third one unneeded: the real
+    occurrences claim the first two by key, the third is accounted orphaned, and with the
+    provisional policy off none of them runs before the loop is complete."""
+
+    async def main(policy: LanePolicy) -> tuple[list[str], dict[int, Disposition]]:
+        s = Streamed()
+        started: list[str] = []
+
+        async def execute(node: Node, obs: Observation) -> object:
+            assert node.kwargs is not None
+            started.append(str(node.kwargs["query"]))
+            return ["r"]
+
+        async with SpeculativeLane(s.graph, execute, policy) as lane:
+            for text in ('topics = ["a", "b", "c"]\n', "for t in topics:\n", "    docs.search(query=t)\n"):
+                s.put(text)
+                lane.pump()
+                await anyio.wait_all_tasks_blocked()
+            early = list(started)
+            for text in ("    if t == 'b':\n        break\n", "done = 1\n"):
+                s.put(text)
+                lane.pump()
+                await anyio.wait_all_tasks_blocked()
+            for n in s.graph.nodes():
+                if not n.provisional and n.key is not None:
+                    await lane.claim(n.key)
+        return early, lane.dispositions()
+
+    early, dispositions = anyio.run(main, LanePolicy())
+    assert early == ["a", "b", "c"]
+    assert sorted(d.value for d in dispositions.values()) == ["claimed", "claimed", "orphaned"]
+    early, dispositions = anyio.run(main, LanePolicy(provisional=False))
+    assert early == []
+    assert sorted(d.value for d in dispositions.values()) == ["claimed", "claimed"]
 
 
 def test_try_body_read_is_provisional_and_failure_is_held() -> None:

@@ -87,6 +87,33 @@ async def test_calls_reach_the_hosts_handler_in_order() -> None:
     assert tools.calls == [("search", (1,)), ("search", ("two",))]
 
 
+class _Hanging:
+    """A tool that never answers (until cancelled), counting the cancellations."""
+
+    def __init__(self) -> None:
+        self.cancelled = 0
+
+    async def __call__(self, capability: str, method: str, args: tuple[object, ...], kwargs: dict[str, object]) -> object:
+        try:
+            await anyio.sleep(30)
+        except anyio.get_cancelled_exc_class():
+            self.cancelled += 1
+            raise
+        return None
+
+
+async def test_a_guest_that_dies_mid_call_is_a_crash_and_its_call_is_cancelled() -> None:
+    """The Host keeps reading the link while a call runs: the crash arrives at once and the
+    unanswered call is cancelled, as with a local Guest (test_guest_limits)."""
+    tools = _Hanging()
+    source = "import os, threading\nthreading.Timer(0.2, os._exit, (1,)).start()\ndocs.search(1)"
+    async with _factory(LocalHandle()) as factory:
+        with anyio.fail_after(10):
+            outcome = await _remote(factory, source, tools)  # type: ignore[arg-type]
+    assert outcome.status == "crashed"
+    assert tools.cancelled == 1
+
+
 class _Intruder(GuestNode):
     """An agent that dials back with someone else's Guest id, or the right id and a wrong
     token, before the real hello: neither may reach a Guest."""

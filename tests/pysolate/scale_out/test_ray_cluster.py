@@ -34,6 +34,7 @@ EQUIVALENCE_PROGRAMS = int(os.environ.get("PYSOLATE_RAY_PROGRAMS", "200"))
 
 @pytest.fixture(scope="module")
 def cluster() -> Iterator[dict[str, object]]:
+    ray.shutdown()  # a local cluster an earlier test started (the Guest suites' ray mode)
     nodes = Cluster(initialize_head=True, head_node_args={"num_cpus": 1})
     workers = [nodes.add_node(num_cpus=1, resources={AGENT_RESOURCE: 1}) for _ in range(2)]
     ray.init(address=nodes.address, include_dashboard=False, log_to_driver=False)

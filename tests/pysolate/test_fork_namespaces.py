@@ -1,0 +1,151 @@
+"""Forked ``namespaces`` Guests: each has namespaces of its own, shared with no sibling and
+not with the fork server, and reports its end exactly as a spawned one.
+
+The Guest cannot see its own namespace identity (``/proc`` is covered), so the Host reads
+``/proc/<pid>/ns/*`` of the processes running the programs and of the server and compares
+the inodes. The generic fork-server tests (``test_fork_server.py``) and the Guest suites
+run at this level too.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+
+import anyio
+import pytest
+
+from pysolate._guest import _forked, _isolation, start_subprocess_guest
+from pysolate._guest._process import SubprocessGuest
+from pysolate._guest_api import GuestLimits, GuestOutcome
+
+pytestmark = [
+    pytest.mark.anyio,
+    pytest.mark.skipif(bool(_isolation.machine().missing("namespaces")), reason="isolation='namespaces' unavailable here"),
+]
+
+CAPS = {"tools": ["wait"]}
+NAMESPACES = ("user", "mnt", "pid", "net", "ipc", "uts", "cgroup")
+
+
+async def echo(capability: str, method: str, args: tuple[object, ...], kwargs: dict[str, object]) -> object:
+    return None
+
+
+async def start(**limits: float) -> SubprocessGuest:
+    guest = await start_subprocess_guest(CAPS, GuestLimits(**limits), isolation="namespaces")
+    assert "fork-server" in guest.isolation.mechanisms and guest.isolation.level == "namespaces"
+    return guest
+
+
+def identity(pid: int) -> dict[str, int]:
+    return {name: os.stat(f"/proc/{pid}/ns/{name}").st_ino for name in NAMESPACES}
+
+
+def program_pid(guest: SubprocessGuest) -> int:
+    process = guest._process
+    assert isinstance(process, _forked.ForkedProcess)
+    return process.guest_pid
+
+
+async def test_two_guests_share_no_namespace_with_each_other_or_the_server() -> None:
+    first, second = await start(), await start()
+    try:
+        server = _forked.server_for("namespaces").pid()
+        assert server is not None
+        ids = [identity(program_pid(first)), identity(program_pid(second)), identity(server)]
+        for name in NAMESPACES:
+            assert len({found[name] for found in ids}) == 3, (name, ids)
+    finally:
+        await first.aclose()
+        await second.aclose()
+
+
+async def test_a_guest_never_sees_a_siblings_tmp() -> None:
+    entered, release = anyio.Event(), anyio.Event()
+
+    async def hold(capability: str, method: str, args: tuple[object, ...], kwargs: dict[str, object]) -> object:
+        entered.set()
+        await release.wait()
+        return None
+
+    writer, reader = await start(), await start()
+    results: list[GuestOutcome] = []
+    async with anyio.create_task_group() as tasks:
+
+        async def write() -> None:
+            results.append(await writer.run("open('/tmp/mine', 'w').write('x')\ntools.wait()\nimport os\nos.listdir('/tmp')", hold))
+
+        tasks.start_soon(write)
+        await entered.wait()
+        outside = ["/etc", "/home", "/var", str(_isolation.PACKAGE_ROOT), "/usr"]
+        seen = await reader.run(f"import os\n(os.getcwd(), os.listdir('/tmp'), [os.path.exists(p) for p in {outside!r}])", echo)
+        release.set()
+    await writer.aclose()
+    await reader.aclose()
+    assert results[0].value == ["mine"]
+    assert seen.status == "ok", seen.error
+    cwd, tmp, exists = seen.value  # type: ignore[misc]
+    assert cwd == "/tmp" and tmp == []
+    assert exists == [False] * 4 + [True]  # only the minimal root: /usr, not the Host's files
+
+
+async def test_no_socket_and_no_network() -> None:
+    guest = await start()
+    try:
+        out = await guest.run(
+            "import socket\nseen = []\nfor family in (socket.AF_INET, socket.AF_UNIX, socket.AF_NETLINK):\n"
+            "    try:\n        socket.socket(family, socket.SOCK_DGRAM if family == socket.AF_NETLINK else socket.SOCK_STREAM)\n"
+            "        seen.append('ESCAPED')\n    except OSError as exc:\n        seen.append(type(exc).__name__)\nseen",
+            echo,
+        )
+    finally:
+        await guest.aclose()
+    assert out.status == "ok", out.error
+    assert out.value == ["PermissionError"] * 3
+
+
+async def test_the_program_is_not_pid_1_and_a_crash_is_reported_with_its_signal() -> None:
+    guest = await start()
+    try:
+        out = await guest.run("import ctypes, os\nprint(os.getpid(), flush=True)\nctypes.string_at(0)", echo)
+    finally:
+        await guest.aclose()
+    assert out.stdout.strip() == "2"  # pid 1 is its own init, which ignores unhandled signals
+    assert out.status == "crashed" and out.error is not None and "status -11" in out.error.message
+
+
+async def test_the_cpu_limit_is_reported_as_sigxcpu() -> None:
+    guest = await start(cpu_time=1, wall_time=20)
+    try:
+        out = await guest.run("while True:\n    pass", echo)
+    finally:
+        await guest.aclose()
+    assert out.status == "limit" and out.error is not None and out.error.type == "CPUTimeLimit"
+
+
+def test_the_server_outlives_the_event_loop_and_thread_that_started_it() -> None:
+    """bubblewrap's ``--die-with-parent`` follows the thread that started it; the server
+    must not die with an event loop's worker threads (its Guests would die with it)."""
+    server = _forked.server_for("namespaces")
+    live = server.live_control()
+    if live is not None:
+        server.replace(live)  # the next Guest starts a fresh server
+
+    async def one() -> str:
+        guest = await start()
+        try:
+            return (await guest.run("'ok'", echo)).status
+        finally:
+            await guest.aclose()
+
+    outcomes: list[str] = []
+    thread = threading.Thread(target=lambda: outcomes.append(anyio.run(one)))
+    thread.start()
+    thread.join()
+    started = server.pid()
+    for worker in [t for t in threading.enumerate() if t is not threading.current_thread() and not t.daemon]:
+        worker.join(timeout=30)  # the loop's worker threads are gone
+    outcomes.append(anyio.run(one))
+    assert outcomes == ["ok", "ok"]
+    assert server.pid() == started
