@@ -23,12 +23,12 @@ Nothing about a run lives on the Host, so runs share a Host freely.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Protocol, runtime_checkable
 
 import anyio
 
-from occurrences import CallKey, MethodSpec, NotPlain, check_plain, fresh_copy, tool_name
+from occurrences import CallKey, Effect, MethodSpec, NotPlain, check_plain, fresh_copy, tool_name
 from scheduler import BranchSpeculation, Observation, Probe
 
 from ._capability import CapabilityMethod
@@ -55,6 +55,11 @@ __all__ = [
     "CALL_TIMEOUT", "BoundCall", "Claims", "OutcomeUnknown", "Registration", "RunScope", "RunScoped", "Viewed",
     "bind", "call_key", "execute", "failure_from",
 ]
+
+
+_WRITES = frozenset(effect for effect in Effect if effect.may_write)
+"""The effects whose calls count in their capability's epoch (``Effect.may_write``, as a
+set: the property costs ten times the lookup, on every call)."""
 
 
 @runtime_checkable
@@ -192,16 +197,23 @@ class RunScope:
         """
         return await self._formal(self._registrations[capability].methods[method], call, key)
 
-    async def _formal(self, cap: CapabilityMethod, call: BoundCall, key: CallKey | None) -> object:
-        capability, method = call.capability, call.method
-        if cap.effect.may_write:
+    def _formal(self, cap: CapabilityMethod, call: BoundCall, key: CallKey | None) -> Awaitable[object]:
+        """Count the call (epoch, physical) now and return what executes it: ``execute``'s
+        own coroutine when there is no trace (no span, no key digest to label it with;
+        one coroutine fewer per call), else ``_traced``."""
+        capability = call.capability
+        if cap.effect in _WRITES:
             self._epochs[capability] += 1
         self._physical += 1
-        if self.trace is NULL_RUN:  # no trace: no span, and no key digest to label it with
-            return await execute(
+        if self.trace is NULL_RUN:
+            return execute(
                 self._targets[capability], cap, call, threads=self._threads, early=False, timeout=self._timeout,
                 encode=self._encode, new_scope=self._new_scope, clock=self._clock,
             )
+        return self._traced(cap, call, key)
+
+    async def _traced(self, cap: CapabilityMethod, call: BoundCall, key: CallKey | None) -> object:
+        capability, method = call.capability, call.method
         observation = self.trace.observation_started(
             capability,
             method,

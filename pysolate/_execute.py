@@ -48,6 +48,9 @@ def _immutable(values: Iterable[object]) -> bool:
     return True
 
 
+_COROUTINE = types.CoroutineType
+
+
 class OutcomeUnknown(ToolFailure):
     """A call that may write did not finish in time: it may or may not have taken effect."""
 
@@ -191,7 +194,7 @@ async def _awaited(
     """
     with new_scope() as scope:
         started = (clock or _loop_clock())()
-        if type(awaitable) is not types.CoroutineType:
+        if type(awaitable) is not _COROUTINE:
             scope.deadline = started + timeout
             return True, await awaitable
         coro: Coroutine[object, object, object] = awaitable

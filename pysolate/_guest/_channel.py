@@ -242,8 +242,8 @@ class Channel:
 
     async def send(self, frame: bytes) -> None:
         """Send one whole frame. Raises ``ChannelClosed`` when the peer is gone."""
-        view = memoryview(frame)
-        while view:
+        view: bytes | memoryview = frame  # a view only once a send was partial (no copies)
+        while True:
             try:
                 sent = self._sock.send(view)
             except BlockingIOError:
@@ -251,7 +251,9 @@ class Channel:
                 continue
             except OSError:
                 raise ChannelClosed from None
-            view = view[sent:]
+            if sent == len(view):
+                return
+            view = memoryview(view)[sent:]
 
     def close(self) -> None:
         self._pause()
