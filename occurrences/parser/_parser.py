@@ -187,7 +187,7 @@ class PrefixParser:
             return None
         return Snapshot.view(self._statements, before, self._end, self._source_text)
 
-    def pending(self) -> Pending | None:
+    def pending(self, *, at_paren: bool = True) -> Pending | None:
         """A provisional parse of the unfinished statement (``occurrences.parser._pending``), when
         it gained complete lines, or its unfinished line a ``,`` or ``)``, since the last call;
         None otherwise, or when nothing can be taken from it. For discovery only: none of it
@@ -196,6 +196,7 @@ class PrefixParser:
         The unfinished line counts once it is known to belong to the group (``_decided``: a
         column-0 ``e``... may still become ``else``). Its last ``,`` or ``)`` marks the furthest
         cut it can offer, so text streaming inside an element costs no re-parse.
+        ``at_paren=False``: a ``)`` is no cut (see ``_pending``).
         """
         if self._phase is not _Phase.OPEN:
             return None
@@ -208,7 +209,7 @@ class PrefixParser:
         if at == self._pending_at or not (self._code or tail.strip(_BLANK)):
             return None
         self._pending_at = at
-        found = pending("".join(self._group) + tail)
+        found = pending("".join(self._group) + tail, at_paren=at_paren)
         if found is None:
             return None
         shift = self._group_line - 1

@@ -15,7 +15,9 @@ parse that discovery may read (never run, never trust for anything else):
 * a closing parenthesis is a cut too, where what precedes it can no longer become a
   comprehension's element: at the statement's own level (``x = docs.get(k)`` before its
   newline), or inside a bracket that already holds a comma. Then a call is discovered as
-  soon as its ``)`` has streamed, as code mode's ``speculate`` starts it.
+  soon as its ``)`` has streamed, as code mode's ``speculate`` starts it. (Not with
+  ``at_paren=False``: when a pass may rewrite a call by what follows it, such as the
+  projection pushdown's ``.splitlines()[:n]``, the call is not final at its ``)``.)
 
 The text may end inside a line (the chunk so far): that line is unfinished, never taken
 for a complete one, and only its part before a cut is used.
@@ -73,13 +75,13 @@ class _Block:
     indent: str  # the header line's leading whitespace
 
 
-def pending(text: str) -> Pending | None:
+def pending(text: str, *, at_paren: bool = True) -> Pending | None:
     """The provisional parse of ``text`` (complete physical lines of one unfinished group;
     positions relative to its first line), or None when nothing can be taken from it yet."""
     if not text or len(text) > MAX_PENDING_CHARS:
         return None
     # Lines end as the tokenizer ends them; string values and positions do not change.
-    repaired = _repair(_EOL.sub("\n", text))
+    repaired = _repair(_EOL.sub("\n", text), at_paren)
     if repaired is None:
         return None
     source, limit = repaired
@@ -92,7 +94,7 @@ def pending(text: str) -> Pending | None:
     return Pending(module.body, limit)
 
 
-def _repair(text: str) -> tuple[str, tuple[int, int]] | None:
+def _repair(text: str, at_paren: bool) -> tuple[str, tuple[int, int]] | None:
     """The text made parseable, and where the model's text ends in it (line, UTF-8 column)."""
     lines = text.split("\n")
     lines = [line + "\n" for line in lines[:-1]] + ([lines[-1]] if lines[-1] else [])
@@ -150,7 +152,7 @@ def _repair(text: str) -> tuple[str, tuple[int, int]] | None:
                 elif value in (")", "]", "}") and brackets:
                     brackets.pop()
                     separated.pop()
-                    if value == ")" and (not separated or separated[-1]):
+                    if at_paren and value == ")" and (not separated or separated[-1]):
                         cut = (tok.end[0], tok.end[1], tuple(brackets))
                 elif value == "," and brackets:
                     separated[-1] = True

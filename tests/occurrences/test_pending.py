@@ -126,3 +126,13 @@ def test_text_inside_an_element_costs_no_new_parse() -> None:
         found = parser.pending()
         if piece != "\n":
             assert found is None
+
+
+def test_without_at_paren_a_call_waits_for_what_may_rewrite_it() -> None:
+    """Under the projection pushdown ``fs.read_text(p)`` may become ``.splitlines()[:2]``:
+    the call is final only at the line's end (or an element's comma)."""
+    parser = PrefixParser()
+    parser.feed('first = fs.read_text("f1")')
+    assert parser.pending(at_paren=False) is None
+    parser.feed(".splitlines()[:2]\n")
+    assert parser.pending(at_paren=False) is None, "accepted at its newline, nothing pending"
