@@ -204,6 +204,8 @@ class PrefixParser:
         if len(self._tail) > 1:
             self._tail[:] = [tail]
         mark = max(tail.rfind(","), tail.rfind(")"))
+        if mark < 0 or self._group_len + mark >= MAX_TAIL_PENDING_CHARS or not _ends_a_call(tail, mark):
+            mark = -1  # the tail offers nothing a complete line would not offer sooner or as well
         tail = tail[: mark + 1]
         at = (self._group_line, len(self._group), len(tail))
         if at == self._pending_at or not (self._code or tail.strip(_BLANK)):
@@ -371,6 +373,18 @@ class PrefixParser:
         self._group.clear()
         self._group_len = 0
         self._code = False
+
+
+MAX_TAIL_PENDING_CHARS: Final = 4_000
+"""Longest unfinished statement whose line still streaming is parsed provisionally (at a
+``,`` or ``)``: several times per line). Longer ones are parsed at their line ends only,
+which bounds the re-parsing (about 3 ms per parse at 4,000 characters)."""
+
+
+def _ends_a_call(tail: str, mark: int) -> bool:
+    """Whether the ``,`` or ``)`` at ``mark`` may end a call: a ``)``, or a ``,`` right
+    after one (``1,`` or ``x,`` completes no call, so re-parsing for it would find nothing new)."""
+    return tail[mark] == ")" or tail[:mark].rstrip(_BLANK).endswith(")")
 
 
 _POSITIONED: dict[type, tuple[bool, tuple[str, ...]]] = {}

@@ -10,6 +10,7 @@ chunking of programs written to stress the repair (brackets, strings holding ``,
 from __future__ import annotations
 
 import ast
+import itertools
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -45,7 +46,7 @@ def chunked(draw: st.DrawFn) -> tuple[str, list[str]]:
     source = draw(st.sampled_from(PROGRAMS))
     cuts = sorted(draw(st.sets(st.integers(1, len(source) - 1), max_size=len(source) // 2)))
     bounds = [0, *cuts, len(source)]
-    return source, [source[a:b] for a, b in zip(bounds, bounds[1:], strict=False)]
+    return source, [source[a:b] for a, b in itertools.pairwise(bounds)]
 
 
 @settings(max_examples=300, deadline=None)
