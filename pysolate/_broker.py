@@ -200,7 +200,7 @@ class RunScope:
         if self.trace is NULL_RUN:  # no trace: no span, and no key digest to label it with
             return await execute(
                 self._targets[capability], cap, call, threads=self._threads, early=False, timeout=self._timeout,
-                encode=self._encode, new_scope=self._new_scope,
+                encode=self._encode, new_scope=self._new_scope, clock=self._clock,
             )
         observation = self.trace.observation_started(
             capability,
@@ -215,7 +215,7 @@ class RunScope:
             with observation.activated():
                 result = await execute(
                     self._targets[capability], cap, call, threads=self._threads, early=False, timeout=self._timeout,
-                    encode=self._encode, new_scope=self._new_scope,
+                    encode=self._encode, new_scope=self._new_scope, clock=self._clock,
                 )
         except BaseException as exc:
             observation.completed(error=exc)

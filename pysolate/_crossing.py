@@ -34,7 +34,7 @@ from collections.abc import Callable, Mapping
 import anyio
 
 from occurrences import NotPlain, check_plain, tool_name
-from occurrences._plain import MAX_INT_DIGITS, own
+from occurrences._plain import MAX_INT_DIGITS, own, to_tagged
 
 from ._compact import compact
 from ._guest_api import ToolFailure
@@ -42,6 +42,9 @@ from ._guest_errors import arguments_not_plain
 
 MAX_RESULT_CHARS = 8 * 1024 * 1024
 """Largest result, in characters of its tagged wire form; bigger is an error in the program."""
+
+_SCALARS = frozenset({type(None), bool, int, float, str, bytes})
+"""The exact plain scalar types: ``to_tagged`` tags them without walking anything."""
 
 INVALID_RESULT = "InvalidResult"
 """``ToolError.type_name`` of a result that cannot cross (not plain, a lone surrogate, an
@@ -70,7 +73,22 @@ def owned_arguments(
     bodies of ``to_tagged(args)`` / ``to_tagged(kwargs)`` (what the call key is made of).
     Raises exactly what ``check_arguments`` raises, for the same first offender
     (``_plain.own`` walks in ``to_tagged``'s order and tags scalars with it).
+
+    The common call, scalars only and no keywords, is tagged item by item by ``to_tagged``
+    itself (what ``own`` does for a scalar) and keeps its tuple: immutable, of immutable
+    items, so sharing it shares nothing that can change.
     """
+    if not kwargs and type(args) is tuple:
+        tags: list[object] = []
+        for value in args:
+            if type(value) not in _SCALARS:
+                break
+            try:
+                tags.append(to_tagged(value))
+            except NotPlain as exc:
+                raise arguments_not_plain(capability, method, exc) from None
+        else:
+            return args, tags, {}, []
     try:
         own_args, tagged_args = own(args)
         if kwargs:
@@ -91,8 +109,16 @@ def checked_result(capability: str, method: str, raw: object) -> object:
 
     One walk (``_plain.own``) checks, copies and tags it; its size is that of the tagged
     text (``_plain.dumps``, without walking the value again), which is only encoded when
-    its bound (``_size_bound``) does not already show it small enough.
+    its bound (``_size_bound``) does not already show it small enough. ``None``, a bool, an
+    int or a float is immutable (its own copy) and only needs ``to_tagged``'s check.
     """
+    t = type(raw)
+    if (t is int or t is bool or raw is None or t is float) and _NUMBER_CHARS <= MAX_RESULT_CHARS:  # immutable
+        try:
+            to_tagged(raw)  # an int past MAX_INT_DIGITS cannot cross
+        except NotPlain as exc:
+            raise invalid_result(capability, method, exc) from None
+        return raw
     try:
         value, tagged = own(raw)
     except NotPlain as exc:
@@ -111,6 +137,9 @@ _TEXT_WORST = 6
 _SCALAR_CHARS = 16
 """More than the tagged text of any scalar takes besides its body (``["f","`` ... ``"]``)."""
 
+_NUMBER_CHARS = _SCALAR_CHARS + MAX_INT_DIGITS + 1
+"""``_size_bound`` of any ``None``, ``bool``, ``int`` or ``float`` (an int's, the largest)."""
+
 
 def _size_bound(raw: object) -> float:
     """An upper bound of the tagged text's length of the plain value ``raw``, known without
@@ -119,7 +148,7 @@ def _size_bound(raw: object) -> float:
     (``inf``: it is encoded and measured)."""
     t = type(raw)
     if t is int:
-        return _SCALAR_CHARS + MAX_INT_DIGITS + 1
+        return _NUMBER_CHARS
     if t is str:
         return _SCALAR_CHARS + _TEXT_WORST * len(raw)  # type: ignore[arg-type]
     if t is bytes:

@@ -116,12 +116,15 @@ async def execute(
     probe: Probe | None = None,
     encode: Encoder | None = None,
     new_scope: Callable[[], anyio.CancelScope] = anyio.CancelScope,
+    clock: Callable[[], float] | None = None,
 ) -> object:
     """Run ``call`` once on ``target``; the result is converted (``_conversion.to_plain``
     with the Host's ``encode``), checked, bounded and a fresh copy.
 
     ``new_scope`` makes the cancel scope an async call runs in: ``anyio.CancelScope``, or
-    the running backend's own class (``scope_class``), which skips anyio's backend lookup.
+    the running backend's own class (``scope_class``), which skips anyio's backend lookup;
+    ``clock`` is ``anyio.current_time`` or the running loop's own (``_loop_clock``), looked
+    up once per run by the caller rather than once per call.
 
     A sync method runs in a worker thread of ``threads``, under its ``early`` or formal
     budget (``_threads``: early work never takes the program's threads).
@@ -138,12 +141,12 @@ async def execute(
     # The tool gets its own copies: ``fn(*args, **kwargs)`` makes the tuple and dict it
     # sees, so only a mutable value inside them needs copying.
     args = call.args if _immutable(call.args) else fresh_copy(call.args)
-    kwargs = call.kwargs if _immutable(call.kwargs.values()) else fresh_copy(call.kwargs)
+    kwargs = call.kwargs if not call.kwargs or _immutable(call.kwargs.values()) else fresh_copy(call.kwargs)
     assert isinstance(args, tuple) and isinstance(kwargs, dict)
     finished = False
     try:
         if method.is_async:
-            finished, raw = await _awaited(fn(*args, **kwargs), timeout, new_scope)
+            finished, raw = await _awaited(fn(*args, **kwargs), timeout, new_scope, clock)
         else:
             work = in_thread(functools.partial(fn, *args, **kwargs))
             if probe is not None:
@@ -173,7 +176,10 @@ async def execute(
 
 
 async def _awaited(
-    awaitable: Awaitable[object], timeout: float, new_scope: Callable[[], anyio.CancelScope] = anyio.CancelScope
+    awaitable: Awaitable[object],
+    timeout: float,
+    new_scope: Callable[[], anyio.CancelScope] = anyio.CancelScope,
+    clock: Callable[[], float] | None = None,
 ) -> tuple[bool, object]:
     """``(True, result)`` of an async tool call, or ``(False, None)`` after ``timeout``.
 
@@ -184,7 +190,7 @@ async def _awaited(
     the deadline, counted from before that first step, as ``move_on_after`` would have.
     """
     with new_scope() as scope:
-        started = _loop_clock()()
+        started = (clock or _loop_clock())()
         if type(awaitable) is not types.CoroutineType:
             scope.deadline = started + timeout
             return True, await awaitable

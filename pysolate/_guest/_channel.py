@@ -5,8 +5,8 @@ it. Waiting for a frame with ``anyio.wait_readable`` registers the socket with t
 loop and removes it again every time (two ``epoll_ctl`` calls and a future per frame,
 about a fifth of the Host's CPU per call). On asyncio the channel therefore keeps one
 reader registered for its whole life: the loop calls ``_on_readable`` whenever bytes
-arrive, they go to the buffer, and a waiting ``receive`` is woken. Other backends (trio)
-keep the portable ``wait_readable`` path. Both read only what the protocol allows to pile
+arrive, they go to the buffer, and a waiting ``receive`` is woken (``_Waiter``: at once,
+in the same loop iteration). Other backends (trio) keep the portable ``wait_readable`` path. Both read only what the protocol allows to pile
 up: the persistent reader pauses once the buffer holds more than one largest frame, so a
 Guest that floods its end costs the Host at most that much memory.
 """
@@ -14,10 +14,12 @@ Guest that floods its end costs the Host at most that much memory.
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import fcntl
 import socket
 import sys
 import termios
+from collections.abc import Callable, Generator
 
 import anyio
 
@@ -47,6 +49,77 @@ def _asyncio_loop() -> asyncio.AbstractEventLoop | None:
         return None
 
 
+_PENDING, _WOKEN, _CANCELLED = 0, 1, 2
+
+
+class _Waiter:
+    """What a ``receive`` waits on for more bytes: an asyncio future to the task awaiting it
+    (the duck-typed protocol ``asyncio.Task`` accepts: ``_asyncio_future_blocking``,
+    ``get_loop``, ``add_done_callback``, ``result``, ``cancel``), except that ``wake`` runs
+    the task's wake-up at once instead of through ``loop.call_soon``.
+
+    A real future would take a second loop iteration per frame (the reader callback sets
+    it, the task resumes in the next iteration: one more ``epoll_wait``, a handle and the
+    loop's own bookkeeping), a few µs of Host CPU per call. ``wake`` is only called from the
+    reader callback, where no task runs, so the task's step can run there. Cancellation
+    (``Task.cancel``, which anyio's cancel scopes use) is a future's: the wake-up is
+    scheduled with ``call_soon`` and ``result`` raises ``CancelledError`` with the message.
+    """
+
+    __slots__ = ("_asyncio_future_blocking", "_cancel_message", "_context", "_loop", "_state", "_wakeup")
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self._asyncio_future_blocking = False
+        self._loop = loop
+        self._state = _PENDING
+        self._wakeup: Callable[[_Waiter], object] | None = None
+        self._context: contextvars.Context | None = None
+        self._cancel_message: object = None
+
+    def get_loop(self) -> asyncio.AbstractEventLoop:
+        return self._loop
+
+    def add_done_callback(self, fn: Callable[[_Waiter], object], *, context: contextvars.Context | None = None) -> None:
+        """Only the awaiting task registers, once (``asyncio.Task.__step``)."""
+        self._wakeup = fn
+        self._context = context if context is not None else contextvars.copy_context()
+
+    def done(self) -> bool:
+        return self._state != _PENDING
+
+    def cancelled(self) -> bool:
+        return self._state == _CANCELLED
+
+    def result(self) -> None:
+        if self._state == _CANCELLED:
+            message = self._cancel_message
+            raise asyncio.CancelledError() if message is None else asyncio.CancelledError(message)
+
+    def cancel(self, msg: object = None) -> bool:
+        if self._state != _PENDING:
+            return False
+        self._state = _CANCELLED
+        self._cancel_message = msg
+        if self._wakeup is not None:
+            self._loop.call_soon(self._wakeup, self, context=self._context)
+        return True
+
+    def wake(self) -> None:
+        """Resume the awaiting task now (from the reader callback only)."""
+        if self._state != _PENDING:
+            return
+        self._state = _WOKEN
+        wakeup, context = self._wakeup, self._context
+        if wakeup is not None and context is not None:
+            context.run(wakeup, self)
+
+    def __await__(self) -> Generator[_Waiter, None, None]:
+        if self._state == _PENDING:
+            self._asyncio_future_blocking = True
+            yield self
+        self.result()
+
+
 class Channel:
     """Frames over one connected, non-blocking socket. Made in the event loop that uses it."""
 
@@ -59,7 +132,7 @@ class Channel:
         self._loop = _asyncio_loop()
         self._reading = False  # the reader is registered with the loop
         self._eof = False  # the peer hung up or the socket failed (seen by the reader)
-        self._waiter: asyncio.Future[None] | None = None  # a receive waiting for bytes
+        self._waiter: _Waiter | None = None  # a receive waiting for bytes
         if self._loop is not None:
             self._resume()
 
@@ -100,8 +173,9 @@ class Channel:
             self._eof = True
             self._pause()
         waiter = self._waiter
-        if waiter is not None and not waiter.done():
-            waiter.set_result(None)
+        if waiter is not None:
+            self._waiter = None
+            waiter.wake()  # last: the task may run its whole call here, and wait again
 
     # -- frames ------------------------------------------------------------------------------
 
@@ -123,11 +197,12 @@ class Channel:
         if self._eof:
             raise ChannelClosed
         self._resume()
-        self._waiter = self._loop.create_future()
+        waiter = self._waiter = _Waiter(self._loop)
         try:
-            await self._waiter
+            await waiter
         finally:
-            self._waiter = None
+            if self._waiter is waiter:
+                self._waiter = None
 
     async def receive(self) -> bytes:
         """The next frame's payload. Raises ``ProtocolViolation`` for an oversized one (as

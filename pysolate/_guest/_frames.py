@@ -14,6 +14,7 @@ and need no model.
 from __future__ import annotations
 
 import json
+import json.scanner
 from dataclasses import dataclass
 from typing import Annotated, Any, Literal
 
@@ -128,6 +129,68 @@ def _text(payload: bytes) -> str | bytes:
     return payload
 
 
+_SCAN = json.scanner.make_scanner(json.JSONDecoder())  # type: ignore[arg-type]  # typeshed: a TODO
+"""The C scanner ``json.loads`` runs (a decoder with its defaults, as ``json.loads``'s own)."""
+
+
+def _loads(text: str | bytes) -> object:
+    """``json.loads(text)``, without its wrapper's passes (type and BOM checks, two
+    whitespace matches) for a ``str`` that starts with ``{``: the scanner from index 0, whose
+    value is the whole text's when it ends at the end. Anything else, an error included,
+    is ``json.loads``'s own doing."""
+    if type(text) is str and text[:1] == "{":
+        try:
+            value, end = _SCAN(text, 0)
+        except (StopIteration, ValueError, RecursionError):
+            end = -1
+        if end == len(text):
+            return value
+    return json.loads(text)
+
+
+def _flat(tagged: object, tag: str) -> list[object] | None:
+    """The body of a tagged ``tuple`` (``tag`` ``"t"``) or ``dict`` (``"d"``), or None when
+    ``tagged`` is not one (left to ``from_tagged``, which says why)."""
+    if type(tagged) is list and len(tagged) == 2 and tagged[0] == tag:
+        body = tagged[1]
+        if type(body) is list:
+            return body
+    return None
+
+
+def _arguments(tagged_args: object, tagged_kwargs: object) -> tuple[object, object]:
+    """``(from_tagged(tagged_args), from_tagged(tagged_kwargs))``: what a call's arguments
+    decode to, and its errors.
+
+    A call's arguments are most often a flat tuple of ints and strs and no keywords; those
+    are decoded here as ``from_tagged`` decodes them (``int(body)``, the str itself, ``{}``).
+    Anything else, or anything that fails, goes to ``from_tagged`` whole, so its values and
+    its errors (messages included) are exactly the reference's
+    (``tests/pysolate/test_broker_fast_path.py`` checks this on generated frames).
+    """
+    items, pairs = _flat(tagged_args, "t"), _flat(tagged_kwargs, "d")
+    if items is not None and pairs is not None and not pairs:
+        values: list[object] = []
+        for item in items:
+            if type(item) is not list or len(item) != 2:
+                break
+            tag, body = item
+            if type(body) is not str:
+                break
+            if tag == "i":
+                try:
+                    values.append(int(body))
+                except ValueError:
+                    break
+            elif tag == "s":
+                values.append(body)
+            else:
+                break
+        else:
+            return tuple(values), {}
+    return from_tagged(tagged_args), from_tagged(tagged_kwargs)
+
+
 _CALL_FIELDS = frozenset(CallFrame.model_fields)
 
 
@@ -166,7 +229,7 @@ def parse_guest_frame(payload: bytes) -> ReadyFrame | Call | Done | TurnDone:
     """
     try:
         # The stdlib parser, not pydantic's: it accepts lone surrogates, which are valid str.
-        raw = json.loads(_text(payload))
+        raw = _loads(_text(payload))
     except (ValueError, RecursionError) as exc:
         raise ProtocolViolation(f"frame is not JSON: {type(exc).__name__}") from None
     call = _call_fields(raw)
@@ -182,8 +245,7 @@ def parse_guest_frame(payload: bytes) -> ReadyFrame | Call | Done | TurnDone:
     try:
         if call is not None:
             capability, method, tagged_args, tagged_kwargs = call
-            args = from_tagged(tagged_args)
-            kwargs = from_tagged(tagged_kwargs)
+            args, kwargs = _arguments(tagged_args, tagged_kwargs)
             if type(args) is not tuple or type(kwargs) is not dict or any(type(k) is not str for k in kwargs):
                 raise ProtocolViolation("call arguments must be a tuple and a dict with str keys")
             return Call(capability, method, args, kwargs)
