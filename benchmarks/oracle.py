@@ -9,7 +9,11 @@ Computed from the source and the recorded chunk times only, never from a Pysolat
    whatever the parser accepts only at seal is complete when the stream ends. A call made
    from inside a compound or multi-line statement (an ``if`` body, an element of a
    multi-line tuple) is complete earlier: when the line holding its end has streamed
-   (issue 16: its own text is final then, whatever the rest of the statement adds).
+   (issue 16: its own text is final then, whatever the rest of the statement adds). Any
+   call, top-level ones too, is complete as soon as its closing parenthesis has streamed
+   when nothing around it in its own statement can repeat, skip or rebind it (no
+   comprehension, conditional, boolean operator or lambda in the statement's own
+   expressions; code mode's ``speculate`` starts calls at their ``)`` too).
 2. *Which calls the program makes, and from which statement*: the sealed program runs once
    against the tools' plain behaviours (no latency, no Host), and each call records its
    call site (line, column) and the top-level statement it was made from.
@@ -38,12 +42,14 @@ count as dependent), which makes the bound later, never earlier; the scenarios a
 from __future__ import annotations
 
 import ast
+import bisect
 import builtins
 import contextlib
 import inspect
+import itertools
 import re
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from bench_tools import ToolSpec, public_methods
@@ -65,7 +71,7 @@ class OracleCall:
     kwargs: dict[str, object]
     site: tuple[int, int]
     statement: int
-    complete_at: float  # when its top-level statement was complete in the stream
+    complete_at: float  # when its text was final in the stream (see the module docstring, 1.)
     complete_chunk: int  # index of the chunk that completed it (len(chunks) = at seal)
     deps: frozenset[int]
     eligible: bool
@@ -132,13 +138,48 @@ def line_times(chunks: Sequence[Chunk], source: str, speed: float = 1.0) -> tupl
     return times, which
 
 
+_DECIDING = (ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp, ast.IfExp, ast.BoolOp, ast.Lambda)
+_BODIES = frozenset({"body", "orelse", "finalbody", "handlers", "cases"})
+
+
 def _separable(stmt: ast.stmt) -> bool:
     """Whether calls of ``stmt`` whose text does not overlap run independently (no
     comprehension, conditional or boolean operator decides or repeats one of them)."""
-    return not any(
-        isinstance(n, ast.ListComp | ast.SetComp | ast.DictComp | ast.GeneratorExp | ast.IfExp | ast.BoolOp | ast.Lambda)
-        for n in ast.walk(stmt)
-    )
+    return not any(isinstance(n, _DECIDING) for n in ast.walk(stmt))
+
+
+def _innermost(top: ast.stmt, span: tuple[int, int, int, int]) -> ast.stmt:
+    """The innermost statement of ``top`` whose text holds the call at ``span``."""
+    found = top
+    for node in ast.walk(top):
+        if isinstance(node, ast.stmt) and node.end_lineno is not None and node.end_col_offset is not None:
+            holds = (node.lineno, node.col_offset) <= span[:2] and span[2:] <= (node.end_lineno, node.end_col_offset)
+            if holds and (node.lineno, node.col_offset) >= (found.lineno, found.col_offset):
+                found = node
+    return found
+
+
+def _final_at_its_paren(stmt: ast.stmt) -> bool:
+    """Whether a call in ``stmt``'s own expressions (not its bodies) runs, once, with the
+    arguments its text shows, whatever follows its closing parenthesis."""
+    own = [value for name, value in ast.iter_fields(stmt) if name not in _BODIES and isinstance(value, ast.AST | list)]
+    parts = [p for value in own for p in (value if isinstance(value, list) else [value]) if isinstance(p, ast.AST)]
+    return not any(isinstance(n, _DECIDING) for part in parts for n in ast.walk(part))
+
+
+def char_times(chunks: Sequence[Chunk], source: str, speed: float = 1.0) -> Callable[[int, int], tuple[float, int]]:
+    """``at(line, utf8_column)``: when the character just before that position had
+    streamed, and the index of the chunk that brought it."""
+    starts = [0, *(m.end() for m in re.finditer(r"\r\n|\r|\n", source))]
+    ends = list(itertools.accumulate(len(c.text) for c in chunks))
+
+    def at(line: int, column: int) -> tuple[float, int]:
+        text = source[starts[line - 1] :]
+        offset = starts[line - 1] + len(text.encode()[:column].decode(errors="ignore"))
+        k = min(bisect.bisect_left(ends, offset), len(chunks) - 1)
+        return chunks[k].t / speed, k
+
+    return at
 
 
 def trace_calls(
@@ -362,6 +403,7 @@ def compute(
     times, which, source = completion_times(chunks, speed)
     body = ast.parse(source).body
     lines, line_chunks = line_times(chunks, source, speed)
+    closed_at = char_times(chunks, source, speed)
     units = _units(body, set(specs))
     closure = unit_closure(units)
     stream_end = chunks[-1].t / speed if chunks else 0.0
@@ -394,6 +436,10 @@ def compute(
         inside = top.lineno <= t.span[2] <= (top.end_lineno or top.lineno)
         if inside and t.span[2] < len(lines) and lines[t.span[2]] < available:
             available, chunk = lines[t.span[2]], line_chunks[t.span[2]]
+        if inside and _final_at_its_paren(_innermost(top, t.span)):
+            paren, paren_chunk = closed_at(t.span[2], t.span[3])
+            if paren < available:
+                available, chunk = paren, paren_chunk
         key = (*call_id(t.capability, t.method, t.args, t.kwargs), epochs.get(t.capability, 0))
         branch_write = t.capability in early_writes and t.extra.get("effect") == "write"
         if branch_write:

@@ -310,8 +310,9 @@ async def _seal(
             total = snapshot.first_new + len(new)  # len(statements) would materialize them all
             trace.snapshot_accepted(statements=total, new_statements=len(new), chars=snapshot.end)
             timeline.mark("stream", f"{total} statements", anyio.current_time() - t0, "snapshot")
-        # The statement still streaming: its complete parts, for discovery only.
-        found = parser.pending()
+        # The statement still streaming: its complete parts, for discovery only (under the
+        # pushdown lens a call is final only with the projection after its ")").
+        found = parser.pending(at_paren=lens is None)
         if found is not None:
             if lens is not None:
                 found = Pending(list(lens(found.statements)), found.limit)

@@ -128,7 +128,7 @@ class PrefixParser:
         self._candidate = False
         self._start = 0
         self._at_newline = 0  # groups accepted at the end of their logical line
-        self._pending_at = (0, 0)  # (group line, complete lines) of the last pending() parse
+        self._pending_at = (0, 0, 0)  # (group line, complete lines, tail used) of the last pending() parse
         self._statements: list[ast.stmt] = []  # accepted statements; append-only
         self._end = 0  # characters covered by _statements (the groups parsed so far)
         self._groups = 0  # groups parsed successfully
@@ -187,16 +187,31 @@ class PrefixParser:
             return None
         return Snapshot.view(self._statements, before, self._end, self._source_text)
 
-    def pending(self) -> Pending | None:
+    def pending(self, *, at_paren: bool = True) -> Pending | None:
         """A provisional parse of the unfinished statement (``occurrences.parser._pending``), when
-        it gained complete lines since the last call; None otherwise, or when nothing can
-        be taken from it. For discovery only: none of it is accepted, and it may change.
+        it gained complete lines, or its unfinished line a ``,`` or ``)``, since the last call;
+        None otherwise, or when nothing can be taken from it. For discovery only: none of it
+        is accepted, and it may change.
+
+        The unfinished line counts once it is known to belong to the group (``_decided``: a
+        column-0 ``e``... may still become ``else``). Its last ``,`` or ``)`` marks the furthest
+        cut it can offer, so text streaming inside an element costs no re-parse.
+        ``at_paren=False``: a ``)`` is no cut (see ``_pending``).
         """
-        at = (self._group_line, len(self._group))
-        if self._phase is not _Phase.OPEN or not self._code or at == self._pending_at:
+        if self._phase is not _Phase.OPEN:
+            return None
+        tail = "".join(self._tail) if self._decided else ""
+        if len(self._tail) > 1:
+            self._tail[:] = [tail]
+        mark = max(tail.rfind(","), tail.rfind(")"))
+        if mark < 0 or self._group_len + mark >= MAX_TAIL_PENDING_CHARS or not _ends_a_call(tail, mark):
+            mark = -1  # the tail offers nothing a complete line would not offer sooner or as well
+        tail = tail[: mark + 1]
+        at = (self._group_line, len(self._group), len(tail))
+        if at == self._pending_at or not (self._code or tail.strip(_BLANK)):
             return None
         self._pending_at = at
-        found = pending("".join(self._group))
+        found = pending("".join(self._group) + tail, at_paren=at_paren)
         if found is None:
             return None
         shift = self._group_line - 1
@@ -358,6 +373,18 @@ class PrefixParser:
         self._group.clear()
         self._group_len = 0
         self._code = False
+
+
+MAX_TAIL_PENDING_CHARS: Final = 4_000
+"""Longest unfinished statement whose line still streaming is parsed provisionally (at a
+``,`` or ``)``: several times per line). Longer ones are parsed at their line ends only,
+which bounds the re-parsing (about 3 ms per parse at 4,000 characters)."""
+
+
+def _ends_a_call(tail: str, mark: int) -> bool:
+    """Whether the ``,`` or ``)`` at ``mark`` may end a call: a ``)``, or a ``,`` right
+    after one (``1,`` or ``x,`` completes no call, so re-parsing for it would find nothing new)."""
+    return tail[mark] == ")" or tail[:mark].rstrip(_BLANK).endswith(")")
 
 
 _POSITIONED: dict[type, tuple[bool, tuple[str, ...]]] = {}

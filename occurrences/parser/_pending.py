@@ -11,7 +11,16 @@ parse that discovery may read (never run, never trust for anything else):
   its body gets ``pass``, a ``try`` still in its body gets ``finally: pass``;
 * inside brackets, the text is cut after the last comma that directly separates elements
   of a still-open bracket, and those brackets are closed; every element before the cut is
-  complete, the one after it is dropped.
+  complete, the one after it is dropped;
+* a closing parenthesis is a cut too, where what precedes it can no longer become a
+  comprehension's element: at the statement's own level (``x = docs.get(k)`` before its
+  newline), or inside a bracket that already holds a comma. Then a call is discovered as
+  soon as its ``)`` has streamed, as code mode's ``speculate`` starts it. (Not with
+  ``at_paren=False``: when a pass may rewrite a call by what follows it, such as the
+  projection pushdown's ``.splitlines()[:n]``, the call is not final at its ``)``.)
+
+The text may end inside a line (the chunk so far): that line is unfinished, never taken
+for a complete one, and only its part before a cut is used.
 
 Everything before the cut is the model's own text at its final position, so the nodes it
 yields carry the final parse's positions. A call that ends after ``Pending.limit`` was
@@ -66,13 +75,13 @@ class _Block:
     indent: str  # the header line's leading whitespace
 
 
-def pending(text: str) -> Pending | None:
+def pending(text: str, *, at_paren: bool = True) -> Pending | None:
     """The provisional parse of ``text`` (complete physical lines of one unfinished group;
     positions relative to its first line), or None when nothing can be taken from it yet."""
     if not text or len(text) > MAX_PENDING_CHARS:
         return None
     # Lines end as the tokenizer ends them; string values and positions do not change.
-    repaired = _repair(_EOL.sub("\n", text))
+    repaired = _repair(_EOL.sub("\n", text), at_paren)
     if repaired is None:
         return None
     source, limit = repaired
@@ -85,15 +94,17 @@ def pending(text: str) -> Pending | None:
     return Pending(module.body, limit)
 
 
-def _repair(text: str) -> tuple[str, tuple[int, int]] | None:
+def _repair(text: str, at_paren: bool) -> tuple[str, tuple[int, int]] | None:
     """The text made parseable, and where the model's text ends in it (line, UTF-8 column)."""
     lines = text.split("\n")
     lines = [line + "\n" for line in lines[:-1]] + ([lines[-1]] if lines[-1] else [])
+    partial = not text.endswith("\n")  # the last line is still streaming
     blocks: list[_Block] = []  # open bodies, innermost last (as of the last NEWLINE)
     header: _Block | None = None  # a header whose body has not begun
     stack: list[_Block] = []  # open bodies while tokenizing
     brackets: list[str] = []
-    cut: tuple[int, int, tuple[str, ...]] | None = None  # (row, col, open brackets) after a comma
+    separated: list[bool] = []  # per open bracket: it holds an element-level comma
+    cut: tuple[int, int, tuple[str, ...]] | None = None  # (row, col, open brackets) after a comma or ")"
     first: str | None = None  # first token of the current logical line
     line_start = 1
     last = ""  # last significant token of the current logical line
@@ -118,6 +129,8 @@ def _repair(text: str) -> tuple[str, tuple[int, int]] | None:
             if kind in (tokenize.NL, tokenize.COMMENT):
                 continue
             if kind == tokenize.NEWLINE:
+                if partial and not value:
+                    break  # the tokenizer ending the unfinished last line: it has not ended
                 if last == ":" and first in _HEADERS:
                     pending_header = _Block(first, _indent(lines[line_start - 1]))
                 blocks, header = list(stack), pending_header
@@ -135,14 +148,22 @@ def _repair(text: str) -> tuple[str, tuple[int, int]] | None:
             elif kind == tokenize.OP and not fstrings:
                 if value in _OPEN:
                     brackets.append(value)
+                    separated.append(False)
                 elif value in (")", "]", "}") and brackets:
                     brackets.pop()
+                    separated.pop()
+                    if at_paren and value == ")" and (not separated or separated[-1]):
+                        cut = (tok.end[0], tok.end[1], tuple(brackets))
                 elif value == "," and brackets:
+                    separated[-1] = True
                     cut = (tok.end[0], tok.end[1], tuple(brackets))
     except (tokenize.TokenError, SyntaxError):
         pass  # text ending inside brackets or a string: what came before stands
     if first is None:
-        # The text ends between logical lines: close the open blocks.
+        # The text ends between logical lines (or on a line with no token yet): close the
+        # open blocks after the last complete line.
+        if partial:
+            text, lines = text[: len(text) - len(lines[-1])], lines[:-1]
         return _closed(text, blocks, header), _end(lines)
     if cut is None:
         return None  # nothing complete on the unfinished logical line

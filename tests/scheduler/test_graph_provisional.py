@@ -281,3 +281,35 @@ def test_chunking_never_changes_the_real_graph(cut: int) -> None:
     whole.add_statements(parser.close().statements)
     real = [(str(n.id), n.args, n.kwargs, n.state) for n in s.graph.nodes() if not n.provisional]
     assert real == [(str(n.id), n.args, n.kwargs, n.state) for n in whole.nodes()]
+
+
+def test_a_top_level_read_starts_at_its_closing_parenthesis_and_is_claimed_once() -> None:
+    """The chunk that brings ``)`` starts the read (provisional: the line may still go on);
+    the statement accepted at its newline holds the same call, which claims that work: one
+    physical call, nothing orphaned."""
+
+    async def main() -> tuple[list[list[str]], dict[int, Disposition]]:
+        s = Streamed()
+        started: list[str] = []
+        seen: list[list[str]] = []
+
+        async def execute(node: Node, obs: Observation) -> object:
+            assert node.kwargs is not None
+            started.append(str(node.kwargs["query"]))
+            return ["r"]
+
+        async with SpeculativeLane(s.graph, execute, LanePolicy()) as lane:
+            for text in ('plan = docs.search(query="a"', ")", ".copy()", "\n", "n = 1\n"):
+                s.put(text)
+                lane.pump()
+                await anyio.wait_all_tasks_blocked()
+                seen.append(list(started))
+            s.graph.add_statements(s.parser.close().new_statements)
+            for n in s.graph.nodes():
+                if not n.provisional and n.key is not None:
+                    await lane.claim(n.key)
+        return seen, lane.dispositions()
+
+    seen, dispositions = anyio.run(main)
+    assert seen == [[], ["a"], ["a"], ["a"], ["a"]]
+    assert [d.value for d in dispositions.values()] == ["claimed"]

@@ -1,0 +1,139 @@
+"""Provisional parses of the statement still streaming (``PrefixParser.pending``).
+
+A provisional parse is for discovery only, but the calls it offers must be the model's own
+text at its final position: every call that ends within ``limit`` is, node for node and
+position for position, a call of the final parse. The property below checks that for every
+chunking of programs written to stress the repair (brackets, strings holding ``,`` and
+``)``, comprehensions, headers split over lines, ``\\r\\n``, continuations).
+"""
+
+from __future__ import annotations
+
+import ast
+import itertools
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from occurrences import PrefixParser
+
+PROGRAMS = [
+    'x = docs.get(k="a")\ny = docs.search(q=x, n=2)\nprint(x, y)\n',
+    'if mode == "fast":\n    plan = docs.search(query="fast, path)")\n    n = len(plan)\nelse:\n    plan = docs.get(k=(1, 2))\n',
+    "results = (\n    docs.get(k='a'),\n    docs.get(\n        k='b'),\n    docs.search(q=f\"{x}, {y})\"),\n)\n",
+    "pages = [docs.get(k=q) for q in qs]\nsizes = {docs.get(k=q): len(q) for q in (1, 2)}\n",
+    "for t in topics:\n    r = docs.search(query=t)\n    if r:\n        break\n    docs.get(k=t)\n",
+    "try:\n    owner = kb.get(key='o')\nexcept (KeyError, ValueError) as e:\n    docs.search(query=str(e))\nfinally:\n    done(1)\n",
+    "with docs.open(p) as f, docs.open(q) as g:\n    data = f.read(), g.read()\n",
+    "total = docs.get(k='a') + \\\n    docs.get(k='b')\nz = docs.get(k=1) if total else docs.get(k=2)\n",
+    "x = f(a)(b)[c(d)].e(g)\r\ny = h(\r\n    i(j),\r\n    k)\r\n",
+    "@decorate(docs.get(k='d'))\ndef f(a, b=docs.get(k='e')):\n    return docs.search(q=a)\n\nv = f(1)\n",
+    "match docs.get(k='m'):\n    case Point(x=1):\n        docs.get(k='p')\n    case _:\n        pass\n",
+    "s = '''multi, line)\n''' + docs.get(k=\"s\")\nt = lambda: docs.get(k='l')\n",
+]
+
+
+def _calls(statements: list[ast.stmt]) -> list[ast.Call]:
+    return [n for s in statements for n in ast.walk(s) if isinstance(n, ast.Call)]
+
+
+def _key(node: ast.Call) -> tuple[int, int, int | None, int | None]:
+    return (node.lineno, node.col_offset, node.end_lineno, node.end_col_offset)
+
+
+@st.composite
+def chunked(draw: st.DrawFn) -> tuple[str, list[str]]:
+    source = draw(st.sampled_from(PROGRAMS))
+    cuts = sorted(draw(st.sets(st.integers(1, len(source) - 1), max_size=len(source) // 2)))
+    bounds = [0, *cuts, len(source)]
+    return source, [source[a:b] for a, b in itertools.pairwise(bounds)]
+
+
+@settings(max_examples=300, deadline=None)
+@given(chunked())
+def test_every_provisional_call_within_the_limit_is_a_call_of_the_final_parse(case: tuple[str, list[str]]) -> None:
+    source, chunks = case
+    final = {_key(n): ast.dump(n, include_attributes=True) for n in _calls(ast.parse(source).body)}
+    parser = PrefixParser()
+    for chunk in chunks:
+        parser.feed(chunk)
+        found = parser.pending()
+        if found is None:
+            continue
+        for node in _calls(found.statements):
+            assert node.end_lineno is not None and node.end_col_offset is not None
+            if (node.end_lineno, node.end_col_offset) > found.limit:
+                continue  # closed by the repair: never run (the lane refuses it)
+            assert final.get(_key(node)) == ast.dump(node, include_attributes=True), ast.unparse(node)
+
+
+def _pending_calls(chunks: list[str]) -> list[list[str]]:
+    """After each chunk: the calls a fresh provisional parse offers (within its limit)."""
+    parser = PrefixParser()
+    seen: list[list[str]] = []
+    for chunk in chunks:
+        parser.feed(chunk)
+        found = parser.pending()
+        if found is None:
+            seen.append([])
+            continue
+        seen.append(
+            [
+                ast.unparse(n)
+                for n in _calls(found.statements)
+                if (n.end_lineno, n.end_col_offset) <= found.limit and isinstance(n.func, ast.Attribute)
+            ]
+        )
+    return seen
+
+
+def test_a_top_level_call_is_offered_at_its_closing_parenthesis() -> None:
+    assert _pending_calls(['x = docs.get(k="a"', ")", "\n"]) == [[], ["docs.get(k='a')"], []]
+
+
+def test_a_call_in_an_if_body_is_offered_before_its_newline() -> None:
+    chunks = ["if m:\n", '    y = docs.get(k="a")', ".strip()", "\n"]
+    assert _pending_calls(chunks)[1] == ["docs.get(k='a')"]
+
+
+def test_an_element_is_offered_at_its_comma_and_a_later_one_at_its_paren() -> None:
+    both = ["docs.get(k='a')", "docs.get(k='b')"]
+    chunks = ["r = (\n    docs.get(k='a')", ",", "\n    docs.get(k='b')", "\n)"]
+    assert _pending_calls(chunks) == [[], ["docs.get(k='a')"], both, both]
+
+
+def test_a_first_element_that_may_become_a_comprehension_waits_for_its_comma() -> None:
+    """``[docs.get(k=q)`` may go on `` for q in qs]``: its ``q`` would be another name."""
+    assert _pending_calls(["r = [docs.get(k=q)", " for q in qs]"]) == [[], []]
+    assert _pending_calls(["r = [a, docs.get(k=q)", "]"])[0] == ["docs.get(k=q)"]
+
+
+def test_a_column_0_line_that_may_still_become_else_is_not_used() -> None:
+    """``e`` may be ``else``: until that is decided the line belongs to no group."""
+    parser = PrefixParser()
+    parser.feed("if x:\n    pass\n")
+    parser.pending()
+    parser.feed("e")
+    assert parser.pending() is None
+
+
+def test_text_inside_an_element_costs_no_new_parse() -> None:
+    """Only a new ``,`` or ``)`` (or a new line) can offer more: nothing else re-parses."""
+    parser = PrefixParser()
+    parser.feed("r = (\n    docs.get(k='a'),")
+    assert parser.pending() is not None
+    for piece in ("\n", "    docs.", "search(q='lon", "ger text"):
+        parser.feed(piece)
+        found = parser.pending()
+        if piece != "\n":
+            assert found is None
+
+
+def test_without_at_paren_a_call_waits_for_what_may_rewrite_it() -> None:
+    """Under the projection pushdown ``fs.read_text(p)`` may become ``.splitlines()[:2]``:
+    the call is final only at the line's end (or an element's comma)."""
+    parser = PrefixParser()
+    parser.feed('first = fs.read_text("f1")')
+    assert parser.pending(at_paren=False) is None
+    parser.feed(".splitlines()[:2]\n")
+    assert parser.pending(at_paren=False) is None, "accepted at its newline, nothing pending"
