@@ -57,6 +57,9 @@ __all__ = [
 ]
 
 
+_SCALARS = frozenset({type(None), bool, int, float, str})
+"""Exact immutable result types: ``fresh_copy`` returns them as they are (without its call)."""
+
 _WRITES = frozenset(effect for effect in Effect if effect.may_write)
 """The effects whose calls count in their capability's epoch (``Effect.may_write``, as a
 set: the property costs ten times the lookup, on every call)."""
@@ -300,7 +303,7 @@ class RunScope:
             self.claims.end_formal(formal, value=result)  # type: ignore[union-attr]
         self._record(capability, method, call.args, call.kwargs, call, key, "ok", result, None, now)
         self._written(call, key)
-        return fresh_copy(result)
+        return result if type(result) in _SCALARS else fresh_copy(result)  # a scalar is its own copy
 
     def _written(self, call: BoundCall, key: CallKey) -> None:
         """A call that may write has ended (returned or raised): no write is in flight on its
@@ -400,6 +403,8 @@ class RunScope:
             spec = _spec_or_none(self._registrations.get(capability), method)
             plain_args, plain_kwargs = _plain_or_repr(args), _plain_or_repr(dict(kwargs))
         assert isinstance(plain_args, tuple) and isinstance(plain_kwargs, dict)
+        t0 = self._t0
+        assert t0 is not None  # every receipt follows its call's ``_now()``, which set it
         calls = self._calls
         calls.append(
             CallRecord(  # positionally, in field order (keywords cost a third of a receipt)
@@ -410,7 +415,7 @@ class RunScope:
                 result,
                 None if failure is None else ErrorInfo(failure.type_name, failure.message, None),
                 started,
-                self._now(),
+                self._clock() - t0,
                 key,
                 None,  # occurrence_id
                 lane,

@@ -34,7 +34,7 @@ from collections.abc import Callable, Mapping
 import anyio
 
 from occurrences import NotPlain, check_plain, tool_name
-from occurrences._plain import MAX_INT_DIGITS, own, to_tagged
+from occurrences._plain import _INT_BOUND, MAX_INT_DIGITS, own, to_tagged
 
 from ._compact import compact
 from ._guest_api import ToolFailure
@@ -114,6 +114,8 @@ def checked_result(capability: str, method: str, raw: object) -> object:
     """
     t = type(raw)
     if (t is int or t is bool or raw is None or t is float) and _NUMBER_CHARS <= MAX_RESULT_CHARS:  # immutable
+        if t is int and -_INT_BOUND < raw < _INT_BOUND:  # to_tagged's check of an int, without its call
+            return raw
         try:
             to_tagged(raw)  # an int past MAX_INT_DIGITS cannot cross
         except NotPlain as exc:
