@@ -1,7 +1,7 @@
 """The nearest peer, side by side: Pydantic AI harness code mode on the same scenarios.
 
-    .venv/bin/pip install -e '.[bench]'      # pydantic-ai-harness[code-mode]
-    .venv/bin/python benchmarks/peer.py [--only NAME,...] [--modes plain,eager,speculate]
+    python3 -m venv .venv-bench && .venv-bench/bin/pip install -e '.[bench]'   # its own venv: the harness pins pydantic-ai-slim below the test extra
+    .venv-bench/bin/python benchmarks/peer.py [--only NAME,...] [--modes plain,eager,speculate]
 
 ``latency.py`` calls ``run_peer`` for each scenario when the package is installed. The
 peer is driven the way a model would drive it: pydantic-ai's ``FunctionModel`` streams a
