@@ -28,7 +28,7 @@ In one run it prints:
    (max RSS) and of the Host with all its Guests (sampled), and that every result equals
    its sequential twin (the twins run concurrently too, each one itself sequential); wall
    over the longest single run (issue 18 target <= 1.5x), runs per core (runs / cores /
-   wall-seconds) and the CPU of the runs (Host + every Guest: a cgroup v2 of the
+   wall, times the longest stream: the docs' measure) and the CPU of the runs (Host + every Guest: a cgroup v2 of the
    benchmark's own, ``benchmarks/cgroup_cpu.py``, where one may be made). A run that
    raises is counted and its first error printed, not propagated.
 """
@@ -244,8 +244,8 @@ async def scale(guest: GuestKind, runs: int, meter: CgroupMeter | None) -> None:
         f"Host + all Guest processes (sampled every 0.1 s) {peak_tree / 2**20:.0f} MiB"
     )
     print(
-        f"   wall / longest single run: {wall / longest:.2f}x (target <= 1.5x); runs per core: {runs / cores / wall:.1f} per s "
-        f"({runs} runs, {cores} cores); CPU of the runs: "
+        f"   wall / longest single run: {wall / longest:.2f}x (target <= 1.5x); runs per core: {runs / cores * longest / wall:.0f} "
+        f"(runs / {cores} cores x longest stream / wall: the runs each core keeps up with their streams); CPU of the runs: "
         + (f"{cpu:.2f} s = {cpu / runs * 1e3:.1f} ms per run, {cpu / wall:.2f} cores busy (cgroup v2 usage_usec)" if cpu is not None else CgroupMeter.FALLBACK)
     )
     print(f"   equal to the sequential twin: {equal}/{runs}; raised: {len(raised)}" + (f" (first: {raised[0]!r})" if raised else "") + f"; commonest status {statuses}")
