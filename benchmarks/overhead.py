@@ -27,9 +27,10 @@ In one run it prints:
    scenarios round-robin at recorded speed; wall time, peak memory of the Host process
    (max RSS) and of the Host with all its Guests (sampled), and that every result equals
    its sequential twin (the twins run concurrently too, each one itself sequential); wall
-   over the longest single run (issue 18 target <= 1.5x), runs per core (runs / cores /
-   wall, times the longest stream: the docs' measure) and the CPU of the runs (Host + every Guest: a cgroup v2 of the
-   benchmark's own, ``benchmarks/cgroup_cpu.py``, where one may be made). A run that
+   over the longest single run (issue 18 target <= 1.5x), runs per core (runs / cores x
+   longest stream / wall, as docs/benchmarks.md counts them) and the CPU of the runs (Host
+   + every Guest: a cgroup v2 of the benchmark's own, ``benchmarks/cgroup_cpu.py``, where
+   one may be made). A run that
    raises is counted and its first error printed, not propagated.
 """
 
