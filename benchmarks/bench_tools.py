@@ -176,7 +176,7 @@ def _ws_specs(s: float) -> dict[str, ToolSpec]:
     peer); a Pysolate Host registers ``BenchWorkspace`` instead."""
     files = dict(_WS_FILES)
 
-    def read_text(path: str) -> str:
+    def read_text(path: str, encoding: str = "utf-8") -> str:
         if path not in files:
             raise FileNotFoundError(path)
         return files[path]
@@ -188,7 +188,7 @@ def _ws_specs(s: float) -> dict[str, ToolSpec]:
         prefix = "" if path in (".", "") else path.rstrip("/") + "/"
         return sorted({p[len(prefix) :].split("/")[0] for p in files if p.startswith(prefix)})
 
-    def write_text(path: str, text: str) -> None:
+    def write_text(path: str, text: str, encoding: str = "utf-8") -> None:
         files[path] = text
 
     effects = {"read_text": Effect.IMMUTABLE_READ, "exists": Effect.IMMUTABLE_READ, "list_dir": Effect.IMMUTABLE_READ}

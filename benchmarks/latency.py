@@ -17,7 +17,7 @@ latencies. In ONE run, one after the other, per scenario:
 - **Pysolate**: ``run_stream`` on the same stream replayed at recorded speed;
 - **oracle**: the bound computed from the source and the chunk times alone (``oracle.py``;
   writes to the ``ws`` workspace's run-private branch run mid-stream in it, issue 17);
-- **peer** (when ``pydantic-ai-harness`` is installed, ``pip install -e .[bench]``): the
+- **peer** (when ``pydantic-ai-harness`` is installed, ``pip install -e .[bench]`` in a venv of its own): the
   same program through Pydantic AI code mode (``peer.py``), in each mode asked for.
 
 Then the session scenario (``session_bench``: turns in one session, one iterating over

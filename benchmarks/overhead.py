@@ -1,6 +1,10 @@
 """Benchmark: what Pysolate costs per call, whether Guest start-up hides, and scale.
 
-    .venv/bin/python benchmarks/overhead.py [--guest isolated|seccomp|landlock|landlock-spawn] [--calls N] [--runs N]
+    .venv/bin/python benchmarks/overhead.py [--guest KIND ...] [--calls N] [--runs N] [--scale-only]
+
+``--guest`` takes one kind or more (isolated = the default level, namespaces forked;
+seccomp; landlock (forked); landlock-spawn; in-process): every section runs for each, in
+this one session, so the kinds are side by side (``--scale-only``: section 4 only).
 
 In one run it prints:
 
@@ -22,8 +26,12 @@ In one run it prints:
 4. **scale**: N (default 200) concurrent ``run_stream`` runs in ONE Host, the read-only
    scenarios round-robin at recorded speed; wall time, peak memory of the Host process
    (max RSS) and of the Host with all its Guests (sampled), and that every result equals
-   its sequential twin (the
-   twins run concurrently too, each one itself sequential).
+   its sequential twin (the twins run concurrently too, each one itself sequential); wall
+   over the longest single run (issue 18 target <= 1.5x), runs per core (runs / cores x
+   longest stream / wall, as docs/benchmarks.md counts them) and the CPU of the runs (Host
+   + every Guest: a cgroup v2 of the benchmark's own, ``benchmarks/cgroup_cpu.py``, where
+   one may be made). A run that
+   raises is counted and its first error printed, not propagated.
 """
 
 from __future__ import annotations
@@ -43,6 +51,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import anyio
 from bench_tools import GuestKind, guest_factory, make_host
 from broker_cpu import host_cpu_per_call, side_by_side
+from cgroup_cpu import CgroupMeter
 from latency import call_log, load
 
 from pysolate import Effect, Host, LanePolicy, RunResult
@@ -171,8 +180,8 @@ def tree_rss() -> int:
     return total
 
 
-async def scale(guest: GuestKind, runs: int) -> None:
-    print(f"4. scale: {runs} concurrent run_stream runs in one Host ({len(READ_ONLY)} read-only scenarios round-robin)")
+async def scale(guest: GuestKind, runs: int, meter: CgroupMeter | None) -> None:
+    print(f"4. scale [{guest}]: {runs} concurrent run_stream runs in one Host ({len(READ_ONLY)} read-only scenarios round-robin)")
     recordings = {name: load(name) for name in READ_ONLY}
     host, _ = make_host(guest=guest)
     twins_host, _ = make_host(guest=guest)
@@ -180,8 +189,13 @@ async def scale(guest: GuestKind, runs: int) -> None:
     results: list[RunResult | None] = [None] * runs
     twins: list[RunResult | None] = [None] * runs
 
+    raised: list[BaseException] = []
+
     async def one(i: int) -> None:
-        results[i] = await host.run_stream(play(recordings[names[i]].chunks))
+        try:
+            results[i] = await host.run_stream(play(recordings[names[i]].chunks))
+        except Exception as error:  # counted and reported: the scale run is what is measured
+            raised.append(error)
 
     async def twin(i: int) -> None:
         twins[i] = await twins_host.run_source(recordings[names[i]].text, speculate=False)
@@ -196,6 +210,7 @@ async def scale(guest: GuestKind, runs: int) -> None:
             await anyio.sleep(0.1)
 
     rss0 = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    cpu0 = meter.seconds() if meter is not None else None
     t0 = time.perf_counter()
     async with anyio.create_task_group() as outer:
         outer.start_soon(sample)
@@ -204,6 +219,8 @@ async def scale(guest: GuestKind, runs: int) -> None:
                 tg.start_soon(one, i)
         sampling = False
     wall = time.perf_counter() - t0
+    await anyio.sleep(0.2)  # let the last Guests' cgroups flush their CPU into the meter's
+    cpu = meter.seconds() - cpu0 if meter is not None and cpu0 is not None else None
     rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     t0 = time.perf_counter()
     async with anyio.create_task_group() as tg:
@@ -216,7 +233,9 @@ async def scale(guest: GuestKind, runs: int) -> None:
         if r is not None and t is not None and (r.status, r.value, r.stdout, r.error, call_log(r)) == (t.status, t.value, t.stdout, t.error, call_log(t))
     )
     longest = max(recordings[n].duration for n in names)
-    own = [r.report.wall_seconds for r in results if r is not None]
+    own = [r.report.wall_seconds for r in results if r is not None] or [float("nan")]
+    cores = os.cpu_count() or 1
+    statuses = statistics.multimode([r.status.value for r in results if r is not None] or ["none"])
     print(
         f"   wall {wall:.2f} s (longest stream {longest:.2f} s; per-run median {statistics.median(own):.2f} s, "
         f"max {max(own):.2f} s); sequential twins, concurrently: {twin_wall:.2f} s"
@@ -225,7 +244,12 @@ async def scale(guest: GuestKind, runs: int) -> None:
         f"   peak RSS: Host process {rss / 1024:.0f} MiB (before the runs: {rss0 / 1024:.0f} MiB); "
         f"Host + all Guest processes (sampled every 0.1 s) {peak_tree / 2**20:.0f} MiB"
     )
-    print(f"   equal to the sequential twin: {equal}/{runs}")
+    print(
+        f"   wall / longest single run: {wall / longest:.2f}x (target <= 1.5x); runs per core: {runs / cores * longest / wall:.0f} "
+        f"(runs / {cores} cores x longest stream / wall: the runs each core keeps up with their streams); CPU of the runs: "
+        + (f"{cpu:.2f} s = {cpu / runs * 1e3:.1f} ms per run, {cpu / wall:.2f} cores busy (cgroup v2 usage_usec)" if cpu is not None else CgroupMeter.FALLBACK)
+    )
+    print(f"   equal to the sequential twin: {equal}/{runs}; raised: {len(raised)}" + (f" (first: {raised[0]!r})" if raised else "") + f"; commonest status {statuses}")
 
 
 async def host_cpu(guest: GuestKind, baseline: str | None) -> None:
@@ -239,19 +263,23 @@ async def host_cpu(guest: GuestKind, baseline: str | None) -> None:
         print(f"   {label:12} {seconds * 1e6:6.1f} µs")
 
 
-async def main(guest: GuestKind, calls: int, runs: int, baseline: str | None) -> None:
-    await broker_cost(guest, calls)
-    await host_cpu(guest, baseline)
-    await guest_start(guest)
-    await tiny_calls(guest)
-    await scale(guest, runs)
+async def main(guests: list[GuestKind], calls: int, runs: int, baseline: str | None, scale_only: bool) -> None:
+    meter = CgroupMeter.enter()  # before any Guest, so every Guest cgroup lands beneath it
+    for guest in guests:
+        if not scale_only:
+            await broker_cost(guest, calls)
+            await host_cpu(guest, baseline)
+            await guest_start(guest)
+            await tiny_calls(guest)
+        await scale(guest, runs, meter)
 
 
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--guest", choices=["isolated", "seccomp", "landlock", "landlock-spawn", "in-process"], default="isolated")
+    parser.add_argument("--guest", nargs="+", choices=["isolated", "seccomp", "landlock", "landlock-spawn", "in-process"], default=["isolated"])
     parser.add_argument("--calls", type=int, default=500)
     parser.add_argument("--runs", type=int, default=200)
+    parser.add_argument("--scale-only", action="store_true", help="only section 4 (scale), for each --guest")
     parser.add_argument("--baseline", help="a git revision whose Host CPU per call is measured side by side (1b)")
     options = parser.parse_args()
-    anyio.run(main, options.guest, options.calls, options.runs, options.baseline)
+    anyio.run(main, options.guest, options.calls, options.runs, options.baseline, options.scale_only)

@@ -1,7 +1,7 @@
 """The nearest peer, side by side: Pydantic AI harness code mode on the same scenarios.
 
-    .venv/bin/pip install -e '.[bench]'      # pydantic-ai-harness[code-mode]
-    .venv/bin/python benchmarks/peer.py [--only NAME,...] [--modes plain,eager,speculate]
+    python3 -m venv .venv-bench && .venv-bench/bin/pip install -e '.[bench]'   # its own venv: the harness pins pydantic-ai-slim below the test extra
+    .venv-bench/bin/python benchmarks/peer.py [--only NAME,...] [--modes plain,eager,speculate]
 
 ``latency.py`` calls ``run_peer`` for each scenario when the package is installed. The
 peer is driven the way a model would drive it: pydantic-ai's ``FunctionModel`` streams a
@@ -51,7 +51,7 @@ from pysolate.streams import Chunk, read_recording, source_to_stream
 
 MODES = ("plain", "eager", "speculate")
 SCENARIO_DIR = Path(__file__).resolve().parent / "scenarios"
-_CALL = re.compile(r"\b(docs|kb|web|fs|clock|store|shell)\.(\w+)\(")
+_CALL = re.compile(r"\b(docs|kb|web|fs|clock|store|shell|ws)\.(\w+)\(")
 
 
 def translate(source: str) -> str:
@@ -151,6 +151,22 @@ def _tools(specs: dict[str, dict[str, ToolSpec]], log: _Log) -> list[Any]:
         """Run a shell command (unknown effect)."""
         return await m["shell"]["run"](cmd=cmd)
 
+    async def ws_read_text(path: str, encoding: str = "utf-8") -> str:
+        """A workspace file's text; FileNotFoundError if missing."""
+        return await m["ws"]["read_text"](path=path, encoding=encoding)
+
+    async def ws_exists(path: str) -> bool:
+        """Whether a workspace path exists."""
+        return await m["ws"]["exists"](path=path)
+
+    async def ws_list_dir(path: str = ".") -> list[str]:
+        """Names in a workspace directory."""
+        return await m["ws"]["list_dir"](path=path)
+
+    async def ws_write_text(path: str, text: str, encoding: str = "utf-8") -> None:
+        """Write a workspace file (a write)."""
+        await m["ws"]["write_text"](path=path, text=text, encoding=encoding)
+
     fns = {
         ("docs", "search"): docs_search,
         ("kb", "get"): kb_get,
@@ -161,13 +177,20 @@ def _tools(specs: dict[str, dict[str, ToolSpec]], log: _Log) -> list[Any]:
         ("store", "get"): store_get,
         ("store", "put"): store_put,
         ("shell", "run"): shell_run,
+        ("ws", "read_text"): ws_read_text,
+        ("ws", "exists"): ws_exists,
+        ("ws", "list_dir"): ws_list_dir,
+        ("ws", "write_text"): ws_write_text,
     }
     return [tool(fn, cap, method, s[cap][method]) for (cap, method), fn in fns.items()]
 
 
 def _bound(spec: ToolSpec, args: tuple[object, ...], kwargs: dict[str, object]) -> dict[str, object]:
-    """A call's arguments by parameter name (receipts keep them as the broker bound them)."""
-    return dict(inspect.signature(spec.behaviour).bind(*args, **kwargs).arguments)
+    """A call's arguments by parameter name, defaults applied: receipts keep them as the
+    broker bound them, the peer's tools as the model spelled them."""
+    bound = inspect.signature(spec.behaviour).bind(*args, **kwargs)
+    bound.apply_defaults()
+    return dict(bound.arguments)
 
 
 def _normal(value: object) -> object:
@@ -268,7 +291,8 @@ def _compare(
         for c in reference.calls
         if c.effect is not None and not c.effect.speculable
     ]
-    if _normal(log.effects) != _normal(effects):
+    ran = [(cap, method, _bound(specs[cap][method], (), kwargs)) for cap, method, kwargs in log.effects]
+    if _normal(ran) != _normal(effects):
         problems.append(f"effects {len(log.effects)} calls != {len(effects)}")
     if _normal(state) != _normal(ref_state):
         problems.append("final state differs")
