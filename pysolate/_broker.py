@@ -260,7 +260,8 @@ class RunScope:
         ``unknown``, because it may have taken effect (contract 6: an ambiguous end is
         reported as such).
         """
-        now = self._now()
+        t0 = self._t0
+        now = self._now() if t0 is None else self._clock() - t0  # _now(), without its call
         reg = self._registrations.get(capability)
         try:
             if reg is None:
@@ -270,7 +271,7 @@ class RunScope:
             refused = failure_from(exc)
             self._record(capability, method, args, kwargs, None, None, "error", None, refused, now)
             raise refused from None
-        key = call_key(call, self.view_of(capability, method, call))
+        key = CallKey(capability, method, call.spec.version, call.canonical, self.view_of(capability, method, call))  # call_key
         if self.branches is not None and call.spec.effect.may_write and self.branches.branched(capability):
             early = await self.branches.claim_write(capability, key)  # the branch adopted its layer
             if early is not None:
@@ -312,7 +313,8 @@ class RunScope:
         if shareable:
             self.claims.end_formal(formal, value=result)  # type: ignore[union-attr]
         self._record(capability, method, call.args, call.kwargs, call, key, "ok", result, None, now)
-        self._written(call, key)
+        if self.on_written is not None:  # _written's own first test, without its call
+            self._written(call, key)
         return result if type(result) in _SCALARS else fresh_copy(result)  # a scalar is its own copy
 
     def _written(self, call: BoundCall, key: CallKey) -> None:

@@ -171,7 +171,7 @@ async def execute(
     finished = False
     try:
         if method.is_async:
-            finished, raw = await _awaited(fn(*args, **kwargs), timeout, new_scope, clock)
+            finished, raw = await _awaited(fn(*args, **kwargs) if kwargs else fn(*args), timeout, new_scope, clock)
         else:
             work = in_thread(functools.partial(fn, *args, **kwargs))
             if probe is not None:
