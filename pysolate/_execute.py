@@ -116,7 +116,8 @@ def bind(registration: Registration, method: str, args: tuple[object, ...], kwar
     if not kwargs and type(args) is tuple:  # the common call: ints and strs, positionally
         scalars = cap.binder.bind_scalars(args)
         if scalars is not None:  # immutable items in an immutable tuple: shared, nothing can change
-            return BoundCall(registration.name, method, cap.spec, scalars[0], args, {}, scalars[1])
+            # ``BoundCall(...)``'s own ``tuple.__new__``, without its Python ``__new__``.
+            return tuple.__new__(BoundCall, (registration.name, method, cap.spec, scalars[0], args, {}, scalars[1]))
     own_args, tagged_args, own_kwargs, tagged_kwargs = owned_arguments(registration.name, method, args, kwargs)
     binder = cap.binder
     arguments, bound_args, bound_kwargs = binder.bind(own_args, own_kwargs)
