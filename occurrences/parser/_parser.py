@@ -95,9 +95,11 @@ class PrefixParser:
         "_after_decorator",
         "_at_newline",
         "_candidate",
+        "_changed",
         "_code",
         "_decided",
         "_end",
+        "_found",
         "_group",
         "_group_len",
         "_group_line",
@@ -129,6 +131,8 @@ class PrefixParser:
         self._start = 0
         self._at_newline = 0  # groups accepted at the end of their logical line
         self._pending_at = (0, 0, 0)  # (group line, complete lines, tail used) of the last pending() parse
+        self._changed = False  # feed() changed what pending() reads since it last looked
+        self._found = (0, 0)  # (group line, ")" in the text it used) of the last provisional parse found
         self._statements: list[ast.stmt] = []  # accepted statements; append-only
         self._end = 0  # characters covered by _statements (the groups parsed so far)
         self._groups = 0  # groups parsed successfully
@@ -175,13 +179,18 @@ class PrefixParser:
         tail = self._tail
         before = len(self._statements)
         if "\n" in text or "\r" in text or (tail and tail[-1][-1] == "\r"):
+            self._changed = True
             self._lines("".join(tail) + text if tail else text)
             if not self._decided and tail and self._phase is _Phase.OPEN:
                 self._decide_tail()
         else:
             tail.append(text)  # the common case: text inside one line
             if self._decided:
+                # Only a "," or ")" moves the furthest cut pending() takes from the tail.
+                if "," in text or ")" in text:
+                    self._changed = True
                 return None
+            self._changed = True
             self._decide_tail()
         if len(self._statements) == before:
             return None
@@ -197,9 +206,21 @@ class PrefixParser:
         column-0 ``e``... may still become ``else``). Its last ``,`` or ``)`` marks the furthest
         cut it can offer, so text streaming inside an element costs no re-parse.
         ``at_paren=False``: a ``)`` is no cut (see ``_pending``).
+
+        Two cheap refusals keep the per-chunk cost low. Text that streamed inside an element
+        (no line end, ``,`` or ``)``) changes nothing here, so it is not even looked at. And
+        a call is complete only at its ``)``: when the text holds no ``)`` beyond those of the
+        model's text the last provisional parse of this group used (up to its ``limit``),
+        every call it could offer ends there, so that parse already offered it, at the same
+        position. Such text (a header, ``else:``, a plain assignment, a ``,`` after a literal)
+        is not parsed again, and that parse's occurrences stay. What it could still change
+        is only how those calls are enclosed (a later ``break``, a rebinding in a loop body),
+        which provisional occurrences never promise: they are discardable early work,
+        claimed only by exact key.
         """
-        if self._phase is not _Phase.OPEN:
+        if self._phase is not _Phase.OPEN or not self._changed:
             return None
+        self._changed = False
         tail = "".join(self._tail) if self._decided else ""
         if len(self._tail) > 1:
             self._tail[:] = [tail]
@@ -211,9 +232,15 @@ class PrefixParser:
         if at == self._pending_at or not (self._code or tail.strip(_BLANK)):
             return None
         self._pending_at = at
-        found = pending("".join(self._group) + tail, at_paren=at_paren)
+        text = "".join(self._group) + tail
+        parens = text.count(")")  # also those in strings and comments: never too few
+        line, seen = self._found
+        if parens <= (seen if line == self._group_line else 0):
+            return None
+        found = pending(text, at_paren=at_paren)
         if found is None:
             return None
+        self._found = (self._group_line, _parens_before(text, found.limit))
         shift = self._group_line - 1
         if shift:
             _shift_lines(found.statements, shift)
@@ -379,6 +406,19 @@ MAX_TAIL_PENDING_CHARS: Final = 4_000
 """Longest unfinished statement whose line still streaming is parsed provisionally (at a
 ``,`` or ``)``: several times per line). Longer ones are parsed at their line ends only,
 which bounds the re-parsing (about 3 ms per parse at 4,000 characters)."""
+
+
+def _parens_before(text: str, limit: tuple[int, int]) -> int:
+    """How many ``)`` ``text`` holds before ``limit`` (line, UTF-8 column; lines end as the
+    tokenizer ends them)."""
+    row, col = limit
+    start = 0
+    if row > 1:
+        for number, m in enumerate(_EOL.finditer(text), 2):
+            if number == row:
+                start = m.end()
+                break
+    return text.count(")", 0, start) + text[start:].encode()[:col].count(b")")
 
 
 def _ends_a_call(tail: str, mark: int) -> bool:
