@@ -7,22 +7,51 @@ reaches nothing until a Guest call claims it, and the layer is simply dropped ot
 DESIGN.md, contract 2, allows exactly this, under the rules this module enforces:
 
 - **Program order.** Per capability, the speculative writes are its write occurrences in
-  program order, each started only once its arguments are known, every earlier write
-  occurrence of the capability has been speculated, and that one's layer is complete (its
-  key is computed on the view that layer shows). A write under an undecided branch or with
-  unknown arguments waits, one still streaming is taken once its statement is accepted; one that cannot be speculated (an
-  ``unknown`` effect, past the branch's limits, no budget left) ends the chain for the run.
+  program order: the accepted statements' (discovery order), then those of the newest
+  provisional parse of the statement still streaming (``EventGraph.add_provisional``:
+  the complete inner statements of an unfinished ``for``/``if``/``with``/``try``...,
+  every iteration of a loop over known items, the complete elements of an unfinished
+  expression), when the lane's policy allows provisional work. Each is started only
+  once its arguments are known, every earlier write occurrence of the capability has been
+  speculated, and that one's layer is complete (its key is computed on the view that layer
+  shows). Only effect ``write`` runs, and only on a layer; the reads after a write are
+  ``pure``/``immutable_read`` only. An ``unknown`` call, provisional or not, ends the
+  chain for the run, and so does a write that cannot be speculated (past the branch's
+  limits, no budget left).
+- **What waits.** A write with unknown arguments waits, and so does every write after it.
+  A write under an undecided branch (``discardable``: an ``if`` whose condition reads a
+  result not yet known) waits too. Running it would be sound (the claim below decides),
+  but a wrong guess is found out only by the Guest's claim, after the stream, when it is
+  too late to speculate anything else: the capability's chain would be lost for the run,
+  every later write and read after it running in the program. A call the provisional
+  parse closed itself (``Node.synthetic``: its ``)`` is the repair's, not the model's)
+  never runs; a write there stops the walk until its text has streamed.
+- **Reconciliation.** A provisional occurrence is a guess about the program: a newer
+  parse of the statement, or its acceptance, brings new occurrences in its place. Walking
+  the chain again, the ``k``-th write occurrence found where the ``k``-th early write was
+  started for another one continues the chain when it is certain and its key on the same
+  version is exactly equal (the same call on the same state: the early write stands for
+  it). Otherwise - the loop ``break``s sooner, an ``if`` added a write before it, a name
+  it reads was rebound later in the body, an ``unknown`` call appeared - the early writes
+  from the ``k``-th on are *retracted* (never a claimed one; a claim waiting for one of
+  them finds it discarded and claims nothing) together with every read on the versions
+  they made, all ``discarded`` and out of the claim table, and the walk goes on from
+  ``lineage[k]`` with what the program now says. A write that vanished with nothing after it is simply never claimed. A mismatch
+  before the claimed writes (discovery found the program's past changed, a loop expanded
+  late) closes the chain as before.
 - **Versions.** Version 0 is a copy of the run's branch as the run began; the ``k``-th
-  speculative write forks version ``k - 1`` into version ``k`` and runs there; a version is
-  never written again once its write ended. A read after the ``k``-th write occurrence
-  (and before the next) runs on version ``k``, keyed on what that version shows - or, while
-  that version is still being written, on the latest complete one when the writes since
-  cannot touch what it reads (declared scopes).
+  speculative write forks the version the ``k - 1`` writes before it made, under a new
+  number (``Layers.fork``: numbers are never reused, so a retracted version is never
+  forked or read again), and runs there; a version is never written again once its write
+  ended. ``_Chain.lineage[k]`` is the version after ``k`` writes. A read after the ``k``-th
+  write occurrence (and before the next) runs on ``lineage[k]``, keyed on what that
+  version shows - or, while that version is still being written, on the latest complete
+  one when the writes since cannot touch what it reads (declared scopes).
 - **In-order claims.** The Guest's ``k``-th call that may write the capability claims the
   ``k``-th speculative write only if all earlier ones were claimed and its call key is
   exactly equal (the view included, so the branch is then in the state the write ran on);
-  the branch then adopts version ``k``. The first call that does not claim discards the
-  layer from version ``k`` on: the writes, and every read speculated on those versions, are
+  the branch then adopts ``lineage[k + 1]``. The first call that does not claim discards the
+  layer from ``lineage[k]`` on: the writes, and every read speculated on those versions, are
   dropped from the claim table (their view ids may recur on the branch with other content)
   and nothing more is speculated on the capability. The Guest's calls run normally from
   there, so the final branch, the call log and every value equal the sequential run's.
@@ -30,9 +59,12 @@ DESIGN.md, contract 2, allows exactly this, under the rules this module enforces
   ends (rejected, cut, cancelled, or the program simply made fewer writes) every unclaimed
   write and every read on a version past the claimed ones is ``discarded``.
 
-Soundness rests on the claim alone (discovery may guess wrong, e.g. about the order of a
-loop expanded late): an equal key on an equal state means the same outcome, because a
-branch write is a deterministic function of the branch state and the call.
+Soundness rests on the in-order exact-key claim alone, never on discovery (which may guess
+wrong: a provisional parse, a loop expanded late): an equal key on an equal state means
+the same outcome, because a branch write is a deterministic function of the branch state
+and the call, and the branch reaches the state a write ran on only by claiming every write
+before it. Reconciliation only makes the guesses better before the Guest runs; a guess it
+leaves wrong costs discarded work, never a different result.
 
 Prior art: speculative execution with in-order retirement (a CPU's reorder buffer commits
 speculative stores in program order and squashes everything after the first mispredict).
@@ -47,6 +79,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Protocol
 
 from occurrences import CallKey, Effect, OccurrenceId
+from occurrences.discovery._provisional import provisional_generation
 
 from ._observation import Observation
 from ._state import State
@@ -63,7 +96,7 @@ def _order(node: Node) -> int:
 class Layers(Protocol):
     """One run's speculative layers of its branch capabilities (``pysolate._layers``).
 
-    Versions are numbered per capability as in the module docstring.
+    A version is named by the number ``fork`` gave it (0: the run's branch as it began).
     """
 
     def key(self, capability: str, version: int, method: str, args: tuple[object, ...], kwargs: Mapping[str, object]) -> CallKey | None:
@@ -75,7 +108,8 @@ class Layers(Protocol):
         ...
 
     def fork(self, capability: str, version: int) -> int:
-        """Make version ``version + 1`` as a copy of ``version``; returns its number."""
+        """Make a new version as a copy of ``version``; returns its number, greater than
+        that of every version made before (numbers are never reused)."""
         ...
 
     def run(self, capability: str, version: int, node: Node, obs: Observation) -> Awaitable[object]:
@@ -101,19 +135,24 @@ class _Chain:
 
     capability: str
     nodes: list[Node] = field(default_factory=list)  # its accepted occurrences, by ``order``
-    writes: list[Observation] = field(default_factory=list)  # k-th write made version k + 1
+    pending: list[Node] = field(default_factory=list)  # those of provisional parse ``generation``
+    generation: int = 0
+    writes: list[Observation] = field(default_factory=list)  # the k-th made version lineage[k + 1]
     write_nodes: list[OccurrenceId] = field(default_factory=list)  # parallel to ``writes``
+    lineage: list[int] = field(default_factory=lambda: [0])  # version after k writes: lineage[k]
+    newest: int = 0  # the highest version number made so far
+    retracted: list[Observation] = field(default_factory=list)  # withdrawn writes (``_retract``)
     reads: list[Observation] = field(default_factory=list)  # obs.layer: the version read
-    started: set[OccurrenceId] = field(default_factory=set)  # reads started (by occurrence)
-    claimed: int = 0  # writes claimed; the run's branch is at version ``claimed``
+    started: set[OccurrenceId] = field(default_factory=set)  # reads tried (by occurrence)
+    claimed: int = 0  # writes claimed; the run's branch is at version ``lineage[claimed]``
     closed: bool = False  # nothing more is speculated
     lost: bool = False  # a Guest write did not claim: nothing more is claimed either
 
 
 @dataclass(frozen=True, slots=True)
 class BranchStatistics:
-    """An immutable snapshot: speculative writes started, claimed and discarded; reads
-    started on layers."""
+    """An immutable snapshot: speculative writes started (retracted ones included), claimed
+    and discarded; reads started on layers."""
 
     writes: int
     claimed: int
@@ -139,11 +178,15 @@ class BranchSpeculation:
         allow_discardable: bool = False,
         may_dispatch: Callable[[Node], bool] | None = None,
     ) -> None:
+        """Provisional occurrences are speculated when the lane's policy allows them
+        (``LanePolicy.provisional``); ``allow_discardable`` applies to reads only (a write
+        under an undecided branch always waits, the module docstring says why)."""
         self._graph = graph
         self._lane = lane
         self._layers = layers
         self._chains = {name: _Chain(name) for name in capabilities}
         self._allow_discardable = allow_discardable
+        self._allow_provisional = lane.policy.provisional
         self._may_dispatch = may_dispatch
         self._seen = 0  # graph nodes sorted into their chains so far
         lane.on_close(self.finish)
@@ -155,72 +198,113 @@ class BranchSpeculation:
     # -- speculating ------------------------------------------------------------------
 
     def pump(self) -> None:
-        """Start every write and layer read that has become possible (program order)."""
+        """Start every write and layer read that has become possible (program order), and
+        reconcile the early writes with what the program now says."""
         if all(c.closed for c in self._chains.values()):
             return
         for node in itertools.islice(self._graph.nodes(), self._seen, None):
             chain = self._chains.get(node.site.capability)
-            # A provisional node (of the statement still streaming) is never speculated
-            # here: its accepted occurrence comes later in ``order``, once the statement is.
-            if chain is not None and not node.provisional:
-                bisect.insort(chain.nodes, node, key=_order)
+            if chain is not None:
+                _sort(chain, node)
             self._seen += 1
+        live = self._graph.provisional_generation if self._allow_provisional else None
         for chain in self._chains.values():
             if not chain.closed:
-                self._walk(chain, chain.nodes)
+                # The statement still streaming follows every accepted one; an older parse
+                # of it, or one superseded by its acceptance, says nothing any more.
+                pending = chain.pending if live is not None and chain.generation == live else ()
+                self._walk(chain, itertools.chain(chain.nodes, pending))
 
-    def _walk(self, chain: _Chain, nodes: list[Node]) -> None:
-        passed = 0  # write occurrences passed; the reads after them are on version ``passed``
+    def _walk(self, chain: _Chain, nodes: Iterable[Node]) -> None:
+        passed = 0  # write occurrences passed; the reads after them are on lineage[passed]
         for node in nodes:
             if node.dead or node.state is State.DROPPED:
                 continue
+            if node.synthetic:  # closed by the repair, not the model's call: never run
+                if node.effect.may_write:
+                    return  # and the write the model is writing there is not known yet
+                continue
             if node.effect.may_write:
                 if passed < len(chain.writes):
-                    if chain.write_nodes[passed] != node.id:
-                        chain.closed = True  # a write found before one already started
+                    if chain.write_nodes[passed] != node.id and not self._reconcile(chain, node, passed):
                         return
-                    passed += 1
-                    continue
-                if not self._start_write(chain, node, passed):
+                elif not self._start_write(chain, node, passed):
                     return
                 passed += 1
             elif self._readable(chain, node):
                 version = self._readable_version(chain, node, passed)
                 if version is not None:  # else: what it reads is still being written
-                    self._start_read(chain, node, version)
+                    self._start_read(chain, node, chain.lineage[version])
 
-    def _start_write(self, chain: _Chain, node: Node, version: int) -> bool:
-        """Start ``node`` as the next write on a fork of ``version``; False to stop the walk
-        (it must wait, or the chain closed)."""
+    def _reconcile(self, chain: _Chain, node: Node, k: int) -> bool:
+        """``node`` is now the ``k``-th write occurrence, where the ``k``-th early write was
+        started for another one (a provisional occurrence: ``node`` is its accepted twin,
+        or a newer parse of it; or the program changed). It continues the chain when it is
+        certain and its key on the same version is exactly equal: then it is the same call
+        on the same state. Otherwise the early writes from the ``k``-th on are retracted and
+        ``node`` is tried in their place. False to stop the walk."""
+        if k < chain.claimed:
+            chain.closed = True  # discovery found the program's past changed (a loop expanded late)
+            return False
+        if node.effect is Effect.WRITE and not node.discardable:
+            if node.args is None or node.kwargs is None:
+                return False  # not known yet: the early write stands until it is
+            key = self._layers.key(chain.capability, chain.lineage[k], node.site.method, node.args, node.kwargs)
+            if key is not None and key == chain.writes[k].key:
+                chain.write_nodes[k] = node.id
+                return True
+        self._retract(chain, k)
+        return self._start_write(chain, node, k)
+
+    def _retract(self, chain: _Chain, k: int) -> None:
+        """Withdraw the early writes from the ``k``-th on (none is claimed) and the reads on
+        the versions they made: ``discarded``, out of the claim table (those view ids may
+        recur with other content on the versions made in their place), their versions never
+        forked again. The reads after them are tried again on the new versions."""
+        assert k >= chain.claimed, "a claimed write is never withdrawn"
+        for obs in chain.writes[k:]:
+            self._lane.discard(obs)
+        base = chain.lineage[k]
+        for obs in chain.reads:
+            if obs.layer is not None and obs.layer > base:
+                self._lane.discard(obs)
+        chain.retracted.extend(chain.writes[k:])
+        del chain.writes[k:], chain.write_nodes[k:], chain.lineage[k + 1 :]
+        chain.started.clear()  # those still in the claim table are found there and not redone
+
+    def _start_write(self, chain: _Chain, node: Node, k: int) -> bool:
+        """Start ``node`` as the ``k``-th write, on a fork of ``lineage[k]``; False to stop
+        the walk (it must wait, or the chain closed)."""
         if node.effect is not Effect.WRITE:
             chain.closed = True  # an ``unknown`` call: never early, and every write after it waits for it
             return False
         if node.discardable or node.args is None or node.kwargs is None:
             return False  # may still turn certain, or its arguments known
-        if version and not chain.writes[version - 1].done.is_set():
+        if k and not chain.writes[k - 1].done.is_set():
             return False
         if self._may_dispatch is not None and not self._may_dispatch(node):
             return False
-        cap, method = chain.capability, node.site.method
-        key = self._layers.key(cap, version, method, node.args, node.kwargs)
-        if key is None or not self._layers.admits(cap, version, method, node.args, node.kwargs):
+        cap, method, base = chain.capability, node.site.method, chain.lineage[k]
+        key = self._layers.key(cap, base, method, node.args, node.kwargs)
+        if key is None or not self._layers.admits(cap, base, method, node.args, node.kwargs):
             chain.closed = True
             return False
-        made = version + 1
+        # Forked before the write's task first runs (``start_on_layer`` only schedules it).
+        made = self._layers.fork(cap, base)
+        assert made > chain.newest, "a version number is never reused"
+        chain.newest = made
         obs = self._lane.start_on_layer(key, made, self._bound(cap, made, node))
         if obs is None:  # budget spent, lane closed, or an equal key already started
             chain.closed = True
             return False
-        # Before the write's task first runs (``start_on_layer`` only schedules it).
-        forked = self._layers.fork(cap, version)
-        assert forked == made, "forks are made in program order"
         chain.writes.append(obs)
         chain.write_nodes.append(node.id)
+        chain.lineage.append(made)
         return True
 
     def _readable(self, chain: _Chain, node: Node) -> bool:
         """A read that only a write of its capability keeps from the root (the lane runs
-        the pre-write ones there), not yet started, with known arguments."""
+        the pre-write ones there), not yet tried, with known arguments."""
         if node.id in chain.started or node.pre_write or not node.effect.speculable:
             return False
         if node.args is None or node.kwargs is None:
@@ -229,17 +313,17 @@ class BranchSpeculation:
             return False
         return self._may_dispatch is None or self._may_dispatch(node)
 
-    def _readable_version(self, chain: _Chain, node: Node, version: int) -> int | None:
-        """The version ``node`` (a read after ``version`` writes) can run on now: its own,
-        once written, or an earlier complete one when no write since may touch what it reads
-        (declared scopes: it then shows the same); None while it must wait."""
-        done = version
+    def _readable_version(self, chain: _Chain, node: Node, passed: int) -> int | None:
+        """The position in the lineage ``node`` (a read after ``passed`` writes) can run on
+        now: its own, once written, or an earlier complete one when no write since may touch
+        what it reads (declared scopes: it then shows the same); None while it must wait."""
+        done = passed
         while done and not chain.writes[done - 1].done.is_set():
             done -= 1
-        if done == version:
-            return version
+        if done == passed:
+            return passed
         cap = chain.capability
-        pending = (self._graph.node(chain.write_nodes[j]) for j in range(done, version))
+        pending = (self._graph.node(chain.write_nodes[j]) for j in range(done, passed))
         return done if all(self._layers.independent(cap, write, node) for write in pending) else None
 
     def _start_read(self, chain: _Chain, node: Node, version: int) -> None:
@@ -277,22 +361,23 @@ class BranchSpeculation:
             return None
         obs = chain.writes[k]
         await obs.done.wait()
-        if not obs.settled or not self._layers.claimable(obs):
-            self._discard_from(chain, k)
+        if obs.discarded or not obs.settled or not self._layers.claimable(obs):
+            self._discard_from(chain, k)  # (discarded: retracted while it ran)
             return None
-        self._layers.adopt(capability, k + 1)
+        self._layers.adopt(capability, chain.lineage[k + 1])
         chain.claimed = k + 1
         obs.claims += 1
         return obs
 
     def _discard_from(self, chain: _Chain, k: int) -> None:
-        """Drop the layer from version ``k + 1`` on: the writes from the ``k``-th, the reads
-        of the versions they made; speculate and claim nothing more on the capability."""
+        """Drop the layer from version ``lineage[k]`` on: the writes from the ``k``-th, the
+        reads of the versions they made; speculate and claim nothing more on the capability."""
         chain.closed = chain.lost = True
         for obs in chain.writes[k:]:
             self._lane.discard(obs)
+        base = chain.lineage[k]
         for obs in chain.reads:
-            if obs.layer is not None and obs.layer > k:
+            if obs.layer is not None and obs.layer > base:
                 self._lane.discard(obs)
 
     def finish(self) -> None:
@@ -301,15 +386,30 @@ class BranchSpeculation:
             chain.closed = True
             for obs in chain.writes[chain.claimed :]:
                 obs.discarded = True
+            base = chain.lineage[chain.claimed]
             for obs in chain.reads:
-                if obs.layer is not None and obs.layer > chain.claimed:
+                if obs.layer is not None and obs.layer > base:
                     obs.discarded = True
 
     def statistics(self) -> BranchStatistics:
         chains = self._chains.values()
         return BranchStatistics(
-            writes=sum(len(c.writes) for c in chains),
+            writes=sum(len(c.writes) + len(c.retracted) for c in chains),
             claimed=sum(c.claimed for c in chains),
-            discarded=sum(1 for c in chains for o in (*c.writes, *c.reads) if o.discarded),
+            discarded=sum(1 for c in chains for o in (*c.writes, *c.retracted, *c.reads) if o.discarded),
             reads=sum(len(c.reads) for c in chains),
         )
+
+
+def _sort(chain: _Chain, node: Node) -> None:
+    """File a node of ``chain``'s capability: accepted, or of a provisional parse (only the
+    newest parse's are kept: each parse describes the whole statement still streaming)."""
+    if not node.provisional:
+        bisect.insort(chain.nodes, node, key=_order)
+        return
+    generation = provisional_generation(node.id)
+    assert generation is not None
+    if generation > chain.generation:
+        chain.pending, chain.generation = [node], generation
+    elif generation == chain.generation:
+        bisect.insort(chain.pending, node, key=_order)

@@ -80,6 +80,9 @@ class Node:
     # may change what encloses it) and run under the same policy (``LanePolicy.provisional``),
     # not as discardable: its own text and the loop's items are final.
     unsure: bool = False
+    # Provisional, and ending after the model's text (closed by the repair): never run,
+    # not even as a branch write (``scheduler._branches``), whose state says nothing.
+    synthetic: bool = False
 
     @property
     def site(self) -> Site:
@@ -242,6 +245,13 @@ class EventGraph:
         return iter(self._nodes.values())
 
     @property
+    def provisional_generation(self) -> int | None:
+        """The latest provisional parse (``add_provisional``), whose nodes describe the
+        statement still streaming; None once statements were accepted after it (its nodes
+        are superseded)."""
+        return self._generation if self._generation > self._superseded else None
+
+    @property
     def graph(self) -> nx.DiGraph:
         """A read-only view of the networkx graph (edge attribute ``kind``: data/control)."""
         return self._graph.copy(as_view=True)
@@ -296,7 +306,7 @@ class EventGraph:
             node.provisional = True
             node.unsure = any(type(p) is int and p > 0 for p in node.id.path[1:])
             site = node.site
-            synthetic = (site.end_lineno, site.end_col_offset) > self._limits[generation]
+            synthetic = node.synthetic = (site.end_lineno, site.end_col_offset) > self._limits[generation]
             self._provisional.append(node)
         self._nodes[node.id] = node
         self._counts[State.DISCOVERED] += 1

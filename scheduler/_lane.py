@@ -62,7 +62,8 @@ class LanePolicy:
     a loop over known items whose body is still streaming). Their own text is final, but
     the rest of the statement may still make them conditional, rebind what they read or
     ``break`` the loop: then the early call is wasted, accounted ``orphaned`` or
-    ``cancelled`` (at most ``budget`` of them)."""
+    ``cancelled`` (at most ``budget`` of them). Branch writes found there follow it too
+    (``scheduler._branches``: withdrawn, ``discarded``, when the statement says otherwise)."""
     share_formal: bool = True
     """Whether an equal-key Guest call may reuse a completed formal observation
     (``effectful_cse`` on a frozen root; pure and immutable_read only)."""
@@ -120,6 +121,11 @@ class SpeculativeLane:
         self._closers: list[Callable[[], None]] = []
         self._pumps: list[Callable[[], None]] = []  # also run by every ``pump``
         self._scopes: dict[int, anyio.CancelScope] = {}  # observation id -> its scope (layer work)
+
+    @property
+    def policy(self) -> LanePolicy:
+        """The policy this lane dispatches under (``BranchSpeculation`` follows it too)."""
+        return self._policy
 
     def on_pump(self, pump: Callable[[], None]) -> None:
         """Run ``pump`` after each ``pump`` of the frontier (``BranchSpeculation.pump``):

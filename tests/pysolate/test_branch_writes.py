@@ -453,3 +453,28 @@ async def test_an_unknown_call_on_the_branch_ends_early_writes_for_the_run() -> 
     assert differences(reference, streamed) == []
     assert [how for _, _, how in lanes(streamed)] == ["layer", "direct", "direct"]
     assert streamed.workspaces["workspace"].changes() == {"a.txt": b"one", "b.txt": b"touched", "c.txt": b"two"}
+
+
+async def test_a_loop_body_write_runs_before_the_loop_is_accepted_and_a_break_retracts_the_rest() -> None:
+    """Both iterations' writes run on the layer while the body is still streaming (the
+    stream waits for them); the ``break`` that follows withdraws the second one, and the
+    write after the loop runs on the state the first left."""
+    head = ["for p in ['a.txt', 'b.txt']:\n", "    workspace.write_text(p, 'v')\n"]
+    tail = ["    if p == 'a.txt':\n", "        break\n", "workspace.write_text('c.txt', 'after')\n"]
+    root = SignallingWorkspace.of(FILES)
+    host = make_host(root=root)
+
+    async def chunks() -> AsyncIterator[str]:
+        for line in head:
+            yield line
+        await root.written(2)  # both ran before the loop could be accepted
+        for line in tail:
+            yield line
+
+    result = await host.run_stream(chunks())
+    reference = await make_host().run_source("".join(head + tail), speculate=False)
+    assert differences(reference, result) == []
+    check_invariants(result, host.method_specs())
+    assert lanes(result) == [(W, "a.txt", "layer"), (W, "c.txt", "layer")]
+    assert dispositions(result, W) == ["claimed", "discarded", "claimed"]
+    assert result.workspaces["workspace"].changes() == {"a.txt": b"v", "c.txt": b"after"}

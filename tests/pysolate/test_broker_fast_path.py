@@ -21,7 +21,7 @@ from hypothesis import strategies as st
 from pydantic import ValidationError
 
 from occurrences._plain import MAX_DEPTH, NotPlain, fresh_copy, own, to_tagged
-from pysolate._execute import _awaited
+from pysolate._execute import _awaited, _may_suspend
 from pysolate._guest._frames import (
     _GUEST_FRAME,
     CallFrame,
@@ -184,6 +184,56 @@ async def test_awaited_results_errors_and_timeouts(anyio_backend: str) -> None:
     for failing in (fails_at_once, fails_later):
         with pytest.raises(KeyError):
             await _awaited(failing(), 5)
+
+
+async def sync_scope(x: int) -> int:
+    """No await point, but a cancel scope entered and left within the one step."""
+    with anyio.CancelScope():
+        return x
+
+
+async def awaits_in_a_comprehension(xs: list[int]) -> list[int]:
+    return [await at_once(x) for x in xs]
+
+
+async def iterates(xs: object) -> None:
+    async for _ in xs:  # type: ignore[attr-defined]
+        pass
+
+
+async def enters(cm: object) -> None:
+    async with cm:  # type: ignore[attr-defined]
+        pass
+
+
+def test_only_coroutines_without_an_await_point_cannot_suspend() -> None:
+    for fn in (at_once, fails_at_once, sync_scope):
+        assert not _may_suspend(fn.__code__), fn
+    for fn in (after, fails_later, own_scope, awaits_in_a_comprehension, iterates, enters):
+        assert _may_suspend(fn.__code__), fn
+
+
+@backends
+@pytest.mark.anyio
+async def test_a_scope_only_for_a_tool_that_can_suspend(anyio_backend: str) -> None:
+    """A tool without an await point runs its one step without a cancel scope (nothing
+    could interrupt it); every other tool's first step runs inside one."""
+    made: list[object] = []
+    backend = type(anyio.CancelScope())
+
+    def counted() -> anyio.CancelScope:
+        scope = backend()
+        made.append(scope)
+        return scope
+
+    assert await _awaited(at_once(1), 5, counted) == (True, 1)
+    assert await _awaited(sync_scope(2), 5, counted) == (True, 2)
+    with pytest.raises(KeyError):
+        await _awaited(fails_at_once(), 5, counted)
+    assert made == []
+    assert await _awaited(after(0, 3), 5, counted) == (True, 3)
+    assert await _awaited(awaits_in_a_comprehension([4]), 5, counted) == (True, [4])
+    assert len(made) == 2
 
 
 @backends
