@@ -418,7 +418,8 @@ def _parens_before(text: str, limit: tuple[int, int]) -> int:
             if number == row:
                 start = m.end()
                 break
-    return text.count(")", 0, start) + text[start:].encode()[:col].count(b")")
+    # (A lone surrogate after the limit is no error here: the source will not compile.)
+    return text.count(")", 0, start) + text[start:].encode("utf-8", "surrogatepass")[:col].count(b")")
 
 
 def _ends_a_call(tail: str, mark: int) -> bool:

@@ -10,13 +10,16 @@ chunking of programs written to stress the repair (brackets, strings holding ``,
 from __future__ import annotations
 
 import ast
+import io
 import itertools
+import sys
+import tokenize
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from occurrences import PrefixParser
+from occurrences import PrefixParser, SealError
 from occurrences.parser import _pending as _parser_module
 
 PROGRAMS = [
@@ -33,6 +36,7 @@ PROGRAMS = [
     "match docs.get(k='m'):\n    case Point(x=1):\n        docs.get(k='p')\n    case _:\n        pass\n",
     "s = '''multi, line)\n''' + docs.get(k=\"s\")\nt = lambda: docs.get(k='l')\n",
     "a = docs.get(k=1); r = [f(docs.get(k=2)), 3]\nif a:\n    b = [g(docs.get(k=3)),\n        4]\n",
+    'é = [docs.get(k="ü"), docs.get(k="日本")]\nif "ß":\n    y = docs.search(q="€", n=(1,\n 2))\n',
 ]
 
 
@@ -200,3 +204,43 @@ def test_a_paren_the_last_parse_did_not_use_still_counts() -> None:
     the ``)`` after it were not used, so the ``,`` that completes the element parses again."""
     chunks = ["a = docs.get(k=1); r = [f(docs.get(k=2))", ",", " 3]"]
     assert _pending_calls(chunks) == [["docs.get(k=1)"], ["docs.get(k=1)", "docs.get(k=2)"], []]
+
+
+@pytest.mark.skipif(sys.version_info[:2] != (3, 11), reason="3.11 only: its C tokenizer stands in for tokenize")
+def test_the_c_tokenizer_repairs_as_tokenize_does(monkeypatch: pytest.MonkeyPatch) -> None:
+    """On 3.11 the repair reads the C tokenizer, not the pure-Python ``tokenize``. On every
+    prefix of the programs above (and a few invalid ones) both give the same repair, except
+    where ``tokenize`` goes on past an unterminated string with error tokens and cuts inside
+    it: its repair then does not parse, and the C tokenizer's (cut before the string, if
+    there is a cut) does, or gives no repair either."""
+    extra = ['x = [docs.get(k=1), g("a, b)', "if a:\n  b = 1\n c = 2\n", "x = 1 # c, d)\nif y:  # (\n    z = f(1)\n"]
+    texts = {p[:i] for p in [*PROGRAMS, *extra] for i in range(1, len(p) + 1)}
+    fast = {t: (_parser_module._repair(t, True), _parser_module._repair(t, False)) for t in texts}
+    monkeypatch.setattr(_parser_module, "_tokens", lambda text: tokenize.generate_tokens(io.StringIO(text).readline))
+    gained = 0
+    for text in sorted(texts):
+        for at_paren, c_tokens in zip((True, False), fast[text], strict=True):
+            pure = _parser_module._repair(text, at_paren)
+            if pure != c_tokens:
+                assert not _parses(pure), (text, pure, c_tokens)
+                gained += _parses(c_tokens)
+    assert gained, "a cut before an unterminated string"
+
+
+def _parses(repaired: tuple[str, tuple[int, int]] | None) -> bool:
+    try:
+        return repaired is not None and bool(ast.parse(repaired[0]).body)
+    except SyntaxError:
+        return False
+
+
+def test_a_lone_surrogate_gives_no_provisional_parse_and_no_error() -> None:
+    """No source holding one compiles (``close`` rejects it); ``pending`` must not raise."""
+    for chunks in (['x = [f("\ud800"), g(1)', ","], ['y = g(1), "\ud800', "\n"], ["if a:\n", '    b = h("\udc00")', "\n"]):
+        parser = PrefixParser()
+        for chunk in chunks:
+            parser.feed(chunk)
+            found = parser.pending()
+            assert found is None or "\ud800" not in ast.unparse(found.statements[0])
+        with pytest.raises(SealError):
+            parser.close()
