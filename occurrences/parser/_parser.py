@@ -20,8 +20,8 @@ change, as exactly the AST nodes ``ast.parse(final_source)`` will hold. Asking `
   on the next line is a statement of its own (implicit concatenation needs a bracket).
   Headers of compound statements (``if``, ``def``, ..., and ``match`` when it is one) and
   decorators still need their next line; a trailing ``\r`` still waits for a possible ``\n``.
-* Each finished group is parsed once with ``ast.parse`` on its own text and shifted with
-  ``ast.increment_lineno``. Groups start at line starts, so columns (UTF-8 byte offsets
+* Each finished group is parsed once with ``ast.parse`` on its own text, at its line
+  (``_lines.parse_at``). Groups start at line starts, so columns (UTF-8 byte offsets
   within a line) need no shift. The last group is only parsed at ``close()`` unless it is
   simple and complete.
 
@@ -40,11 +40,11 @@ from __future__ import annotations
 import ast
 import enum
 import re
-import warnings
 from dataclasses import dataclass
 from typing import Final
 
 from .._exceptions import SealError
+from ._lines import parse_at
 from ._pending import Pending, pending
 from ._scanner import LineScanner
 from ._snapshot import Snapshot
@@ -237,14 +237,11 @@ class PrefixParser:
         line, seen = self._found
         if parens <= (seen if line == self._group_line else 0):
             return None
-        found = pending(text, at_paren=at_paren)
-        if found is None:
-            return None
-        self._found = (self._group_line, _parens_before(text, found.limit))
-        shift = self._group_line - 1
-        if shift:
-            _shift_lines(found.statements, shift)
-        return Pending(found.statements, (found.limit[0] + shift, found.limit[1]))
+        found = pending(text, at_paren=at_paren, line=self._group_line)
+        if found is not None:
+            row, col = found.limit
+            self._found = (self._group_line, _parens_before(text, (row - self._group_line + 1, col)))
+        return found
 
     def close(self) -> Snapshot:
         """Seal the stream: the whole source's statements, exactly as ``ast.parse`` gives them.
@@ -367,7 +364,7 @@ class PrefixParser:
         if token in _HEADERS:
             return
         try:
-            module = _parse("".join(self._group))
+            module = parse_at("".join(self._group), self._group_line)
         except Exception:
             if token != "match":
                 # Nothing later can join a complete simple line: the source cannot parse.
@@ -382,7 +379,7 @@ class PrefixParser:
         """Parse the finished group and accept its statements; on failure, doom the stream."""
         text = "".join(self._group)
         try:
-            module = _parse(text)
+            module = parse_at(text, self._group_line)
         except Exception:
             self._phase = _Phase.DOOMED
             return False
@@ -390,9 +387,7 @@ class PrefixParser:
         return True
 
     def _accept(self, body: list[ast.stmt]) -> None:
-        """Accept the statements of the finished group, parsed from its text alone."""
-        if self._group_line > 1:
-            _shift_lines(body, self._group_line - 1)
+        """Accept the statements of the finished group (parsed at its line: ``parse_at``)."""
         self._statements.extend(body)
         self._groups += 1
         self._end += self._group_len
@@ -428,58 +423,6 @@ def _ends_a_call(tail: str, mark: int) -> bool:
     return tail[mark] == ")" or tail[:mark].rstrip(_BLANK).endswith(")")
 
 
-_POSITIONED: dict[type, tuple[bool, tuple[str, ...]]] = {}
-"""Per node class: whether it carries line attributes, and its fields that can hold nodes."""
-
-_LEAF_FIELDS: Final = frozenset(
-    {"ctx", "op", "id", "attr", "module", "level", "kind", "type_comment", "is_async"}
-    | {"simple", "conversion"}
-)
-"""Fields that never hold a positioned node (strings, ints, and the shared context and
-operator singletons), so the shift does not visit them. Not ``name`` or ``arg``: a string
-in most nodes, but ``TypeAlias.name`` (3.12+) is a ``Name``."""
-
-
-def _shift_lines(nodes: list[ast.stmt], shift: int) -> None:
-    """``ast.increment_lineno`` for a list of statements, without ``ast.walk``'s
-    generator overhead (it dominated streaming time).
-
-    Only ``lineno``/``end_lineno`` attributes move; nodes without positions (contexts,
-    operators, ``arguments``...) are only traversed, and the shared singletons among them
-    (``Load()``, ``Add()``) are never written.
-    """
-    stack: list[ast.AST] = list(nodes)
-    pop = stack.pop
-    push = stack.append
-    table = _POSITIONED
-    while stack:
-        node = pop()
-        kind = type(node)
-        info = table.get(kind)
-        if info is None:
-            fields = tuple(f for f in kind._fields if f not in _LEAF_FIELDS)
-            if kind is ast.Constant:
-                fields = ()
-            info = table[kind] = ("lineno" in kind._attributes, fields)
-        positioned, fields = info
-        if positioned:
-            node.lineno += shift  # type: ignore[attr-defined]
-            end = node.end_lineno  # type: ignore[attr-defined]
-            if end is not None:
-                node.end_lineno = end + shift  # type: ignore[attr-defined]
-        for name in fields:
-            value = getattr(node, name, None)
-            if isinstance(value, list):
-                for item in value:
-                    if isinstance(item, ast.AST):
-                        push(item)
-            elif isinstance(value, ast.AST):
-                push(value)
-
-
 def _parse(source: str) -> ast.Module:
-    """``ast.parse`` with its warnings suppressed, independent of the warning filters
-    (under ``-W error`` an invalid escape would otherwise be a SyntaxError here)."""
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        return ast.parse(source)
+    """The whole source, parsed (``parse_at`` its first line)."""
+    return parse_at(source, 1)

@@ -41,10 +41,11 @@ import re
 import sys
 import token
 import tokenize
-import warnings
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Final
+
+from ._lines import parse_at
 
 MAX_PENDING_CHARS: Final = 20_000
 """Longest unfinished statement parsed provisionally. Each new complete line re-tokenizes
@@ -110,9 +111,10 @@ class _Block:
     indent: str  # the header line's leading whitespace
 
 
-def pending(text: str, *, at_paren: bool = True) -> Pending | None:
-    """The provisional parse of ``text`` (complete physical lines of one unfinished group;
-    positions relative to its first line), or None when nothing can be taken from it yet."""
+def pending(text: str, *, at_paren: bool = True, line: int = 1) -> Pending | None:
+    """The provisional parse of ``text`` (complete physical lines of one unfinished group
+    that starts at line ``line`` of the whole source, where its positions are), or None when
+    nothing can be taken from it yet."""
     if not text or len(text) > MAX_PENDING_CHARS:
         return None
     # Lines end as the tokenizer ends them; string values and positions do not change.
@@ -122,14 +124,12 @@ def pending(text: str, *, at_paren: bool = True) -> Pending | None:
         return None  # a lone surrogate: no source holding one compiles
     if repaired is None:
         return None
-    source, limit = repaired
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        try:
-            module = ast.parse(source)
-        except (SyntaxError, ValueError):
-            return None
-    return Pending(module.body, limit)
+    source, (row, col) = repaired
+    try:
+        module = parse_at(source, line)
+    except (SyntaxError, ValueError):
+        return None
+    return Pending(module.body, (row + line - 1, col))
 
 
 def _repair(text: str, at_paren: bool) -> tuple[str, tuple[int, int]] | None:

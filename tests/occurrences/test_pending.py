@@ -183,9 +183,9 @@ def test_a_line_that_adds_no_paren_is_not_parsed_again(monkeypatch: pytest.Monke
     """A header, ``else:``, a plain assignment: no new call can end there."""
     parses: list[str] = []
 
-    def counting(text: str, *, at_paren: bool = True) -> object:
+    def counting(text: str, *, at_paren: bool = True, line: int = 1) -> object:
         parses.append(text)
-        return _parser_module.pending(text, at_paren=at_paren)
+        return _parser_module.pending(text, at_paren=at_paren, line=line)
 
     monkeypatch.setattr("occurrences.parser._parser.pending", counting)
     parser = PrefixParser()
