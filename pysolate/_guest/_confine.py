@@ -24,7 +24,8 @@ The spec is plain JSON built by the Host (``_isolation.Plan.confinement``)::
 
     {"cpu_time": 10, "memory_bytes": ..., "scratch_bytes": ..., "max_processes": 64 | None,
      "user_namespace": {"scratch": "/tmp/pysolate-guest-x"} | None,
-     "landlock": {"abi": 7, "read": [...], "list": [...], "write": [...]} | None,
+     "landlock": {"abi": 7, "read": [...], "list": [...], "write": [...]}
+               | {"abi": 7, "digest": "...", "write": [...]} | None,  (a fork server's prepared rules)
      "seccomp": {"library": "/usr/lib/.../libseccomp.so.2", "restrict_files": false} | None}
 """
 
@@ -62,10 +63,8 @@ def confine(spec: dict[str, Any]) -> list[str]:
         mechanisms += _privileges.drop()
         if spec.get("landlock"):
             step = "landlock"
-            from . import _landlock
-
-            rules = spec["landlock"]
-            mechanisms += _landlock.restrict(rules["read"], rules["write"], version=rules["abi"], list_only=rules["list"])
+            mechanisms += _restrict(spec["landlock"])
+        _release_prepared()  # a forked child of a server that prepared rules it does not use
         if spec.get("seccomp"):
             step = "seccomp"
             from . import _seccomp
@@ -77,6 +76,44 @@ def confine(spec: dict[str, Any]) -> list[str]:
     except (OSError, ValueError) as exc:
         raise ConfinementFailed(f"{step}: {exc}") from None
     return mechanisms
+
+
+_PREPARED: tuple[str, Any] | None = None
+"""A fork server's prepared Landlock rules (``prepare``): their digest and the
+``_landlock.Prepared`` whose fds each forked child inherits and closes."""
+
+
+def prepare(spec: dict[str, Any], *, lowest_fd: int) -> list[int]:
+    """In a fork server: open the read and list rules of ``spec`` (``abi``, ``read``,
+    ``list``) once for every child it forks; returns the fds a child must keep until it
+    confines itself. Raises ``OSError`` (the server then prepares nothing, and a child
+    told to use prepared rules fails closed)."""
+    global _PREPARED
+    from . import _landlock
+
+    prepared = _landlock.Prepared(spec["read"], version=spec["abi"], list_only=spec["list"], lowest_fd=lowest_fd)
+    _PREPARED = (_landlock.digest(spec), prepared)
+    return list(prepared.fds)
+
+
+def _restrict(rules: dict[str, Any]) -> list[str]:
+    """Landlock: from the fork server's prepared rules when ``rules`` names their digest
+    (any other digest, or none prepared, fails closed), else from the paths themselves."""
+    from . import _landlock
+
+    if "digest" not in rules:
+        return _landlock.restrict(rules["read"], rules["write"], version=rules["abi"], list_only=rules["list"])
+    if _PREPARED is None or _PREPARED[0] != rules["digest"] or _PREPARED[1].version != rules["abi"]:
+        raise OSError("the fork server's prepared rules are not the ones the Host planned")
+    return list(_PREPARED[1].restrict(rules["write"]))
+
+
+def _release_prepared() -> None:
+    """Close the prepared rules' fds: the program never holds them."""
+    global _PREPARED
+    if _PREPARED is not None:
+        _PREPARED[1].close()
+        _PREPARED = None
 
 
 def _apply_rlimits(spec: dict[str, Any]) -> list[str]:

@@ -99,6 +99,8 @@ class ForkedProcess(anyio.abc.Process):
         self._stderr = _PipeReader(stderr)
         self._reading = False
         self._read_done = anyio.Event()
+        self.prepared: str | None = None
+        """The digest of the Landlock rules its server prepared (the Host names it in ``init``)."""
 
     @property
     def pid(self) -> int:
@@ -201,6 +203,8 @@ class _Server:
         self._lock = threading.Lock()
         self._process: subprocess.Popen[bytes] | None = None
         self._control: socket.socket | None = None
+        self.prepared: str | None = None
+        """The digest of the Landlock rules the server prepared for its children (``_confine.prepare``)."""
         os.register_at_fork(after_in_child=self._forget)
 
     def _forget(self) -> None:
@@ -245,6 +249,9 @@ class _Server:
             raise
         finally:
             server_end.close()
+        spec = _isolation.prepared_landlock(sandboxed=self.namespaces)
+        host_end.send(json.dumps({"landlock": spec}).encode())  # its first message: the rules it prepares
+        self.prepared = _isolation.prepared_digest(spec)
         host_end.setblocking(False)
         self._control = host_end
 
@@ -329,7 +336,9 @@ async def fork_child(plan: _isolation.Plan, cwd: str, broker: socket.socket, scr
             control = await anyio.to_thread.run_sync(on_lasting_thread, functools.partial(chosen.control, plan))
         try:
             with anyio.fail_after(FORK_TIMEOUT):
-                return await _fork_once(control, request, broker, 3 if plan.namespaces else 1)
+                process = await _fork_once(control, request, broker, 3 if plan.namespaces else 1)
+            process.prepared = chosen.prepared
+            return process
         except (OSError, _Dropped, TimeoutError) as exc:
             chosen.replace(control)
             failure = exc

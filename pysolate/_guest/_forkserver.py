@@ -54,6 +54,7 @@ _PR_SET_PDEATHSIG, _PR_SET_DUMPABLE = 1, 4
 _SIGKILL = 9
 _REQUEST_BYTES = 64 * 1024
 _FDS = 4  # broker, stdout, stderr, status
+_CHILD_FDS = 5  # a child's own: stdin, stdout, stderr, broker and (``namespaces``) status
 
 
 def _load_child(root: str, seccomp_library: str | None) -> object:
@@ -82,7 +83,17 @@ def _receive(control: socket.socket) -> tuple[dict[str, object], list[int]] | No
     return json.loads(data), list(fds)
 
 
-def _become_guest(control: socket.socket, fds: list[int], message: dict[str, object], server: int, libc: ctypes.CDLL, child: object) -> None:
+def _close_all_but(keep: list[int]) -> None:
+    """Close every fd not in ``keep`` (sorted)."""
+    low = 0
+    for fd in keep:
+        if low < fd:  # (``closerange(n, n)`` would close every fd from n up)
+            os.closerange(low, fd)
+        low = max(low, fd + 1)
+    os.closerange(low, os.sysconf("SC_OPEN_MAX"))
+
+
+def _become_guest(control: socket.socket, fds: list[int], message: dict[str, object], server: int, libc: ctypes.CDLL, child: object, prepared: list[int]) -> None:
     """In the forked child: leave the server behind, then be a Guest child (never returns)."""
     try:
         control.detach()  # its fd is closed below; the object must never close a reused number
@@ -98,7 +109,8 @@ def _become_guest(control: socket.socket, fds: list[int], message: dict[str, obj
         own_namespaces = isinstance(message.get("scratch_bytes"), int)
         if own_namespaces:
             os.dup2(status, 4)  # the reaper answers the Host on it (``_unshare``)
-        os.closerange(5 if own_namespaces else 4, os.sysconf("SC_OPEN_MAX"))  # the control socket, every sibling's fds
+        # the control socket, every sibling's fds; the prepared rules' until it confines itself
+        _close_all_but([*range(_CHILD_FDS if own_namespaces else _CHILD_FDS - 1), *prepared])
         os.chdir(message["cwd"])  # type: ignore[arg-type]
         mechanisms: list[str] = []
         if own_namespaces:
@@ -114,6 +126,22 @@ def _become_guest(control: socket.socket, fds: list[int], message: dict[str, obj
         os._exit(70)
 
 
+def _prepare(control: socket.socket) -> list[int]:
+    """Read the Host's first message, ``{"landlock": spec | null}``, and prepare that
+    spec's Landlock rules for every child (``_confine.prepare``); the fds they hold, sorted.
+    Where they cannot be prepared, none are: a child told to use them then fails closed."""
+    setup = json.loads(control.recv(_REQUEST_BYTES) or b"{}")
+    spec = setup.get("landlock") if isinstance(setup, dict) else None
+    if not spec:
+        return []
+    from pysolate._guest import _confine
+
+    try:
+        return sorted(_confine.prepare(spec, lowest_fd=_CHILD_FDS))
+    except (OSError, ValueError, KeyError, TypeError):
+        return []
+
+
 def main() -> None:
     control = socket.socket(fileno=int(sys.argv[1]))
     root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -122,6 +150,7 @@ def main() -> None:
     libc.prctl(_PR_SET_DUMPABLE, 0, 0, 0, 0)
     namespaces = sys.argv[2] == "namespaces"
     child = _load_child(root, sys.argv[3] if len(sys.argv) > 3 else None)
+    prepared = _prepare(control)
     gc.freeze()  # the pre-imported heap stays shared with every child (no refcount-touched pages)
     server = os.getpid()
     children: dict[int, tuple[int, int]] = {}  # pidfd -> (pid, status socket fd)
@@ -148,7 +177,7 @@ def main() -> None:
                 continue
             pid = os.fork()
             if pid == 0:
-                _become_guest(control, fds, message, server, libc, child)
+                _become_guest(control, fds, message, server, libc, child, prepared)
             for received in fds[:3]:
                 os.close(received)
             pidfd = os.pidfd_open(pid)

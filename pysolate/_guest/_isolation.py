@@ -140,11 +140,20 @@ class Plan:
     _seccomp_library: str | None
     _root: bool
 
-    def confinement(self, scratch: str | None, limits: GuestLimits, scratch_bytes: int) -> dict[str, Any]:
+    def confinement(self, scratch: str | None, limits: GuestLimits, scratch_bytes: int, *, prepared: str | None = None) -> dict[str, Any]:
         """The spec the child hands to ``_confine.confine`` (plain JSON); ``scratch`` is
-        the private directory made for it (None under bubblewrap: its ``/tmp``)."""
+        the private directory made for it (None under bubblewrap: its ``/tmp``).
+        ``prepared``: the digest of the Landlock rules the fork server that forked the
+        child prepared (``prepared_landlock``); where it is this plan's, the spec names it
+        instead of listing every path (the child fails closed on any other)."""
         own_user_namespace = not self.namespaces
         write = ["/tmp" if self.namespaces else cast(str, scratch), "/dev/null"]
+        landlock: dict[str, Any] | None = None
+        if self.landlock_abi:
+            if prepared is not None and prepared == _landlock_digest(self):
+                landlock = {"abi": self.landlock_abi, "digest": prepared, "write": write}
+            else:
+                landlock = {**_landlock_rules(self), "write": write}
         max_processes = limits.max_processes
         return {
             "cpu_time": limits.cpu_time,
@@ -154,7 +163,7 @@ class Plan:
             # it exempts the kernel's root uid, which a root Host's Guest still is (``_cgroup``)
             "max_processes": None if self._root else max_processes,
             "user_namespace": {"scratch": scratch} if own_user_namespace else None,
-            "landlock": {"abi": self.landlock_abi, "read": list(self._read), "list": list(landlock_lists()), "write": write} if self.landlock_abi else None,
+            "landlock": landlock,
             "seccomp": (
                 {"library": self._seccomp_library, "restrict_files": self.level == "seccomp"}
                 if self.level != "rlimits" else None
@@ -192,6 +201,30 @@ class Plan:
         if self.level != "rlimits":
             needed.append("seccomp-allowlist")
         return tuple(needed)
+
+
+def _landlock_rules(plan: Plan) -> dict[str, Any]:
+    """The read and list rules of ``plan`` (what a fork server prepares)."""
+    return {"abi": plan.landlock_abi, "read": list(plan._read), "list": list(landlock_lists())}
+
+
+@functools.cache
+def _landlock_digest(plan: Plan) -> str:
+    return _landlock.digest(_landlock_rules(plan))
+
+
+def prepared_landlock(*, sandboxed: bool) -> dict[str, Any] | None:
+    """The Landlock rules a fork server prepares for its children (``_confine.prepare``):
+    those of the ``landlock`` level (``sandboxed``: of ``namespaces``), or None without Landlock."""
+    found = machine()
+    if not found.landlock_abi:
+        return None
+    return {"abi": found.landlock_abi, "read": list(landlock_reads(sandboxed=sandboxed)), "list": list(landlock_lists())}
+
+
+def prepared_digest(spec: dict[str, Any] | None) -> str | None:
+    """The digest a fork server computes for ``spec`` (``prepared_landlock``), or None."""
+    return _landlock.digest(spec) if spec else None
 
 
 def interpreter() -> str:
@@ -238,6 +271,7 @@ def _library_dirs() -> list[str]:
     return [d for d in (*dirs, "/usr/lib64", "/lib64") if os.path.isdir(d)]
 
 
+@functools.cache
 def landlock_lists() -> tuple[str, ...]:
     """Directories the child may list but not read beneath: the stdlib's (imports list
     it; its entries are granted one by one by ``landlock_reads``)."""
@@ -245,6 +279,7 @@ def landlock_lists() -> tuple[str, ...]:
     return tuple(sorted({paths["stdlib"], paths["platstdlib"]}))
 
 
+@functools.cache
 def landlock_reads(*, sandboxed: bool) -> tuple[str, ...]:
     """Exactly what the child may read under Landlock: the stdlib's entries but
     ``site-packages``, ``libpython``, the shared-library dirs, its own sources, zoneinfo

@@ -47,6 +47,9 @@ _SCOPE_ABSTRACT_UNIX_SOCKET, _SCOPE_SIGNAL = 1, 2  # ABI 6
 READ = _READ_FILE | _READ_DIR
 """What a ``read`` path allows."""
 
+_FILE_RIGHTS = _READ_FILE | _WRITE_FILE | _TRUNCATE | _IOCTL_DEV
+"""The subset of rights a rule on a file (not a directory) may hold."""
+
 _O_PATH = 0o10000000
 
 
@@ -59,16 +62,15 @@ class _PathBeneathAttr(ctypes.Structure):
     _fields_ = [("allowed_access", ctypes.c_uint64), ("parent_fd", ctypes.c_int32)]
 
 
-def _libc() -> ctypes.CDLL:
-    libc = ctypes.CDLL(None, use_errno=True)
-    libc.syscall.restype = ctypes.c_long
-    return libc
+_LIBC = ctypes.CDLL(None, use_errno=True)
+"""This module's own handle (loaded at import, so a forked child does not load it again)."""
+_LIBC.syscall.restype = ctypes.c_long
+_CREATE_RULESET_NR, _ADD_RULE_NR, _RESTRICT_SELF_NR = ctypes.c_long(_CREATE_RULESET), ctypes.c_long(_ADD_RULE), ctypes.c_long(_RESTRICT_SELF)
 
 
 def abi() -> int:
     """The kernel's Landlock ABI version, or 0 when Landlock is missing or disabled."""
-    libc = _libc()
-    version = libc.syscall(ctypes.c_long(_CREATE_RULESET), None, ctypes.c_size_t(0), ctypes.c_uint32(_CREATE_RULESET_VERSION))
+    version = _LIBC.syscall(_CREATE_RULESET_NR, None, ctypes.c_size_t(0), ctypes.c_uint32(_CREATE_RULESET_VERSION))
     return max(0, int(version))
 
 
@@ -83,6 +85,113 @@ def _handled_fs(version: int) -> int:
     return rights
 
 
+def digest(spec: dict[str, object]) -> str:
+    """A name for a prepared rule set's spec (``abi``, ``read``, ``list``): the Host and
+    the fork server each compute it, and a forked child applies the server's prepared
+    rules only when its ``init`` names the same digest (``_confine``)."""
+    import hashlib
+    import json
+
+    return hashlib.sha256(json.dumps(spec, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
+
+
+class Prepared:
+    """The read and list rules, opened once: an ``O_PATH`` fd and its rights per path.
+
+    A fork server prepares them once, so each forked child only adds them to a ruleset of
+    its own (no path walk, no ``open``, no ``fstat`` per rule): the same rules a child that
+    opened the paths itself would add, on the inodes the paths named when the server
+    started. The child closes them (``close``) before the program runs.
+    """
+
+    def __init__(self, read: Sequence[str], *, version: int, list_only: Sequence[str] = (), lowest_fd: int = 0) -> None:
+        found = abi()
+        if found < max(1, version):
+            raise OSError(f"Landlock ABI {found} is below the {version} the Host planned for")
+        self.version = version
+        self.handled = _handled_fs(version)
+        self._lowest_fd = lowest_fd  # a forked child's own fds (stdio, broker...) sit below it
+        self.fds: list[int] = []
+        self._rules: list[_PathBeneathAttr] = []
+        try:
+            for paths, allowed in ((list_only, _READ_DIR), (read, READ)):
+                for path in paths:
+                    self._open(path, allowed)
+        except BaseException:
+            self.close()
+            raise
+
+    def _open(self, path: str, allowed: int) -> None:
+        """Hold ``path`` (a missing path is skipped: nothing to reach)."""
+        try:
+            fd = os.open(path, _O_PATH | os.O_CLOEXEC)
+        except FileNotFoundError:
+            return
+        if fd < self._lowest_fd:
+            import fcntl
+
+            try:
+                moved = fcntl.fcntl(fd, fcntl.F_DUPFD_CLOEXEC, self._lowest_fd)
+            finally:
+                os.close(fd)
+            fd = moved
+        self.fds.append(fd)
+        allowed &= self.handled
+        if os.fstat(fd).st_mode & 0o170000 != 0o040000:
+            allowed &= _FILE_RIGHTS  # directory rights on a file are EINVAL
+        self._rules.append(_PathBeneathAttr(allowed, fd))
+
+    def restrict(self, write: Sequence[str]) -> list[str]:
+        """Restrict this process to the prepared rules plus every file right but
+        ``EXECUTE`` beneath each ``write`` path (opened now: a scratch tmpfs is mounted
+        after the server prepared its rules, and Landlock sees only the mount on top);
+        irrevocable. Returns the mechanisms applied; raises ``OSError`` if any step fails
+        (the caller must then not run the program: a half-applied ruleset is never trusted).
+        """
+        if abi() < max(1, self.version):  # a kernel that lies about it fails here, not later
+            raise OSError(f"Landlock ABI {abi()} is below the {self.version} the Host planned for")
+        version, handled = self.version, self.handled
+        attr = _RulesetAttr(handled, 0, 0)
+        size = ctypes.sizeof(ctypes.c_uint64)  # ABI 1-3 kernels only know the first field
+        mechanisms = [f"landlock-abi{version}", "landlock-fs", "no-exec"]
+        if version >= 4:
+            attr.handled_access_net = _NET_BIND_TCP | _NET_CONNECT_TCP
+            size = 2 * ctypes.sizeof(ctypes.c_uint64)
+            mechanisms.append("landlock-no-tcp")
+        if version >= 6:
+            attr.scoped = _SCOPE_ABSTRACT_UNIX_SOCKET | _SCOPE_SIGNAL
+            size = ctypes.sizeof(_RulesetAttr)
+            mechanisms.append("landlock-scoped")
+        syscall = _LIBC.syscall
+        ruleset = int(syscall(_CREATE_RULESET_NR, ctypes.byref(attr), ctypes.c_size_t(size), ctypes.c_uint32(0)))
+        if ruleset < 0:
+            code = ctypes.get_errno()
+            raise OSError(code, f"landlock_create_ruleset: {os.strerror(code)}")
+        try:
+            number, fd_arg, beneath, zero = _ADD_RULE_NR, ctypes.c_int(ruleset), ctypes.c_int(_RULE_PATH_BENEATH), ctypes.c_uint32(0)
+            for rule in self._rules:
+                if syscall(number, fd_arg, beneath, ctypes.byref(rule), zero) != 0:
+                    code = ctypes.get_errno()
+                    raise OSError(code, f"landlock_add_rule: {os.strerror(code)}")
+            for path in write:
+                _add_rule(ruleset, path, handled & ~_EXECUTE, handled)
+            if syscall(_RESTRICT_SELF_NR, fd_arg, zero) != 0:
+                code = ctypes.get_errno()
+                raise OSError(code, f"landlock_restrict_self: {os.strerror(code)}")
+        finally:
+            os.close(ruleset)
+        return mechanisms
+
+    def close(self) -> None:
+        """Close every held fd (idempotent)."""
+        fds, self.fds = sorted(self.fds), []
+        while fds:  # one ``close_range`` per run of consecutive fds (the server opened them in a row)
+            low = high = fds.pop(0)
+            while fds and fds[0] == high + 1:
+                high = fds.pop(0)
+            os.closerange(low, high + 1)
+
+
 def restrict(read: Sequence[str], write: Sequence[str], *, version: int, list_only: Sequence[str] = ()) -> list[str]:
     """Restrict this process to ``read`` / ``write`` (see module docstring); irrevocable.
 
@@ -94,40 +203,14 @@ def restrict(read: Sequence[str], write: Sequence[str], *, version: int, list_on
     Returns the mechanisms applied. Raises ``OSError`` if any step fails: the caller must
     then not run the program (a half-applied ruleset is never trusted).
     """
-    found = abi()
-    if found < max(1, version):
-        raise OSError(f"Landlock ABI {found} is below the {version} the Host planned for")
-    handled = _handled_fs(version)
-    attr = _RulesetAttr(handled, 0, 0)
-    size = ctypes.sizeof(ctypes.c_uint64)  # ABI 1-3 kernels only know the first field
-    mechanisms = [f"landlock-abi{version}", "landlock-fs", "no-exec"]
-    if version >= 4:
-        attr.handled_access_net = _NET_BIND_TCP | _NET_CONNECT_TCP
-        size = 2 * ctypes.sizeof(ctypes.c_uint64)
-        mechanisms.append("landlock-no-tcp")
-    if version >= 6:
-        attr.scoped = _SCOPE_ABSTRACT_UNIX_SOCKET | _SCOPE_SIGNAL
-        size = ctypes.sizeof(_RulesetAttr)
-        mechanisms.append("landlock-scoped")
-    libc = _libc()
-    ruleset = int(libc.syscall(ctypes.c_long(_CREATE_RULESET), ctypes.byref(attr), ctypes.c_size_t(size), ctypes.c_uint32(0)))
-    if ruleset < 0:
-        code = ctypes.get_errno()
-        raise OSError(code, f"landlock_create_ruleset: {os.strerror(code)}")
+    prepared = Prepared(read, version=version, list_only=list_only)
     try:
-        file_rights = _READ_FILE | _WRITE_FILE | _TRUNCATE | _IOCTL_DEV  # the subset a file rule may hold
-        for paths, allowed in ((list_only, _READ_DIR), (read, READ), (write, handled & ~_EXECUTE)):
-            for path in paths:
-                _add_rule(libc, ruleset, path, allowed & handled, file_rights & handled)
-        if libc.syscall(ctypes.c_long(_RESTRICT_SELF), ctypes.c_int(ruleset), ctypes.c_uint32(0)) != 0:
-            code = ctypes.get_errno()
-            raise OSError(code, f"landlock_restrict_self: {os.strerror(code)}")
+        return prepared.restrict(write)
     finally:
-        os.close(ruleset)
-    return mechanisms
+        prepared.close()
 
 
-def _add_rule(libc: ctypes.CDLL, ruleset: int, path: str, allowed: int, file_rights: int) -> None:
+def _add_rule(ruleset: int, path: str, allowed: int, handled: int) -> None:
     """Allow ``allowed`` beneath ``path`` (a missing path is skipped: nothing to reach)."""
     try:
         fd = os.open(path, _O_PATH | os.O_CLOEXEC)
@@ -135,9 +218,9 @@ def _add_rule(libc: ctypes.CDLL, ruleset: int, path: str, allowed: int, file_rig
         return
     try:
         if os.fstat(fd).st_mode & 0o170000 != 0o040000:
-            allowed &= file_rights  # directory rights on a file are EINVAL
+            allowed &= _FILE_RIGHTS & handled  # directory rights on a file are EINVAL
         beneath = _PathBeneathAttr(allowed, fd)
-        rc = libc.syscall(ctypes.c_long(_ADD_RULE), ctypes.c_int(ruleset), ctypes.c_int(_RULE_PATH_BENEATH), ctypes.byref(beneath), ctypes.c_uint32(0))
+        rc = _LIBC.syscall(_ADD_RULE_NR, ctypes.c_int(ruleset), ctypes.c_int(_RULE_PATH_BENEATH), ctypes.byref(beneath), ctypes.c_uint32(0))
         if rc != 0:
             code = ctypes.get_errno()
             raise OSError(code, f"landlock_add_rule({path}): {os.strerror(code)}")

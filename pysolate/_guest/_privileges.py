@@ -39,11 +39,14 @@ _PR_SET_DUMPABLE, _PR_CAPBSET_DROP, _PR_SET_NO_NEW_PRIVS, _PR_CAP_AMBIENT = 4, 2
 _PR_CAP_AMBIENT_CLEAR_ALL = 4
 
 
+_LIBC = ctypes.CDLL(None, use_errno=True)
+"""This module's own handle, made at import (a fork server's children inherit it ready)."""
+_LIBC.mount.argtypes = [ctypes.c_char_p, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_ulong, ctypes.c_char_p]
+_LIBC.prctl.argtypes = [ctypes.c_int, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong]
+
+
 def _libc() -> ctypes.CDLL:
-    libc = ctypes.CDLL(None, use_errno=True)
-    libc.mount.argtypes = [ctypes.c_char_p, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_ulong, ctypes.c_char_p]
-    libc.prctl.argtypes = [ctypes.c_int, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong]
-    return libc
+    return _LIBC
 
 
 def _check(rc: int, what: str) -> None:
@@ -105,10 +108,22 @@ def drop() -> list[str]:
 
 def _empty_bounding_set(libc: ctypes.CDLL) -> None:
     """Drop every capability from the bounding set, where we may (EPERM without
-    ``CAP_SETPCAP``: then ``no_new_privs`` is what keeps an exec from regaining one)."""
-    for cap in range(_last_capability() + 1):
-        if libc.prctl(_PR_CAPBSET_DROP, cap, 0, 0, 0) != 0 and ctypes.get_errno() not in (1, 22):
-            _check(-1, f"drop capability {cap} from the bounding set")
+    ``CAP_SETPCAP``: then ``no_new_privs`` is what keeps an exec from regaining one).
+
+    Once every drop succeeded the set stays empty (nothing can add to it, and a fork
+    inherits it), so this process does not try again."""
+    global _bounding_set_empty
+    if _bounding_set_empty == os.getpid():
+        return
+    emptied = True
+    for cap in range(_LAST_CAPABILITY + 1):
+        if libc.prctl(_PR_CAPBSET_DROP, cap, 0, 0, 0) != 0:
+            code = ctypes.get_errno()
+            if code not in (1, 22):
+                _check(-1, f"drop capability {cap} from the bounding set")
+            emptied = emptied and code == 22  # EINVAL: no such capability here
+    if emptied:
+        _bounding_set_empty = os.getpid()
 
 
 def _last_capability() -> int:
@@ -117,6 +132,14 @@ def _last_capability() -> int:
             return int(f.read())
     except OSError:
         return 63  # /proc hidden: try every bit a 64-bit set can hold
+
+
+_LAST_CAPABILITY = _last_capability()
+"""Read at import (a child imports this before it hides ``/proc``; a fork server's
+children inherit it), so no child tries all 64 bits."""
+
+_bounding_set_empty = 0
+"""The pid of the process that emptied its bounding set (0: none yet)."""
 
 
 _CAP_VERSION_3 = 0x20080522

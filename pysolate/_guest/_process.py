@@ -325,8 +325,15 @@ class SubprocessGuest:
         if self._cgroup is not None:
             self._cgroup.kill()
 
-    async def _stderr_after_death(self) -> str:
-        """Kill the child and return the start of what it wrote to stderr (for start errors)."""
+    async def _stderr_after_death(self, exiting: bool) -> str:
+        """Kill the child and return the start of what it wrote to stderr (for start errors).
+
+        ``exiting``: it hung up, so it is on its way out; its own exit status (a confinement
+        failure's, ``_confine.EXIT_CODE``) is awaited for ``EXIT_GRACE`` before the kill, which
+        would otherwise race it (under ``namespaces`` the status passes through two processes)."""
+        if exiting:
+            with anyio.move_on_after(EXIT_GRACE):
+                await self._process.wait()
         self._kill()
         await self._process.wait()
         with anyio.move_on_after(EXIT_GRACE):
@@ -450,7 +457,7 @@ async def start_subprocess_guest(
             "t": "init",
             "capabilities": {name: list(methods) for name, methods in capabilities.items()},
             "limits": {"max_frame_bytes": limits.max_frame_bytes},
-            "confinement": plan.confinement(scratch, limits, SCRATCH_BYTES),
+            "confinement": plan.confinement(scratch, limits, SCRATCH_BYTES, prepared=process.prepared if isinstance(process, _forked.ForkedProcess) else None),
         }
         with anyio.fail_after(START_TIMEOUT):
             await channel.send(encode_frame(init))
@@ -459,7 +466,7 @@ async def start_subprocess_guest(
             raise ProtocolViolation("the child's first frame was not ready")
         plan.check_applied(ready.mechanisms, forked=forked)
     except (_ChannelClosed, ProtocolViolation, TimeoutError, OSError) as exc:
-        detail = await guest._stderr_after_death()
+        detail = await guest._stderr_after_death(isinstance(exc, _ChannelClosed))
         await guest.aclose()
         if guest._process.returncode == _confine.EXIT_CODE and detail.startswith(_confine.STDERR_PREFIX):
             raise IsolationUnavailable(f"the Guest could not be isolated at level {plan.level!r}: {detail[len(_confine.STDERR_PREFIX):]}") from None

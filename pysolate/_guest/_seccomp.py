@@ -27,10 +27,10 @@ fail with EPERM so the program sees a plain ``PermissionError``:
 With ``restrict_files`` (no Landlock, no mount namespace protects the file system) no file
 may be opened for writing, created, renamed, linked or removed at all.
 
-It is two stacked filters (the strictest answer wins): the allow-list, the same for every
-Guest and so compiled to BPF once per process (the fork server compiles it before it
-forks, so a forked Guest only loads it), and a one-rule filter refusing ``kill``/``tgkill``
-of any pid but the Guest's own.
+It is one filter, the same for every Guest but for its own pid in the ``kill``/``tgkill``
+rules (signals to any other pid fail with EPERM): compiled to BPF once per process with a
+placeholder pid (the fork server compiles it before it forks), each Guest only patches its
+pid in and loads it.
 
 ``ioctl`` and ``prctl`` are allowed only for the few requests CPython makes. ``libseccomp``
 also kills a process that switches syscall ABI (i386/x32), so the list cannot be
@@ -146,11 +146,10 @@ _LOADED: dict[str, tuple[ctypes.CDLL, dict[str, int]]] = {}
 
 def warm(library_path: str) -> None:
     """Load libseccomp, resolve every syscall name and compile the allow-lists now, so
-    ``install`` only adds the one pid rule and loads (the fork server does this once for
-    all its children)."""
+    ``install`` only sets its pid and loads (the fork server does this once for all its
+    children)."""
     for restrict_files in (False, True):
         compiled(library_path, restrict_files=restrict_files, strict=False)
-    _own_signals(library_path, os.getpid())
 
 
 def _library(library_path: str) -> tuple[ctypes.CDLL, dict[str, int]]:
@@ -179,66 +178,54 @@ def _library(library_path: str) -> tuple[ctypes.CDLL, dict[str, int]]:
 def install(library_path: str, *, restrict_files: bool, strict: bool = False) -> list[str]:
     """Load the filter into this process (irrevocably); returns the mechanisms applied.
 
-    Two stacked filters (the kernel applies every filter and the strictest answer wins):
-    first one that refuses ``kill``/``tgkill`` of any pid but ours, then the allow-list,
-    which is the same for every Guest and so compiled once per process (``compiled``; the
-    fork server compiles it before it forks). ``strict`` makes every unlisted syscall kill
-    the process (tests only, see module docstring). Raises ``OSError`` if a filter cannot
+    One filter: the allow-list, compiled once per process (``compiled``; the fork server
+    compiles it before it forks) with a placeholder where ``kill``/``tgkill`` compare their
+    pid, then that placeholder set to ours. ``strict`` makes every unlisted syscall kill
+    the process (tests only, see module docstring). Raises ``OSError`` if the filter cannot
     be built or loaded: the caller must then not run the program.
     """
-    allow_list = compiled(library_path, restrict_files=restrict_files, strict=strict)
-    _load(_own_signals(library_path, os.getpid()))  # first: the allow-list forbids the prctl that loads a filter
-    _load(allow_list)
+    template, offsets = compiled(library_path, restrict_files=restrict_files, strict=strict)
+    program = bytearray(template)
+    own = os.getpid().to_bytes(4, sys.byteorder)
+    for at in offsets:
+        program[at : at + 4] = own
+    _load(bytes(program))
     return ["seccomp-allowlist", "no-fork", "no-sockets", "no-io-uring", "no-memfd"] + (["no-file-writes"] if restrict_files else [])
 
 
-_COMPILED: dict[tuple[str, bool, bool], bytes] = {}
-_SIGNAL_TEMPLATES: dict[str, bytes] = {}
+_COMPILED: dict[tuple[str, bool, bool], tuple[bytes, tuple[int, ...]]] = {}
+
+_PID_PLACEHOLDERS = (0x7FFFFFFE, 0x7FFFFFFD)
+"""Stand for the Guest's pid in the compiled allow-list (above any real pid); it is
+compiled with each, and the operands that differ are exactly the pid comparisons."""
 
 
-def compiled(library_path: str, *, restrict_files: bool, strict: bool) -> bytes:
-    """The allow-list as a BPF program (pid-independent: signals to ourselves are allowed
-    here and narrowed by the other filter), built by libseccomp once per process."""
+def compiled(library_path: str, *, restrict_files: bool, strict: bool) -> tuple[bytes, tuple[int, ...]]:
+    """The allow-list as a BPF program with the first placeholder for our pid, and the
+    byte offsets of every operand holding it; built by libseccomp once per process.
+
+    Raises ``OSError`` unless the two compilations differ in pid operands alone."""
     key = (library_path, restrict_files, strict)
     if key not in _COMPILED:
         lib, numbers = _library(library_path)
         default = _KILL_PROCESS if strict else _errno_action(errno.ENOSYS)
-        _COMPILED[key] = _build(lib, default, functools.partial(_allow_list, restrict_files=restrict_files), numbers)
+        first, second = (
+            _build(lib, default, functools.partial(_allow_list, restrict_files=restrict_files, pid=pid), numbers) for pid in _PID_PLACEHOLDERS
+        )
+        if len(first) != len(second):
+            raise OSError("the allow-list compiles to different programs for different pids")
+        offsets = tuple(at for at in range(0, len(first), 4) if first[at : at + 4] != second[at : at + 4])
+        expected = [placeholder.to_bytes(4, sys.byteorder) for placeholder in _PID_PLACEHOLDERS]
+        if not offsets or any(at % 8 != 4 or [first[at : at + 4], second[at : at + 4]] != expected for at in offsets):
+            raise OSError("the compiled allow-list does not compare the pid where expected")  # only a ``k`` operand may differ
+        _COMPILED[key] = first, offsets
     return _COMPILED[key]
 
 
 Rule = Callable[..., None]
 
-_PID_PLACEHOLDER = 0x7FFFFFFE
-"""Stands for the Guest's pid in the compiled signal filter (above any real pid)."""
 
-
-def _own_signals(library_path: str, pid: int) -> bytes:
-    """The filter refusing ``kill``/``tgkill`` of any pid but ``pid``: compiled once with a
-    placeholder (no constant of a filter is that large but a pid comparison), then every
-    comparison with the placeholder set to ``pid``."""
-    template = _SIGNAL_TEMPLATES.get(library_path)
-    if template is None:
-        lib, numbers = _library(library_path)
-
-        def others_refused(rule: Rule) -> None:
-            for name in ("kill", "tgkill"):
-                rule(_errno_action(errno.EPERM), name, (0, _NE, _PID_PLACEHOLDER, 0))
-
-        template = _SIGNAL_TEMPLATES[library_path] = _build(lib, _ALLOW, others_refused, numbers)
-    program = bytearray(template)
-    placeholder, own = (_PID_PLACEHOLDER.to_bytes(4, sys.byteorder), pid.to_bytes(4, sys.byteorder))
-    patched = 0
-    for at in range(4, len(program), 8):  # the ``k`` operand of each ``struct sock_filter``
-        if program[at : at + 4] == placeholder:
-            program[at : at + 4] = own
-            patched += 1
-    if not patched:  # libseccomp may share one comparison between both calls, never none
-        raise OSError("the compiled signal filter does not compare the pid")
-    return bytes(program)
-
-
-def _allow_list(rule: Rule, *, restrict_files: bool) -> None:
+def _allow_list(rule: Rule, *, restrict_files: bool, pid: int) -> None:
     eperm, enosys = _errno_action(errno.EPERM), _errno_action(errno.ENOSYS)
     for name in ALLOWED:
         rule(_ALLOW, name)
@@ -258,8 +245,9 @@ def _allow_list(rule: Rule, *, restrict_files: bool) -> None:
     rule(_ALLOW, "clone", (0, _MASKED_EQ, _CLONE_THREAD | _CLONE_NAMESPACES, _CLONE_THREAD))
     rule(eperm, "clone", (0, _MASKED_EQ, _CLONE_THREAD, 0))
     rule(enosys, "clone3")  # flags in a struct too; glibc falls back to clone only on ENOSYS
-    for name in ("kill", "tgkill"):
-        rule(_ALLOW, name)  # only to ourselves: the first filter refuses every other pid
+    for name in ("kill", "tgkill"):  # only to ourselves (``pid``: a placeholder, see ``compiled``)
+        rule(_ALLOW, name, (0, _EQ, pid, 0))
+        rule(eperm, name, (0, _NE, pid, 0))
     rule(_ALLOW, "prlimit64", (0, _EQ, 0, 0), (2, _EQ, 0, 0))
     rule(eperm, "prlimit64", (2, _NE, 0, 0))
     rule(_ALLOW, "socketpair", (0, _EQ, _AF_UNIX, 0), (1, _MASKED_EQ, _SOCK_TYPE_MASK, _SOCK_STREAM))
@@ -313,12 +301,15 @@ class _SockFprog(ctypes.Structure):
     _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_void_p)]
 
 
+_LIBC = ctypes.CDLL(None, use_errno=True)
+"""This module's own handle, made at import (a fork server's children inherit it ready)."""
+_LIBC.prctl.argtypes = [ctypes.c_int, ctypes.c_ulong, ctypes.c_void_p, ctypes.c_ulong, ctypes.c_ulong]
+
+
 def _load(program: bytes) -> None:
     """Install one BPF filter (``no_new_privs`` is already set: ``_privileges.drop``)."""
     buffer = ctypes.create_string_buffer(program, len(program))
     fprog = _SockFprog(len(program) // 8, ctypes.addressof(buffer))
-    libc = ctypes.CDLL(None, use_errno=True)
-    libc.prctl.argtypes = [ctypes.c_int, ctypes.c_ulong, ctypes.c_void_p, ctypes.c_ulong, ctypes.c_ulong]
-    if libc.prctl(_PR_SET_SECCOMP, _SECCOMP_MODE_FILTER, ctypes.byref(fprog), 0, 0) != 0:
+    if _LIBC.prctl(_PR_SET_SECCOMP, _SECCOMP_MODE_FILTER, ctypes.byref(fprog), 0, 0) != 0:
         code = ctypes.get_errno()
         raise OSError(code, f"prctl(PR_SET_SECCOMP): {os.strerror(code)}")

@@ -100,7 +100,12 @@ def _init(libc: object, status: int, reaper: int, guest: int, told: int) -> NoRe
     pidfds, keep nothing else, tell the reaper how the Guest ended."""
     try:
         _privileges._clear_capabilities(libc)  # type: ignore[arg-type]
-        os.closerange(0, 4)  # the Guest's stdio and broker socket are the Guest's alone
+        low = 0  # the Guest's stdio, broker socket and prepared Landlock rules are the Guest's alone
+        for fd in sorted((status, reaper, told)):
+            if low < fd:  # (``closerange(n, n)`` would close every fd from n up)
+                os.closerange(low, fd)
+            low = fd + 1
+        os.closerange(low, os.sysconf("SC_OPEN_MAX"))
         own, theirs = os.pidfd_open(os.getpid()), os.pidfd_open(guest)
         answer = socket.socket(fileno=status)
         with contextlib.suppress(OSError):  # the Host gave up on this start: still reported below

@@ -61,6 +61,21 @@ async def test_two_guests_share_no_namespace_with_each_other_or_the_server() -> 
         await second.aclose()
 
 
+async def test_the_init_holds_none_of_the_guests_fds() -> None:
+    """Pid 1 of the Guest's namespace keeps no fd of the Guest's (stdio, broker, the
+    server's prepared Landlock rules) once the Guest runs: nothing but an empty table."""
+    guest = await start()
+    try:
+        process = guest._process
+        assert isinstance(process, _forked.ForkedProcess) and process._init is not None
+        init = _forked._pid_of(process._init)
+        held = {fd: os.readlink(f"/proc/{init}/fd/{fd}") for fd in os.listdir(f"/proc/{init}/fd")}
+        assert len(held) <= 1, held  # at most the pipe on which it tells the reaper the Guest's status
+        assert all(target.startswith("pipe:") for target in held.values()), held
+    finally:
+        await guest.aclose()
+
+
 async def test_a_guest_never_sees_a_siblings_tmp() -> None:
     entered, release = anyio.Event(), anyio.Event()
 

@@ -15,7 +15,7 @@ import anyio
 import pytest
 from guest_levels import params
 
-from pysolate import Effect, Host, capability
+from pysolate import Effect, Host, IsolationUnavailable, capability
 from pysolate._guest import _forked, _isolation, start_subprocess_guest
 from pysolate._guest_api import GuestLimits, GuestOutcome
 
@@ -60,13 +60,27 @@ async def test_turned_off_every_guest_is_spawned(level: str) -> None:
 @pytest.mark.parametrize("level", forked_levels())
 async def test_a_forked_guest_is_its_own_session_with_only_its_own_fds(level: str) -> None:
     source = (
-        "import os\nfds = []\nfor fd in range(256):\n    try:\n        os.fstat(fd)\n        fds.append(fd)\n"
+        "import os\nfds = []\nfor fd in range(4096):\n    try:\n        os.fstat(fd)\n        fds.append(fd)\n"
         "    except OSError:\n        pass\n(fds, os.getsid(0) == os.getpid(), os.getcwd())"
     )
     out, _ = await run(source, level)
     assert out.status == "ok", out.error
     assert isinstance(out.value, tuple) and out.value[:2] == ([0, 1, 2, 3], True)
     assert out.value[2] == "/tmp" if level == "namespaces" else out.value[2].startswith("/tmp/pysolate-guest-")
+
+
+@pytest.mark.parametrize("level", [p for p in forked_levels() if p.values[0] != "seccomp"])  # type: ignore[attr-defined]
+async def test_a_forked_guest_told_other_prepared_rules_fails_closed(level: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The server prepares its Landlock rules once; a child whose ``init`` names any other
+    digest than the server's never runs the program (IsolationUnavailable), it does not
+    fall back to something weaker."""
+    await run("1", level)  # the server is up, with its prepared rules
+    server = _forked.server_for(level)
+    assert server.prepared is not None
+    monkeypatch.setattr(server, "prepared", "0" * 64)
+    monkeypatch.setattr(_isolation, "_landlock_digest", lambda plan: "0" * 64)
+    with anyio.fail_after(20), pytest.raises(IsolationUnavailable, match="prepared rules are not the ones the Host planned"):
+        await run("1", level)
 
 
 @pytest.mark.parametrize("level", forked_levels())

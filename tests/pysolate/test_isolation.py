@@ -138,8 +138,8 @@ async def test_a_child_that_cannot_confine_itself_never_runs_the_program(specula
     """A mechanism failing inside the child is IsolationUnavailable, not a weaker run."""
     real = _isolation.Plan.confinement
 
-    def broken(self: _isolation.Plan, *args: object) -> dict[str, object]:
-        spec = real(self, *args)  # type: ignore[arg-type]
+    def broken(self: _isolation.Plan, *args: object, **kwargs: object) -> dict[str, object]:
+        spec = real(self, *args, **kwargs)  # type: ignore[arg-type]
         spec["seccomp"] = {"library": "/nonexistent/libseccomp.so.2", "restrict_files": False}
         return spec
 
