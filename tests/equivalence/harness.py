@@ -312,9 +312,14 @@ def assert_same(result: RunResult, ref: RunResult) -> None:
 
 def children(pid: int | None = None) -> list[int]:
     """Live or zombie child processes of ``pid`` (default: this process and its fork
-    servers, whose own long-lived processes are not counted: their children are Guests), from /proc."""
-    from pysolate._guest import _forked
+    servers, whose own long-lived processes are not counted: their children are Guests), from /proc.
 
+    Counted once the Guest clean-ups in flight are done: a Guest that ended with ``done``
+    is killed before its run returns, and reaped by the reaper thread (``_guest._reaper``).
+    """
+    from pysolate._guest import _forked, _reaper
+
+    assert _reaper.drain(10), "a Guest clean-up took more than 10 s"
     servers = {p for server in _forked.servers.values() for p in server.pids()} if pid is None else set()
     parents = {os.getpid() if pid is None else pid, *servers}
     found = []
