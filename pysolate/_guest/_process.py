@@ -336,7 +336,7 @@ class SubprocessGuest:
         self._channel.close()
         await self._process.aclose()
         if self._scratch is not None:
-            shutil.rmtree(self._scratch, ignore_errors=True)
+            _remove_scratch(self._scratch)
             self._scratch = None
 
     async def aclose(self) -> None:
@@ -370,7 +370,7 @@ async def start_subprocess_guest(
     plan = _isolation.planned(isolation, SCRATCH_BYTES)  # no thread hop once the machine is probed
     if plan is None:
         plan = await anyio.to_thread.run_sync(_isolation.plan, isolation, SCRATCH_BYTES)
-    scratch = None if plan.namespaces else tempfile.mkdtemp(prefix="pysolate-guest-")
+    scratch = None if plan.namespaces else _new_scratch()
     host_end, child_end = socket.socketpair()
     t0 = time.perf_counter()
     forked = False
@@ -393,7 +393,7 @@ async def start_subprocess_guest(
     except BaseException:
         host_end.close()
         if scratch is not None:
-            shutil.rmtree(scratch, ignore_errors=True)
+            _remove_scratch(scratch)
         raise
     finally:
         child_end.close()
@@ -431,6 +431,31 @@ async def start_subprocess_guest(
     guest.isolation = Isolation(plan.level, (*plan.mechanisms, *forked_mechanism, *host_mechanisms, *ready.mechanisms))
     guest._startup_seconds = time.perf_counter() - t0
     return guest
+
+
+def _new_scratch() -> str:
+    """A new private directory (0700, created here: no other process chose its name) on
+    which the child mounts its scratch tmpfs; what ``tempfile.mkdtemp`` makes, without its
+    name generator."""
+    base = tempfile.gettempdir()
+    while True:
+        path = os.path.join(base, f"pysolate-guest-{os.urandom(6).hex()}")
+        try:
+            os.mkdir(path, 0o700)
+        except FileExistsError:
+            continue
+        return path
+
+
+def _remove_scratch(path: str) -> None:
+    """Remove a Guest's scratch directory: empty on the Host's side (the child's files live
+    in its own tmpfs, in its own mount namespace), so one ``rmdir``; anything else, ``rmtree``."""
+    try:
+        os.rmdir(path)
+    except FileNotFoundError:
+        pass
+    except OSError:
+        shutil.rmtree(path, ignore_errors=True)
 
 
 async def _forked_child(plan: _isolation.Plan, scratch: str | None, child_end: socket.socket) -> anyio.abc.Process | None:
