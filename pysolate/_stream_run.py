@@ -320,10 +320,11 @@ async def _seal(
             lane.pump()
 
     try:
-        while (text := await reader.read()) is not None:
-            if first is None and text:
-                first = anyio.current_time() - t0
-            accept(parser.feed(text))
+        async with reader.watched():
+            while (text := await reader.read()) is not None:
+                if first is None and text:
+                    first = anyio.current_time() - t0
+                accept(parser.feed(text))
     except StreamError as exc:
         raise _Aborted(RunStatus(exc.status), ErrorInfo(type(exc).__name__, str(exc), None)) from exc
     except Exception as exc:

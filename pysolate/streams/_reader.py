@@ -25,6 +25,7 @@ that is not iterable (``TypeError``), and an unknown code format or bad timeout
 
 from __future__ import annotations
 
+import contextlib
 import inspect
 import math
 from collections.abc import AsyncIterable, AsyncIterator, Iterable
@@ -102,12 +103,15 @@ class CodeReader:
         "_drain_scope",
         "_draining",
         "_events",
+        "_expired",
         "_extractor",
         "_idle",
         "_index",
+        "_last",
         "_selector",
         "_source",
         "_started",
+        "_watched",
         "code",
         "complete",
     )
@@ -129,6 +133,9 @@ class CodeReader:
         self._events = events_of(stream)
         self._index = 0
         self._started: float | None = None
+        self._last = 0.0  # when the last event arrived (or reading started)
+        self._watched = False  # inside ``watched``: the timeouts are being enforced
+        self._expired: str | None = None  # why the watchdog ended the reads
         self._extractor: FenceExtractor | None = None
         self._selector: ToolCallSelector | None = None
         self._decoder: ArgumentDecoder | None = None
@@ -152,7 +159,7 @@ class CodeReader:
         if self.complete:
             return None
         if self._started is None:
-            self._started = anyio.current_time()
+            self._started = self._last = anyio.current_time()
         event = await self._next()
         if event is _END:
             return self._finish()
@@ -179,6 +186,17 @@ class CodeReader:
         return code
 
     async def _next(self) -> object:
+        if not self._watched:
+            return await self._next_timed()
+        try:
+            event = await self._events.__anext__()
+        except StopAsyncIteration:
+            return _END
+        self._last = anyio.current_time()
+        return event
+
+    async def _next_timed(self) -> object:
+        """The next event under a timeout of its own (a read outside ``watched``)."""
         assert self._started is not None
         wait = min(self._idle, self._started + self._deadline - anyio.current_time())
         with anyio.move_on_after(wait):
@@ -186,11 +204,63 @@ class CodeReader:
                 return await self._events.__anext__()
             except StopAsyncIteration:
                 return _END
-        if wait < self._idle:
-            raise StreamTimeout(
-                f"the program was not complete within the deadline of {self._deadline:g} s; nothing was run"
-            )
-        raise StreamTimeout(f"the stream sent nothing for {self._idle:g} s (idle_timeout); nothing was run")
+        raise StreamTimeout(self._expiry(idle=wait == self._idle))
+
+    def _expiry(self, *, idle: bool) -> str:
+        if idle:
+            return f"the stream sent nothing for {self._idle:g} s (idle_timeout); nothing was run"
+        return f"the program was not complete within the deadline of {self._deadline:g} s; nothing was run"
+
+    @contextlib.asynccontextmanager
+    async def watched(self) -> AsyncIterator[None]:
+        """Enforce ``idle_timeout`` and ``deadline`` on the reads inside: a read that waits
+        past either raises ``StreamTimeout`` out of this block. (A read outside it has a
+        timeout of its own.)
+
+        One watchdog per stream instead of a timeout per read: a read only notes when its
+        event came (a cancel scope per chunk cost about 5 µs of the reader's 7.5 µs per
+        chunk, measured), and the watchdog, waking when the first bound could be due,
+        looks again and sleeps on if an event came meanwhile. The stream is cancelled
+        when a bound passes, as a timeout per read cancelled it.
+        """
+        if self._watched:
+            raise RuntimeError("CodeReader.watched() is already active")
+        self._watched = True
+        if self._started is None:
+            self._started = self._last = anyio.current_time()
+        try:
+            if self._idle == math.inf and self._deadline == math.inf:
+                yield
+                return
+            error: BaseException | None = None
+            async with anyio.create_task_group() as watchdog:
+                reads = anyio.CancelScope()
+                watchdog.start_soon(self._watch, reads)
+                try:
+                    with reads:
+                        yield
+                except BaseException as exc:  # re-raised below, not wrapped in an ExceptionGroup
+                    error = exc
+                watchdog.cancel_scope.cancel()
+            if error is not None:
+                raise error
+            if self._expired is not None:
+                raise StreamTimeout(self._expired)
+        finally:
+            self._watched = False
+
+    async def _watch(self, reads: anyio.CancelScope) -> None:
+        assert self._started is not None
+        end = self._started + self._deadline
+        while True:
+            now = anyio.current_time()
+            if now >= end or now >= self._last + self._idle:
+                self._expired = self._expiry(idle=now < end)
+            else:
+                await anyio.sleep(min(end, self._last + self._idle) - now)
+                continue
+            reads.cancel()
+            return
 
     def _tool_text(self, event: object, index: int) -> str:
         selector, decoder = self._selector, self._decoder
