@@ -22,10 +22,11 @@ in one walk), so no argument is walked twice.
 from __future__ import annotations
 
 import inspect
+import json.encoder
 from collections.abc import Mapping
 
 from occurrences import canonical_arguments, fresh_copy
-from occurrences._plain import to_tagged
+from occurrences._plain import MAX_INT_DIGITS, to_tagged
 
 from ._compact import compact
 
@@ -33,12 +34,19 @@ _POSITIONAL = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_O
 _SIMPLE = (*_POSITIONAL, inspect.Parameter.KEYWORD_ONLY)
 
 
+_INT_BOUND = 10**MAX_INT_DIGITS
+"""The ints that can cross are strictly inside ``±_INT_BOUND`` (``to_tagged``'s bound)."""
+
+_json_text = json.encoder.encode_basestring
+"""A str as compact JSON text (``ensure_ascii=False``): the escaping ``compact`` uses."""
+
+
 class Binder:
     """Binds calls to one signature as ``Signature.bind`` + ``apply_defaults`` would."""
 
     __slots__ = (
         "_by_keyword", "_defaults", "_keyword_only", "_order", "_positional", "_positional_slots", "_signature", "_simple",
-        "_sorted", "_tagged_defaults",
+        "_slot_texts", "_sorted", "_tagged_defaults",
     )
 
     def __init__(self, signature: inspect.Signature) -> None:
@@ -68,6 +76,43 @@ class Binder:
             if self._simple and len(self._positional) == len(self._order)
             else None
         )
+        # The same pairs as text: each name's ``[["s",name],`` and its argument's index.
+        self._slot_texts: tuple[tuple[str, int], ...] | None = (
+            None if self._positional_slots is None
+            else tuple((f'[["s",{_json_text(tag[1])}],', i) for tag, i in self._positional_slots)
+        )
+
+    def bind_scalars(self, args: tuple[object, ...]) -> tuple[dict[str, object], str] | None:
+        """``(arguments, key text)`` of a call giving every parameter positionally as an
+        ``int`` or a ``str`` that can cross (the common call), or None for any other call.
+
+        What ``bind`` and ``key_text`` give for it (``arguments`` in parameter order, the
+        call's own ``args`` as its ``args``), with the key text written directly: the
+        compact JSON of an int's tag ``["i","<digits>"]`` needs no escaping, a str's
+        ``["s",...]`` is the encoder's own string escaping (``json.encoder.encode_basestring``,
+        what ``compact`` calls for every str). None also for a value that would fail to
+        cross (a lone surrogate, an over-long int): the caller's general path raises for it.
+        """
+        slots = self._slot_texts
+        if slots is None or len(args) != len(slots):
+            return None
+        texts: list[str] = []
+        for prefix, i in slots:
+            value = args[i]
+            if type(value) is int:
+                if not -_INT_BOUND < value < _INT_BOUND:
+                    return None
+                texts.append(f'{prefix}["i","{value}"]]')
+            elif type(value) is str:
+                if not value.isascii():
+                    try:
+                        value.encode("utf-8")
+                    except UnicodeEncodeError:
+                        return None
+                texts.append(f'{prefix}["s",{_json_text(value)}]]')
+            else:
+                return None
+        return dict(zip(self._order, args, strict=True)), f'["d",[{",".join(texts)}]]'
 
     def bind(
         self, args: tuple[object, ...], kwargs: Mapping[str, object]

@@ -124,7 +124,12 @@ class RunScope:
             name: target.view_of for name, target in self._targets.items() if isinstance(target, Viewed)
         }
         self._epochs: dict[str, int] = dict.fromkeys(self._registrations, 0)  # may-write calls started
-        self._calls: list[CallRecord] = []
+        self._calls: list[CallRecord] = []  # receipts built so far (``calls``)
+        # Receipts recorded but not built yet: each ``CallRecord``'s fields, in order. Built
+        # when read (``calls``), all at once: a frozen dataclass of 17 fields costs a few
+        # µs to build between two Guest round trips (cold caches), a fraction of that in a
+        # batch; the values are the same objects either way, and nothing else holds them.
+        self._recorded: list[tuple[object, ...]] = []
         self._physical = 0
         self._threads = threads
         self._timeout = call_timeout
@@ -155,6 +160,11 @@ class RunScope:
 
     @property
     def calls(self) -> tuple[CallRecord, ...]:
+        """The receipts of the run's calls so far, in program order."""
+        recorded = self._recorded
+        if recorded:
+            self._calls.extend([CallRecord(*fields) for fields in recorded])  # type: ignore[arg-type]
+            recorded.clear()
         return tuple(self._calls)
 
     @property
@@ -250,7 +260,8 @@ class RunScope:
         ``unknown``, because it may have taken effect (contract 6: an ambiguous end is
         reported as such).
         """
-        now = self._now()
+        t0 = self._t0
+        now = self._now() if t0 is None else self._clock() - t0  # _now(), without its call
         reg = self._registrations.get(capability)
         try:
             if reg is None:
@@ -260,7 +271,7 @@ class RunScope:
             refused = failure_from(exc)
             self._record(capability, method, args, kwargs, None, None, "error", None, refused, now)
             raise refused from None
-        key = call_key(call, self.view_of(capability, method, call))
+        key = CallKey(capability, method, call.spec.version, call.canonical, self.view_of(capability, method, call))  # call_key
         if self.branches is not None and call.spec.effect.may_write and self.branches.branched(capability):
             early = await self.branches.claim_write(capability, key)  # the branch adopted its layer
             if early is not None:
@@ -302,7 +313,8 @@ class RunScope:
         if shareable:
             self.claims.end_formal(formal, value=result)  # type: ignore[union-attr]
         self._record(capability, method, call.args, call.kwargs, call, key, "ok", result, None, now)
-        self._written(call, key)
+        if self.on_written is not None:  # _written's own first test, without its call
+            self._written(call, key)
         return result if type(result) in _SCALARS else fresh_copy(result)  # a scalar is its own copy
 
     def _written(self, call: BoundCall, key: CallKey) -> None:
@@ -330,7 +342,7 @@ class RunScope:
             self.trace.claimed(
                 call.capability,
                 call.method,
-                call_id=f"claim-{len(self._calls)}",
+                call_id=f"claim-{len(self._calls) + len(self._recorded)}",
                 observation=trace,
                 call_key=key.digest(),
                 arguments=call.arguments,
@@ -405,10 +417,10 @@ class RunScope:
         assert isinstance(plain_args, tuple) and isinstance(plain_kwargs, dict)
         t0 = self._t0
         assert t0 is not None  # every receipt follows its call's ``_now()``, which set it
-        calls = self._calls
-        calls.append(
-            CallRecord(  # positionally, in field order (keywords cost a third of a receipt)
-                len(calls), capability, method, plain_args, plain_kwargs,
+        recorded = self._recorded
+        recorded.append(
+            (  # CallRecord's fields, in order (built by ``calls``)
+                len(self._calls) + len(recorded), capability, method, plain_args, plain_kwargs,
                 spec.effect if spec else None,
                 spec.version if spec else None,
                 outcome,

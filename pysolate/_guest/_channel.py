@@ -117,7 +117,8 @@ class _Waiter:
         if self._state == _PENDING:
             self._asyncio_future_blocking = True
             yield self
-        self.result()
+        if self._state == _CANCELLED:  # ``result()``'s test, without its call
+            self.result()
 
 
 class Channel:
@@ -160,7 +161,7 @@ class Channel:
 
     def _on_readable(self) -> None:
         try:
-            data = self._sock.recv(self._wanted())
+            data = self._sock.recv(self._wanted() if self._buffer else _READ_CHUNK)  # nothing buffered: a chunk
         except (BlockingIOError, InterruptedError):
             return
         except OSError:
@@ -180,29 +181,30 @@ class Channel:
     # -- frames ------------------------------------------------------------------------------
 
     async def _more(self) -> None:
-        """Wait until more bytes are in the buffer; ``ChannelClosed`` when none will come."""
-        if self._loop is None:
-            while True:
-                try:
-                    data = self._sock.recv(self._wanted())
-                except BlockingIOError:
-                    await anyio.wait_readable(self._sock)
-                    continue
-                except OSError:
-                    raise ChannelClosed from None
-                if not data:
-                    raise ChannelClosed
-                self._buffer += data
-                return
+        """Read more bytes into the buffer on the portable path (no persistent reader: not
+        asyncio); ``ChannelClosed`` when none will come."""
+        while True:
+            try:
+                data = self._sock.recv(self._wanted())
+            except BlockingIOError:
+                await anyio.wait_readable(self._sock)
+                continue
+            except OSError:
+                raise ChannelClosed from None
+            if not data:
+                raise ChannelClosed
+            self._buffer += data
+            return
+
+    def _wait(self, loop: asyncio.AbstractEventLoop) -> _Waiter:
+        """The waiter of the reader's next bytes (asyncio): awaited, it returns once they are
+        in the buffer; ``ChannelClosed`` when none will come."""
         if self._eof:
             raise ChannelClosed
-        self._resume()
-        waiter = self._waiter = _Waiter(self._loop)
-        try:
-            await waiter
-        finally:
-            if self._waiter is waiter:
-                self._waiter = None
+        if not self._reading:
+            self._resume()
+        waiter = self._waiter = _Waiter(loop)
+        return waiter
 
     async def receive(self) -> bytes:
         """The next frame's payload. Raises ``ProtocolViolation`` for an oversized one (as
@@ -220,7 +222,16 @@ class Channel:
                     payload = bytes(buffer[HEADER.size : end])
                     del buffer[:end]
                     return payload
-            await self._more()
+            loop = self._loop
+            if loop is None:
+                await self._more()
+                continue
+            waiter = self._wait(loop)
+            try:
+                await waiter
+            finally:
+                if self._waiter is waiter:
+                    self._waiter = None
 
     def spoke_out_of_turn(self) -> bool:
         """Whether the child sent anything since its last frame (without waiting).

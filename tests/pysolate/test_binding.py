@@ -98,3 +98,57 @@ def test_errors_are_the_signatures_own() -> None:
     for args, kwargs in [((), {}), ((1, 2, 3), {}), ((1,), {"a": 1, "b": 2}), ((1, 2), {"b": 2}), ((1, 2), {"z": 0})]:
         assert fast(binder, args, kwargs) == reference(signature, args, kwargs)
         assert fast(binder, args, kwargs)[0] == "TypeError"  # type: ignore[index]
+
+
+crossing_scalars = st.one_of(
+    st.integers(),
+    st.integers(min_value=10**4299, max_value=10**4300 + 5).map(lambda n: n * st_sign(n)),
+    st.text(max_size=4),
+    st.sampled_from(["\ud800", "a\udfffb", '"\\\n\x00\x1f\u2028', "\U0010ffff", "é"]),
+    st.none(),
+    st.booleans(),
+    st.floats(allow_nan=True),
+)
+
+
+def st_sign(n: int) -> int:
+    return -1 if n % 2 else 1
+
+
+@settings(max_examples=600, deadline=None)
+@given(names=st.lists(st.sampled_from([*NAMES, "é", "ñ_x"]), unique=True, max_size=4), data=st.data())
+def test_scalar_calls_bind_and_key_like_the_general_path(names: list[str], data: st.DataObject) -> None:
+    """``bind_scalars`` is ``bind`` + ``key_text`` for the calls it takes (every parameter
+    given positionally, each an int or a str that can cross), and takes exactly those."""
+    signature = inspect.Signature([P(name, P.POSITIONAL_OR_KEYWORD) for name in names])
+    binder = Binder(signature)
+    args = tuple(data.draw(st.lists(crossing_scalars, min_size=max(len(names) - 1, 0), max_size=len(names) + 1)))
+    got = binder.bind_scalars(args)
+    takes = len(args) == len(names) and all(_crosses(v) for v in args)
+    assert (got is not None) == takes
+    if got is not None:
+        arguments, text = got
+        bound, _, _ = binder.bind(args, {})
+        assert repr(arguments) == repr(bound)
+        assert text == canonical_arguments(arguments)
+
+
+def _crosses(value: object) -> bool:
+    if type(value) is int:
+        return -(10**4300) < value < 10**4300  # type: ignore[operator]
+    if type(value) is str:
+        try:
+            value.encode("utf-8")  # type: ignore[union-attr]
+        except UnicodeEncodeError:
+            return False
+        return True
+    return False
+
+
+def test_scalar_calls_of_other_signatures_take_the_general_path() -> None:
+    def f(a: int, *, b: int = 1) -> None: ...
+
+    def g(*args: int) -> None: ...
+
+    for fn in (f, g):
+        assert Binder(inspect.signature(fn)).bind_scalars((1,)) is None
