@@ -45,8 +45,9 @@ DESIGN.md, contract 2, allows exactly this, under the rules this module enforces
   forked or read again), and runs there; a version is never written again once its write
   ended. ``_Chain.lineage[k]`` is the version after ``k`` writes. A read after the ``k``-th
   write occurrence (and before the next) runs on ``lineage[k]``, keyed on what that
-  version shows - or, while that version is still being written, on the latest complete
-  one when the writes since cannot touch what it reads (declared scopes).
+  version shows - or, while that version is still being written or its write is still
+  queued (certain, arguments known, waiting only for the layer before it), on the latest
+  complete one when the writes since cannot touch what it reads (declared scopes).
 - **In-order claims.** The Guest's ``k``-th call that may write the capability claims the
   ``k``-th speculative write only if all earlier ones were claimed and its call key is
   exactly equal (the view included, so the branch is then in the state the write ran on);
@@ -217,6 +218,7 @@ class BranchSpeculation:
 
     def _walk(self, chain: _Chain, nodes: Iterable[Node]) -> None:
         passed = 0  # write occurrences passed; the reads after them are on lineage[passed]
+        queued: list[Node] = []  # writes after those, each waiting only for the layer before it
         for node in nodes:
             if node.dead or node.state is State.DROPPED:
                 continue
@@ -225,14 +227,19 @@ class BranchSpeculation:
                     return  # and the write the model is writing there is not known yet
                 continue
             if node.effect.may_write:
-                if passed < len(chain.writes):
-                    if chain.write_nodes[passed] != node.id and not self._reconcile(chain, node, passed):
-                        return
-                elif not self._start_write(chain, node, passed):
+                if not queued:
+                    if passed < len(chain.writes):
+                        if chain.write_nodes[passed] == node.id or self._reconcile(chain, node, passed):
+                            passed += 1
+                            continue
+                    elif self._start_write(chain, node, passed):
+                        passed += 1
+                        continue
+                if chain.closed or passed != len(chain.writes) or not self._queued(chain, node, passed):
                     return
-                passed += 1
+                queued.append(node)
             elif self._readable(chain, node):
-                version = self._readable_version(chain, node, passed)
+                version = self._readable_version(chain, node, passed, queued)
                 if version is not None:  # else: what it reads is still being written
                     self._start_read(chain, node, chain.lineage[version])
 
@@ -302,6 +309,16 @@ class BranchSpeculation:
         chain.lineage.append(made)
         return True
 
+    def _queued(self, chain: _Chain, node: Node, k: int) -> bool:
+        """Whether ``node``, the next write after ``k`` started ones, waits only for the
+        ``k``-th to end: a certain write with known arguments, which the walk may pass to
+        start the reads after it that it cannot touch (``_readable_version``)."""
+        if node.effect is not Effect.WRITE or node.discardable or node.args is None or node.kwargs is None:
+            return False
+        if self._may_dispatch is not None and not self._may_dispatch(node):
+            return False
+        return bool(k) and not chain.writes[k - 1].done.is_set()
+
     def _readable(self, chain: _Chain, node: Node) -> bool:
         """A read that only a write of its capability keeps from the root (the lane runs
         the pre-write ones there), not yet tried, with known arguments."""
@@ -313,17 +330,18 @@ class BranchSpeculation:
             return False
         return self._may_dispatch is None or self._may_dispatch(node)
 
-    def _readable_version(self, chain: _Chain, node: Node, passed: int) -> int | None:
-        """The position in the lineage ``node`` (a read after ``passed`` writes) can run on
-        now: its own, once written, or an earlier complete one when no write since may touch
-        what it reads (declared scopes: it then shows the same); None while it must wait."""
+    def _readable_version(self, chain: _Chain, node: Node, passed: int, queued: list[Node]) -> int | None:
+        """The position in the lineage ``node`` (a read after ``passed`` started writes and
+        the ``queued`` ones) can run on now: its own, once written, or an earlier complete
+        one when no write since may touch what it reads (declared scopes: it then shows the
+        same); None while it must wait."""
         done = passed
         while done and not chain.writes[done - 1].done.is_set():
             done -= 1
-        if done == passed:
+        if done == passed and not queued:
             return passed
         cap = chain.capability
-        pending = (self._graph.node(chain.write_nodes[j]) for j in range(done, passed))
+        pending = [*(self._graph.node(chain.write_nodes[j]) for j in range(done, passed)), *queued]
         return done if all(self._layers.independent(cap, write, node) for write in pending) else None
 
     def _start_read(self, chain: _Chain, node: Node, version: int) -> None:

@@ -166,3 +166,21 @@ async def test_a_read_the_pending_write_cannot_touch_runs_on_the_last_complete_l
         assert not any(m == "get" and a == ("b",) for m, _, a in layers.ran)
         await anyio.sleep(0.1)
         assert ("get", 2, ("b",)) in layers.ran
+
+
+async def test_a_read_after_a_queued_write_it_cannot_touch_runs_before_that_write_starts() -> None:
+    """The third write waits for the second's layer; the read after it, of a key neither
+    pending write touches, runs on the last complete version meanwhile; the read of the
+    queued write's own key waits for it."""
+    layers, branches, lane = await speculate("kv.put('a', 1)\nkv.put('b', 2)\nkv.put('c', 3)\nx = kv.get('a')\ny = kv.get('c')\n")
+    async with lane:
+        lane.pump()
+        await anyio.sleep(0.015)  # the first write ended, the second is running, the third waits
+        assert [r for r in layers.ran if r[0] == "put"] == [("put", 1, ("a", 1)), ("put", 2, ("b", 2))]
+        assert ("get", 1, ("a",)) in layers.ran
+        assert not any(a == ("c",) for m, _, a in layers.ran if m == "get")
+        await anyio.sleep(0.1)
+        assert ("get", 3, ("c",)) in layers.ran
+        for args in (("a", 1), ("b", 2), ("c", 3)):
+            assert await formal(layers, branches, "put", *args) is not None
+    assert branches.statistics().discarded == 0
