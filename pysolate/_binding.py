@@ -112,7 +112,7 @@ class Binder:
                 texts.append(f'{prefix}["s",{_json_text(value)}]]')
             else:
                 return None
-        return dict(zip(self._order, args, strict=True)), f'["d",[{",".join(texts)}]]'
+        return dict(zip(self._order, args, strict=False)), f'["d",[{",".join(texts)}]]'  # lengths equal (above)
 
     def bind(
         self, args: tuple[object, ...], kwargs: Mapping[str, object]

@@ -414,7 +414,6 @@ class RunScope:
         else:
             spec = _spec_or_none(self._registrations.get(capability), method)
             plain_args, plain_kwargs = _plain_or_repr(args), _plain_or_repr(dict(kwargs))
-        assert isinstance(plain_args, tuple) and isinstance(plain_kwargs, dict)
         t0 = self._t0
         assert t0 is not None  # every receipt follows its call's ``_now()``, which set it
         recorded = self._recorded

@@ -116,7 +116,8 @@ def bind(registration: Registration, method: str, args: tuple[object, ...], kwar
     if not kwargs and type(args) is tuple:  # the common call: ints and strs, positionally
         scalars = cap.binder.bind_scalars(args)
         if scalars is not None:  # immutable items in an immutable tuple: shared, nothing can change
-            return BoundCall(registration.name, method, cap.spec, scalars[0], args, {}, scalars[1])
+            # ``BoundCall(...)``'s own ``tuple.__new__``, without its Python ``__new__``.
+            return tuple.__new__(BoundCall, (registration.name, method, cap.spec, scalars[0], args, {}, scalars[1]))
     own_args, tagged_args, own_kwargs, tagged_kwargs = owned_arguments(registration.name, method, args, kwargs)
     binder = cap.binder
     arguments, bound_args, bound_kwargs = binder.bind(own_args, own_kwargs)
@@ -171,7 +172,11 @@ async def execute(
     finished = False
     try:
         if method.is_async:
-            finished, raw = await _awaited(fn(*args, **kwargs) if kwargs else fn(*args), timeout, new_scope, clock)
+            awaitable = fn(*args, **kwargs) if kwargs else fn(*args)
+            if type(awaitable) is _COROUTINE and _MAY_SUSPEND.get(awaitable.cr_code) is False:
+                finished, raw = True, _at_once(awaitable)  # no scope, no awaiting (see ``_awaited``)
+            else:
+                finished, raw = await _awaited(awaitable, timeout, new_scope, clock)
         else:
             work = in_thread(functools.partial(fn, *args, **kwargs))
             if probe is not None:
@@ -220,12 +225,7 @@ async def _awaited(
     of a call's Host CPU).
     """
     if type(awaitable) is _COROUTINE and not _may_suspend(awaitable.cr_code):
-        try:
-            awaitable.send(None)
-        except StopIteration as stop:
-            return True, stop.value
-        awaitable.close()  # fail closed: never left running outside a scope
-        raise RuntimeError(f"{awaitable!r} suspended without an await point")
+        return True, _at_once(awaitable)
     with new_scope() as scope:
         started = (clock or _loop_clock())()
         if type(awaitable) is not _COROUTINE:
@@ -239,6 +239,19 @@ async def _awaited(
         scope.deadline = started + timeout
         return True, await _Resumed(coro, first)
     return False, None
+
+
+def _at_once(coro: Coroutine[object, object, object]) -> object:
+    """The result of a coroutine that cannot suspend (``_may_suspend``): its one step.
+
+    (``execute`` calls it itself once the coroutine's code is known not to suspend, so
+    such a call costs no coroutine of ``_awaited``'s either.)"""
+    try:
+        coro.send(None)
+    except StopIteration as stop:
+        return stop.value
+    coro.close()  # fail closed: never left running outside a scope
+    raise RuntimeError(f"{coro!r} suspended without an await point")
 
 
 class _Resumed:

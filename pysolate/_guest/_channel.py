@@ -17,7 +17,6 @@ import asyncio
 import contextvars
 import fcntl
 import socket
-import sys
 import termios
 from collections.abc import Callable, Generator
 
@@ -34,7 +33,7 @@ shrinks them to what arrived, and an allocation past the threshold is mapped and
 every time, which cost 8 µs per read at 256 KiB (a tenth of a call's Host CPU)."""
 
 _COUNT = bytes(4)
-"""The argument buffer of ``FIONREAD`` (a C int)."""
+"""The argument buffer of ``FIONREAD`` (a C int), and what it holds for no bytes waiting."""
 
 
 class ChannelClosed(Exception):
@@ -249,7 +248,7 @@ class Channel:
             waiting = fcntl.ioctl(self._sock.fileno(), termios.FIONREAD, _COUNT)
         except OSError:
             raise ChannelClosed from None
-        return int.from_bytes(waiting, sys.byteorder) > 0
+        return waiting != _COUNT  # a count of 0 is four zero bytes in any byte order
 
     async def send(self, frame: bytes) -> None:
         """Send one whole frame. Raises ``ChannelClosed`` when the peer is gone."""

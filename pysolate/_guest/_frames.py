@@ -259,7 +259,8 @@ def _common_call(payload: bytes) -> Call | None:
                 values.append(int(digits) if digits else text.decode("utf-8", "surrogatepass"))
         except ValueError:
             return None
-    return Call(capability.decode("ascii"), method.decode("ascii"), tuple(values), {})
+    # ``Call(...)``'s own ``tuple.__new__``, without its Python ``__new__``.
+    return tuple.__new__(Call, (capability.decode("ascii"), method.decode("ascii"), tuple(values), {}))
 
 
 def parse_guest_frame(payload: bytes) -> ReadyFrame | Call | Done | TurnDone:

@@ -121,3 +121,22 @@ async def test_the_peer_hanging_up_mid_wait_is_channel_closed(anyio_backend: str
     with anyio.fail_after(5), pytest.raises(ChannelClosed):
         await channel.receive()
     channel.close()
+
+
+@pytest.mark.parametrize("anyio_backend", ["asyncio", "trio"])
+async def test_bytes_sent_out_of_turn_are_seen_unread_or_buffered(
+    anyio_backend: str, pair: tuple[socket.socket, socket.socket]
+) -> None:
+    """Waiting in the socket (asked with ``FIONREAD``: one byte is enough) or already read."""
+    host, peer = pair
+    channel = Channel(host, max_frame_bytes=1 << 20)
+    assert not channel.spoke_out_of_turn()
+    peer.sendall(frame(b"rest")[:1])
+    assert channel.spoke_out_of_turn()  # still in the socket: no loop iteration read it yet
+    peer.sendall(frame(b"rest")[1:])
+    assert await channel.receive() == b"rest"
+    assert not channel.spoke_out_of_turn()
+    peer.sendall(frame(b"more") * 2)
+    assert await channel.receive() == b"more"
+    assert channel.spoke_out_of_turn()  # read with the first, waiting in the buffer
+    channel.close()
