@@ -1,6 +1,7 @@
 """Benchmark: discovery + event graph, CPU per accepted statement, against parsing it.
 
     .venv/bin/python benchmarks/discovery.py [--repeats R] [--profile]
+    .venv/bin/python benchmarks/discovery.py --stream [--baseline REV] [--repeats R] [--profile]
 
 For every latency scenario (``make_scenarios.SCENARIOS``, the programs the latency benchmark
 streams), each top-level statement is handed to a fresh ``EventGraph`` one at a time, as the
@@ -11,6 +12,15 @@ ratio of the two. ``--profile`` adds a cProfile of the whole set, by own time.
 
 Times are process CPU time with the cyclic GC paused during each timed run, best of
 ``--repeats`` runs (expect a few percent of noise on a shared machine).
+
+``--stream`` measures instead what the Host pays per streamed run (issue 18 item 3): each
+read-only recording of the scale benchmark (``overhead.READ_ONLY``) is fed chunk by chunk
+to a ``PrefixParser`` and an ``EventGraph`` exactly as ``pysolate._stream_run`` does it
+(accepted statements, then the provisional parse of the statement still streaming), with
+every ready occurrence completed at once by the tool's own behaviour (a 0-latency tool).
+No Guest, no broker, no lane: the parser, the provisional repair and discovery only.
+``--baseline REV`` measures the same in a ``git archive`` of revision REV (main, say), in
+alternating subprocesses so both see the same machine load.
 """
 
 from __future__ import annotations
@@ -19,20 +29,33 @@ import argparse
 import ast
 import cProfile
 import gc
+import json
 import pstats
 import statistics
+import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+# ``--root DIR`` (the baseline's subprocess): import the code under test from DIR instead.
+sys.path.insert(0, sys.argv[sys.argv.index("--root") + 1] if "--root" in sys.argv else str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from bench_tools import public_methods, tool_specs
 from make_scenarios import SCENARIOS
 
+import occurrences
 from occurrences import CallKey, MethodSpec, NotPlain, canonical_arguments
-from scheduler import EventGraph
+from occurrences.parser import PrefixParser
+from pysolate.streams import read_recording
+from scheduler import EventGraph, State
+
+_ROOT = str(Path(occurrences.__file__).resolve().parents[1])  # the tree under test
+READ_ONLY = ["issue5_four_reads", "parallel_reads", "dependent_chain", "loop_known_list", "loop_listed_dir", "branches", "failing_read_caught"]
+"""``overhead.READ_ONLY`` (not imported: overhead.py needs the Guest machinery of its own revision)."""
+SCENARIO_DIR = Path(__file__).resolve().parent / "scenarios"
+BEHAVIOURS = {cap: {m: t.behaviour for m, t in methods.items()} for cap, methods in public_methods(tool_specs()).items()}
 
 CAPABILITIES = {
     capability: {method: MethodSpec(tool.effect, "1") for method, tool in methods.items()}
@@ -72,11 +95,98 @@ def best_microseconds(work: object, count: int, repeats: int) -> float:
     return best / count / 1e3
 
 
+def stream(chunks: list[str]) -> None:
+    """One streamed run as ``pysolate._stream_run._seal`` drives it, tools answering at once."""
+    parser = PrefixParser()
+    graph = EventGraph(CAPABILITIES, key_for)
+
+    def pump() -> None:
+        while batch := graph.take_ready():
+            for node in batch:
+                if node.state is not State.READY:
+                    continue
+                graph.mark_dispatched(node.id)
+                try:
+                    result = BEHAVIOURS[node.site.capability][node.site.method](*node.args, **node.kwargs)
+                except Exception:
+                    graph.fail(node.id)
+                else:
+                    graph.complete(node.id, result)
+
+    for text in chunks:
+        snapshot = parser.feed(text)
+        if snapshot is not None:
+            graph.add_statements(snapshot.new_statements)
+            pump()
+        found = parser.pending()
+        if found is not None:
+            graph.add_provisional(found)
+            pump()
+    graph.add_statements(parser.close().new_statements)
+    pump()
+
+
+def measure_stream(repeats: int) -> dict[str, float]:
+    """Scenario -> best-of-``repeats`` CPU µs per streamed run."""
+    recordings = {name: [c.text for c in read_recording(SCENARIO_DIR / f"{name}.jsonl").chunks] for name in READ_ONLY}
+    return {name: best_microseconds(lambda c=chunks: stream(c), 1, repeats) for name, chunks in recordings.items()}
+
+
+def _subprocess_stream(root: str, repeats: int) -> dict[str, float]:
+    out = subprocess.run(
+        [sys.executable, __file__, "--stream-json", "--repeats", str(repeats), "--root", root],
+        check=True, capture_output=True, text=True,
+    ).stdout
+    return {k: float(v) for k, v in json.loads(out).items()}
+
+
+def compare_stream(baseline: str | None, repeats: int, rounds: int = 3) -> None:
+    """Per-run CPU of the streaming pipeline, this tree beside ``baseline``'s, best of all rounds."""
+    with tempfile.TemporaryDirectory() as tmp:
+        roots = {"this tree": _ROOT}
+        if baseline is not None:
+            archive = subprocess.run(["git", "-C", _ROOT, "archive", baseline], check=True, capture_output=True).stdout
+            subprocess.run(["tar", "-x", "-C", tmp], input=archive, check=True)
+            roots = {baseline: tmp, **roots}
+        best: dict[str, dict[str, float]] = {label: {} for label in roots}
+        for _ in range(rounds):
+            for label, root in roots.items():
+                for name, us in _subprocess_stream(root, repeats).items():
+                    best[label][name] = min(us, best[label].get(name, float("inf")))
+    labels = list(roots)
+    print(f"streaming pipeline, CPU µs per run, best of {rounds}x{repeats} (parser + provisional + discovery)")
+    print(f"{'scenario':24}" + "".join(f"{label:>14}" for label in labels) + ("   after/before" if baseline else ""))
+    for name in READ_ONLY:
+        row = [best[label][name] for label in labels]
+        print(f"{name:24}" + "".join(f"{v:14.0f}" for v in row) + (f"{row[-1] / row[0]:15.2f}" if baseline else ""))
+    means = [statistics.fmean(best[label].values()) for label in labels]
+    print(f"{'mean per run':24}" + "".join(f"{v:14.0f}" for v in means) + (f"{means[-1] / means[0]:15.2f}" if baseline else ""))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=20)
     parser.add_argument("--profile", action="store_true")
+    parser.add_argument("--stream", action="store_true", help="per-run CPU of the streaming pipeline")
+    parser.add_argument("--baseline", help="with --stream: a git revision measured side by side")
+    parser.add_argument("--stream-json", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--root", help=argparse.SUPPRESS)
     options = parser.parse_args()
+    if options.stream_json:
+        print(json.dumps(measure_stream(options.repeats)))
+        return
+    if options.stream:
+        compare_stream(options.baseline, options.repeats)
+        if options.profile:
+            recordings = [[c.text for c in read_recording(SCENARIO_DIR / f"{n}.jsonl").chunks] for n in READ_ONLY]
+            profile = cProfile.Profile()
+            profile.enable()
+            for _ in range(20):
+                for chunks in recordings:
+                    stream(chunks)
+            profile.disable()
+            pstats.Stats(profile).sort_stats("tottime").print_stats(25)
+        return
     ratios, costs, total = [], [], 0.0
     print(f"{'scenario':24} {'stmts':>5} {'discovery µs':>12} {'parse µs':>9} {'ratio':>6}")
     for scenario in SCENARIOS:

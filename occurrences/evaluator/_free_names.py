@@ -23,12 +23,30 @@ constants. Any walk that looks for names or calls can skip them (they are most o
 children ``ast.iter_child_nodes`` yields: every ``Name`` has a ``ctx``)."""
 
 
+_LEAF_FIELDS: Final = frozenset(
+    {"ctx", "op", "ops", "id", "attr", "arg", "module", "level", "kind", "type_comment", "is_async"}
+    | {"simple", "conversion"}
+)
+"""Fields that only ever hold strings, ints, None or ``NAMELESS`` nodes (contexts,
+operators), in every node class that has them. Not ``name`` or ``names``: a string in most
+nodes, but ``TypeAlias.name`` (3.12+) is a ``Name`` and ``Import.names`` holds ``alias``
+nodes."""
+
+_CHILD_FIELDS: dict[type, tuple[str, ...]] = {}
+"""Per node class: its fields that can hold a node ``child_nodes`` returns."""
+
+
 def child_nodes(node: ast.AST) -> list[ast.AST]:
     """``ast.iter_child_nodes(node)`` without the ``NAMELESS`` leaves, in the same order."""
+    kind = type(node)
+    fields = _CHILD_FIELDS.get(kind)
+    if fields is None:
+        fields = () if issubclass(kind, NAMELESS) else tuple(f for f in kind._fields if f not in _LEAF_FIELDS)
+        _CHILD_FIELDS[kind] = fields
     found: list[ast.AST] = []
-    for field in node._fields:
+    for field in fields:
         value = getattr(node, field, None)
-        if isinstance(value, list):
+        if type(value) is list:
             for item in value:
                 if isinstance(item, ast.AST) and not isinstance(item, NAMELESS):
                     found.append(item)

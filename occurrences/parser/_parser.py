@@ -20,8 +20,8 @@ change, as exactly the AST nodes ``ast.parse(final_source)`` will hold. Asking `
   on the next line is a statement of its own (implicit concatenation needs a bracket).
   Headers of compound statements (``if``, ``def``, ..., and ``match`` when it is one) and
   decorators still need their next line; a trailing ``\r`` still waits for a possible ``\n``.
-* Each finished group is parsed once with ``ast.parse`` on its own text and shifted with
-  ``ast.increment_lineno``. Groups start at line starts, so columns (UTF-8 byte offsets
+* Each finished group is parsed once with ``ast.parse`` on its own text, at its line
+  (``_lines.parse_at``). Groups start at line starts, so columns (UTF-8 byte offsets
   within a line) need no shift. The last group is only parsed at ``close()`` unless it is
   simple and complete.
 
@@ -40,11 +40,11 @@ from __future__ import annotations
 import ast
 import enum
 import re
-import warnings
 from dataclasses import dataclass
 from typing import Final
 
 from .._exceptions import SealError
+from ._lines import parse_at
 from ._pending import Pending, pending
 from ._scanner import LineScanner
 from ._snapshot import Snapshot
@@ -95,9 +95,11 @@ class PrefixParser:
         "_after_decorator",
         "_at_newline",
         "_candidate",
+        "_changed",
         "_code",
         "_decided",
         "_end",
+        "_found",
         "_group",
         "_group_len",
         "_group_line",
@@ -129,6 +131,8 @@ class PrefixParser:
         self._start = 0
         self._at_newline = 0  # groups accepted at the end of their logical line
         self._pending_at = (0, 0, 0)  # (group line, complete lines, tail used) of the last pending() parse
+        self._changed = False  # feed() changed what pending() reads since it last looked
+        self._found = (0, 0)  # (group line, ")" in the text it used) of the last provisional parse found
         self._statements: list[ast.stmt] = []  # accepted statements; append-only
         self._end = 0  # characters covered by _statements (the groups parsed so far)
         self._groups = 0  # groups parsed successfully
@@ -175,13 +179,18 @@ class PrefixParser:
         tail = self._tail
         before = len(self._statements)
         if "\n" in text or "\r" in text or (tail and tail[-1][-1] == "\r"):
+            self._changed = True
             self._lines("".join(tail) + text if tail else text)
             if not self._decided and tail and self._phase is _Phase.OPEN:
                 self._decide_tail()
         else:
             tail.append(text)  # the common case: text inside one line
             if self._decided:
+                # Only a "," or ")" moves the furthest cut pending() takes from the tail.
+                if "," in text or ")" in text:
+                    self._changed = True
                 return None
+            self._changed = True
             self._decide_tail()
         if len(self._statements) == before:
             return None
@@ -197,9 +206,21 @@ class PrefixParser:
         column-0 ``e``... may still become ``else``). Its last ``,`` or ``)`` marks the furthest
         cut it can offer, so text streaming inside an element costs no re-parse.
         ``at_paren=False``: a ``)`` is no cut (see ``_pending``).
+
+        Two cheap refusals keep the per-chunk cost low. Text that streamed inside an element
+        (no line end, ``,`` or ``)``) changes nothing here, so it is not even looked at. And
+        a call is complete only at its ``)``: when the text holds no ``)`` beyond those of the
+        model's text the last provisional parse of this group used (up to its ``limit``),
+        every call it could offer ends there, so that parse already offered it, at the same
+        position. Such text (a header, ``else:``, a plain assignment, a ``,`` after a literal)
+        is not parsed again, and that parse's occurrences stay. What it could still change
+        is only how those calls are enclosed (a later ``break``, a rebinding in a loop body),
+        which provisional occurrences never promise: they are discardable early work,
+        claimed only by exact key.
         """
-        if self._phase is not _Phase.OPEN:
+        if self._phase is not _Phase.OPEN or not self._changed:
             return None
+        self._changed = False
         tail = "".join(self._tail) if self._decided else ""
         if len(self._tail) > 1:
             self._tail[:] = [tail]
@@ -211,13 +232,16 @@ class PrefixParser:
         if at == self._pending_at or not (self._code or tail.strip(_BLANK)):
             return None
         self._pending_at = at
-        found = pending("".join(self._group) + tail, at_paren=at_paren)
-        if found is None:
+        text = "".join(self._group) + tail
+        parens = text.count(")")  # also those in strings and comments: never too few
+        line, seen = self._found
+        if parens <= (seen if line == self._group_line else 0):
             return None
-        shift = self._group_line - 1
-        if shift:
-            _shift_lines(found.statements, shift)
-        return Pending(found.statements, (found.limit[0] + shift, found.limit[1]))
+        found = pending(text, at_paren=at_paren, line=self._group_line)
+        if found is not None:
+            row, col = found.limit
+            self._found = (self._group_line, _parens_before(text, (row - self._group_line + 1, col)))
+        return found
 
     def close(self) -> Snapshot:
         """Seal the stream: the whole source's statements, exactly as ``ast.parse`` gives them.
@@ -340,7 +364,7 @@ class PrefixParser:
         if token in _HEADERS:
             return
         try:
-            module = _parse("".join(self._group))
+            module = parse_at("".join(self._group), self._group_line)
         except Exception:
             if token != "match":
                 # Nothing later can join a complete simple line: the source cannot parse.
@@ -355,7 +379,7 @@ class PrefixParser:
         """Parse the finished group and accept its statements; on failure, doom the stream."""
         text = "".join(self._group)
         try:
-            module = _parse(text)
+            module = parse_at(text, self._group_line)
         except Exception:
             self._phase = _Phase.DOOMED
             return False
@@ -363,9 +387,7 @@ class PrefixParser:
         return True
 
     def _accept(self, body: list[ast.stmt]) -> None:
-        """Accept the statements of the finished group, parsed from its text alone."""
-        if self._group_line > 1:
-            _shift_lines(body, self._group_line - 1)
+        """Accept the statements of the finished group (parsed at its line: ``parse_at``)."""
         self._statements.extend(body)
         self._groups += 1
         self._end += self._group_len
@@ -381,64 +403,26 @@ MAX_TAIL_PENDING_CHARS: Final = 4_000
 which bounds the re-parsing (about 3 ms per parse at 4,000 characters)."""
 
 
+def _parens_before(text: str, limit: tuple[int, int]) -> int:
+    """How many ``)`` ``text`` holds before ``limit`` (line, UTF-8 column; lines end as the
+    tokenizer ends them)."""
+    row, col = limit
+    start = 0
+    if row > 1:
+        for number, m in enumerate(_EOL.finditer(text), 2):
+            if number == row:
+                start = m.end()
+                break
+    # (A lone surrogate after the limit is no error here: the source will not compile.)
+    return text.count(")", 0, start) + text[start:].encode("utf-8", "surrogatepass")[:col].count(b")")
+
+
 def _ends_a_call(tail: str, mark: int) -> bool:
     """Whether the ``,`` or ``)`` at ``mark`` may end a call: a ``)``, or a ``,`` right
     after one (``1,`` or ``x,`` completes no call, so re-parsing for it would find nothing new)."""
     return tail[mark] == ")" or tail[:mark].rstrip(_BLANK).endswith(")")
 
 
-_POSITIONED: dict[type, tuple[bool, tuple[str, ...]]] = {}
-"""Per node class: whether it carries line attributes, and its fields that can hold nodes."""
-
-_LEAF_FIELDS: Final = frozenset(
-    {"ctx", "op", "id", "attr", "module", "level", "kind", "type_comment", "is_async"}
-    | {"simple", "conversion"}
-)
-"""Fields that never hold a positioned node (strings, ints, and the shared context and
-operator singletons), so the shift does not visit them. Not ``name`` or ``arg``: a string
-in most nodes, but ``TypeAlias.name`` (3.12+) is a ``Name``."""
-
-
-def _shift_lines(nodes: list[ast.stmt], shift: int) -> None:
-    """``ast.increment_lineno`` for a list of statements, without ``ast.walk``'s
-    generator overhead (it dominated streaming time).
-
-    Only ``lineno``/``end_lineno`` attributes move; nodes without positions (contexts,
-    operators, ``arguments``...) are only traversed, and the shared singletons among them
-    (``Load()``, ``Add()``) are never written.
-    """
-    stack: list[ast.AST] = list(nodes)
-    pop = stack.pop
-    push = stack.append
-    table = _POSITIONED
-    while stack:
-        node = pop()
-        kind = type(node)
-        info = table.get(kind)
-        if info is None:
-            fields = tuple(f for f in kind._fields if f not in _LEAF_FIELDS)
-            if kind is ast.Constant:
-                fields = ()
-            info = table[kind] = ("lineno" in kind._attributes, fields)
-        positioned, fields = info
-        if positioned:
-            node.lineno += shift  # type: ignore[attr-defined]
-            end = node.end_lineno  # type: ignore[attr-defined]
-            if end is not None:
-                node.end_lineno = end + shift  # type: ignore[attr-defined]
-        for name in fields:
-            value = getattr(node, name, None)
-            if isinstance(value, list):
-                for item in value:
-                    if isinstance(item, ast.AST):
-                        push(item)
-            elif isinstance(value, ast.AST):
-                push(value)
-
-
 def _parse(source: str) -> ast.Module:
-    """``ast.parse`` with its warnings suppressed, independent of the warning filters
-    (under ``-W error`` an invalid escape would otherwise be a SyntaxError here)."""
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        return ast.parse(source)
+    """The whole source, parsed (``parse_at`` its first line)."""
+    return parse_at(source, 1)

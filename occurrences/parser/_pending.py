@@ -38,10 +38,14 @@ from __future__ import annotations
 import ast
 import io
 import re
+import sys
+import token
 import tokenize
-import warnings
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Final
+
+from ._lines import parse_at
 
 MAX_PENDING_CHARS: Final = 20_000
 """Longest unfinished statement parsed provisionally. Each new complete line re-tokenizes
@@ -58,6 +62,38 @@ _NOT_FOLLOWED: Final = frozenset({"def", "class", "async", "@"})
 
 _OPEN: Final = {"(": ")", "[": "]", "{": "}"}
 _EOL: Final = re.compile(r"\r\n|\r")
+_FSTRING_START: Final = getattr(tokenize, "FSTRING_START", -1)  # 3.12+
+_FSTRING_END: Final = getattr(tokenize, "FSTRING_END", -1)
+
+_Token = tuple[int, str, tuple[int, int], tuple[int, int], object]  # type, string, start, end, line
+
+if sys.version_info[:2] == (3, 11):
+    import _tokenize
+
+    _EXACT: Final = frozenset(token.EXACT_TOKEN_TYPES.values())
+
+    def _tokens(text: str) -> Iterator[_Token]:
+        """3.11's ``tokenize`` is pure Python, five to ten times slower here than the C
+        tokenizer it wraps only from 3.12 on; this is that C tokenizer, which 3.11's
+        ``ast.parse`` reads too. Unlike ``tokenize`` it stops at the first error (an
+        unterminated string) instead of going on with error tokens, yields no ``NL`` or
+        ``COMMENT``, gives ``NEWLINE`` no text of its own, and operators their exact type
+        (made ``OP`` here). Its columns count UTF-8 bytes; those of operators, the only
+        columns ``_repair`` reads, are made characters as in ``tokenize``."""
+        op = tokenize.OP
+        rows = None if text.isascii() else text.split("\n")
+        for value, kind, srow, erow, scol, ecol, _ in _tokenize.TokenizerIter(text):
+            if kind in _EXACT:
+                kind = op
+                if rows is not None:
+                    scol = len(rows[srow - 1].encode()[:scol].decode())
+                    ecol = len(rows[erow - 1].encode()[:ecol].decode())
+            yield kind, value, (srow, scol), (erow, ecol), None
+
+else:
+
+    def _tokens(text: str) -> Iterator[_Token]:
+        return tokenize.generate_tokens(io.StringIO(text).readline)  # the C tokenizer from 3.12
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,23 +111,25 @@ class _Block:
     indent: str  # the header line's leading whitespace
 
 
-def pending(text: str, *, at_paren: bool = True) -> Pending | None:
-    """The provisional parse of ``text`` (complete physical lines of one unfinished group;
-    positions relative to its first line), or None when nothing can be taken from it yet."""
+def pending(text: str, *, at_paren: bool = True, line: int = 1) -> Pending | None:
+    """The provisional parse of ``text`` (complete physical lines of one unfinished group
+    that starts at line ``line`` of the whole source, where its positions are), or None when
+    nothing can be taken from it yet."""
     if not text or len(text) > MAX_PENDING_CHARS:
         return None
     # Lines end as the tokenizer ends them; string values and positions do not change.
-    repaired = _repair(_EOL.sub("\n", text), at_paren)
+    try:
+        repaired = _repair(_EOL.sub("\n", text), at_paren)
+    except UnicodeEncodeError:
+        return None  # a lone surrogate: no source holding one compiles
     if repaired is None:
         return None
-    source, limit = repaired
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        try:
-            module = ast.parse(source)
-        except (SyntaxError, ValueError):
-            return None
-    return Pending(module.body, limit)
+    source, (row, col) = repaired
+    try:
+        module = parse_at(source, line)
+    except (SyntaxError, ValueError):
+        return None
+    return Pending(module.body, (row + line - 1, col))
 
 
 def _repair(text: str, at_paren: bool) -> tuple[str, tuple[int, int]] | None:
@@ -111,8 +149,7 @@ def _repair(text: str, at_paren: bool) -> tuple[str, tuple[int, int]] | None:
     pending_header: _Block | None = None
     fstrings = 0
     try:
-        for tok in tokenize.generate_tokens(io.StringIO(text).readline):
-            kind, value = tok.type, tok.string
+        for kind, value, start, end, _ in _tokens(text):
             if kind == tokenize.ENDMARKER:
                 break
             if kind == tokenize.INDENT:
@@ -121,7 +158,7 @@ def _repair(text: str, at_paren: bool) -> tuple[str, tuple[int, int]] | None:
                     pending_header = None
                 continue
             if kind == tokenize.DEDENT:
-                if tok.start[0] > len(lines):
+                if start[0] > len(lines):
                     break  # the tokenizer closing blocks at the end of the text
                 if stack:
                     stack.pop()
@@ -129,7 +166,7 @@ def _repair(text: str, at_paren: bool) -> tuple[str, tuple[int, int]] | None:
             if kind in (tokenize.NL, tokenize.COMMENT):
                 continue
             if kind == tokenize.NEWLINE:
-                if partial and not value:
+                if partial and start[0] == len(lines):
                     break  # the tokenizer ending the unfinished last line: it has not ended
                 if last == ":" and first in _HEADERS:
                     pending_header = _Block(first, _indent(lines[line_start - 1]))
@@ -137,13 +174,13 @@ def _repair(text: str, at_paren: bool) -> tuple[str, tuple[int, int]] | None:
                 first, last, cut = None, "", None
                 continue
             if first is None:
-                first, line_start = value, tok.start[0]
+                first, line_start = value, start[0]
                 if value in _NOT_FOLLOWED and not stack and pending_header is None:
                     return None
             last = value
-            if kind == getattr(tokenize, "FSTRING_START", -1):
+            if kind == _FSTRING_START:
                 fstrings += 1
-            elif kind == getattr(tokenize, "FSTRING_END", -1):
+            elif kind == _FSTRING_END:
                 fstrings -= 1
             elif kind == tokenize.OP and not fstrings:
                 if value in _OPEN:
@@ -153,10 +190,10 @@ def _repair(text: str, at_paren: bool) -> tuple[str, tuple[int, int]] | None:
                     brackets.pop()
                     separated.pop()
                     if at_paren and value == ")" and (not separated or separated[-1]):
-                        cut = (tok.end[0], tok.end[1], tuple(brackets))
+                        cut = (end[0], end[1], tuple(brackets))
                 elif value == "," and brackets:
                     separated[-1] = True
-                    cut = (tok.end[0], tok.end[1], tuple(brackets))
+                    cut = (end[0], end[1], tuple(brackets))
     except (tokenize.TokenError, SyntaxError):
         pass  # text ending inside brackets or a string: what came before stands
     if first is None:

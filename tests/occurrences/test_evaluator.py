@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import ast
 import copy
+import sys
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -324,7 +325,22 @@ def test_the_walks_skip_only_leaves_without_children_and_keep_the_order() -> Non
     tree = ast.parse(Path(ast.__file__).read_text(encoding="utf-8"))
     nodes = list(ast.walk(tree))
     assert sum(isinstance(n, NAMELESS) for n in nodes) > 1_000
-    for node in nodes:
+    # What ast.py does not use (``child_nodes`` keeps a table of fields per node class).
+    extra = (
+        "import a.b as c\nfrom .d import e as f, g\nglobal h\n"
+        "async def i(j, /, k=1, *l, m: int = 2, **n) -> None:\n"
+        "    nonlocal o\n    async with p as (q, r):\n        async for s in t: await u\n"
+        "    yield v; yield from w\n"
+        "match x:\n    case [1, *rest] | {'k': y, **kw} if y: pass\n"
+        "    case Point(x=0) as z: pass\n    case None | 'a' | -1: pass\n"
+        "try:\n    pass\nexcept* (E, F) as g:\n    raise G from g\n"
+        "del aa[bb:cc:dd], ee.ff\nassert gg, hh\nii: int = (jj := kk)\nll @= mm\n"
+        "nn = f'{oo!r:>{pp}}' + b'q' + (lambda *rr, ss=1: rr)(*tt, **uu)\n"
+        "vv = {ww: xx for ww in yy if ww} | {*zz} or not a1 and -a2 < a3 <= a4\n"
+    )
+    if sys.version_info >= (3, 12):
+        extra += "type Alias[T] = list[T]\ndef generic[U: int, *V, **W](x: U) -> U: return x\n"
+    for node in [*nodes, *ast.walk(ast.parse(extra))]:
         if isinstance(node, NAMELESS):
             assert list(ast.iter_child_nodes(node)) == []
         assert child_nodes(node) == [c for c in ast.iter_child_nodes(node) if not isinstance(c, NAMELESS)]

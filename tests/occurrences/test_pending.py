@@ -10,12 +10,17 @@ chunking of programs written to stress the repair (brackets, strings holding ``,
 from __future__ import annotations
 
 import ast
+import io
 import itertools
+import sys
+import tokenize
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from occurrences import PrefixParser
+from occurrences import PrefixParser, SealError
+from occurrences.parser import _pending as _parser_module
 
 PROGRAMS = [
     'x = docs.get(k="a")\ny = docs.search(q=x, n=2)\nprint(x, y)\n',
@@ -30,6 +35,8 @@ PROGRAMS = [
     "@decorate(docs.get(k='d'))\ndef f(a, b=docs.get(k='e')):\n    return docs.search(q=a)\n\nv = f(1)\n",
     "match docs.get(k='m'):\n    case Point(x=1):\n        docs.get(k='p')\n    case _:\n        pass\n",
     "s = '''multi, line)\n''' + docs.get(k=\"s\")\nt = lambda: docs.get(k='l')\n",
+    "a = docs.get(k=1); r = [f(docs.get(k=2)), 3]\nif a:\n    b = [g(docs.get(k=3)),\n        4]\n",
+    'é = [docs.get(k="ü"), docs.get(k="日本")]\nif "ß":\n    y = docs.search(q="€", n=(1,\n 2))\n',
 ]
 
 
@@ -137,3 +144,103 @@ def test_without_at_paren_a_call_waits_for_what_may_rewrite_it() -> None:
     assert parser.pending(at_paren=False) is None
     parser.feed(".splitlines()[:2]\n")
     assert parser.pending(at_paren=False) is None, "accepted at its newline, nothing pending"
+
+
+def _offered(found: object) -> dict[tuple[int, int, int | None, int | None], str]:
+    """The calls a provisional parse offers (within its limit), by position."""
+    assert found is not None
+    limit = found.limit  # type: ignore[attr-defined]
+    calls = _calls(found.statements)  # type: ignore[attr-defined]
+    return {_key(n): ast.dump(n, include_attributes=True) for n in calls if (n.end_lineno, n.end_col_offset) <= limit}
+
+
+@settings(max_examples=300, deadline=None)
+@given(chunked())
+def test_a_refused_parse_would_offer_no_call_the_last_one_did_not(case: tuple[str, list[str]]) -> None:
+    """``pending`` does not parse again text that adds no ``)`` to what its last parse of the
+    group used: a fresh parser given all the text at once offers nothing that the last
+    parse found (since statements were last accepted) did not, node for node."""
+    _, chunks = case
+    parser = PrefixParser()
+    latest: dict[tuple[int, int, int | None, int | None], str] = {}
+    text = ""
+    for chunk in chunks:
+        text += chunk
+        if parser.feed(chunk) is not None:
+            latest = {}  # a new group: the graph supersedes what was provisional
+        found = parser.pending()
+        if found is not None:
+            latest = _offered(found)
+        fresh = PrefixParser()
+        fresh.feed(text)
+        once = fresh.pending()
+        if once is not None:
+            missing = {k: v for k, v in _offered(once).items() if latest.get(k) != v}
+            assert not missing, (text, missing)
+
+
+def test_a_line_that_adds_no_paren_is_not_parsed_again(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A header, ``else:``, a plain assignment: no new call can end there."""
+    parses: list[str] = []
+
+    def counting(text: str, *, at_paren: bool = True, line: int = 1) -> object:
+        parses.append(text)
+        return _parser_module.pending(text, at_paren=at_paren, line=line)
+
+    monkeypatch.setattr("occurrences.parser._parser.pending", counting)
+    parser = PrefixParser()
+    offered: list[list[str]] = []
+    for line in ["if m:\n", "    a = docs.get(k=1)\n", "    b = (2,\n", "    3)\n", "else:\n", "    c = docs.get(k=2)\n"]:
+        parser.feed(line)
+        found = parser.pending()
+        offered.append(sorted(_offered(found).values()) if found is not None else [])
+    assert [bool(o) for o in offered] == [False, True, False, True, False, True]
+    assert len(parses) == 3, "parsed at the two calls, and at the ')' of a tuple (a call might end there)"
+    assert len(offered[-1]) == 2
+
+
+def test_a_paren_the_last_parse_did_not_use_still_counts() -> None:
+    """The first parse stops after ``docs.get(k=1)`` (``[f(...)`` may become a comprehension):
+    the ``)`` after it were not used, so the ``,`` that completes the element parses again."""
+    chunks = ["a = docs.get(k=1); r = [f(docs.get(k=2))", ",", " 3]"]
+    assert _pending_calls(chunks) == [["docs.get(k=1)"], ["docs.get(k=1)", "docs.get(k=2)"], []]
+
+
+@pytest.mark.skipif(sys.version_info[:2] != (3, 11), reason="3.11 only: its C tokenizer stands in for tokenize")
+def test_the_c_tokenizer_repairs_as_tokenize_does(monkeypatch: pytest.MonkeyPatch) -> None:
+    """On 3.11 the repair reads the C tokenizer, not the pure-Python ``tokenize``. On every
+    prefix of the programs above (and a few invalid ones) both give the same repair, except
+    where ``tokenize`` goes on past an unterminated string with error tokens and cuts inside
+    it: its repair then does not parse, and the C tokenizer's (cut before the string, if
+    there is a cut) does, or gives no repair either."""
+    extra = ['x = [docs.get(k=1), g("a, b)', "if a:\n  b = 1\n c = 2\n", "x = 1 # c, d)\nif y:  # (\n    z = f(1)\n"]
+    texts = {p[:i] for p in [*PROGRAMS, *extra] for i in range(1, len(p) + 1)}
+    fast = {t: (_parser_module._repair(t, True), _parser_module._repair(t, False)) for t in texts}
+    monkeypatch.setattr(_parser_module, "_tokens", lambda text: tokenize.generate_tokens(io.StringIO(text).readline))
+    gained = 0
+    for text in sorted(texts):
+        for at_paren, c_tokens in zip((True, False), fast[text], strict=True):
+            pure = _parser_module._repair(text, at_paren)
+            if pure != c_tokens:
+                assert not _parses(pure), (text, pure, c_tokens)
+                gained += _parses(c_tokens)
+    assert gained, "a cut before an unterminated string"
+
+
+def _parses(repaired: tuple[str, tuple[int, int]] | None) -> bool:
+    try:
+        return repaired is not None and bool(ast.parse(repaired[0]).body)
+    except SyntaxError:
+        return False
+
+
+def test_a_lone_surrogate_gives_no_provisional_parse_and_no_error() -> None:
+    """No source holding one compiles (``close`` rejects it); ``pending`` must not raise."""
+    for chunks in (['x = [f("\ud800"), g(1)', ","], ['y = g(1), "\ud800', "\n"], ["if a:\n", '    b = h("\udc00")', "\n"]):
+        parser = PrefixParser()
+        for chunk in chunks:
+            parser.feed(chunk)
+            found = parser.pending()
+            assert found is None or "\ud800" not in ast.unparse(found.statements[0])
+        with pytest.raises(SealError):
+            parser.close()
