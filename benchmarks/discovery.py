@@ -53,7 +53,8 @@ from scheduler import EventGraph, State
 
 _ROOT = str(Path(occurrences.__file__).resolve().parents[1])  # the tree under test
 READ_ONLY = ["issue5_four_reads", "parallel_reads", "dependent_chain", "loop_known_list", "loop_listed_dir", "branches", "failing_read_caught"]
-"""``overhead.READ_ONLY`` (not imported: overhead.py needs the Guest machinery of its own revision)."""
+"""``overhead.READ_ONLY``, copied: a baseline revision's subprocess cannot import this tree's overhead.py
+(``compare_stream`` checks the copy)."""
 SCENARIO_DIR = Path(__file__).resolve().parent / "scenarios"
 BEHAVIOURS = {cap: {m: t.behaviour for m, t in methods.items()} for cap, methods in public_methods(tool_specs()).items()}
 
@@ -142,6 +143,10 @@ def _subprocess_stream(root: str, repeats: int) -> dict[str, float]:
 
 def compare_stream(baseline: str | None, repeats: int, rounds: int = 3) -> None:
     """Per-run CPU of the streaming pipeline, this tree beside ``baseline``'s, best of all rounds."""
+    from overhead import READ_ONLY as SCALE_SCENARIOS  # this tree's: the copy must not drift
+
+    if READ_ONLY != SCALE_SCENARIOS:
+        raise SystemExit(f"READ_ONLY differs from overhead.READ_ONLY: {SCALE_SCENARIOS}")
     with tempfile.TemporaryDirectory() as tmp:
         roots = {"this tree": _ROOT}
         if baseline is not None:
