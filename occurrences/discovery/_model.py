@@ -15,7 +15,7 @@ expanded function body, the position of the call that expanded it).
 from __future__ import annotations
 
 import enum
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from ._effect import Effect
 
@@ -100,10 +100,26 @@ PathItem = int | tuple[int, int]
 
 @dataclass(frozen=True, slots=True)
 class OccurrenceId:
-    """(site, path): ``path`` is empty for a plain top-level call."""
+    """(site, path): ``path`` is empty for a plain top-level call.
+
+    Its hash is computed once: discovery and the graph key dicts and sets by it on every
+    update, and hashing it anew walks the site and its control frames (a frame's kind is an
+    enum, whose hash is Python code). Copies and unpickled ones compute it again
+    (``__reduce__``): string hashes differ between processes.
+    """
 
     site: Site
     path: tuple[PathItem, ...] = ()
+    _hash: int = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "_hash", hash((self.site, self.path)))
+
+    def __hash__(self) -> int:
+        return self._hash
+
+    def __reduce__(self) -> tuple[type[OccurrenceId], tuple[Site, tuple[PathItem, ...]]]:
+        return (OccurrenceId, (self.site, self.path))
 
     def __str__(self) -> str:
         s = self.site

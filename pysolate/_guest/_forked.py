@@ -22,6 +22,7 @@ import contextlib
 import functools
 import json
 import os
+import select
 import signal
 import socket
 import subprocess
@@ -72,6 +73,9 @@ class _PipeReader(anyio.abc.ByteReceiveStream):
             return data
 
     async def aclose(self) -> None:
+        self.close()
+
+    def close(self) -> None:
         if self._fd is not None:
             fd, self._fd = self._fd, None
             os.close(fd)
@@ -166,8 +170,22 @@ class ForkedProcess(anyio.abc.Process):
 
     async def aclose(self) -> None:
         """Release the pipes, the status socket and the pidfd (after ``wait``)."""
-        await self._stdout.aclose()
-        await self._stderr.aclose()
+        self.release()
+
+    def exited(self, timeout: float) -> bool:
+        """Block (a thread, never the event loop) until the child has exited, at most
+        ``timeout`` seconds; whether it has."""
+        if self._pidfd is None:
+            return True
+        poller = select.poll()
+        poller.register(self._pidfd, select.POLLIN)
+        return bool(poller.poll(int(timeout * 1000)))
+
+    def release(self) -> None:
+        """``aclose`` without the event loop: for a killed child whose exit status no one
+        reads (``_reaper``; the server still reaps it, and its answer finds the socket shut)."""
+        self._stdout.close()
+        self._stderr.close()
         self._status.close()
         if self._init is not None:
             fd, self._init = self._init, None

@@ -30,6 +30,7 @@ from occurrences._plain import NotPlain, from_tagged, to_tagged
 
 from .._guest import SubprocessGuest, start_subprocess_guest
 from .._guest._frames import ProtocolViolation
+from .._guest._reaper import drain as drain_guest_cleanups
 from .._guest_api import CallHandler, GuestLimits, GuestOutcome, ToolFailure
 from ._link import Link, LinkClosed, outcome_message, parse_json
 
@@ -216,7 +217,10 @@ class GuestNode:
             self._reaper = None
 
     async def stats(self) -> dict[str, object]:
-        """Live Guests and counts; ``alive`` lists Guest processes that still exist."""
+        """Live Guests and counts; ``alive`` lists Guest processes that still exist once the
+        clean-ups already handed to the reaper thread are done (a closed Guest is killed at
+        once, but may take a moment to be gone)."""
+        await anyio.to_thread.run_sync(drain_guest_cleanups, 10.0)
         alive = [pid for pid in self._counts.pids if _exists(pid)]
         return {
             "live": len(self._live),

@@ -552,3 +552,35 @@ def test_no_method_called_non_mutating_mutates_a_list_dict_or_set() -> None:
     mutating -= immutable | read_only
     assert {"append", "update", "add", "sort", "setdefault"} <= mutating
     assert not NON_MUTATING_METHODS & mutating
+
+
+def test_an_occurrence_id_hashes_as_its_value_also_copied_and_in_another_process() -> None:
+    """The hash is cached; copies and unpickled ids (string hashes differ per process)
+    compute it again, so they still find their entries."""
+    import copy
+    import dataclasses
+    import pickle
+    import subprocess
+    import sys
+
+    from occurrences.discovery._model import ControlFrame, ControlKind, Site
+
+    site = Site("docs", "get", 3, 4, 3, 20, (ControlFrame(ControlKind.FOR, 2, 0),))
+    oid = OccurrenceId(site, (1, (0, 2)))
+    same = OccurrenceId(dataclasses.replace(site), (1, (0, 2)))
+    assert oid == same and hash(oid) == hash(same) == hash((site, (1, (0, 2))))
+    assert {oid: 1}[copy.deepcopy(oid)] == 1 and {oid: 1}[dataclasses.replace(oid)] == 1
+    assert hash(dataclasses.replace(oid, path=())) == hash(OccurrenceId(site))
+    check = (
+        "import pickle, sys\n"
+        "from occurrences.discovery._model import ControlFrame, ControlKind, OccurrenceId, Site\n"
+        "oid = pickle.loads(sys.stdin.buffer.read())\n"
+        "site = Site('docs', 'get', 3, 4, 3, 20, (ControlFrame(ControlKind.FOR, 2, 0),))\n"
+        "assert {OccurrenceId(site, (1, (0, 2))): 1}[oid] == 1\n"
+    )
+    for seed in ("1", "2"):
+        done = subprocess.run(
+            [sys.executable, "-c", check], input=pickle.dumps(oid), env={"PYTHONHASHSEED": seed, "PYTHONPATH": ":".join(sys.path)},
+            capture_output=True, check=False,
+        )
+        assert done.returncode == 0, done.stderr.decode()

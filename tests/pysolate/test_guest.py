@@ -6,12 +6,20 @@ Every test here goes through a real child interpreter (strongest isolation avail
 from __future__ import annotations
 
 import math
+import os
+import select
 from collections.abc import Awaitable, Callable
 
 import anyio
 import pytest
 
-from pysolate._guest import GuestStartError, SubprocessGuest, start_subprocess_guest
+from pysolate._guest import (
+    GuestStartError,
+    SubprocessGuest,
+    _forked,
+    _reaper,
+    start_subprocess_guest,
+)
 from pysolate._guest_api import GuestLimits, GuestOutcome, ToolFailure
 
 pytestmark = pytest.mark.anyio
@@ -208,12 +216,26 @@ async def test_handler_bug_propagates_and_the_child_is_reaped() -> None:
 
 async def test_guest_runs_once_and_closes_idempotently() -> None:
     guest = await start_subprocess_guest(CAPS, GuestLimits())
-    assert (await guest.run("1", Tools())).value == 1
-    with pytest.raises(RuntimeError):
-        await guest.run("2", Tools())
-    await guest.aclose()
-    await guest.aclose()
-    assert guest._process.returncode is not None
+    process = guest._process
+    # A forked child that ended with ``done`` is reaped by the reaper thread: watch it
+    # through a pidfd of our own (the Guest's is closed once its clean-up is done).
+    watch = os.dup(process._pidfd) if isinstance(process, _forked.ForkedProcess) else None  # type: ignore[arg-type]
+    try:
+        assert (await guest.run("1", Tools())).value == 1
+        with pytest.raises(RuntimeError):
+            await guest.run("2", Tools())
+        await guest.aclose()
+        await guest.aclose()
+        if watch is None:
+            assert process.returncode is not None
+        else:
+            assert _reaper.drain(10)
+            poller = select.poll()
+            poller.register(watch, select.POLLIN)
+            assert poller.poll(0), "the child outlived its clean-up"
+    finally:
+        if watch is not None:
+            os.close(watch)
 
 
 async def test_started_guest_waits_for_its_source() -> None:
