@@ -32,11 +32,9 @@ import contextlib
 import enum
 import functools
 import os
-import shutil
 import signal
 import socket
 import subprocess
-import tempfile
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -60,6 +58,7 @@ from ._channel import ChannelClosed as _ChannelClosed
 from ._frames import Call, Done, ProtocolViolation, ReadyFrame, TurnDone, parse_guest_frame
 from ._reaper import reap_later
 from ._replies import answer, granted
+from ._scratch import new_scratch, remove_scratch
 from ._wire import HEADER, encode_frame
 
 START_TIMEOUT = 20.0
@@ -357,7 +356,7 @@ class SubprocessGuest:
         self._channel.close()
         await self._process.aclose()
         if self._scratch is not None:
-            _remove_scratch(self._scratch)
+            remove_scratch(self._scratch)
             self._scratch = None
 
     def _hand_to_reaper(self) -> None:
@@ -395,7 +394,7 @@ def _finish_reap(process: _forked.ForkedProcess, cgroup: GuestCgroup | None, scr
         cgroup.remove()
     process.release()
     if scratch is not None:
-        shutil.rmtree(scratch, ignore_errors=True)
+        remove_scratch(scratch)
 
 
 async def start_subprocess_guest(
@@ -417,7 +416,7 @@ async def start_subprocess_guest(
     plan = _isolation.planned(isolation, SCRATCH_BYTES)  # no thread hop once the machine is probed
     if plan is None:
         plan = await anyio.to_thread.run_sync(_isolation.plan, isolation, SCRATCH_BYTES)
-    scratch = None if plan.namespaces else _new_scratch()
+    scratch = None if plan.namespaces else new_scratch()
     host_end, child_end = socket.socketpair()
     t0 = time.perf_counter()
     forked = False
@@ -440,7 +439,7 @@ async def start_subprocess_guest(
     except BaseException:
         host_end.close()
         if scratch is not None:
-            _remove_scratch(scratch)
+            remove_scratch(scratch)
         raise
     finally:
         child_end.close()
@@ -478,31 +477,6 @@ async def start_subprocess_guest(
     guest.isolation = Isolation(plan.level, (*plan.mechanisms, *forked_mechanism, *host_mechanisms, *ready.mechanisms))
     guest._startup_seconds = time.perf_counter() - t0
     return guest
-
-
-def _new_scratch() -> str:
-    """A new private directory (0700, created here: no other process chose its name) on
-    which the child mounts its scratch tmpfs; what ``tempfile.mkdtemp`` makes, without its
-    name generator."""
-    base = tempfile.gettempdir()
-    while True:
-        path = os.path.join(base, f"pysolate-guest-{os.urandom(6).hex()}")
-        try:
-            os.mkdir(path, 0o700)
-        except FileExistsError:
-            continue
-        return path
-
-
-def _remove_scratch(path: str) -> None:
-    """Remove a Guest's scratch directory: empty on the Host's side (the child's files live
-    in its own tmpfs, in its own mount namespace), so one ``rmdir``; anything else, ``rmtree``."""
-    try:
-        os.rmdir(path)
-    except FileNotFoundError:
-        pass
-    except OSError:
-        shutil.rmtree(path, ignore_errors=True)
 
 
 async def _forked_child(plan: _isolation.Plan, scratch: str | None, child_end: socket.socket) -> anyio.abc.Process | None:
