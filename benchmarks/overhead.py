@@ -30,7 +30,8 @@ In one run it prints:
    over the longest single run (issue 18 target <= 1.5x), runs per core (runs / cores x
    longest stream / wall, as docs/benchmarks.md counts them) and the CPU of the runs (Host
    + every Guest: a cgroup v2 of the benchmark's own, ``benchmarks/cgroup_cpu.py``, where
-   one may be made). A run that
+   one may be made), split into the Host process's own (``process_time``: its event loop
+   is one thread, so above ~1 core it is the limit) and the fork servers'. A run that
    raises is counted and its first error printed, not propagated.
 """
 
@@ -211,6 +212,7 @@ async def scale(guest: GuestKind, runs: int, meter: CgroupMeter | None) -> None:
 
     rss0 = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     cpu0 = meter.seconds() if meter is not None else None
+    host0, servers0 = time.process_time(), servers_cpu()
     t0 = time.perf_counter()
     async with anyio.create_task_group() as outer:
         outer.start_soon(sample)
@@ -219,6 +221,7 @@ async def scale(guest: GuestKind, runs: int, meter: CgroupMeter | None) -> None:
                 tg.start_soon(one, i)
         sampling = False
     wall = time.perf_counter() - t0
+    host_cpu, server_cpu = time.process_time() - host0, servers_cpu() - servers0
     await anyio.sleep(0.2)  # let the last Guests' cgroups flush their CPU into the meter's
     cpu = meter.seconds() - cpu0 if meter is not None and cpu0 is not None else None
     rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
@@ -249,7 +252,27 @@ async def scale(guest: GuestKind, runs: int, meter: CgroupMeter | None) -> None:
         f"(runs / {cores} cores x longest stream / wall: the runs each core keeps up with their streams); CPU of the runs: "
         + (f"{cpu:.2f} s = {cpu / runs * 1e3:.1f} ms per run, {cpu / wall:.2f} cores busy (cgroup v2 usage_usec)" if cpu is not None else CgroupMeter.FALLBACK)
     )
+    print(
+        f"   of which the Host process {host_cpu:.2f} s ({host_cpu / runs * 1e3:.1f} ms per run, {host_cpu / wall:.2f} of a core: its event loop is one thread), "
+        f"the fork servers themselves {server_cpu:.2f} s ({server_cpu / runs * 1e3:.2f} ms per run; /proc stat, 10 ms ticks)"
+    )
     print(f"   equal to the sequential twin: {equal}/{runs}; raised: {len(raised)}" + (f" (first: {raised[0]!r})" if raised else "") + f"; commonest status {statuses}")
+
+
+def servers_cpu() -> float:
+    """CPU seconds the fork servers' own interpreters used so far (not their children's)."""
+    from pysolate._guest import _forked
+
+    total = 0.0
+    for server in _forked.servers.values():
+        pid = server.pid()
+        if pid is not None:
+            try:
+                fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            total += (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")  # utime, stime
+    return total
 
 
 async def host_cpu(guest: GuestKind, baseline: str | None) -> None:

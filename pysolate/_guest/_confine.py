@@ -83,16 +83,16 @@ _PREPARED: tuple[str, Any] | None = None
 ``_landlock.Prepared`` whose fds each forked child inherits and closes."""
 
 
-def prepare(spec: dict[str, Any], *, lowest_fd: int) -> list[int]:
+def prepare(spec: dict[str, Any], digest: str, *, lowest_fd: int) -> list[int]:
     """In a fork server: open the read and list rules of ``spec`` (``abi``, ``read``,
-    ``list``) once for every child it forks; returns the fds a child must keep until it
-    confines itself. Raises ``OSError`` (the server then prepares nothing, and a child
+    ``list``) once for every child it forks, at ``lowest_fd`` or above, under the Host's
+    ``digest`` of that spec; returns the fds a child must keep until it confines itself. Raises ``OSError`` (the server then prepares nothing, and a child
     told to use prepared rules fails closed)."""
     global _PREPARED
     from . import _landlock
 
     prepared = _landlock.Prepared(spec["read"], version=spec["abi"], list_only=spec["list"], lowest_fd=lowest_fd)
-    _PREPARED = (_landlock.digest(spec), prepared)
+    _PREPARED = (digest, prepared)
     return list(prepared.fds)
 
 

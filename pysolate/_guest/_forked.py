@@ -250,8 +250,8 @@ class _Server:
         finally:
             server_end.close()
         spec = _isolation.prepared_landlock(sandboxed=self.namespaces)
-        host_end.send(json.dumps({"landlock": spec}).encode())  # its first message: the rules it prepares
         self.prepared = _isolation.prepared_digest(spec)
+        host_end.send(json.dumps({"landlock": spec, "digest": self.prepared}).encode())  # its first message: the rules it prepares
         host_end.setblocking(False)
         self._control = host_end
 

@@ -127,17 +127,19 @@ def _become_guest(control: socket.socket, fds: list[int], message: dict[str, obj
 
 
 def _prepare(control: socket.socket) -> list[int]:
-    """Read the Host's first message, ``{"landlock": spec | null}``, and prepare that
-    spec's Landlock rules for every child (``_confine.prepare``); the fds they hold, sorted.
+    """Read the Host's first message, ``{"landlock": spec | null, "digest": its name}``, and
+    prepare that spec's Landlock rules for every child (``_confine.prepare``); the fds they
+    hold, sorted.
     Where they cannot be prepared, none are: a child told to use them then fails closed."""
     setup = json.loads(control.recv(_REQUEST_BYTES) or b"{}")
     spec = setup.get("landlock") if isinstance(setup, dict) else None
-    if not spec:
+    digest = setup.get("digest") if isinstance(setup, dict) else None
+    if not spec or not isinstance(digest, str):
         return []
     from pysolate._guest import _confine
 
     try:
-        return sorted(_confine.prepare(spec, lowest_fd=_CHILD_FDS))
+        return sorted(_confine.prepare(spec, digest, lowest_fd=_CHILD_FDS))
     except (OSError, ValueError, KeyError, TypeError):
         return []
 

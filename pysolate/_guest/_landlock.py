@@ -85,16 +85,6 @@ def _handled_fs(version: int) -> int:
     return rights
 
 
-def digest(spec: dict[str, object]) -> str:
-    """A name for a prepared rule set's spec (``abi``, ``read``, ``list``): the Host and
-    the fork server each compute it, and a forked child applies the server's prepared
-    rules only when its ``init`` names the same digest (``_confine``)."""
-    import hashlib
-    import json
-
-    return hashlib.sha256(json.dumps(spec, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
-
-
 class Prepared:
     """The read and list rules, opened once: an ``O_PATH`` fd and its rights per path.
 

@@ -32,11 +32,9 @@ import contextlib
 import enum
 import functools
 import os
-import shutil
 import signal
 import socket
 import subprocess
-import tempfile
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -60,6 +58,7 @@ from ._channel import ChannelClosed as _ChannelClosed
 from ._frames import Call, Done, ProtocolViolation, ReadyFrame, TurnDone, parse_guest_frame
 from ._reaper import reap_later
 from ._replies import answer, granted
+from ._scratch import new_scratch, remove_scratch
 from ._wire import HEADER, encode_frame
 
 START_TIMEOUT = 20.0
@@ -357,7 +356,7 @@ class SubprocessGuest:
         self._channel.close()
         await self._process.aclose()
         if self._scratch is not None:
-            shutil.rmtree(self._scratch, ignore_errors=True)
+            remove_scratch(self._scratch)
             self._scratch = None
 
     def _hand_to_reaper(self) -> None:
@@ -395,7 +394,7 @@ def _finish_reap(process: _forked.ForkedProcess, cgroup: GuestCgroup | None, scr
         cgroup.remove()
     process.release()
     if scratch is not None:
-        shutil.rmtree(scratch, ignore_errors=True)
+        remove_scratch(scratch)
 
 
 async def start_subprocess_guest(
@@ -417,7 +416,7 @@ async def start_subprocess_guest(
     plan = _isolation.planned(isolation, SCRATCH_BYTES)  # no thread hop once the machine is probed
     if plan is None:
         plan = await anyio.to_thread.run_sync(_isolation.plan, isolation, SCRATCH_BYTES)
-    scratch = None if plan.namespaces else tempfile.mkdtemp(prefix="pysolate-guest-")
+    scratch = None if plan.namespaces else new_scratch()
     host_end, child_end = socket.socketpair()
     t0 = time.perf_counter()
     forked = False
@@ -440,7 +439,7 @@ async def start_subprocess_guest(
     except BaseException:
         host_end.close()
         if scratch is not None:
-            shutil.rmtree(scratch, ignore_errors=True)
+            remove_scratch(scratch)
         raise
     finally:
         child_end.close()
