@@ -269,12 +269,7 @@ class BranchSpeculation:
         recur with other content on the versions made in their place), their versions never
         forked again. The reads after them are tried again on the new versions."""
         assert k >= chain.claimed, "a claimed write is never withdrawn"
-        for obs in chain.writes[k:]:
-            self._lane.discard(obs)
-        base = chain.lineage[k]
-        for obs in chain.reads:
-            if obs.layer is not None and obs.layer > base:
-                self._lane.discard(obs)
+        self._drop_layers(chain, k)
         chain.retracted.extend(chain.writes[k:])
         del chain.writes[k:], chain.write_nodes[k:], chain.lineage[k + 1 :]
         chain.started.clear()  # those still in the claim table are found there and not redone
@@ -391,6 +386,11 @@ class BranchSpeculation:
         """Drop the layer from version ``lineage[k]`` on: the writes from the ``k``-th, the
         reads of the versions they made; speculate and claim nothing more on the capability."""
         chain.closed = chain.lost = True
+        self._drop_layers(chain, k)
+
+    def _drop_layers(self, chain: _Chain, k: int) -> None:
+        """``discarded``: the early writes from the ``k``-th on and the reads of the versions
+        they made (both ``_retract`` and ``_discard_from`` start here)."""
         for obs in chain.writes[k:]:
             self._lane.discard(obs)
         base = chain.lineage[k]
