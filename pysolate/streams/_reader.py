@@ -252,15 +252,10 @@ class CodeReader:
     async def _watch(self, reads: anyio.CancelScope) -> None:
         assert self._started is not None
         end = self._started + self._deadline
-        while True:
-            now = anyio.current_time()
-            if now >= end or now >= self._last + self._idle:
-                self._expired = self._expiry(idle=now < end)
-            else:
-                await anyio.sleep(min(end, self._last + self._idle) - now)
-                continue
-            reads.cancel()
-            return
+        while (now := anyio.current_time()) < (due := min(end, self._last + self._idle)):
+            await anyio.sleep(due - now)  # an event since the last look moved ``due`` on
+        self._expired = self._expiry(idle=now < end)
+        reads.cancel()
 
     def _tool_text(self, event: object, index: int) -> str:
         selector, decoder = self._selector, self._decoder
