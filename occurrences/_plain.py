@@ -32,7 +32,8 @@ MAX_INT_DIGITS = 4300
 """Most decimal digits a plain ``int`` may have: CPython's default limit for converting
 an int to text, fixed here so every process agrees whatever its own setting."""
 
-_INT_BOUND = 10**MAX_INT_DIGITS
+INT_BOUND = 10**MAX_INT_DIGITS
+"""The ints that cross are those strictly inside ``±INT_BOUND`` (``to_tagged``'s bound)."""
 
 
 class NotPlain(NotKnown, TypeError):
@@ -63,7 +64,7 @@ def to_tagged(value: object, _depth: int = 0) -> object:
         return ["b", value]
     if t is int:
         assert isinstance(value, int)
-        if not -_INT_BOUND < value < _INT_BOUND:
+        if not -INT_BOUND < value < INT_BOUND:
             raise Uncrossable(f"int with more than {MAX_INT_DIGITS} digits")
         return ["i", str(value)]
     if t is float:

@@ -26,16 +26,13 @@ import json.encoder
 from collections.abc import Mapping
 
 from occurrences import canonical_arguments, fresh_copy
-from occurrences._plain import MAX_INT_DIGITS, to_tagged
+from occurrences._plain import INT_BOUND, to_tagged
 
 from ._compact import compact
 
 _POSITIONAL = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
 _SIMPLE = (*_POSITIONAL, inspect.Parameter.KEYWORD_ONLY)
 
-
-_INT_BOUND = 10**MAX_INT_DIGITS
-"""The ints that can cross are strictly inside ``±_INT_BOUND`` (``to_tagged``'s bound)."""
 
 _json_text = json.encoder.encode_basestring
 """A str as compact JSON text (``ensure_ascii=False``): the escaping ``compact`` uses."""
@@ -100,7 +97,7 @@ class Binder:
         for prefix, i in slots:
             value = args[i]
             if type(value) is int:
-                if not -_INT_BOUND < value < _INT_BOUND:
+                if not -INT_BOUND < value < INT_BOUND:
                     return None
                 texts.append(f'{prefix}["i","{value}"]]')
             elif type(value) is str:

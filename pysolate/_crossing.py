@@ -34,7 +34,7 @@ from collections.abc import Callable, Mapping
 import anyio
 
 from occurrences import NotPlain, check_plain, tool_name
-from occurrences._plain import MAX_INT_DIGITS, own, to_tagged
+from occurrences._plain import INT_BOUND, MAX_INT_DIGITS, own, to_tagged
 
 from ._compact import compact
 from ._guest_api import ToolFailure
@@ -114,7 +114,7 @@ def checked_result(capability: str, method: str, raw: object) -> object:
     """
     t = type(raw)
     if (t is int or t is bool or raw is None or t is float) and _NUMBER_CHARS <= MAX_RESULT_CHARS:  # immutable
-        if t is int and -_INT_BOUND < raw < _INT_BOUND:  # to_tagged's own check of an int, without its call
+        if t is int and -INT_BOUND < raw < INT_BOUND:  # to_tagged's own check of an int, without its call
             return raw
         try:
             to_tagged(raw)  # an int past MAX_INT_DIGITS cannot cross
@@ -142,8 +142,6 @@ _SCALAR_CHARS = 16
 _NUMBER_CHARS = _SCALAR_CHARS + MAX_INT_DIGITS + 1
 """``_size_bound`` of any ``None``, ``bool``, ``int`` or ``float`` (an int's, the largest)."""
 
-_INT_BOUND = 10**MAX_INT_DIGITS
-"""The ints that cross are those strictly inside ``±_INT_BOUND`` (``to_tagged``'s own bound)."""
 
 
 def _size_bound(raw: object) -> float:

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from occurrences._plain import NotPlain, to_tagged
+from occurrences._plain import INT_BOUND, NotPlain, to_tagged
 
-from .._crossing import _INT_BOUND, invalid_result
+from .._crossing import invalid_result
 from .._guest_api import CallHandler, ToolFailure
 from ._frames import Call
 
@@ -29,7 +29,7 @@ async def answer(call_id: int, call: Call, grants: Mapping[str, frozenset[str]],
         return failure_message(call_id, ToolFailure("AttributeError", message))
     try:
         value = await handler(call.capability, call.method, call.args, call.kwargs)
-        if type(value) is int and -_INT_BOUND < value < _INT_BOUND:  # to_tagged's own int case, without its call
+        if type(value) is int and -INT_BOUND < value < INT_BOUND:  # to_tagged's own int case, without its call
             return {"t": "result", "id": call_id, "value": ["i", str(value)]}
         return {"t": "result", "id": call_id, "value": to_tagged(value)}
     except ToolFailure as failure:
