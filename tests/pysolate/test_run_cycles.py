@@ -79,3 +79,38 @@ async def test_a_watched_reader_is_freed_without_the_collector(collector_off: No
     await reader.aclose()
     del reader
     assert not _alive((CodeReader,)), "the watchdog's end left a reference cycle"
+
+
+class _Anything:
+    """Answers every attribute (a proxy): 3.11's runtime Protocol check counts it a ``Branch``."""
+
+    def __init__(self) -> None:
+        self.layers = 0
+
+    def __getattr__(self, name: str) -> object:
+        def method(*args: object) -> object:
+            self.layers += name == "layer"
+            return self
+
+        return method
+
+
+class _Targets:
+    def __init__(self, targets: dict[str, object]) -> None:
+        self._targets = targets
+
+    def targets(self) -> dict[str, object]:
+        return self._targets
+
+
+def test_branch_classification_of_attribute_proxies_is_unchanged() -> None:
+    # ``RunLayers`` tests identity with the root before the Protocol check (the check is
+    # the cost); which capabilities are branched must not move: a proxy that is the root
+    # is not, a run's own proxy is (as the Protocol check alone says).
+    from pysolate._layers import Branch, RunLayers
+
+    shared, own = _Anything(), _Anything()
+    branched = isinstance(own, Branch)  # True on 3.11 (``hasattr``); 3.12+ look statically
+    layers = RunLayers(_Targets({"root": shared, "run": own}), {"root": shared, "run": _Anything()}, None)  # type: ignore[arg-type]
+    assert layers.capabilities() == (["run"] if branched else [])
+    assert (shared.layers, own.layers) == (0, int(branched))
