@@ -44,8 +44,9 @@ def collector_off() -> Iterator[None]:
         gc.enable()
 
 
-def _alive(types: tuple[type, ...]) -> list[object]:
-    return [o for o in gc.get_objects() if isinstance(o, types)]
+def _alive(types: tuple[type, ...], before: frozenset[int] = frozenset()) -> list[object]:
+    """The live objects of ``types``, but those in ``before`` (ids: earlier tests may hold some)."""
+    return [o for o in gc.get_objects() if isinstance(o, types) and id(o) not in before]
 
 
 async def _chunks(source: str, size: int = 7) -> AsyncIterator[str]:
@@ -64,21 +65,22 @@ def _host() -> Host:
 
 async def test_a_finished_speculating_run_is_freed_without_the_collector(collector_off: None) -> None:
     host = _host()
-    assert not _alive(RUN_TYPES)
+    before = frozenset(map(id, _alive(RUN_TYPES)))
     result = await host.run_stream(_chunks(PROGRAM), policy=LanePolicy(branch_writes=True))
     assert result.status == "ok", result.error
     assert result.report.claimed >= 2 and result.report.early_writes == 1  # it did speculate
-    assert not _alive(RUN_TYPES), "a run's structures are held by a reference cycle"
+    assert not _alive(RUN_TYPES, before), "a run's structures are held by a reference cycle"
 
 
 async def test_a_watched_reader_is_freed_without_the_collector(collector_off: None) -> None:
+    before = frozenset(map(id, _alive((CodeReader,))))
     reader = CodeReader(_chunks("x = 1\ny = 2\n"), idle_timeout=30.0, deadline=60.0)
     async with reader.watched():
         while await reader.read() is not None:
             pass
     await reader.aclose()
     del reader
-    assert not _alive((CodeReader,)), "the watchdog's end left a reference cycle"
+    assert not _alive((CodeReader,), before), "the watchdog's end left a reference cycle"
 
 
 class _Anything:
