@@ -84,14 +84,11 @@ class _PipeReader(anyio.abc.ByteReceiveStream):
 class ForkedProcess(anyio.abc.Process):
     """A Guest child the fork server forked (see module docstring)."""
 
-    def __init__(
-        self, pid: int, pidfd: int, status: socket.socket, stdout: int, stderr: int, guest_pid: int | None = None, init: int | None = None
-    ) -> None:
-        self._pid = pid
-        self._init = init  # under ``namespaces``: the pid namespace's init, gone only once the Guest is
+    def __init__(self, pid: int, pidfd: int, status: socket.socket, stdout: int, stderr: int, guest_pid: int | None = None) -> None:
+        self._pid = pid  # under ``namespaces``: the init of the Guest's pid namespace, gone only once all in it is
         self.guest_pid = guest_pid or pid
-        """The process that runs the program (under ``namespaces``: the reaper's child,
-        pid 1 of its own pid namespace); the Host moves it into the Guest's cgroup."""
+        """The process that runs the program (under ``namespaces``: the init's child, pid 2
+        of its own pid namespace); the Host moves it into the Guest's cgroup."""
         self._pidfd: int | None = pidfd
         self._status = status
         self._returncode: int | None = None
@@ -143,16 +140,16 @@ class ForkedProcess(anyio.abc.Process):
         return self._returncode
 
     async def _exit_message(self) -> bytes:
-        """``exit S`` from the server, or ``b""`` if it died or did not answer in time.
+        """``exit S`` from the server (under ``namespaces`` first from the Guest's init, with
+        the Guest's status), or ``b""`` if it died or did not answer in time.
 
-        The pidfd turns readable when the child exits (before anyone reaps it), so a
-        stuck server delays the answer by at most ``STATUS_GRACE``, never forever.
+        The pidfd turns readable when the child exits (before anyone reaps it; an init
+        only once everything in its pid namespace is gone), so a stuck server delays the
+        answer by at most ``STATUS_GRACE``, never forever.
         """
         assert self._pidfd is not None
         await anyio.wait_readable(self._pidfd)
         with anyio.move_on_after(STATUS_GRACE):
-            if self._init is not None:  # it exits once everything in the Guest's pid namespace has
-                await anyio.wait_readable(self._init)
             await anyio.wait_readable(self._status)
             return self._status.recv(64)
         return b""
@@ -187,9 +184,6 @@ class ForkedProcess(anyio.abc.Process):
         self._stdout.close()
         self._stderr.close()
         self._status.close()
-        if self._init is not None:
-            fd, self._init = self._init, None
-            os.close(fd)
         if self._pidfd is not None:
             fd, self._pidfd = self._pidfd, None
             os.close(fd)
@@ -336,7 +330,7 @@ async def fork_child(plan: _isolation.Plan, cwd: str, broker: socket.socket, scr
             control = await anyio.to_thread.run_sync(on_lasting_thread, functools.partial(chosen.control, plan))
         try:
             with anyio.fail_after(FORK_TIMEOUT):
-                process = await _fork_once(control, request, broker, 3 if plan.namespaces else 1)
+                process = await _fork_once(control, request, broker, 2 if plan.namespaces else 1)
             process.prepared = chosen.prepared
             return process
         except (OSError, _Dropped, TimeoutError) as exc:
@@ -351,7 +345,7 @@ class _Dropped(Exception):
 
 async def _fork_once(control: socket.socket, request: dict[str, object], broker: socket.socket, pidfds: int) -> ForkedProcess:
     """One request; ``pidfds``: how many the answer carries (the child's, and under
-    ``namespaces`` those of the init and the Guest below the reaper)."""
+    ``namespaces`` the Guest's below it, the child being the Guest's init)."""
     out_r, out_w = os.pipe()
     err_r, err_w = os.pipe()
     host_status, server_status = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
@@ -370,7 +364,7 @@ async def _fork_once(control: socket.socket, request: dict[str, object], broker:
         os.close(err_w)
         out_w = err_w = -1
         await anyio.wait_readable(host_status)
-        data, ancillary, _flags, _addr = host_status.recvmsg(64, socket.CMSG_SPACE(3 * array.array("i").itemsize))
+        data, ancillary, _flags, _addr = host_status.recvmsg(64, socket.CMSG_SPACE(2 * array.array("i").itemsize))
         received = array.array("i")
         for level, kind, payload in ancillary:
             if level == socket.SOL_SOCKET and kind == socket.SCM_RIGHTS:
@@ -385,14 +379,12 @@ async def _fork_once(control: socket.socket, request: dict[str, object], broker:
             for fd in received:
                 os.close(fd)
             raise
-        if pidfds == 3:
-            os.close(received[2])  # the Guest's: only its pid was needed
+        if pidfds == 2:
+            os.close(received[1])  # the Guest's: only its pid was needed
         if pids[0] <= 0:
-            for fd in received[: 2 if pidfds == 3 else 1]:
-                os.close(fd)
+            os.close(received[0])
             raise _Dropped  # it died already: nothing to hand over
-        init = received[1] if pidfds == 3 else None
-        process = ForkedProcess(pids[0], received[0], host_status, out_r, err_r, pids[-1] if pidfds == 3 and pids[-1] > 0 else None, init)
+        process = ForkedProcess(pids[0], received[0], host_status, out_r, err_r, pids[1] if pidfds == 2 and pids[1] > 0 else None)
         handed = True
         return process
     finally:

@@ -10,7 +10,7 @@ Why it widens nothing (docs/isolation.md, "Fork server"):
 
 - ``MODE`` ``plain`` (``landlock``, ``seccomp``): the server is *not* confined. ``namespaces``:
   it runs inside the bubblewrap sandbox a spawned Guest gets (so it sees only what a
-  Guest sees) and every child first makes namespaces of its own (``_unshare``).
+  Guest sees) and starts every child with ``clone`` in namespaces of its own (``_unshare``).
   Either way it holds nothing a Guest may have: no environment, no files, no Host state
   — only the control socket (an unnamed socketpair, unreachable by name or path) and,
   for a moment, the fds of the request it is serving.
@@ -55,6 +55,8 @@ _SIGKILL = 9
 _REQUEST_BYTES = 64 * 1024
 _FDS = 4  # broker, stdout, stderr, status
 _CHILD_FDS = 5  # a child's own: stdin, stdout, stderr, broker and (``namespaces``) status
+_IDS = (os.getuid(), os.getgid())
+"""The server's uid and gid (a cloned child, in a user namespace not mapped yet, sees neither)."""
 
 
 def _load_child(root: str, seccomp_library: str | None) -> object:
@@ -94,12 +96,13 @@ def _close_all_but(keep: list[int]) -> None:
 
 
 def _become_guest(control: socket.socket, fds: list[int], message: dict[str, object], server: int, libc: ctypes.CDLL, child: object, prepared: list[int]) -> None:
-    """In the forked child: leave the server behind, then be a Guest child (never returns)."""
+    """In the forked (``namespaces``: cloned) child: leave the server behind, then be a
+    Guest child (never returns). ``server``: a pidfd of the server."""
     try:
         control.detach()  # its fd is closed below; the object must never close a reused number
         os.setsid()
-        if libc.prctl(_PR_SET_PDEATHSIG, _SIGKILL, 0, 0, 0) != 0 or os.getppid() != server:
-            os._exit(70)
+        if libc.prctl(_PR_SET_PDEATHSIG, _SIGKILL, 0, 0, 0) != 0 or _exited(server):
+            os._exit(70)  # (a server gone before PDEATHSIG was set: nobody would end us)
         broker, stdout, stderr, status = fds
         null = os.open("/dev/null", os.O_RDWR)
         os.dup2(null, 0)
@@ -108,7 +111,7 @@ def _become_guest(control: socket.socket, fds: list[int], message: dict[str, obj
         os.dup2(broker, 3)
         own_namespaces = isinstance(message.get("scratch_bytes"), int)
         if own_namespaces:
-            os.dup2(status, 4)  # the reaper answers the Host on it (``_unshare``)
+            os.dup2(status, 4)  # the init answers the Host on it (``_unshare``)
         # the control socket, every sibling's fds; the prepared rules' until it confines itself
         _close_all_but([*range(_CHILD_FDS if own_namespaces else _CHILD_FDS - 1), *prepared])
         os.chdir(message["cwd"])  # type: ignore[arg-type]
@@ -116,7 +119,7 @@ def _become_guest(control: socket.socket, fds: list[int], message: dict[str, obj
         if own_namespaces:
             from pysolate._guest import _unshare
 
-            mechanisms = _unshare.enter(4, message["scratch_bytes"])  # type: ignore[arg-type]
+            mechanisms = _unshare.enter(4, message["scratch_bytes"], *_IDS)  # type: ignore[arg-type]
         sys.argv = [sys.argv[0], "3"]
         child.serve(3, mechanisms)  # type: ignore[attr-defined]
     except BaseException as exc:  # the Host reports it (GuestStartError) with the child's stderr
@@ -124,6 +127,12 @@ def _become_guest(control: socket.socket, fds: list[int], message: dict[str, obj
             os.write(2, f"the forked child failed before init: {exc!r}\n".encode())
     finally:
         os._exit(70)
+
+
+def _exited(pidfd: int) -> bool:
+    poller = select.poll()
+    poller.register(pidfd, select.POLLIN)
+    return bool(poller.poll(0))
 
 
 def _prepare(control: socket.socket) -> list[int]:
@@ -153,8 +162,12 @@ def main() -> None:
     namespaces = sys.argv[2] == "namespaces"
     child = _load_child(root, sys.argv[3] if len(sys.argv) > 3 else None)
     prepared = _prepare(control)
+    # (importable once ``_load_child`` registered the packages)
+    from pysolate._guest import _unshare
+
+    spawn = _unshare.clone if namespaces else os.fork
     gc.freeze()  # the pre-imported heap stays shared with every child (no refcount-touched pages)
-    server = os.getpid()
+    server = os.pidfd_open(os.getpid())  # its children check it once they asked to die with it
     children: dict[int, tuple[int, int]] = {}  # pidfd -> (pid, status socket fd)
     poller = select.poll()
     poller.register(control.fileno(), select.POLLIN)
@@ -177,13 +190,18 @@ def main() -> None:
                 for received in fds:
                     os.close(received)
                 continue
-            pid = os.fork()
+            try:
+                pid = spawn()
+            except OSError:  # (out of processes or namespaces) its Host sees the status socket close
+                for received in fds:
+                    os.close(received)
+                continue
             if pid == 0:
                 _become_guest(control, fds, message, server, libc, child, prepared)
             for received in fds[:3]:
                 os.close(received)
             pidfd = os.pidfd_open(pid)
-            if namespaces:  # its reaper answers, once the Guest exists (``_unshare``)
+            if namespaces:  # its init answers, once the Guest exists (``_unshare``)
                 children[pidfd] = (pid, fds[3])
             else:
                 answer = socket.socket(fileno=fds[3])

@@ -317,7 +317,7 @@ class SubprocessGuest:
         if self._handed_off:
             return  # killed before the hand-off; its fds may be closed by now
         if isinstance(self._process, _forked.ForkedProcess):
-            self._process.kill()  # through its pidfd; a forked Guest below a reaper dies with it (PDEATHSIG)
+            self._process.kill()  # through its pidfd; a namespaces Guest dies with its init (pid 1)
         elif self._process.returncode is None:
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(self._process.pid, signal.SIGKILL)
@@ -329,7 +329,7 @@ class SubprocessGuest:
 
         ``exiting``: it hung up, so it is on its way out; its own exit status (a confinement
         failure's, ``_confine.EXIT_CODE``) is awaited for ``EXIT_GRACE`` before the kill, which
-        would otherwise race it (under ``namespaces`` the status passes through two processes)."""
+        would otherwise race it (under ``namespaces`` it passes through the Guest's init)."""
         if exiting:
             with anyio.move_on_after(EXIT_GRACE):
                 await self._process.wait()

@@ -2,8 +2,8 @@
 
 Once a forked Guest has sent ``done`` and closed its output, its run's outcome is known;
 what is left is bookkeeping: the exit status travels through the fork server (under
-``namespaces`` through the Guest's init and reaper as well: four process wake-ups, about
-2 ms on an idle machine and several times that on a loaded one), then its cgroup is
+``namespaces`` from the Guest's init, once its pid namespace is gone: process wake-ups,
+about 1-2 ms on an idle machine and several times that on a loaded one), then its cgroup is
 removed, its fds closed and its scratch directory deleted. ``SubprocessGuest`` kills the
 Guest first (``SIGKILL`` through its pidfd and ``cgroup.kill``: it runs no instruction of
 its own after that) and hands the rest here instead of making the run's result wait.

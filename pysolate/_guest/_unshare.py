@@ -1,30 +1,37 @@
-"""A forked ``namespaces`` Guest makes its own namespaces, inside the fork server's sandbox.
+"""A forked ``namespaces`` Guest gets namespaces of its own, inside the fork server's sandbox.
 
 The ``namespaces`` fork server runs inside the bubblewrap sandbox a spawned Guest gets
 (only ``/usr``, the interpreter, the child's sources, a read-only root, no network, no
-capabilities). That sandbox's namespaces are shared by the server and everything it forks,
-so each forked child, before it reads anything from the Host, calls ``enter``:
+capabilities). That sandbox's namespaces are shared by the server and everything it
+forks, so the server starts each Guest's first process with ``clone`` (``clone``, below)
+instead of ``fork``: in a fresh **user, mount, pid, net, ipc, uts and cgroup** namespace
+at once, all owned by the new user namespace. Two processes per Guest, no more:
 
-1. ``unshare`` a fresh **user, mount, pid, net, ipc, uts and cgroup** namespace at once,
-   mapping only its own uid (``nobody`` inside bubblewrap, and again ``nobody`` here: a
-   root Host lends no uid 0) with ``setgroups`` denied. This process, the *reaper*, stays
-   outside the new pid namespace, holds nothing but a pipe, and ends exactly as the Guest
-   ended (its raw wait status; a signal re-raised, so ``SIGXCPU`` — the CPU limit — and
-   crashes reach the Host as from any forked child). It is what the Host waits on and kills.
-2. ``fork`` the *init*: pid 1 of the new pid namespace. It dies with the reaper
-   (``PR_SET_PDEATHSIG``, checked against a pidfd of the reaper, so a reaper already gone
-   is noticed), covers ``/proc`` (the server's pid namespace: its siblings) with an empty
-   read-only tmpfs, mounts the Guest's own size-bounded ``/tmp`` over the server's and
-   forks the Guest. It hands the Host, on the request's status socket, pidfds of the
-   reaper, of itself (the Host's wait ends only once it is gone, and with it the whole
-   pid namespace) and of the Guest (whose Host pid goes into its cgroup before ``init``),
-   drops its capabilities, keeps no other fd, and tells the reaper the Guest's status.
-   When it dies the kernel kills everything in the pid namespace.
-3. The Guest is pid 2, not 1: pid 1 of a namespace ignores every signal it has no handler
+1. The *init*, pid 1 of the new pid namespace and the server's own child (so the server
+   reaps it, and the Host kills it through the pidfd the server holds: killing a pid
+   namespace's init ends everything in it). Before it reads anything from the Host
+   (``enter``) it maps only its own uid (``nobody`` inside bubblewrap, and again
+   ``nobody`` here: a root Host lends no uid 0) with ``setgroups`` denied, covers
+   ``/proc`` (the server's pid namespace: its siblings) with an empty read-only tmpfs,
+   mounts the Guest's own size-bounded ``/tmp`` over the server's and forks the Guest. It
+   hands the Host, on the request's status socket, pidfds of itself (what the Host waits
+   on and kills) and of the Guest (whose Host pid goes into its cgroup before ``init``),
+   drops its capabilities, keeps no fd but the status socket, and once the Guest has
+   ended sends ``exit S`` there with the Guest's *raw* wait status, before it exits. The
+   server's own ``exit`` (the init's status) comes after it, so the Host's first message
+   is the Guest's: ``SIGXCPU`` (the CPU limit) and crashes reach it exactly as from any
+   forked child. Only if the init was killed first (the Host's kill, the server's death:
+   ``PR_SET_PDEATHSIG``) is the first message the server's ``SIGKILL``.
+2. The Guest is pid 2, not 1: pid 1 of a namespace ignores every signal it has no handler
    for, so as pid 1 the CPU limit's ``SIGXCPU`` would be ignored (the hard limit's
    ``SIGKILL`` would end it as a crash instead). It becomes its own session, moves into
    its ``/tmp``, drops every capability its user namespace gave it, and is then a Guest
    child like any other (``_child.serve``: ``init``, the same ``_confine`` spec, ``ready``).
+
+Until 2026-12 a third process sat above the init: the server's forked child called
+``unshare`` (which cannot move the caller itself into a new pid namespace) and stayed
+outside as a *reaper* that re-raised the Guest's status. ``clone`` makes the init the
+server's child directly: one fork, one exit and one copy-on-write address space fewer.
 
 So two forked Guests share no pid, net, ipc, uts, mount or user namespace, no ``/tmp``,
 and none with the server (``tests/pysolate/test_fork_namespaces.py`` compares the
@@ -35,8 +42,8 @@ from __future__ import annotations
 
 import array
 import contextlib
+import ctypes
 import os
-import select
 import signal
 import socket
 from typing import NoReturn
@@ -46,32 +53,60 @@ from . import _privileges
 _CLONE_NEWNS, _CLONE_NEWCGROUP, _CLONE_NEWUTS, _CLONE_NEWIPC = 0x00020000, 0x02000000, 0x04000000, 0x08000000
 _CLONE_NEWUSER, _CLONE_NEWPID, _CLONE_NEWNET = 0x10000000, 0x20000000, 0x40000000
 _NAMESPACES = _CLONE_NEWUSER | _CLONE_NEWNS | _CLONE_NEWPID | _CLONE_NEWNET | _CLONE_NEWIPC | _CLONE_NEWUTS | _CLONE_NEWCGROUP
+_SYS_CLONE3 = 435  # the same number on every architecture (the unified syscall table)
 _MS_RDONLY, _MS_NOSUID, _MS_NODEV, _MS_NOEXEC = 1, 2, 4, 8
-_PR_SET_PDEATHSIG, _SIGKILL = 1, 9
-_EXIT_FAILED = 70
 
 MECHANISMS = ["own-namespaces", "userns-nobody", "private-proc", "bounded-scratch"]
 """What ``enter`` reports (``_isolation.FORKED_NAMESPACES`` requires all of it)."""
 
 
-def enter(status: int, scratch_bytes: int) -> list[str]:
-    """In a just-forked child (fds 0-3 its own, ``status`` the request's status socket):
-    fresh namespaces, an init, the Guest. Returns the mechanisms in the Guest; the reaper
-    and the init never return (see module docstring)."""
+class _CloneArgs(ctypes.Structure):
+    """``struct clone_args`` (``clone3``), version 0 plus ``set_tid`` and ``cgroup``."""
+
+    _fields_ = [(name, ctypes.c_uint64) for name in (
+        "flags", "pidfd", "child_tid", "parent_tid", "exit_signal", "stack", "stack_size", "tls", "set_tid", "set_tid_size", "cgroup",
+    )]
+
+
+_HELD = ctypes.PyDLL(None, use_errno=True)
+"""libc called *with* the GIL held (as ``os.fork`` calls ``fork``): no other thread can run
+between ``PyOS_BeforeFork`` and the clone."""
+_HELD.syscall.restype = ctypes.c_long
+
+
+def clone() -> int:
+    """In the fork server: ``os.fork`` into fresh namespaces (see module docstring); the
+    child's pid, 0 in the child. Raises ``OSError``.
+
+    ``clone3`` with no stack behaves as ``fork`` does (a copy of the caller's stack), and
+    CPython's own fork hooks run around it (``PyOS_BeforeFork`` and the after-fork ones:
+    the import lock, the GIL's state, ``os.register_at_fork`` callbacks). glibc's are
+    skipped: the init keeps the server's cached thread id, which only owner-recording
+    mutexes (``dlopen``'s) read; the init opens no library, and the Guest below it comes
+    from a real ``os.fork``."""
+    args = _CloneArgs(flags=_NAMESPACES, exit_signal=signal.SIGCHLD)
+    python = ctypes.pythonapi
+    python.PyOS_BeforeFork()
+    pid = _HELD.syscall(_SYS_CLONE3, ctypes.byref(args), ctypes.c_size_t(ctypes.sizeof(args)))
+    if pid == 0:
+        python.PyOS_AfterFork_Child()
+        return 0
+    code = ctypes.get_errno()
+    python.PyOS_AfterFork_Parent()
+    if pid < 0:
+        raise OSError(code, f"clone3(user, mount, pid, net, ipc, uts, cgroup): {os.strerror(code)}")
+    return int(pid)
+
+
+def enter(status: int, scratch_bytes: int, uid: int, gid: int) -> list[str]:
+    """In the init, just cloned by the server (fds 0-3 the Guest's, ``status`` the request's
+    status socket; ``uid``/``gid``: the server's, unmapped here until this maps them):
+    the mounts, then the Guest. Returns the mechanisms in the Guest; the init never
+    returns (see module docstring)."""
     libc = _privileges._libc()
-    uid, gid = os.getuid(), os.getgid()
-    _privileges._check(libc.unshare(_NAMESPACES), "unshare(user, mount, pid, net, ipc, uts, cgroup)")
     _privileges._write("/proc/self/setgroups", "deny")
     _privileges._write("/proc/self/uid_map", f"{_privileges.NOBODY} {uid} 1")
     _privileges._write("/proc/self/gid_map", f"{_privileges.NOBODY} {gid} 1")
-    reaper = os.pidfd_open(os.getpid())
-    told_r, told_w = os.pipe()  # the init tells the reaper the Guest's raw wait status
-    if os.fork() != 0:
-        os.close(told_w)
-        _reap(told_r)
-    os.close(told_r)
-    if libc.prctl(_PR_SET_PDEATHSIG, _SIGKILL, 0, 0, 0) != 0 or _exited(reaper):
-        os._exit(_EXIT_FAILED)  # (a reaper gone before PDEATHSIG was set: nobody would end us)
     hidden = _MS_RDONLY | _MS_NOSUID | _MS_NODEV | _MS_NOEXEC
     _privileges._check(libc.mount(b"tmpfs", b"/proc", b"tmpfs", hidden, b"size=4k,mode=0555"), "hide /proc")
     nobody = _privileges.NOBODY
@@ -80,63 +115,30 @@ def enter(status: int, scratch_bytes: int) -> list[str]:
     os.chdir("/tmp")
     guest = os.fork()
     if guest != 0:
-        _init(libc, status, reaper, guest, told_w)
-    for fd in (status, reaper, told_w):
-        os.close(fd)
+        _init(libc, status, guest)
+    os.close(status)
     os.setsid()
     _privileges._empty_bounding_set(libc)
     _privileges._clear_capabilities(libc)  # the new user namespace gave us all of them
     return list(MECHANISMS)
 
 
-def _exited(pidfd: int) -> bool:
-    poller = select.poll()
-    poller.register(pidfd, select.POLLIN)
-    return bool(poller.poll(0))
-
-
-def _init(libc: object, status: int, reaper: int, guest: int, told: int) -> NoReturn:
-    """Pid 1 of the Guest's pid namespace: hand the Host the reaper's and the Guest's
-    pidfds, keep nothing else, tell the reaper how the Guest ended."""
+def _init(libc: object, status: int, guest: int) -> NoReturn:
+    """Pid 1 of the Guest's pid namespace: hand the Host its own and the Guest's pidfds,
+    keep nothing else, tell the Host how the Guest ended."""
     try:
         _privileges._clear_capabilities(libc)  # type: ignore[arg-type]
-        low = 0  # the Guest's stdio, broker socket and prepared Landlock rules are the Guest's alone
-        for fd in sorted((status, reaper, told)):
-            if low < fd:  # (``closerange(n, n)`` would close every fd from n up)
-                os.closerange(low, fd)
-            low = fd + 1
-        os.closerange(low, os.sysconf("SC_OPEN_MAX"))
+        # the Guest's stdio, broker socket and prepared Landlock rules are the Guest's alone
+        os.closerange(0, status)
+        os.closerange(status + 1, os.sysconf("SC_OPEN_MAX"))
         own, theirs = os.pidfd_open(os.getpid()), os.pidfd_open(guest)
         answer = socket.socket(fileno=status)
-        with contextlib.suppress(OSError):  # the Host gave up on this start: still reported below
-            answer.sendmsg([f"pid {guest}".encode()], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array("i", [reaper, own, theirs]))])
-        answer.close()
-        for fd in (reaper, own, theirs):
-            os.close(fd)
+        with contextlib.suppress(OSError):  # the Host gave up on this start: it kills us
+            answer.sendmsg([f"pid {guest}".encode()], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array("i", [own, theirs]))])
+        os.close(own)
+        os.close(theirs)
         _, wait_status = os.waitpid(guest, 0)
-        os.write(told, str(wait_status).encode())
+        with contextlib.suppress(OSError):  # nobody is listening any more
+            answer.send(f"exit {wait_status}".encode())
     finally:
         os._exit(0)
-
-
-def _reap(told: int) -> NoReturn:
-    """Outside the Guest's pid namespace: end as the Guest ended (its raw wait status, a
-    signal re-raised), or as the init did if it died first."""
-    try:
-        os.closerange(0, told)  # the Guest's stdio, broker and status sockets, the own pidfd
-        os.closerange(told + 1, os.sysconf("SC_OPEN_MAX"))
-        report = b""
-        while chunk := os.read(told, 64):
-            report += chunk
-        _, wait_status = os.wait()
-        if report:
-            wait_status = int(report)
-        if os.WIFSIGNALED(wait_status):
-            sig = os.WTERMSIG(wait_status)
-            with contextlib.suppress(OSError, ValueError):  # SIGKILL's disposition cannot change
-                signal.signal(sig, signal.SIG_DFL)  # Python ignores SIGXFSZ and SIGPIPE
-            os.kill(os.getpid(), sig)
-            os._exit(128 + sig)  # a signal whose default is to ignore it (none kills a Guest)
-        os._exit(os.waitstatus_to_exitcode(wait_status))
-    finally:
-        os._exit(_EXIT_FAILED)

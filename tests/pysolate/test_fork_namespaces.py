@@ -63,15 +63,41 @@ async def test_two_guests_share_no_namespace_with_each_other_or_the_server() -> 
 
 async def test_the_init_holds_none_of_the_guests_fds() -> None:
     """Pid 1 of the Guest's namespace keeps no fd of the Guest's (stdio, broker, the
-    server's prepared Landlock rules) once the Guest runs: nothing but an empty table."""
+    server's prepared Landlock rules) once the Guest runs: only its status socket."""
+    guest = await start()
+    try:
+        init = guest._process.pid
+        held = {fd: os.readlink(f"/proc/{init}/fd/{fd}") for fd in os.listdir(f"/proc/{init}/fd")}
+        assert len(held) <= 1, held  # at most the socket on which it tells the Host the Guest's status
+        assert all(target.startswith("socket:") for target in held.values()), held
+    finally:
+        await guest.aclose()
+
+
+def parent(pid: int) -> int:
+    with open(f"/proc/{pid}/stat") as f:
+        return int(f.read().rsplit(")", 1)[1].split()[1])
+
+
+def children(pid: int) -> list[int]:
+    with open(f"/proc/{pid}/task/{pid}/children") as f:
+        return [int(found) for found in f.read().split()]
+
+
+async def test_two_processes_per_guest_the_init_a_child_of_the_server() -> None:
+    """No process between the server and the Guest's init (no reaper), and exactly one
+    below the init: the Guest, pid 2 of the namespace whose pid 1 is the init."""
     guest = await start()
     try:
         process = guest._process
-        assert isinstance(process, _forked.ForkedProcess) and process._init is not None
-        init = _forked._pid_of(process._init)
-        held = {fd: os.readlink(f"/proc/{init}/fd/{fd}") for fd in os.listdir(f"/proc/{init}/fd")}
-        assert len(held) <= 1, held  # at most the pipe on which it tells the reaper the Guest's status
-        assert all(target.startswith("pipe:") for target in held.values()), held
+        assert isinstance(process, _forked.ForkedProcess)
+        init, program = process.pid, program_pid(guest)
+        assert parent(init) == _forked.server_for("namespaces").pid()
+        assert children(init) == [program] and children(program) == []
+        assert os.stat(f"/proc/{init}/ns/pid").st_ino == os.stat(f"/proc/{program}/ns/pid").st_ino
+        with open(f"/proc/{program}/status") as f:
+            ns_pids = next(line.split()[1:] for line in f if line.startswith("NSpid:"))
+        assert ns_pids[-1] == "2", ns_pids  # (the Host's pid, the server's namespace's, its own)
     finally:
         await guest.aclose()
 
@@ -128,6 +154,18 @@ async def test_the_program_is_not_pid_1_and_a_crash_is_reported_with_its_signal(
         await guest.aclose()
     assert out.stdout.strip() == "2"  # pid 1 is its own init, which ignores unhandled signals
     assert out.status == "crashed" and out.error is not None and "status -11" in out.error.message
+
+
+@pytest.mark.parametrize(("ending", "status"), [("os._exit(37)", 37), ("os.kill(os.getpid(), signal.SIGTERM)", -15)])
+async def test_the_guests_own_exit_status_reaches_the_host(ending: str, status: int) -> None:
+    """The init's own status (0) never stands in for the Guest's: an exit code and a
+    signal the Guest sent itself (no fault, no limit) arrive as they were."""
+    guest = await start()
+    try:
+        out = await guest.run(f"import os, signal\n{ending}", echo)
+    finally:
+        await guest.aclose()
+    assert out.status == "crashed" and out.error is not None and f"status {status} " in out.error.message, out.error
 
 
 async def test_the_cpu_limit_is_reported_as_sigxcpu() -> None:
