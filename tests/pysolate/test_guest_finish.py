@@ -1,0 +1,88 @@
+"""How a Guest ends and is scheduled: its output is complete when ``done`` arrives, and it
+runs as batch work that never preempts the Host's event loop."""
+
+from __future__ import annotations
+
+import os
+import select
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import anyio
+import pytest
+from guest_levels import guest_factory, params
+
+from pysolate._guest._wire import HEADER
+from pysolate._guest_api import GuestLimits
+
+ROOT = Path(__file__).resolve().parents[2]
+
+FINISH = """\
+import importlib.util, os, sys, time
+root, fd = sys.argv[1], int(sys.argv[2])
+spec = importlib.util.spec_from_file_location("_child", os.path.join(root, "pysolate", "_guest", "_child.py"))
+child = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(child)
+child._register_packages(root)
+from pysolate._guest import _wire
+guest = child._Guest(child._Channel(fd, _wire.HEADER, _wire.encode_frame), {"limits": {"max_frame_bytes": 1 << 20}, "capabilities": {}})
+print("printed before the end")
+os._exit = lambda code: time.sleep(60)  # stay alive after done: EOF must not come from the exit
+guest.finish("ok", None, None)
+"""
+
+
+def test_output_is_complete_when_done_arrives() -> None:
+    """``finish`` closes stdout and stderr before it sends ``done``, so the Host never waits
+    for the exit (which closes them only after unmapping the address space)."""
+    host_end, child_end = socket.socketpair()
+    child = subprocess.Popen(
+        [sys.executable, "-I", "-S", "-B", "-c", FINISH, str(ROOT), str(child_end.fileno())],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        pass_fds=(child_end.fileno(),),
+    )
+    child_end.close()
+    try:
+        host_end.settimeout(30)
+        header = host_end.recv(HEADER.size, socket.MSG_WAITALL)
+        (length,) = HEADER.unpack(header)
+        assert b'"t":"done"' in host_end.recv(length, socket.MSG_WAITALL)
+        assert child.poll() is None  # still alive: only the close can have ended the pipes
+        for pipe, expected in ((child.stdout, b"printed before the end\n"), (child.stderr, b"")):
+            assert pipe is not None
+            data = b""
+            while True:
+                readable, _, _ = select.select([pipe], [], [], 10)
+                assert readable, "the pipe is still open after done"
+                chunk = os.read(pipe.fileno(), 65536)
+                if not chunk:
+                    break
+                data += chunk
+            assert data == expected
+    finally:
+        child.kill()
+        child.wait()
+        host_end.close()
+        for pipe in (child.stdout, child.stderr):
+            if pipe is not None:
+                pipe.close()
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("level", params())
+async def test_guest_runs_as_batch_work(level: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    async with guest_factory(level, monkeypatch) as start:
+        guest = await start({}, GuestLimits(wall_time=10))
+        try:
+            with anyio.fail_after(20):
+                outcome = await guest.run("import os\nos.sched_getscheduler(0)\n", _no_tools)
+        finally:
+            await guest.aclose()
+    assert (outcome.status, outcome.value) == ("ok", os.SCHED_BATCH)
+
+
+async def _no_tools(capability: str, method: str, args: tuple[object, ...], kwargs: dict[str, object]) -> object:
+    raise AssertionError("no tool is granted")
