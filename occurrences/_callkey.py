@@ -16,9 +16,15 @@ from dataclasses import dataclass
 from ._plain import dumps
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, init=False)
 class CallKey:
-    """(capability, method, capability version, canonical arguments, root/view id)."""
+    """(capability, method, capability version, canonical arguments, root/view id).
+
+    The broker makes one per Guest call, so ``__init__`` is written out: it sets each slot
+    through its descriptor, where the frozen dataclass's generated one calls
+    ``object.__setattr__`` per field (twice the cost). Everything else (equality, hash,
+    repr, ordering refused, frozen, ``dataclasses.fields``/``replace``) is the dataclass's.
+    """
 
     capability: str
     method: str
@@ -26,10 +32,23 @@ class CallKey:
     arguments: str  # canonical_arguments(bound arguments)
     view: str
 
+    def __init__(self, capability: str, method: str, version: str, arguments: str, view: str) -> None:
+        _set_capability(self, capability)
+        _set_method(self, method)
+        _set_version(self, version)
+        _set_arguments(self, arguments)
+        _set_view(self, view)
+
     def digest(self) -> str:
         """A short stable hash, for traces and logs."""
         raw = "\x1f".join((self.capability, self.method, self.version, self.arguments, self.view))
         return hashlib.sha256(raw.encode()).hexdigest()[:16]
+
+
+_set_capability, _set_method, _set_version, _set_arguments, _set_view = (
+    getattr(CallKey, name).__set__ for name in ("capability", "method", "version", "arguments", "view")
+)
+"""The slots' own setters (member descriptors), which a frozen class's ``__setattr__`` does not guard."""
 
 
 def canonical(value: object) -> str:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import dis
 import functools
+import time
 import types
 from collections.abc import Awaitable, Callable, Coroutine, Generator, Iterable, Mapping
 from dataclasses import dataclass
@@ -284,11 +285,15 @@ def scope_class() -> Callable[[], anyio.CancelScope]:
 
 def _loop_clock() -> Callable[[], float]:
     """``anyio.current_time`` without its per-call backend lookup (on asyncio it is the
-    running loop's ``time``; elsewhere anyio's own function)."""
+    running loop's ``time``; elsewhere anyio's own function). The stock loops' ``time`` is
+    ``time.monotonic()`` in a Python method: that function itself, without the method's
+    frame, reads the same clock."""
     try:
-        return asyncio.get_running_loop().time
+        loop = asyncio.get_running_loop()
     except RuntimeError:
         return anyio.current_time
+    clock = loop.time
+    return time.monotonic if getattr(clock, "__func__", None) is asyncio.BaseEventLoop.time else clock
 
 
 def _probed(probe: Probe, work: Callable[[], object]) -> object:

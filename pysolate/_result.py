@@ -80,6 +80,20 @@ class CallRecord:
         return tool_name(self.capability, self.method)
 
 
+_RECORD_SETTERS = tuple(getattr(CallRecord, f.name).__set__ for f in dataclasses.fields(CallRecord))
+"""Each ``CallRecord`` slot's own setter (its member descriptor), in field order."""
+
+
+def record_of(values: Sequence[object]) -> CallRecord:
+    """``CallRecord(*values)`` for a value of every field, in order (``ValueError`` for any
+    other count): the same record, built with each slot's setter rather than the frozen
+    ``__init__``'s ``object.__setattr__`` per field (a third less; one per call of a run)."""
+    record = object.__new__(CallRecord)
+    for set_field, value in zip(_RECORD_SETTERS, values, strict=True):
+        set_field(record, value)
+    return record
+
+
 @dataclass(frozen=True, slots=True)
 class ObservationRecord:
     """One physical execution of a tool in a run (early or formal) and how it ended.
@@ -151,14 +165,22 @@ _COUNTS = (
 def sequential_report(calls: Sequence[CallRecord], physical: int, *, wall: float, guest: float) -> RunReport:
     """The report of a run without speculation (``run_source``, a session's sequential turn):
     every count comes from the program's own calls."""
+    direct = claimed = 0
+    durations: list[float] = []
+    for c in calls:  # one pass (three generators cost a third of a µs per call)
+        if c.lane == "direct":
+            direct += 1
+        elif c.lane == "claimed":
+            claimed += 1
+        durations.append(c.ended - c.started)  # ``duration``, without the property
     return RunReport(
         logical=len(calls),
         physical=physical,
-        direct=sum(1 for c in calls if c.lane == "direct"),
-        claimed=sum(1 for c in calls if c.lane == "claimed"),
+        direct=direct,
+        claimed=claimed,
         wall_seconds=wall,
         guest_seconds=guest,
-        tool_seconds=sum(c.duration for c in calls),
+        tool_seconds=sum(durations),  # the same sum, in the same order, as of the durations
     )
 
 
