@@ -32,9 +32,10 @@ Protocol: each request is one message, ``{"cwd": path}`` (``namespaces``: also
 ``"scratch_bytes"``) with four fds by ``SCM_RIGHTS`` (broker socket, stdout and stderr
 write ends, a *status* socket). On the status socket the server answers ``pid N`` with a
 pidfd of the child (so the Host signals exactly that process, never a recycled pid; under
-``namespaces`` the child's init answers, adding the pidfd of the Guest below it), and
-later ``exit S`` with the raw wait status once it has
-reaped the child; then it closes it. A server that dies closes every status socket, so no
+``namespaces`` the child, the Guest's init, answers itself, adding the pidfd of the Guest
+below it, and before it exits sends ``exit S`` with the Guest's raw wait status), and
+later ``exit S`` with the child's raw wait status once it has reaped it; then it closes
+it (the Host reads the first ``exit``). A server that dies closes every status socket, so no
 Host waits on it forever. It exits when the Host closes the control socket.
 """
 

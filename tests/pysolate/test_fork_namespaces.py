@@ -10,6 +10,7 @@ run at this level too.
 from __future__ import annotations
 
 import os
+import signal
 import threading
 
 import anyio
@@ -98,6 +99,40 @@ async def test_two_processes_per_guest_the_init_a_child_of_the_server() -> None:
         with open(f"/proc/{program}/status") as f:
             ns_pids = next(line.split()[1:] for line in f if line.startswith("NSpid:"))
         assert ns_pids[-1] == "2", ns_pids  # (the Host's pid, the server's namespace's, its own)
+    finally:
+        await guest.aclose()
+
+
+async def test_the_init_holds_no_capability() -> None:
+    guest = await start()
+    try:
+        with open(f"/proc/{guest._process.pid}/status") as f:
+            caps = {line.split(":")[0]: int(line.split()[1], 16) for line in f if line.startswith("Cap")}
+        assert caps["CapEff"] == caps["CapPrm"] == caps["CapInh"] == caps["CapAmb"] == 0, caps
+    finally:
+        await guest.aclose()
+
+
+async def test_a_dead_server_takes_the_init_and_the_guest_with_it() -> None:
+    """Nothing outlives the server, with no kill from the Host (it runs nothing here): the
+    init dies with it (PDEATHSIG; bubblewrap's pid namespace, which holds the Guest's,
+    ends with the server too), the Guest with the init's pid namespace."""
+    guest = await start()
+    try:
+        process = guest._process
+        assert isinstance(process, _forked.ForkedProcess)
+        fds = [os.pidfd_open(process.pid), os.pidfd_open(program_pid(guest))]
+        server = _forked.server_for("namespaces")
+        server_pid = server.pid()
+        assert server_pid is not None
+        os.kill(server_pid, signal.SIGKILL)
+        try:
+            with anyio.fail_after(10):
+                for fd in fds:
+                    await anyio.wait_readable(fd)
+        finally:
+            for fd in fds:
+                os.close(fd)
     finally:
         await guest.aclose()
 
