@@ -80,10 +80,12 @@ def clone() -> int:
 
     ``clone3`` with no stack behaves as ``fork`` does (a copy of the caller's stack), and
     CPython's own fork hooks run around it (``PyOS_BeforeFork`` and the after-fork ones:
-    the import lock, the GIL's state, ``os.register_at_fork`` callbacks). glibc's are
-    skipped: the init keeps the server's cached thread id, which only owner-recording
-    mutexes (``dlopen``'s) read; the init opens no library, and the Guest below it comes
-    from a real ``os.fork``."""
+    the import lock, the GIL's state, ``os.register_at_fork`` callbacks). glibc's own fork
+    handling is skipped: the init keeps the server's thread id in its thread descriptor,
+    which only glibc's owner-recording mutexes (the dynamic linker's, for ``dlsym``) compare,
+    to the same stale value on lock and unlock in a process of one thread; the Guest below
+    it comes from a real ``os.fork``, which resets all of it. Needs Linux 5.3, as
+    ``pidfd_open`` does."""
     args = _CloneArgs(flags=_NAMESPACES, exit_signal=signal.SIGCHLD)
     python = ctypes.pythonapi
     python.PyOS_BeforeFork()
