@@ -46,7 +46,7 @@ from ._execute import (
     scope_class,
 )
 from ._guest_api import ErrorInfo, ToolFailure
-from ._result import CallOutcome, CallRecord, Lane, record_of
+from ._result import CallOutcome, CallRecord, Lane
 from ._threads import WorkerThreads
 from .tracing import ObservationTrace, RunTrace
 from .tracing._null import NULL_RUN
@@ -163,7 +163,7 @@ class RunScope:
         """The receipts of the run's calls so far, in program order."""
         recorded = self._recorded
         if recorded:
-            self._calls.extend([record_of(fields) for fields in recorded])
+            self._calls.extend([CallRecord(*fields) for fields in recorded])  # type: ignore[arg-type]
             recorded.clear()
         return tuple(self._calls)
 
@@ -431,7 +431,6 @@ class RunScope:
                 None,  # occurrence_id
                 lane,
                 observation_id,
-                0.0,  # budget_charged
             )
         )
 

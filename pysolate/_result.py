@@ -42,7 +42,7 @@ Lane = Literal["direct", "claimed"]
 CallOutcome = Literal["ok", "error", "unknown"]
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, init=False)
 class CallRecord:
     """The receipt of one logical call the program made, in program order.
 
@@ -50,6 +50,12 @@ class CallRecord:
     may not have taken effect, and it is never retried. Times are seconds since the run
     started. ``occurrence_id``, ``lane``, ``observation_id`` and ``budget_charged`` are the
     speculation lane's; a call run by the broker itself is ``direct``.
+
+    A run makes one per call, so ``__init__`` is written out: it sets each slot through its
+    descriptor (about half the frozen dataclass's generated ``__init__``, which calls
+    ``object.__setattr__`` per field); its parameters are the fields, in order, with their
+    defaults (``tests/pysolate/test_result_records.py`` holds the two together). The rest
+    (equality, hash, repr, frozen, ``dataclasses.fields``/``replace``) is the dataclass's.
     """
 
     index: int
@@ -70,6 +76,44 @@ class CallRecord:
     observation_id: int | None = None
     budget_charged: float = 0.0
 
+    def __init__(
+        self,
+        index: int,
+        capability: str,
+        method: str,
+        args: tuple[object, ...],
+        kwargs: dict[str, object],
+        effect: Effect | None,
+        version: str | None,
+        outcome: CallOutcome,
+        result: object = None,
+        error: ErrorInfo | None = None,
+        started: float = 0.0,
+        ended: float = 0.0,
+        key: CallKey | None = None,
+        occurrence_id: str | None = None,
+        lane: Lane = "direct",
+        observation_id: int | None = None,
+        budget_charged: float = 0.0,
+    ) -> None:
+        _set_index(self, index)
+        _set_capability(self, capability)
+        _set_method(self, method)
+        _set_args(self, args)
+        _set_kwargs(self, kwargs)
+        _set_effect(self, effect)
+        _set_version(self, version)
+        _set_outcome(self, outcome)
+        _set_result(self, result)
+        _set_error(self, error)
+        _set_started(self, started)
+        _set_ended(self, ended)
+        _set_key(self, key)
+        _set_occurrence_id(self, occurrence_id)
+        _set_lane(self, lane)
+        _set_observation_id(self, observation_id)
+        _set_budget_charged(self, budget_charged)
+
     @property
     def duration(self) -> float:
         return self.ended - self.started
@@ -80,18 +124,12 @@ class CallRecord:
         return tool_name(self.capability, self.method)
 
 
-_RECORD_SETTERS = tuple(getattr(CallRecord, f.name).__set__ for f in dataclasses.fields(CallRecord))
-"""Each ``CallRecord`` slot's own setter (its member descriptor), in field order."""
-
-
-def record_of(values: Sequence[object]) -> CallRecord:
-    """``CallRecord(*values)`` for a value of every field, in order (``ValueError`` for any
-    other count): the same record, built with each slot's setter rather than the frozen
-    ``__init__``'s ``object.__setattr__`` per field (a third less; one per call of a run)."""
-    record = object.__new__(CallRecord)
-    for set_field, value in zip(_RECORD_SETTERS, values, strict=True):
-        set_field(record, value)
-    return record
+(
+    _set_index, _set_capability, _set_method, _set_args, _set_kwargs, _set_effect, _set_version, _set_outcome,
+    _set_result, _set_error, _set_started, _set_ended, _set_key, _set_occurrence_id, _set_lane, _set_observation_id,
+    _set_budget_charged,
+) = (getattr(CallRecord, f.name).__set__ for f in dataclasses.fields(CallRecord))
+"""Each slot's own setter (its member descriptor), which a frozen class's ``__setattr__`` does not guard."""
 
 
 @dataclass(frozen=True, slots=True)
