@@ -106,11 +106,12 @@ def main() -> None:
     parser.add_argument("--guest", default="isolated", choices=["isolated", "seccomp", "landlock", "landlock-spawn"])
     parser.add_argument("--cpu", type=int, help="run the Host and its Guests on this CPU only (see above)")
     options = parser.parse_args()
+    load_before = os.getloadavg()[0]
     results = side_by_side(options.baseline, options.calls, options.rounds, options.guest, options.cpu)
     where = "all CPUs" if options.cpu is None else f"CPU {options.cpu} only"
     print(
         f"Host CPU per broker call (0-latency async tool, int argument; best of {options.rounds} rounds x {BATCHES} "
-        f"batches of {options.calls} calls; {where})"
+        f"batches of {options.calls} calls; {where}; load average {load_before:.2f} -> {os.getloadavg()[0]:.2f})"
     )
     for label, seconds in results.items():
         print(f"  {label:<12} {seconds * 1e6:6.1f} µs   (target <= 40)")

@@ -245,7 +245,11 @@ class _Server:
             server_end.close()
         spec = _isolation.prepared_landlock(sandboxed=self.namespaces)
         self.prepared = _isolation.prepared_digest(spec)
-        host_end.send(json.dumps({"landlock": spec, "digest": self.prepared}).encode())  # its first message: the rules it prepares
+        try:  # its first message: the rules it prepares (a server already dead breaks the pipe)
+            host_end.send(json.dumps({"landlock": spec, "digest": self.prepared}).encode())
+        except BaseException:
+            host_end.close()
+            raise
         host_end.setblocking(False)
         self._control = host_end
 
@@ -326,15 +330,16 @@ async def fork_child(plan: _isolation.Plan, cwd: str, broker: socket.socket, scr
     failure: BaseException | None = None
     for _attempt in range(2):
         control = chosen.live_control()
-        if control is None:
-            control = await anyio.to_thread.run_sync(on_lasting_thread, functools.partial(chosen.control, plan))
-        try:
+        try:  # (a server that dies as it starts fails here, like one that dies on the request)
+            if control is None:
+                control = await anyio.to_thread.run_sync(on_lasting_thread, functools.partial(chosen.control, plan))
             with anyio.fail_after(FORK_TIMEOUT):
                 process = await _fork_once(control, request, broker, 2 if plan.namespaces else 1)
             process.prepared = chosen.prepared
             return process
         except (OSError, _Dropped, TimeoutError) as exc:
-            chosen.replace(control)
+            if control is not None:
+                chosen.replace(control)
             failure = exc
     raise ForkServerFailed(f"the fork server did not start a Guest child: {failure!r}")
 

@@ -56,8 +56,6 @@ _SIGKILL = 9
 _REQUEST_BYTES = 64 * 1024
 _FDS = 4  # broker, stdout, stderr, status
 _CHILD_FDS = 5  # a child's own: stdin, stdout, stderr, broker and (``namespaces``) status
-_IDS = (os.getuid(), os.getgid())
-"""The server's uid and gid (a cloned child, in a user namespace not mapped yet, sees neither)."""
 
 
 def _load_child(root: str, seccomp_library: str | None) -> object:
@@ -96,13 +94,16 @@ def _close_all_but(keep: list[int]) -> None:
     os.closerange(low, os.sysconf("SC_OPEN_MAX"))
 
 
-def _become_guest(control: socket.socket, fds: list[int], message: dict[str, object], server: int, libc: ctypes.CDLL, child: object, prepared: list[int]) -> None:
+def _become_guest(
+    control: socket.socket, fds: list[int], message: dict[str, object], server: select.poll, libc: ctypes.CDLL, child: object, prepared: list[int]
+) -> None:
     """In the forked (``namespaces``: cloned) child: leave the server behind, then be a
-    Guest child (never returns). ``server``: a pidfd of the server."""
+    Guest child (never returns). ``server``: a poll of a pidfd of the server (made by the
+    server: an object the child need not create)."""
     try:
         control.detach()  # its fd is closed below; the object must never close a reused number
         os.setsid()
-        if libc.prctl(_PR_SET_PDEATHSIG, _SIGKILL, 0, 0, 0) != 0 or _exited(server):
+        if libc.prctl(_PR_SET_PDEATHSIG, _SIGKILL, 0, 0, 0) != 0 or server.poll(0):
             os._exit(70)  # (a server gone before PDEATHSIG was set: nobody would end us)
         broker, stdout, stderr, status = fds
         null = os.open("/dev/null", os.O_RDWR)
@@ -120,7 +121,7 @@ def _become_guest(control: socket.socket, fds: list[int], message: dict[str, obj
         if own_namespaces:
             from pysolate._guest import _unshare
 
-            mechanisms = _unshare.enter(4, message["scratch_bytes"], *_IDS)  # type: ignore[arg-type]
+            mechanisms = _unshare.enter(4, message["scratch_bytes"])  # type: ignore[arg-type]
         sys.argv = [sys.argv[0], "3"]
         child.serve(3, mechanisms)  # type: ignore[attr-defined]
     except BaseException as exc:  # the Host reports it (GuestStartError) with the child's stderr
@@ -128,12 +129,6 @@ def _become_guest(control: socket.socket, fds: list[int], message: dict[str, obj
             os.write(2, f"the forked child failed before init: {exc!r}\n".encode())
     finally:
         os._exit(70)
-
-
-def _exited(pidfd: int) -> bool:
-    poller = select.poll()
-    poller.register(pidfd, select.POLLIN)
-    return bool(poller.poll(0))
 
 
 def _prepare(control: socket.socket) -> list[int]:
@@ -168,7 +163,8 @@ def main() -> None:
 
     spawn = _unshare.clone if namespaces else os.fork
     gc.freeze()  # the pre-imported heap stays shared with every child (no refcount-touched pages)
-    server = os.pidfd_open(os.getpid())  # its children check it once they asked to die with it
+    server = select.poll()  # its children check it once they asked to die with it
+    server.register(os.pidfd_open(os.getpid()), select.POLLIN)
     children: dict[int, tuple[int, int]] = {}  # pidfd -> (pid, status socket fd)
     poller = select.poll()
     poller.register(control.fileno(), select.POLLIN)

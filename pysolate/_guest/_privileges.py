@@ -154,9 +154,16 @@ class _CapData(ctypes.Structure):
     _fields_ = [("effective", ctypes.c_uint32), ("permitted", ctypes.c_uint32), ("inheritable", ctypes.c_uint32)]
 
 
+_NONE = (_CapHeader(_CAP_VERSION_3, 0), (_CapData * 2)())
+"""``capset``'s arguments for no capability at all, made once (the kernel only reads them)."""
+_LIBC.capset.restype = _LIBC.capget.restype = _LIBC.unshare.restype = ctypes.c_int  # (looked up here, once, not in each forked child)
+
+
 def _clear_capabilities(libc: ctypes.CDLL) -> None:
-    header = _CapHeader(_CAP_VERSION_3, 0)
-    data = (_CapData * 2)()
+    """Clear every set. What it uses is made at import: in a fork server's child each
+    object created or looked up for the first time is a copy-on-write fault (≈ 110 of them
+    measured for a first ``capset`` lookup and its structures)."""
+    header, data = _NONE
     _check(libc.capset(ctypes.byref(header), data), "capset (clear every set)")
 
 

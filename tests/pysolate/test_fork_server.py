@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
+import time
 
 import anyio
 import pytest
@@ -176,12 +177,22 @@ async def test_a_stuck_server_is_replaced(level: str, monkeypatch: pytest.Monkey
     assert _forked.server_for(level).pid() != stuck
 
 
+@pytest.mark.parametrize("gone_before_its_first_message", [False, True])
 @pytest.mark.parametrize("level", forked_levels())
-async def test_a_server_that_cannot_start_falls_back_to_a_spawn(level: str, monkeypatch: pytest.MonkeyPatch) -> None:
+async def test_a_server_that_cannot_start_falls_back_to_a_spawn(level: str, gone_before_its_first_message: bool, monkeypatch: pytest.MonkeyPatch) -> None:
     server = _forked.server_for(level)
     server.replace(server.live_control() or server.control(_isolation.plan(level, 1 << 20)))  # type: ignore[arg-type]
     monkeypatch.setattr(_forked, "SERVER", "/nonexistent/_forkserver.py")
     monkeypatch.setattr(_forked, "SANDBOXED_SERVER", "/nonexistent/_forkserver.py")
+    if gone_before_its_first_message:  # the Host's first message then meets a broken pipe
+        prepared = _isolation.prepared_landlock
+
+        def late(*, sandboxed: bool) -> object:
+            while server._process is not None and server._process.poll() is None:
+                time.sleep(0.01)
+            return prepared(sandboxed=sandboxed)
+
+        monkeypatch.setattr(_isolation, "prepared_landlock", late)
     out, mechanisms = await run("4", level)
     assert (out.status, out.value) == ("ok", 4)
     assert "fork-server" not in mechanisms
