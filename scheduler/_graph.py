@@ -37,6 +37,7 @@ Invariants:
 from __future__ import annotations
 
 import ast
+import weakref
 from collections import deque
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -422,7 +423,9 @@ class _Sink:
     __slots__ = ("_graph",)
 
     def __init__(self, graph: EventGraph) -> None:
-        self._graph = graph
+        # A proxy: the graph owns discovery, which owns this sink; a strong reference back
+        # would make every run's graph garbage that only a full collection frees.
+        self._graph = weakref.proxy(graph)
 
     def discovered(self, occurrence: Occurrence) -> None:
         self._graph._add(occurrence)

@@ -160,6 +160,11 @@ class SpeculativeLane:
             for closer in self._closers:
                 closer()
             self._settle()
+            # A closed lane pumps and closes nothing again: dropping the hooks breaks the
+            # reference cycles through them (a branch speculation holds the lane), so the
+            # run's structures go when the run does instead of waiting for a full GC.
+            self._closers.clear()
+            self._pumps.clear()
 
     def _settle(self) -> None:
         """Record each early observation's disposition on every node it served.

@@ -233,15 +233,19 @@ class CodeReader:
                 yield
                 return
             error: BaseException | None = None
+            done = anyio.Event()
             async with anyio.create_task_group() as watchdog:
                 reads = anyio.CancelScope()
-                watchdog.start_soon(self._watch, reads)
+                watchdog.start_soon(self._watch, reads, done)
                 try:
                     with reads:
                         yield
                 except BaseException as exc:  # re-raised below, not wrapped in an ExceptionGroup
                     error = exc
-                watchdog.cancel_scope.cancel()
+                # The watchdog is told to return, not cancelled: anyio keeps a cancelled
+                # task's ``CancelledError`` in a reference cycle with its traceback, and
+                # with it the stream, which then waits for a full collection.
+                done.set()
             if error is not None:
                 raise error
             if self._expired is not None:
@@ -249,11 +253,14 @@ class CodeReader:
         finally:
             self._watched = False
 
-    async def _watch(self, reads: anyio.CancelScope) -> None:
+    async def _watch(self, reads: anyio.CancelScope, done: anyio.Event) -> None:
         assert self._started is not None
         end = self._started + self._deadline
         while (now := anyio.current_time()) < (due := min(end, self._last + self._idle)):
-            await anyio.sleep(due - now)  # an event since the last look moved ``due`` on
+            with anyio.move_on_after(due - now):  # an event since the last look moves ``due`` on
+                await done.wait()
+            if done.is_set():
+                return
         self._expired = self._expiry(idle=now < end)
         reads.cancel()
 
