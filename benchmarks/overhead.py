@@ -1,6 +1,6 @@
 """Benchmark: what Pysolate costs per call, whether Guest start-up hides, and scale.
 
-    .venv/bin/python benchmarks/overhead.py [--guest KIND ...] [--calls N] [--runs N] [--scale-only]
+    .venv/bin/python benchmarks/overhead.py [--guest KIND ...] [--calls N] [--runs N] [--scale-only] [--gc default|tuned ...]
 
 ``--guest`` takes one kind or more (isolated = the default level, namespaces forked;
 seccomp; landlock (forked); landlock-spawn; in-process): every section runs for each, in
@@ -33,19 +33,25 @@ In one run it prints:
    + every Guest: a cgroup v2 of the benchmark's own, ``benchmarks/cgroup_cpu.py``, where
    one may be made), split into the Host process's own (``process_time``: its event loop
    is one thread, so above ~1 core it is the limit) and the fork servers'. A run that
-   raises is counted and its first error printed, not propagated.
+   raises is counted and its first error printed, not propagated. The Host's cyclic GC is
+   counted too (CPU, collections, the longest pause); ``--gc default tuned`` repeats the
+   section under CPython's thresholds and under ``TUNED_GC`` (docs/scale-out.md), side by
+   side (``--gc default tuned default tuned``: alternating).
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import gc
 import os
 import resource
 import statistics
 import subprocess
 import sys
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -61,6 +67,10 @@ from pysolate import Effect, Host, LanePolicy, RunResult
 from pysolate.streams import play
 from pysolate.testing import Script, scripted_tool
 
+TUNED_GC = (10_000, 10, 10)
+"""The GC thresholds docs/scale-out.md recommends for a Host serving hundreds of runs (CPython's
+default: 700, 10, 10): a young-generation collection every 10,000 net allocations instead of 700,
+so the full ones, which scan every live object of every run, come about 14x less often."""
 READ_ONLY = ["issue5_four_reads", "parallel_reads", "dependent_chain", "loop_known_list", "loop_listed_dir", "branches", "failing_read_caught"]
 
 
@@ -213,8 +223,8 @@ class TreeSampler:
         return int(out)
 
 
-async def scale(guest: GuestKind, runs: int, meter: CgroupMeter | None) -> None:
-    print(f"4. scale [{guest}]: {runs} concurrent run_stream runs in one Host ({len(READ_ONLY)} read-only scenarios round-robin)")
+async def scale(guest: GuestKind, runs: int, meter: CgroupMeter | None, gc_setting: str = "default") -> None:
+    print(f"4. scale [{guest}, GC {gc_setting}]: {runs} concurrent run_stream runs in one Host ({len(READ_ONLY)} read-only scenarios round-robin)")
     recordings = {name: load(name) for name in READ_ONLY}
     host, _ = make_host(guest=guest)
     twins_host, _ = make_host(guest=guest)
@@ -237,11 +247,12 @@ async def scale(guest: GuestKind, runs: int, meter: CgroupMeter | None) -> None:
     rss0 = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     cpu0 = meter.seconds() if meter is not None else None
     host0, servers0 = time.process_time(), servers_cpu()
-    t0 = time.perf_counter()
-    async with anyio.create_task_group() as tg:
-        for i in range(runs):
-            tg.start_soon(one, i)
-    wall = time.perf_counter() - t0
+    with collector(gc_setting) as collections:
+        t0 = time.perf_counter()
+        async with anyio.create_task_group() as tg:
+            for i in range(runs):
+                tg.start_soon(one, i)
+        wall = time.perf_counter() - t0
     peak_tree = sampler.peak()
     host_cpu, server_cpu = time.process_time() - host0, servers_cpu() - servers0
     await anyio.sleep(0.2)  # let the last Guests' cgroups flush their CPU into the meter's
@@ -278,7 +289,50 @@ async def scale(guest: GuestKind, runs: int, meter: CgroupMeter | None) -> None:
         f"   of which the Host process {host_cpu:.2f} s ({host_cpu / runs * 1e3:.1f} ms per run, {host_cpu / wall:.2f} of a core: its event loop is one thread), "
         f"the fork servers themselves {server_cpu:.2f} s ({server_cpu / runs * 1e3:.2f} ms per run; /proc stat, 10 ms ticks)"
     )
+    print(
+        f"   of the Host's CPU, CPython's cyclic GC: {collections.seconds:.2f} s in {collections.count} collections "
+        f"({collections.full} of the oldest generation, the longest {collections.longest * 1e3:.0f} ms: the event loop stands still meanwhile)"
+    )
     print(f"   equal to the sequential twin: {equal}/{runs}; raised: {len(raised)}" + (f" (first: {raised[0]!r})" if raised else "") + f"; commonest status {statuses}")
+
+
+@dataclass
+class Collections:
+    """What CPython's cyclic garbage collector cost the Host process while the runs ran."""
+
+    count: int = 0
+    full: int = 0
+    seconds: float = 0.0
+    longest: float = 0.0
+
+
+@contextlib.contextmanager
+def collector(setting: str) -> Iterator[Collections]:
+    """Measure the GC (``gc.callbacks``, process CPU) under ``setting``: ``default``
+    (CPython's thresholds) or ``tuned`` (``TUNED_GC``, docs/scale-out.md); the thresholds
+    in force before come back after."""
+    seen = Collections()
+    started = [0.0]
+
+    def note(phase: str, info: dict[str, int]) -> None:
+        if phase == "start":
+            started[0] = time.process_time()
+            return
+        took = time.process_time() - started[0]
+        seen.count += 1
+        seen.full += info["generation"] == 2
+        seen.seconds += took
+        seen.longest = max(seen.longest, took)
+
+    before = gc.get_threshold()
+    if setting == "tuned":
+        gc.set_threshold(*TUNED_GC)
+    gc.callbacks.append(note)
+    try:
+        yield seen
+    finally:
+        gc.callbacks.remove(note)
+        gc.set_threshold(*before)
 
 
 def servers_cpu() -> float:
@@ -308,7 +362,7 @@ async def host_cpu(guest: GuestKind, baseline: str | None) -> None:
         print(f"   {label:12} {seconds * 1e6:6.1f} µs")
 
 
-async def main(guests: list[GuestKind], calls: int, runs: int, baseline: str | None, scale_only: bool) -> None:
+async def main(guests: list[GuestKind], calls: int, runs: int, baseline: str | None, scale_only: bool, gc_settings: list[str]) -> None:
     meter = CgroupMeter.enter()  # before any Guest, so every Guest cgroup lands beneath it
     for guest in guests:
         if not scale_only:
@@ -316,7 +370,8 @@ async def main(guests: list[GuestKind], calls: int, runs: int, baseline: str | N
             await host_cpu(guest, baseline)
             await guest_start(guest)
             await tiny_calls(guest)
-        await scale(guest, runs, meter)
+        for setting in gc_settings:
+            await scale(guest, runs, meter, setting)
 
 
 if __name__ == "__main__":
@@ -326,5 +381,9 @@ if __name__ == "__main__":
     parser.add_argument("--runs", type=int, default=200)
     parser.add_argument("--scale-only", action="store_true", help="only section 4 (scale), for each --guest")
     parser.add_argument("--baseline", help="a git revision whose Host CPU per call is measured side by side (1b)")
+    parser.add_argument(
+        "--gc", nargs="+", choices=["default", "tuned"], default=["default"],
+        help="the Host's GC thresholds in section 4, one scale run each, side by side (tuned: TUNED_GC, docs/scale-out.md)",
+    )
     options = parser.parse_args()
-    anyio.run(main, options.guest, options.calls, options.runs, options.baseline, options.scale_only)
+    anyio.run(main, options.guest, options.calls, options.runs, options.baseline, options.scale_only, options.gc)
