@@ -113,6 +113,22 @@ async def test_the_init_holds_no_capability() -> None:
         await guest.aclose()
 
 
+async def test_only_nobody_is_mapped_into_the_guests_user_namespace() -> None:
+    """One uid and one gid, ``nobody`` inside, the Host's own outside (read from the Host,
+    so shown relative to its namespace): a root Host lends the Guest no uid 0, and
+    ``setgroups`` stays denied."""
+    guest = await start()
+    try:
+        pid = program_pid(guest)
+        for name, outside in (("uid_map", os.getuid()), ("gid_map", os.getgid())):
+            with open(f"/proc/{pid}/{name}") as f:
+                assert [line.split() for line in f] == [["65534", str(outside), "1"]], name
+        with open(f"/proc/{pid}/setgroups") as f:
+            assert f.read().strip() == "deny"
+    finally:
+        await guest.aclose()
+
+
 async def test_a_dead_server_takes_the_init_and_the_guest_with_it() -> None:
     """Nothing outlives the server, with no kill from the Host (it runs nothing here): the
     init dies with it (PDEATHSIG; bubblewrap's pid namespace, which holds the Guest's,
