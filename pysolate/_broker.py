@@ -24,7 +24,7 @@ Nothing about a run lives on the Host, so runs share a Host freely.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Mapping
-from typing import Protocol, runtime_checkable
+from typing import Protocol
 
 import anyio
 
@@ -39,6 +39,8 @@ from ._execute import (
     BoundCall,
     OutcomeUnknown,
     Registration,
+    RunScoped,
+    Viewed,
     _loop_clock,
     bind,
     call_key,
@@ -63,20 +65,6 @@ _SCALARS = frozenset({type(None), bool, int, float, str})
 _WRITES = frozenset(effect for effect in Effect if effect.may_write)
 """The effects whose calls count in their capability's epoch (``Effect.may_write``, as a
 set: the property costs ten times the lookup, on every call)."""
-
-
-@runtime_checkable
-class RunScoped(Protocol):
-    """A capability with per-run state: each run calls a fresh ``for_run()`` object."""
-
-    def for_run(self) -> object: ...
-
-
-@runtime_checkable
-class Viewed(Protocol):
-    """A capability that knows which version of its state a call would see."""
-
-    def view_of(self, method: str, arguments: Mapping[str, object]) -> str: ...
 
 
 
@@ -112,16 +100,18 @@ class RunScope:
         # Run-scoped objects (a workspace branch) replace the shared one for formal calls.
         self.session_turn = targets is not None  # a session owns the targets' lifecycle
         self._targets: dict[str, object] = {
-            name: reg.obj.for_run() if isinstance(reg.obj, RunScoped) else reg.obj
+            name: reg.obj.for_run() if reg.run_scoped else reg.obj  # type: ignore[attr-defined]
             for name, reg in self._registrations.items()
             if targets is None or name not in targets
         }
         if targets is not None:
             self._targets.update(targets)
-        # The view function of each target that has one, looked up once (a runtime Protocol
-        # check costs microseconds; it is per run, not per call).
+        # The view function of each target that has one, looked up once per run; a root's
+        # kind is known from its registration (a runtime Protocol check costs microseconds).
         self._views: dict[str, Callable[[str, Mapping[str, object]], str]] = {
-            name: target.view_of for name, target in self._targets.items() if isinstance(target, Viewed)
+            name: target.view_of  # type: ignore[attr-defined]
+            for name, target in self._targets.items()
+            if (self._registrations[name].viewed if target is self._registrations[name].obj else isinstance(target, Viewed))
         }
         self._epochs: dict[str, int] = dict.fromkeys(self._registrations, 0)  # may-write calls started
         self._calls: list[CallRecord] = []  # receipts built so far (``calls``)
@@ -378,9 +368,10 @@ class RunScope:
         same root object, and until the run's first call that may write it (after that,
         ``epoch`` keys would not match anyway).
         """
-        root = self._registrations[capability].obj
-        if isinstance(root, Viewed):
+        registration = self._registrations[capability]
+        if registration.viewed:
             return True
+        root = registration.obj
         # A run-scoped object other than the root may answer differently from it.
         return self._targets[capability] is root and self._epochs[capability] == 0
 

@@ -14,8 +14,8 @@ import functools
 import time
 import types
 from collections.abc import Awaitable, Callable, Coroutine, Generator, Iterable, Mapping
-from dataclasses import dataclass
-from typing import Any, NamedTuple
+from dataclasses import dataclass, field
+from typing import Any, NamedTuple, Protocol, runtime_checkable
 
 import anyio
 
@@ -72,13 +72,39 @@ class OutcomeUnknown(ToolFailure):
     """A call that may write did not finish in time: it may or may not have taken effect."""
 
 
+@runtime_checkable
+class RunScoped(Protocol):
+    """A capability with per-run state: each run calls a fresh ``for_run()`` object."""
+
+    def for_run(self) -> object: ...
+
+
+@runtime_checkable
+class Viewed(Protocol):
+    """A capability that knows which version of its state a call would see."""
+
+    def view_of(self, method: str, arguments: Mapping[str, object]) -> str: ...
+
+
 @dataclass(frozen=True, slots=True)
 class Registration:
-    """A registered capability: its name, the shared (root) object, its methods."""
+    """A registered capability: its name, the shared (root) object, its methods, and
+    whether the object is ``RunScoped`` and ``Viewed``.
+
+    The two flags are runtime Protocol checks made once, at registration: each costs
+    microseconds, and every run (``RunScope``) and every early call (``may_speculate``)
+    asked them again.
+    """
 
     name: str
     obj: object
     methods: Mapping[str, CapabilityMethod]
+    run_scoped: bool = field(init=False)
+    viewed: bool = field(init=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "run_scoped", isinstance(self.obj, RunScoped))
+        object.__setattr__(self, "viewed", isinstance(self.obj, Viewed))
 
 
 class BoundCall(NamedTuple):

@@ -31,7 +31,6 @@ from ._broker import (
     BoundCall,
     Registration,
     RunScope,
-    Viewed,
     bind,
     call_key,
     execute,
@@ -165,8 +164,8 @@ class Host:
         functions = self._registrations.get(FUNCTIONS)
         if not is_function_tool(obj):
             self._registrations[name] = Registration(name, obj, capability_methods(obj))
-            if isinstance(obj, Viewed):  # a runtime Protocol check: once, not per early call
-                self._root_views[name] = obj.view_of
+            if self._registrations[name].viewed:
+                self._root_views[name] = obj.view_of  # type: ignore[attr-defined]
             return
         fn = cast("Callable[..., object]", obj)
         method = capability_function(name, fn)

@@ -49,7 +49,7 @@ from anyio.abc import TaskGroup
 from occurrences import CallKey, PriorGlobals, SealError
 from scheduler import LanePolicy, Observation, ObservationState, SpeculativeLane
 
-from ._broker import RunScope, RunScoped
+from ._broker import RunScope
 from ._exceptions import SessionBroken, SessionBusy, SessionClosed, SessionError, SessionExpired
 from ._guest_api import (
     CallHandler,
@@ -213,9 +213,9 @@ class Session:
         self._state = _advance(self._state, SessionState.IDLE)
         self._opened = anyio.current_time()
         for name in self._host.capabilities():
-            obj = self._host.registration(name).obj
-            if isinstance(obj, RunScoped):
-                self._branches[name] = obj.for_run()
+            registration = self._host.registration(name)
+            if registration.run_scoped:
+                self._branches[name] = registration.obj.for_run()  # type: ignore[attr-defined]
         self._tg = anyio.create_task_group()
         await self._tg.__aenter__()
         self._tg.start_soon(self._start_guest)
