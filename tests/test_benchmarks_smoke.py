@@ -8,26 +8,17 @@ table renders. Timings are not asserted.
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 from pathlib import Path
 from types import ModuleType
 
 import pytest
+from benchmark_module import load_benchmark
 from rich.console import Console
 
 pytestmark = pytest.mark.anyio
 
-BENCHMARKS = Path(__file__).resolve().parents[1] / "benchmarks"
-
-
 def load_latency() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("bench_latency", BENCHMARKS / "latency.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
+    return load_benchmark("latency")
 
 
 async def test_one_scaled_scenario_equals_its_baseline_and_the_table_renders(tmp_path: Path) -> None:

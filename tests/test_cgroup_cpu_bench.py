@@ -2,19 +2,14 @@
 
 from __future__ import annotations
 
-import importlib.util
-from pathlib import Path
 from types import ModuleType
 
 import pytest
+from benchmark_module import load_benchmark
 
 
 def load() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("bench_cgroup_cpu", Path(__file__).resolve().parents[1] / "benchmarks" / "cgroup_cpu.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_benchmark("cgroup_cpu")
 
 
 def test_usage_usec_is_read_from_cpu_stat_and_a_missing_one_raises() -> None:

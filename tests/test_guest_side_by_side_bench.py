@@ -2,18 +2,13 @@
 
 from __future__ import annotations
 
-import importlib.util
-from pathlib import Path
 from types import ModuleType
+
+from benchmark_module import load_benchmark
 
 
 def load() -> ModuleType:
-    path = Path(__file__).resolve().parents[1] / "benchmarks" / "guest_side_by_side.py"
-    spec = importlib.util.spec_from_file_location("bench_guest_side_by_side", path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_benchmark("guest_side_by_side")
 
 
 OUTPUT = """[landlock] mechanisms: a, b

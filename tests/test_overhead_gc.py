@@ -3,25 +3,12 @@
 from __future__ import annotations
 
 import gc
-import importlib.util
-import sys
-from pathlib import Path
-from types import ModuleType
 
-BENCHMARKS = Path(__file__).resolve().parents[1] / "benchmarks"
-
-
-def load_overhead() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("bench_overhead", BENCHMARKS / "overhead.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
+from benchmark_module import load_benchmark
 
 
 def test_the_tuned_setting_holds_only_inside_and_collections_are_counted() -> None:
-    overhead = load_overhead()
+    overhead = load_benchmark("overhead")
     before = gc.get_threshold()
     with overhead.collector("tuned") as seen:
         assert gc.get_threshold() == overhead.TUNED_GC

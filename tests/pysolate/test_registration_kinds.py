@@ -8,8 +8,8 @@ from collections.abc import Mapping
 import pytest
 
 from pysolate import Effect, Host, capability
-from pysolate.testing import memory_workspace
 from pysolate._broker import RunScoped, Viewed
+from pysolate.testing import memory_workspace
 
 
 class Plain:
