@@ -154,6 +154,10 @@ class ForkedProcess(anyio.abc.Process):
             return self._status.recv(64)
         return b""
 
+    def duplicate_pidfd(self) -> int | None:
+        """A new fd of the child's pidfd (the caller closes it), None once released."""
+        return None if self._pidfd is None else os.dup(self._pidfd)
+
     def send_signal(self, sig: int) -> None:
         if self._pidfd is not None and self._returncode is None:
             with contextlib.suppress(ProcessLookupError):

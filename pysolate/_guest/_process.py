@@ -36,7 +36,7 @@ import signal
 import socket
 import subprocess
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 import anyio
@@ -55,6 +55,7 @@ from . import _confine, _forked, _isolation
 from ._cgroup import GuestCgroup, enter_cgroup
 from ._channel import Channel as _Channel
 from ._channel import ChannelClosed as _ChannelClosed
+from ._exit_watch import watch_exit
 from ._frames import Call, Done, ProtocolViolation, ReadyFrame, TurnDone, parse_guest_frame
 from ._reaper import reap_later
 from ._replies import answer, granted
@@ -136,6 +137,7 @@ class SubprocessGuest:
         self._died_in_call = False  # the child exited while a call was in flight
         self._exited = False  # the child process has exited (seen by ``_watch_exit``)
         self._detached = False  # done and all its output in: the reaper may finish the clean-up
+        self._stop_watching: Callable[[], None] | None = None  # ends ``watch_exit``'s reader
         self._handed_off = False  # it does: nothing here touches the process any more
 
     def statistics(self) -> GuestStatistics:
@@ -174,7 +176,9 @@ class SubprocessGuest:
             stdout_eof, stderr_eof = anyio.Event(), anyio.Event()
             pumps.start_soon(self._pump_stdout, stdout_eof)
             pumps.start_soon(self._pump_stderr, stderr_eof)
-            pumps.start_soon(self._watch_exit)
+            self._stop_watching = watch_exit(self._process, self._on_exit)
+            if self._stop_watching is None:
+                pumps.start_soon(self._watch_exit)
             with anyio.CancelScope() as self._conversation:
                 with anyio.move_on_after(self._limits.wall_time) as wall:
                     try:
@@ -282,6 +286,9 @@ class SubprocessGuest:
         (Outside a call, the channel's EOF ends the conversation after any ``done``.)
         """
         await self._process.wait()
+        self._on_exit()
+
+    def _on_exit(self) -> None:
         self._exited = True
         if self._serving and self._conversation is not None:
             self._died_in_call = True
@@ -340,6 +347,8 @@ class SubprocessGuest:
         return self._stderr.decode("utf-8", "replace").strip()
 
     async def _kill_and_reap(self) -> None:
+        if self._stop_watching is not None:
+            self._stop_watching()
         self._kill()
         if self._detached and not self._handed_off:
             self._hand_to_reaper()

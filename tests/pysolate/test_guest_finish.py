@@ -3,17 +3,20 @@ runs as batch work that never preempts the Host's event loop."""
 
 from __future__ import annotations
 
+import gc
 import os
 import select
 import socket
 import subprocess
 import sys
+import weakref
 from pathlib import Path
 
 import anyio
 import pytest
 from guest_levels import guest_factory, params
 
+from pysolate._guest import _reaper
 from pysolate._guest._wire import HEADER
 from pysolate._guest_api import GuestLimits
 
@@ -86,3 +89,28 @@ async def test_guest_runs_as_batch_work(level: str, monkeypatch: pytest.MonkeyPa
 
 async def _no_tools(capability: str, method: str, args: tuple[object, ...], kwargs: dict[str, object]) -> object:
     raise AssertionError("no tool is granted")
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("level", params("seccomp", hidden_bwrap=False))
+async def test_a_finished_guest_leaves_no_reference_cycle(level: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """With the collector off, a forked Guest that ran and closed is freed by reference
+    counting (its exit watcher was a cancelled task, whose traceback kept the Guest's
+    channel and process for a full collection)."""
+    gc.collect()
+    gc.disable()
+    try:
+        async with guest_factory(level, monkeypatch) as start:
+            guest = await start({}, GuestLimits(wall_time=10))
+            try:
+                with anyio.fail_after(20):
+                    outcome = await guest.run("print('hi')\n6 * 7\n", _no_tools)
+            finally:
+                await guest.aclose()
+        assert (outcome.status, outcome.value) == ("ok", 42)
+        assert _reaper.drain(10)
+        watched = weakref.ref(guest)
+        del guest
+        assert watched() is None
+    finally:
+        gc.enable()
