@@ -18,7 +18,7 @@ from guest_levels import guest_factory, params
 
 from pysolate._guest import _reaper
 from pysolate._guest._wire import HEADER
-from pysolate._guest_api import GuestLimits
+from pysolate._guest_api import Guest, GuestLimits, GuestOutcome
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -77,14 +77,20 @@ def test_output_is_complete_when_done_arrives() -> None:
 @pytest.mark.anyio
 @pytest.mark.parametrize("level", params())
 async def test_guest_runs_as_batch_work(level: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    _, outcome = await _ran(level, monkeypatch, "import os\nos.sched_getscheduler(0)\n")
+    assert (outcome.status, outcome.value) == ("ok", os.SCHED_BATCH)
+
+
+async def _ran(level: str, monkeypatch: pytest.MonkeyPatch, source: str) -> tuple[Guest, GuestOutcome]:
+    """A Guest at ``level`` that ran ``source`` (no tools) and was closed, and its outcome."""
     async with guest_factory(level, monkeypatch) as start:
         guest = await start({}, GuestLimits(wall_time=10))
         try:
             with anyio.fail_after(20):
-                outcome = await guest.run("import os\nos.sched_getscheduler(0)\n", _no_tools)
+                outcome = await guest.run(source, _no_tools)
         finally:
             await guest.aclose()
-    assert (outcome.status, outcome.value) == ("ok", os.SCHED_BATCH)
+    return guest, outcome
 
 
 async def _no_tools(capability: str, method: str, args: tuple[object, ...], kwargs: dict[str, object]) -> object:
@@ -100,13 +106,7 @@ async def test_a_finished_guest_leaves_no_reference_cycle(level: str, monkeypatc
     gc.collect()
     gc.disable()
     try:
-        async with guest_factory(level, monkeypatch) as start:
-            guest = await start({}, GuestLimits(wall_time=10))
-            try:
-                with anyio.fail_after(20):
-                    outcome = await guest.run("print('hi')\n6 * 7\n", _no_tools)
-            finally:
-                await guest.aclose()
+        guest, outcome = await _ran(level, monkeypatch, "print('hi')\n6 * 7\n")
         assert (outcome.status, outcome.value) == ("ok", 42)
         assert _reaper.drain(10)
         watched = weakref.ref(guest)
