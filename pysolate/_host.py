@@ -110,7 +110,6 @@ class Host:
         self.passes = passes
         self.encode = encode
         self._registrations: dict[str, Registration] = {}
-        self._root_views: dict[str, Callable[[str, Mapping[str, object]], str]] = {}  # of Viewed roots
         self._guest_factory = guest_factory
         self._session_factory = session_factory  # None: the subprocess Guest, kept across turns
         self.limits = limits or GuestLimits()
@@ -164,8 +163,6 @@ class Host:
         functions = self._registrations.get(FUNCTIONS)
         if not is_function_tool(obj):
             self._registrations[name] = Registration(name, obj, capability_methods(obj))
-            if self._registrations[name].viewed:
-                self._root_views[name] = obj.view_of  # type: ignore[attr-defined]
             return
         fn = cast("Callable[..., object]", obj)
         method = capability_function(name, fn)
@@ -214,9 +211,9 @@ class Host:
 
     def root_view(self, capability: str, method: str, call: BoundCall) -> str:
         """The view id of ``call`` against the shared root object (the speculative lane's)."""
-        view = self._root_views.get(capability)
-        if view is not None:
-            return view(method, call.arguments)
+        registration = self._registrations[capability]
+        if registration.viewed:
+            return registration.obj.view_of(method, call.arguments)  # type: ignore[attr-defined]
         return "epoch:0"
 
     def root_key(self, call: BoundCall) -> CallKey:
