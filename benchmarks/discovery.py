@@ -36,6 +36,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 # ``--root DIR`` (the baseline's subprocess): import the code under test from DIR instead.
@@ -184,13 +185,7 @@ def main() -> None:
         compare_stream(options.baseline, options.repeats)
         if options.profile:
             recordings = [[c.text for c in read_recording(SCENARIO_DIR / f"{n}.jsonl").chunks] for n in READ_ONLY]
-            profile = cProfile.Profile()
-            profile.enable()
-            for _ in range(20):
-                for chunks in recordings:
-                    stream(chunks)
-            profile.disable()
-            pstats.Stats(profile).sort_stats("tottime").print_stats(25)
+            print_profile(lambda: [stream(chunks) for chunks in recordings], rounds=20, rows=25)
         return
     ratios, costs, total = [], [], 0.0
     print(f"{'scenario':24} {'stmts':>5} {'discovery µs':>12} {'parse µs':>9} {'ratio':>6}")
@@ -207,13 +202,17 @@ def main() -> None:
     print(f"{'all statements, ms':24} {'':5} {total / 1e3:12.2f}")
     if options.profile:
         bodies = [ast.parse(s.source).body for s in SCENARIOS]
-        profile = cProfile.Profile()
-        profile.enable()
-        for _ in range(5):
-            for body in bodies:
-                discover(body)
-        profile.disable()
-        pstats.Stats(profile).sort_stats("tottime").print_stats(20)
+        print_profile(lambda: [discover(body) for body in bodies], rounds=5, rows=20)
+
+
+def print_profile(work: Callable[[], object], *, rounds: int, rows: int) -> None:
+    """Run ``work`` ``rounds`` times under cProfile; print the top ``rows`` by own time."""
+    profile = cProfile.Profile()
+    profile.enable()
+    for _ in range(rounds):
+        work()
+    profile.disable()
+    pstats.Stats(profile).sort_stats("tottime").print_stats(rows)
 
 
 if __name__ == "__main__":
