@@ -17,6 +17,7 @@ import dataclasses
 import functools
 import keyword
 import uuid
+import weakref
 from collections.abc import AsyncIterable, AsyncIterator, Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, cast
 
@@ -51,6 +52,7 @@ from .tracing import GLOBAL_INSTRUMENT, NULL_INSTRUMENT, Instrument, RunTrace, s
 
 if TYPE_CHECKING:
     from ._guest._isolation import IsolationChoice, Level
+    from ._guest._pool import GuestPool
 
 DEFAULT_THREADS = 16
 """Worker threads the Host's sync capability methods may occupy at once (per event loop)."""
@@ -77,6 +79,7 @@ class Host:
         isolation: IsolationChoice = "strongest",
         encode: Encoder | None = None,
         fork_server: bool = True,
+        guest_pool: int | None = None,
     ) -> None:
         """``guest_factory`` defaults to the isolated subprocess Guest; ``instrument``
         traces runs: by default OpenTelemetry spans through the global tracer provider
@@ -100,6 +103,13 @@ class Host:
         fork server where that keeps the level whole (``namespaces``, ``landlock``, ``seccomp``; docs/isolation.md
         "Fork server"), and spawn them elsewhere; off, every Guest is spawned.
 
+        ``guest_pool`` (default ``_guest._pool.DEFAULT_SIZE``, 0: none): with the default
+        factory, how many ready Guests this Host keeps (per event loop, asyncio only), each
+        started for the capabilities and limits of the latest run and given only to a run
+        with exactly those (``pysolate._guest._pool``), so that run's Guest is ready at
+        once. ``aclose`` (or ``async with Host(...)``) closes them; so do dropping the Host,
+        the end of its event loop and interpreter exit.
+
         ``threads`` bounds the program's own sync calls running at once, ``early_threads``
         (default ``threads // 2``) early ones, separately; ``max_stuck_threads`` (default
         ``threads``) the threads of abandoned sync calls still running, past which new
@@ -120,10 +130,31 @@ class Host:
         self._limiters: dict[anyio.lowlevel.EventLoopToken, anyio.CapacityLimiter] = {}
         self._level: Level | None = None  # the resolved level of the default factory
         self._fork_server = fork_server
+        self._pool: GuestPool | None = None
         if guest_factory is None:
-            from ._guest import _isolation
+            from ._guest import _isolation, _pool
 
             self._level = _isolation.resolve(isolation)
+            size = _pool.DEFAULT_SIZE if guest_pool is None else guest_pool
+            if size:
+                self._pool = _pool.GuestPool(size, isolation=self._level, fork_server=fork_server)
+                weakref.finalize(self, self._pool.close_soon)  # (the pool holds no reference to the Host)
+
+    async def aclose(self) -> None:
+        """Close the Host's pool of ready Guests (none outlives it); runs after this start
+        their Guests fresh. Idempotent; runs under way are not affected."""
+        if self._pool is not None:
+            await self._pool.aclose()
+
+    async def __aenter__(self) -> Host:
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.aclose()
+
+    def guest_pool(self) -> GuestPool | None:
+        """The pool of ready Guests (its ``stats``: how runs got their Guests), or None."""
+        return self._pool
 
     def isolation(self) -> Isolation | None:
         """The isolation this Host's Guests run at, known before any run: the level and
@@ -390,6 +421,8 @@ class Host:
         if self._guest_factory is not None:
             return self._guest_factory
         assert self._level is not None
+        if self._pool is not None:
+            return self._pool.take
         return _default_guest_factory(self._level, self._fork_server)
 
     def result_from(self, outcome: GuestOutcome, scope: RunScope, report: RunReport) -> RunResult:
