@@ -10,7 +10,7 @@ the rest of the confinement follow from the pool's level). A run is only ever gi
 Guest of exactly its key, one Guest per run, never one that ran.
 
 ``take`` (the Host's ``GuestFactory``) hands out a pooled Guest of the run's key that is
-still idle (``SubprocessGuest.idle``: alive and silent); a dead one (its fork server died,
+still idle (``idle``: alive and silent); a dead one (its fork server died,
 say) is discarded. Without one it waits for the Guest the pool is starting for that key,
 if one is under way and unclaimed (never slower than starting another), or else starts
 the run's Guest itself, exactly as without a pool: its errors are the unpooled path's,
@@ -37,6 +37,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from .._guest_api import GuestLimits
+from . import _forked
+from ._channel import ChannelClosed
 from ._isolation import IsolationChoice
 from ._process import SubprocessGuest, start_subprocess_guest
 
@@ -74,6 +76,20 @@ class PoolStatistics:
 def key_of(capabilities: Mapping[str, Sequence[str]], limits: GuestLimits) -> Key:
     """The key of a Guest started for ``capabilities`` and ``limits``."""
     return tuple((name, tuple(methods)) for name, methods in capabilities.items()), limits
+
+
+def idle(guest: SubprocessGuest) -> bool:
+    """Whether ``guest`` is still a ready Guest nobody ran: alive and silent since ``ready``
+    (checked before a pooled one is handed to a run; a dead one is discarded)."""
+    process = guest._process
+    if guest._state.value != "ready" or process.returncode is not None:
+        return False
+    if isinstance(process, _forked.ForkedProcess) and process.exited(0):
+        return False
+    try:
+        return not guest._channel.spoke_out_of_turn()
+    except ChannelClosed:
+        return False
 
 
 class GuestPool:
@@ -185,7 +201,7 @@ class _LoopPool:
         """A pooled Guest of ``key`` that is still idle; the dead ones found are discarded."""
         for entry in [entry for entry in self.ready if entry[0] == key]:
             self.ready.remove(entry)
-            if entry[1].idle():
+            if idle(entry[1]):
                 return entry[1]
             self.owner.stats.discarded += 1
             self._close_later(entry[1])

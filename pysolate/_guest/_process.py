@@ -148,18 +148,6 @@ class SubprocessGuest:
         """The child's process id (also its process group's: ``aclose`` kills the group)."""
         return self._process.pid
 
-    def idle(self) -> bool:
-        """Whether it is still a ready Guest nobody ran: alive and silent since ``ready``
-        (``_pool`` checks before handing a pooled one to a run; a dead one is discarded)."""
-        if self._state is not _State.READY or self._process.returncode is not None:
-            return False
-        if isinstance(self._process, _forked.ForkedProcess) and self._process.exited(0):
-            return False
-        try:
-            return not self._channel.spoke_out_of_turn()
-        except _ChannelClosed:
-            return False
-
     # -- running ---------------------------------------------------------------------------
 
     async def run(self, source: str, handler: CallHandler) -> GuestOutcome:

@@ -130,14 +130,14 @@ async def test_a_dead_pooled_guest_is_discarded_and_the_run_starts_a_fresh_one(l
     pooled._kill()
     assert gone(pidfd_of(pooled))
     with anyio.fail_after(5):
-        while pooled.idle():  # a spawned child's exit reaches the loop a moment later
+        while _pool.idle(pooled):  # a spawned child's exit reaches the loop a moment later
             await anyio.sleep(0.005)
     result = await made.run_source("tools.add(2, 3)", speculate=False)
     assert (result.status, result.value) == ("ok", 5)
     stats = pool_of(made).stats
     assert (stats.discarded, stats.taken, stats.fresh) == (1, 0, 2)
     (replacement,) = await filled(made)
-    assert replacement is not pooled and replacement.idle()
+    assert replacement is not pooled and _pool.idle(replacement)
     await made.aclose()
 
 
