@@ -18,6 +18,12 @@ seccomp; rlimits — every one with its own user namespace or bwrap's, no privil
    clock ticks (misses what bubblewrap's init reaps) and says so; the child's
    confinement (Landlock, the filter, the namespace) is inside it. The levels the fork
    server serves (``namespaces``, ``landlock``, ``seccomp``) run both forked (their default) and spawned;
+   and ``namespaces pool`` / ``landlock pool``: a forked Guest taken from a ``GuestPool`` of 1
+   (``Host(guest_pool=1)``, ``_guest._pool``). Its start-up is the *take* (pool full → a
+   ready Guest in hand), which hides the start, it does not remove it: its CPU window holds
+   the take, the run of ``1``, the reaping *and* the background refill that take caused (the
+   benchmark waits for the pool to be full again before it reads the meter), so its CPU per
+   Guest is still a whole start's;
    PSS per ready Guest (10 held at once, ``smaps_rollup`` of each Guest's process tree);
 2. end of run: ``guest.run`` of the program ``1`` — send, execute, ``done``, the child's
    exit and reaping;
@@ -58,7 +64,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from cgroup_cpu import CgroupMeter
 
 from pysolate import Effect, Host, capability
-from pysolate._guest import _forked, _isolation, start_subprocess_guest
+from pysolate._guest import _forked, _isolation, _pool, start_subprocess_guest
 from pysolate._guest._isolation import IsolationChoice
 from pysolate._guest._process import SCRATCH_BYTES
 from pysolate._guest_api import GuestLimits
@@ -136,6 +142,7 @@ class Mode:
     label: str
     level: IsolationChoice
     fork: bool
+    pool: bool = False
 
 
 def modes(levels: list[IsolationChoice]) -> list[Mode]:
@@ -146,7 +153,15 @@ def modes(levels: list[IsolationChoice]) -> list[Mode]:
         found.append(Mode(f"{level}{' fork' if forkable else ''}", level, True))
         if forkable:
             found.append(Mode(f"{level} spawn", level, False))
+            found.append(Mode(f"{level} pool", level, True, pool=True))
     return found
+
+
+async def pool_full(pool: _pool.GuestPool) -> None:
+    """Wait until the pool holds its ready Guest again (its refill done)."""
+    with anyio.fail_after(30):
+        while len(pool.guests()) < pool.size:
+            await anyio.sleep(0.0005)
 
 
 async def startups(chosen: list[Mode], starts: int, meter: CgroupMeter | None) -> dict[str, tuple[list[float], float, float, list[float]]]:
@@ -154,8 +169,12 @@ async def startups(chosen: list[Mode], starts: int, meter: CgroupMeter | None) -
     (mean), run-of-'1' seconds. The CPU spans start, run of '1' and reaping; with a
     ``meter`` the total is its cgroup delta and the Guest's share the total minus the Host's."""
     limits = GuestLimits(wall_time=120, cpu_time=120)
+    pools = {mode.label: _pool.GuestPool(1, isolation=mode.level, fork_server=True) for mode in chosen if mode.pool}
     for mode in chosen:
         await (await start_subprocess_guest(CAPS, limits, isolation=mode.level, fork_server=mode.fork)).aclose()  # warm caches
+        if mode.pool:
+            await (await pools[mode.label].take(CAPS, limits)).aclose()  # a fresh start; the pool fills
+            await pool_full(pools[mode.label])
     walls: dict[str, list[float]] = {mode.label: [] for mode in chosen}
     runs: dict[str, list[float]] = {mode.label: [] for mode in chosen}
     guest_cpu = dict.fromkeys(walls, 0.0)
@@ -165,17 +184,25 @@ async def startups(chosen: list[Mode], starts: int, meter: CgroupMeter | None) -
     for _ in range(starts):
         for mode in chosen:
             c0, r0, h0, t0 = total(), children_cpu(), time.process_time(), time.perf_counter()
-            guest = await start_subprocess_guest(CAPS, limits, isolation=mode.level, fork_server=mode.fork)
+            if mode.pool:
+                guest = await pools[mode.label].take(CAPS, limits)
+            else:
+                guest = await start_subprocess_guest(CAPS, limits, isolation=mode.level, fork_server=mode.fork)
             walls[mode.label].append(time.perf_counter() - t0)
             t0 = time.perf_counter()
             await guest.run("1", echo)
             runs[mode.label].append(time.perf_counter() - t0)
             await guest.aclose()
+            if mode.pool:
+                await pool_full(pools[mode.label])  # the refill's start is this Guest's CPU too
             await anyio.sleep(0.01)  # let the fork server reap it and its cgroup's stats flush
             host = time.process_time() - h0
             host_cpu[mode.label] += host
             guest_cpu[mode.label] += total() - c0 - (host if meter is not None else 0.0)
             rusage_cpu[mode.label] += children_cpu() - r0
+    for label, pool in pools.items():
+        print(f"  {label}: {pool.stats}")
+        await pool.aclose()
     if meter is not None:
         print("  Guest CPU per Guest the old way (RUSAGE_CHILDREN + fork servers' /proc stat), same starts: " + ", ".join(f"{label} {cpu / starts * 1e3:.2f} ms" for label, cpu in rusage_cpu.items()))
     return {label: (walls[label], guest_cpu[label] / starts, host_cpu[label] / starts, runs[label]) for label in walls}
@@ -256,7 +283,7 @@ async def main(starts: int, calls: int, only: list[str]) -> None:
     chosen = [mode for mode in modes(levels) if not only or mode.label in only]
     levels = [level for level in levels if any(mode.level == level for mode in chosen)]
     samples = await startups(chosen, starts, meter)
-    pss = {mode.label: await pss_per_guest(mode, 10) for mode in chosen}
+    pss = {mode.label: await pss_per_guest(mode, 10) for mode in chosen}  # (a pool mode's Guests are forked ones)
     trips: dict[str, dict[str, float]] = {}
     full: dict[str, float] = {}
     for isolation in levels:
