@@ -32,6 +32,7 @@ from occurrences import CallKey, Effect, MethodSpec, NotPlain, check_plain, fres
 from scheduler import BranchSpeculation, Observation, Probe
 
 from ._capability import CapabilityMethod
+from ._clock import loop_clock
 from ._conversion import Encoder
 from ._crossing import failure_from
 from ._execute import (
@@ -41,7 +42,6 @@ from ._execute import (
     Registration,
     RunScoped,
     Viewed,
-    _loop_clock,
     bind,
     call_key,
     execute,
@@ -136,7 +136,7 @@ class RunScope:
 
     def start(self) -> None:
         """Start the run's clock (receipt times are relative to it)."""
-        self._clock = _loop_clock()
+        self._clock = loop_clock()
         self._new_scope = scope_class()
         self._t0 = self._clock()
 

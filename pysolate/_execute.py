@@ -8,10 +8,8 @@ so the run's bookkeeping (``RunScope``) and the execution of one call stay small
 
 from __future__ import annotations
 
-import asyncio
 import dis
 import functools
-import time
 import types
 from collections.abc import Awaitable, Callable, Coroutine, Generator, Iterable, Mapping
 from dataclasses import dataclass, field
@@ -23,6 +21,7 @@ from occurrences import CallKey, MethodSpec, fresh_copy, tool_name
 from scheduler import Probe
 
 from ._capability import CapabilityMethod
+from ._clock import loop_clock
 from ._conversion import ConversionError, Encoder, to_plain
 from ._crossing import (
     checked_result,
@@ -176,7 +175,7 @@ async def execute(
 
     ``new_scope`` makes the cancel scope an async call runs in: ``anyio.CancelScope``, or
     the running backend's own class (``scope_class``), which skips anyio's backend lookup;
-    ``clock`` is ``anyio.current_time`` or the running loop's own (``_loop_clock``), looked
+    ``clock`` is ``anyio.current_time`` or the running loop's own (``_clock.loop_clock``), looked
     up once per run by the caller rather than once per call.
 
     A sync method runs in a worker thread of ``threads``, under its ``early`` or formal
@@ -257,7 +256,7 @@ async def _awaited(
     if type(awaitable) is _COROUTINE and not _may_suspend(awaitable.cr_code):
         return True, await awaitable  # one step to its end (an ``await`` of it raises no StopIteration)
     with new_scope() as scope:
-        started = (clock or _loop_clock())()
+        started = (clock or loop_clock())()
         if type(awaitable) is not _COROUTINE:
             scope.deadline = started + timeout
             return True, await awaitable
@@ -307,19 +306,6 @@ def scope_class() -> Callable[[], anyio.CancelScope]:
     """The running backend's cancel scope class: what ``anyio.CancelScope()`` makes, made
     without looking the backend up again (that lookup is a third of a scope's cost)."""
     return type(anyio.CancelScope())
-
-
-def _loop_clock() -> Callable[[], float]:
-    """``anyio.current_time`` without its per-call backend lookup (on asyncio it is the
-    running loop's ``time``; elsewhere anyio's own function). The stock loops' ``time`` is
-    ``time.monotonic()`` in a Python method: that function itself, without the method's
-    frame, reads the same clock."""
-    try:
-        loop = asyncio.get_running_loop()
-    except RuntimeError:
-        return anyio.current_time
-    clock = loop.time
-    return time.monotonic if getattr(clock, "__func__", None) is asyncio.BaseEventLoop.time else clock
 
 
 def _probed(probe: Probe, work: Callable[[], object]) -> object:

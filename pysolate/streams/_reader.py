@@ -28,7 +28,7 @@ from __future__ import annotations
 import contextlib
 import inspect
 import math
-from collections.abc import AsyncIterable, AsyncIterator, Iterable
+from collections.abc import AsyncIterable, AsyncIterator, Callable, Iterable
 from typing import Final
 
 import anyio
@@ -36,6 +36,7 @@ import anyio.lowlevel
 
 from occurrences import FenceExtractor
 
+from .._clock import loop_clock
 from ._adapters import cut_reason, event_text
 from ._errors import NoCodeBlock, StreamCut, StreamError, StreamTimeout, ToolArgumentsError
 from ._events import events_of
@@ -97,6 +98,7 @@ class CodeReader:
     """
 
     __slots__ = (
+        "_clock",
         "_closed",
         "_deadline",
         "_decoder",
@@ -133,6 +135,7 @@ class CodeReader:
         self._events = events_of(stream)
         self._index = 0
         self._started: float | None = None
+        self._clock: Callable[[], float] = anyio.current_time  # the running loop's, once reading starts (``_clock.loop_clock``)
         self._last = 0.0  # when the last event arrived (or reading started)
         self._watched = False  # inside ``watched``: the timeouts are being enforced
         self._expired: str | None = None  # why the watchdog ended the reads
@@ -159,7 +162,8 @@ class CodeReader:
         if self.complete:
             return None
         if self._started is None:
-            self._started = self._last = anyio.current_time()
+            self._clock = loop_clock()
+            self._started = self._last = self._clock()
         event = await self._next()
         if event is _END:
             return self._finish()
@@ -192,13 +196,13 @@ class CodeReader:
             event = await self._events.__anext__()
         except StopAsyncIteration:
             return _END
-        self._last = anyio.current_time()
+        self._last = self._clock()
         return event
 
     async def _next_timed(self) -> object:
         """The next event under a timeout of its own (a read outside ``watched``)."""
         assert self._started is not None
-        wait = min(self._idle, self._started + self._deadline - anyio.current_time())
+        wait = min(self._idle, self._started + self._deadline - self._clock())
         with anyio.move_on_after(wait):
             try:
                 return await self._events.__anext__()
@@ -227,7 +231,8 @@ class CodeReader:
             raise RuntimeError("CodeReader.watched() is already active")
         self._watched = True
         if self._started is None:
-            self._started = self._last = anyio.current_time()
+            self._clock = loop_clock()
+            self._started = self._last = self._clock()
         try:
             if self._idle == math.inf and self._deadline == math.inf:
                 yield
@@ -256,7 +261,7 @@ class CodeReader:
     async def _watch(self, reads: anyio.CancelScope, done: anyio.Event) -> None:
         assert self._started is not None
         end = self._started + self._deadline
-        while (now := anyio.current_time()) < (due := min(end, self._last + self._idle)):
+        while (now := self._clock()) < (due := min(end, self._last + self._idle)):
             with anyio.move_on_after(due - now):  # an event since the last look moves ``due`` on
                 await done.wait()
             if done.is_set():

@@ -32,9 +32,9 @@ from pathlib import Path
 from typing import Any, Final, Literal
 
 import anyio
-import anyio.lowlevel
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from .._clock import loop_checkpoint, loop_clock, loop_sleep
 from .._exceptions import PysolateError
 from ._adapters import cut_reason, event_text
 from ._errors import StreamCut
@@ -302,6 +302,12 @@ async def play(
     """
     if speed is not None and not (math.isfinite(speed) and speed > 0):
         raise ValueError(f"speed must be a positive finite number or None, not {speed!r}")
+    # anyio's defaults, looked up once: per chunk they were most of this loop's own CPU.
+    if clock is anyio.current_time:
+        clock = loop_clock()
+    if sleep is anyio.sleep:
+        sleep = loop_sleep()
+    checkpoint = loop_checkpoint()
     start = clock()
     for chunk in chunks:
         if speed is not None:
@@ -309,9 +315,9 @@ async def play(
             if delay > 0:
                 await sleep(delay)
             else:
-                await anyio.lowlevel.checkpoint()
+                await checkpoint()
         else:
-            await anyio.lowlevel.checkpoint()
+            await checkpoint()
         yield chunk.text
 
 
