@@ -250,6 +250,7 @@ class SubprocessGuest:
         while True:
             frame = parse_guest_frame(await self._channel.receive())
             if isinstance(frame, Done):
+                self._channel.close()  # the child waits for this to exit (``_child.finish``)
                 return frame
             if isinstance(frame, ReadyFrame | TurnDone):
                 raise ProtocolViolation(f"{type(frame).__name__} in a run")

@@ -16,7 +16,7 @@ import anyio
 import pytest
 from guest_levels import guest_factory, params
 
-from pysolate._guest import _reaper
+from pysolate._guest import _process, _reaper
 from pysolate._guest._wire import HEADER
 from pysolate._guest_api import Guest, GuestLimits, GuestOutcome
 
@@ -72,6 +72,52 @@ def test_output_is_complete_when_done_arrives() -> None:
         for pipe in (child.stdout, child.stderr):
             if pipe is not None:
                 pipe.close()
+
+
+LINGER = FINISH.replace("os._exit = lambda code: time.sleep(60)  # stay alive after done: EOF must not come from the exit\n", "")
+
+
+def test_the_child_exits_only_once_the_host_hung_up_after_done() -> None:
+    """Exiting (unmapping the address space) in the time slice the Host was woken in by
+    ``done`` delayed the Host's read of it: the child waits, asleep, until the Host closes
+    its end, and then exits by itself."""
+    assert LINGER != FINISH
+    host_end, child_end = socket.socketpair()
+    child = subprocess.Popen(
+        [sys.executable, "-I", "-S", "-B", "-c", LINGER, str(ROOT), str(child_end.fileno())],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        pass_fds=(child_end.fileno(),),
+    )
+    child_end.close()
+    try:
+        host_end.settimeout(30)
+        (length,) = HEADER.unpack(host_end.recv(HEADER.size, socket.MSG_WAITALL))
+        assert b'"t":"done"' in host_end.recv(length, socket.MSG_WAITALL)
+        with pytest.raises(subprocess.TimeoutExpired):
+            child.wait(timeout=1)  # still there: it exits only once we hang up
+        host_end.close()
+        assert child.wait(timeout=30) == 0
+    finally:
+        child.kill()
+        child.wait()
+        host_end.close()
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("level", params())
+async def test_the_host_hangs_up_at_done_so_the_child_exits_by_itself(level: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A spawned child is awaited, not killed, after ``done``: without the Host's hang-up it
+    would wait for it until killed (``-SIGKILL``)."""
+    monkeypatch.setattr(_process, "_forked_child", _spawn_instead)
+    guest, outcome = await _ran(level, monkeypatch, "print('hi')\n6 * 7\n")
+    assert (outcome.status, outcome.value, outcome.stdout) == ("ok", 42, "hi\n")
+    assert guest.statistics().calls == 0
+    assert guest._process.returncode == 0  # type: ignore[attr-defined]
+
+
+async def _spawn_instead(*args: object) -> None:
+    return None
 
 
 @pytest.mark.anyio
