@@ -1,9 +1,11 @@
-"""How a Guest ends and is scheduled: its output is complete when ``done`` arrives, and it
-runs as batch work that never preempts the Host's event loop."""
+"""How a Guest waits, ends and is scheduled: it compiles once before its program comes, its
+output is complete when ``done`` arrives, it exits once the Host has ``done``, and it runs
+as batch work that never preempts the Host's event loop."""
 
 from __future__ import annotations
 
 import gc
+import importlib.util
 import os
 import select
 import socket
@@ -16,6 +18,7 @@ import anyio
 import pytest
 from guest_levels import guest_factory, params
 
+from pysolate import _guest_errors
 from pysolate._guest import _process, _reaper
 from pysolate._guest._wire import HEADER
 from pysolate._guest_api import Guest, GuestLimits, GuestOutcome
@@ -72,6 +75,29 @@ def test_output_is_complete_when_done_arrives() -> None:
         for pipe in (child.stdout, child.stderr):
             if pipe is not None:
                 pipe.close()
+
+
+def test_the_warm_up_compiles_a_program_with_a_final_expression() -> None:
+    """``warm`` compiles both parts ``split_program`` makes (a failure would be silent)."""
+    spec = importlib.util.spec_from_file_location("_warm_child", ROOT / "pysolate" / "_guest" / "_child.py")
+    assert spec is not None and spec.loader is not None
+    child = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(child)
+    body, final = _guest_errors.split_program(child._WARM_UP)
+    assert body.co_filename == _guest_errors.AGENT_FILENAME and final is not None
+    guest = child._Guest(None, {"limits": {}, "capabilities": {}})
+    guest._errors = _Counting()
+    guest.warm()
+    assert guest._errors.compiled == [child._WARM_UP]
+
+
+class _Counting:
+    def __init__(self) -> None:
+        self.compiled: list[str] = []
+
+    def split_program(self, source: str) -> object:
+        self.compiled.append(source)
+        return _guest_errors.split_program(source)
 
 
 LINGER = FINISH.replace("os._exit = lambda code: time.sleep(60)  # stay alive after done: EOF must not come from the exit\n", "")
