@@ -20,7 +20,15 @@ import contextlib
 import os
 import queue
 import threading
+import time
 from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+from ._scratch import remove_scratch
+
+if TYPE_CHECKING:
+    from ._cgroup import GuestCgroup
+    from ._forked import ForkedProcess
 
 DRAIN_AT_EXIT = 5.0
 """Seconds the interpreter's exit waits for outstanding clean-ups."""
@@ -67,3 +75,19 @@ reap_later = _reaper.later
 drain = _reaper.drain
 """``drain(timeout)``: wait for every clean-up handed in so far (True when all are done)."""
 atexit.register(drain, DRAIN_AT_EXIT)
+
+
+def finish_reap(process: ForkedProcess, cgroup: GuestCgroup | None, scratch: str | None, grace: float) -> None:
+    """A job for ``reap_later``: wait (at most ``grace`` seconds) for the killed child and
+    its cgroup to be gone, then remove the cgroup, close its fds and delete its scratch."""
+    deadline = time.monotonic() + grace
+    if cgroup is not None:
+        while cgroup.populated() and time.monotonic() < deadline:
+            cgroup.kill()
+            time.sleep(0.005)
+    process.exited(max(deadline - time.monotonic(), 0.0))
+    if cgroup is not None:
+        cgroup.remove()
+    process.release()
+    if scratch is not None:
+        remove_scratch(scratch)

@@ -13,6 +13,7 @@ import subprocess
 import sys
 import weakref
 from pathlib import Path
+from typing import Any
 
 import anyio
 import pytest
@@ -20,6 +21,7 @@ from guest_levels import guest_factory, params
 
 from pysolate import _guest_errors
 from pysolate._guest import _process, _reaper
+from pysolate._guest._channel import Channel
 from pysolate._guest._wire import HEADER
 from pysolate._guest_api import Guest, GuestLimits, GuestOutcome
 
@@ -144,6 +146,28 @@ async def test_the_host_hangs_up_at_done_so_the_child_exits_by_itself(level: str
 
 async def _spawn_instead(*args: object) -> None:
     return None
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("level", params("seccomp", hidden_bwrap=False))
+async def test_the_source_is_sent_before_the_run_sets_up_its_watchers(level: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The child wakes and compiles while the Host starts its pumps and exit watcher."""
+    order: list[str] = []
+    send, watch = Channel.send, _process.watch_exit
+
+    def sending(channel: Channel, frame: bytes) -> object:
+        order.append("run" if b'"t":"run"' in frame else "other")
+        return send(channel, frame)
+
+    def watching(*args: Any) -> object:
+        order.append("watch")
+        return watch(*args)
+
+    monkeypatch.setattr(Channel, "send", sending)
+    monkeypatch.setattr(_process, "watch_exit", watching)
+    _, outcome = await _ran(level, monkeypatch, "6 * 7\n")
+    assert (outcome.status, outcome.value) == ("ok", 42)
+    assert order[-2:] == ["run", "watch"]
 
 
 @pytest.mark.anyio
