@@ -21,9 +21,9 @@ one status::
 
 Every way out of ``run`` (including cancellation and Host bugs in the handler) kills the
 child's process group and reaps it; no task outlives ``run``. One exception, for speed: a
-forked child that sent ``done`` and closed its output is killed before ``run`` returns,
-and its exit status (which the outcome no longer needs), cgroup, fds and scratch are left
-to the reaper thread (``_reaper``), which removes them in the background.
+forked child that sent ``done`` and closed its output waits, asleep, for the Host to hang
+up (``_child.finish``): the reaper thread (``_reaper``) hangs up and kills it
+``REAP_DELAY`` later, then removes its cgroup, fds and scratch in the background.
 """
 
 from __future__ import annotations
@@ -57,7 +57,7 @@ from ._channel import Channel as _Channel
 from ._channel import ChannelClosed as _ChannelClosed
 from ._exit_watch import watch_exit
 from ._frames import Call, Done, ProtocolViolation, ReadyFrame, TurnDone, parse_guest_frame
-from ._reaper import finish_reap, reap_later
+from ._reaper import REAP_DELAY, hang_up_and_reap, reap_later
 from ._replies import answer, granted
 from ._scratch import new_scratch, remove_scratch
 from ._wire import HEADER, encode_frame
@@ -210,6 +210,7 @@ class SubprocessGuest:
                     await stderr_eof.wait()
                 self._detached = stdout_eof.is_set() and stderr_eof.is_set()
             if not self._detached:
+                self._channel.close()  # a child that sent done waits for this to exit
                 with anyio.move_on_after(EXIT_GRACE):
                     await self._process.wait()
                 self._kill()
@@ -260,7 +261,8 @@ class SubprocessGuest:
         while True:
             frame = parse_guest_frame(await self._channel.receive())
             if isinstance(frame, Done):
-                self._channel.close()  # the child waits for this to exit (``_child.finish``)
+                if not isinstance(self._process, _forked.ForkedProcess):
+                    self._channel.close()  # the child waits for this to exit (``_child.finish``)
                 return frame
             if isinstance(frame, ReadyFrame | TurnDone):
                 raise ProtocolViolation(f"{type(frame).__name__} in a run")
@@ -360,9 +362,9 @@ class SubprocessGuest:
     async def _kill_and_reap(self) -> None:
         if self._stop_watching is not None:
             self._stop_watching()
-        self._kill()
         if self._detached and not self._handed_off:
             self._hand_to_reaper()
+        self._kill()
         if self._handed_off:
             return
         await self._process.wait()
@@ -380,14 +382,15 @@ class SubprocessGuest:
             self._scratch = None
 
     def _hand_to_reaper(self) -> None:
-        """Leave the killed child's clean-up to ``_reaper`` (once); from here on nothing on
-        the event loop touches its process, cgroup or scratch."""
+        """Leave the child that sent ``done`` to ``_reaper`` (once): it hangs up and kills
+        it ``REAP_DELAY`` from now, then cleans up. From here on nothing on the event loop
+        touches its process, channel, cgroup or scratch."""
         process, cgroup, scratch = self._process, self._cgroup, self._scratch
         self._cgroup = self._scratch = None
         self._handed_off = True
-        self._channel.close()
         assert isinstance(process, _forked.ForkedProcess)
-        reap_later(functools.partial(finish_reap, process, cgroup, scratch, CGROUP_GRACE))
+        due, channel = time.monotonic() + REAP_DELAY, self._channel.hand_off()
+        reap_later(functools.partial(hang_up_and_reap, due, channel, process, cgroup, scratch, CGROUP_GRACE))
 
     async def aclose(self) -> None:
         """Kill and reap the child (its cgroup too), release channel and scratch; idempotent.

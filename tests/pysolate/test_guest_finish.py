@@ -12,6 +12,7 @@ import socket
 import subprocess
 import sys
 import weakref
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -20,7 +21,7 @@ import pytest
 from guest_levels import guest_factory, params
 
 from pysolate import _guest_errors
-from pysolate._guest import _process, _reaper
+from pysolate._guest import _forked, _process, _reaper
 from pysolate._guest._channel import Channel
 from pysolate._guest._wire import HEADER
 from pysolate._guest_api import Guest, GuestLimits, GuestOutcome
@@ -146,6 +147,22 @@ async def test_the_host_hangs_up_at_done_so_the_child_exits_by_itself(level: str
 
 async def _spawn_instead(*args: object) -> None:
     return None
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("level", params("seccomp", hidden_bwrap=False))
+async def test_a_forked_child_is_left_asleep_to_the_reaper_after_done(level: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Its exit would compete with the Host's end of the run: the run returns with the
+    child alive, waiting for its hang-up, which the reaper's job brings (``REAP_DELAY``)."""
+    jobs: list[Callable[[], None]] = []
+    monkeypatch.setattr(_process, "reap_later", jobs.append)
+    guest, outcome = await _ran(level, monkeypatch, "print('hi')\n6 * 7\n")
+    assert (outcome.status, outcome.value, outcome.stdout) == ("ok", 42, "hi\n")
+    process = guest._process  # type: ignore[attr-defined]
+    assert len(jobs) == 1 and isinstance(process, _forked.ForkedProcess)
+    assert not process.exited(1.0)  # asleep until the job hangs up
+    jobs[0]()
+    assert process.exited(0)
 
 
 @pytest.mark.anyio
