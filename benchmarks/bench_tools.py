@@ -18,17 +18,22 @@ state. Latencies are those of remote services (0.1-2 s), scaled by ``latency_sca
 
 from __future__ import annotations
 
+import ctypes
 import functools
 import hashlib
-from collections.abc import Callable
+import os
+import time
+from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
 import anyio
+import anyio.lowlevel
 
 from pysolate import Effect, Host, Workspace, capability
 from pysolate._guest_api import GuestFactory, SessionGuestFactory
 from pysolate._workspace import VERSION
+from pysolate.streams import Chunk, play
 from pysolate.testing import Script, in_process_guest, in_process_session, scripted_tool
 
 GuestKind = Literal["isolated", "seccomp", "landlock", "landlock-spawn", "in-process"]
@@ -138,7 +143,7 @@ class BenchWorkspace(Workspace):
     scale: float = 1.0
 
     async def _wait(self, method: str) -> None:
-        await anyio.sleep(WS_LATENCY[method] * self.scale)
+        await sleep(WS_LATENCY[method] * self.scale)
 
     @capability(effect=Effect.IMMUTABLE_READ, version=VERSION, scope="path")
     async def read_text(self, path: str, encoding: str = "utf-8") -> str:
@@ -249,8 +254,99 @@ def make_host(latency_scale: float = 1.0, *, guest: GuestKind = "isolated") -> t
         if cap == "ws":
             host.register(cap, bench_workspace(latency_scale))
             continue
-        scripts = {
-            m: Script(t.behaviour, effect=t.effect, version="1", latency=t.latency) for m, t in methods.items()
-        }
+        if EXACT_TIMERS:
+            scripts = {m: Script(_after_latency(t), effect=t.effect, version="1") for m, t in methods.items()}
+        else:
+            scripts = {m: Script(t.behaviour, effect=t.effect, version="1", latency=t.latency) for m, t in methods.items()}
         host.register(cap, scripted_tool(**scripts))
     return host, specs
+
+
+def _after_latency(spec: ToolSpec) -> Callable[..., object]:
+    """``spec``'s behaviour after ``sleep(spec.latency)`` (its signature kept: the scripted
+    tool takes the method's parameters from it)."""
+
+    @functools.wraps(spec.behaviour)
+    async def behave(*args: object, **kwargs: object) -> object:
+        await sleep(spec.latency)
+        return spec.behaviour(*args, **kwargs)
+
+    return behave
+
+
+EXACT_TIMERS = False
+"""Whether the benchmark's waits (the tools' latencies, the replayed chunks' times) end at
+their deadline (``exact_sleep``) instead of ``anyio.sleep``'s. Set with ``exact_timers``;
+it applies to every measured system alike (baseline, Pysolate, the peer)."""
+
+
+def exact_timers(on: bool) -> None:
+    global EXACT_TIMERS
+    EXACT_TIMERS = on
+
+
+async def sleep(delay: float) -> None:
+    """The benchmark's wait: ``exact_sleep`` with ``EXACT_TIMERS``, else ``anyio.sleep``."""
+    if EXACT_TIMERS:
+        await exact_sleep(delay)
+    else:
+        await anyio.sleep(delay)
+
+
+class _Timespec(ctypes.Structure):
+    _fields_ = [("tv_sec", ctypes.c_long), ("tv_nsec", ctypes.c_long)]
+
+
+class _Itimerspec(ctypes.Structure):
+    _fields_ = [("it_interval", _Timespec), ("it_value", _Timespec)]
+
+
+_LIBC = ctypes.CDLL(None, use_errno=True)
+_CLOCK_MONOTONIC, _TFD_NONBLOCK, _TFD_CLOEXEC, _TFD_TIMER_ABSTIME = 1, 0o4000, 0o2000000, 1
+
+
+async def exact_sleep(delay: float) -> None:
+    """Wait until ``delay`` seconds from now have passed, on a ``timerfd`` (Linux).
+
+    ``anyio.sleep`` on asyncio ends 0.5-2 ms late: the selector rounds ``epoll_wait``'s
+    timeout up to the next millisecond, and ``select.epoll.poll`` rounds the float it gets
+    up once more. A timer's fd wakes ``epoll_wait`` when the timer expires (nanosecond
+    resolution), so a tool takes its latency and a chunk comes at its time, as the
+    oracle counts them, within the loop's own wake-up.
+    """
+    deadline = time.monotonic() + max(delay, 0.0)  # anyio's clock on asyncio (loop.time())
+    fd = _LIBC.timerfd_create(_CLOCK_MONOTONIC, _TFD_NONBLOCK | _TFD_CLOEXEC)
+    if fd < 0:
+        raise OSError(ctypes.get_errno(), "timerfd_create")
+    try:
+        seconds = int(deadline)
+        when = _Itimerspec(_Timespec(0, 0), _Timespec(seconds, int((deadline - seconds) * 1e9)))
+        if _LIBC.timerfd_settime(fd, _TFD_TIMER_ABSTIME, ctypes.byref(when), None) < 0:
+            raise OSError(ctypes.get_errno(), "timerfd_settime")
+        while time.monotonic() < deadline:
+            await anyio.wait_readable(fd)
+    finally:
+        os.close(fd)
+
+
+async def anchored(chunks: Sequence[Chunk], t0: float | None) -> AsyncIterator[str]:
+    """Each chunk's text at ``t0 + chunk.t`` (anyio's clock), or, with ``t0`` None, at
+    ``chunk.t`` after the first pull (``pysolate.streams.play``'s schedule).
+
+    A provider's stream flows whether or not its reader is ready, so every measured system
+    (baseline, Pysolate, the peer: ``peer.py`` does the same) gets its chunks on a schedule
+    anchored at the moment its clock starts, which the oracle's times are relative to.
+    Anchored at the first pull instead, a system's set-up before its first read would
+    shift its whole stream later, uncounted.
+    """
+    if t0 is None:
+        async for text in play(chunks, sleep=sleep):
+            yield text
+        return
+    for chunk in chunks:
+        delay = t0 + chunk.t - anyio.current_time()
+        if delay > 0:
+            await sleep(delay)
+        else:
+            await anyio.lowlevel.checkpoint()
+        yield chunk.text

@@ -45,7 +45,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import anyio
-from bench_tools import GuestKind, ToolSpec, final_state, make_host
+from bench_tools import GuestKind, ToolSpec, anchored, exact_timers, final_state, make_host
 from make_scenarios import SCENARIOS
 from oracle import Oracle
 from oracle import compute as compute_oracle
@@ -65,6 +65,9 @@ BRANCHED = frozenset({"ws"})
 """Capabilities whose writes go to a run-private branch: the oracle runs them mid-stream
 (issue 17), as Pysolate may on a speculative layer."""
 SCOPES = {"ws": "path"}
+ANCHOR_AT_START = True
+"""Replay each system's stream on a schedule from its own t0 (``bench_tools.anchored``);
+``--anchor first-pull``: from its first read of the stream, the rule before 2026-12-06."""
 """The scope argument of the ``ws`` methods (``Workspace`` declares ``scope="path"``)."""
 
 
@@ -110,9 +113,10 @@ def scaled(chunks: Sequence[Chunk], speed: float) -> list[Chunk]:
     return [Chunk(c.t / speed, c.text) for c in chunks]
 
 
-async def timed_play(chunks: Sequence[Chunk], receipts: list[float]) -> AsyncIterator[str]:
-    """Play at recorded speed; note when each chunk is handed to the consumer."""
-    async for text in play(chunks):
+async def timed_play(chunks: Sequence[Chunk], receipts: list[float], t0: float | None = None) -> AsyncIterator[str]:
+    """Play at recorded speed from ``t0`` (``anchored``); note when each chunk is handed
+    to the consumer."""
+    async for text in anchored(chunks, t0):
         receipts.append(anyio.current_time())
         yield text
 
@@ -120,7 +124,7 @@ async def timed_play(chunks: Sequence[Chunk], receipts: list[float]) -> AsyncIte
 async def run_baseline(chunks: Sequence[Chunk], latency_scale: float, guest: GuestKind) -> tuple[RunResult, float, object]:
     host, specs = make_host(latency_scale, guest=guest)
     t0 = anyio.current_time()
-    parts = [text async for text in play(chunks)]
+    parts = [text async for text in anchored(chunks, t0 if ANCHOR_AT_START else None)]
     result = await host.run_source("".join(parts), speculate=False)
     return result, anyio.current_time() - t0, final_state(specs)
 
@@ -131,7 +135,7 @@ async def run_pysolate(
     host, specs = make_host(latency_scale, guest=guest)
     receipts: list[float] = []
     t0 = anyio.current_time()
-    result = await host.run_stream(timed_play(chunks, receipts), policy=POLICY)
+    result = await host.run_stream(timed_play(chunks, receipts, t0 if ANCHOR_AT_START else None), policy=POLICY)
     return result, anyio.current_time() - t0, final_state(specs), receipts, specs
 
 
@@ -386,9 +390,22 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument(
         "--no-branch-writes", action="store_true", help="workspace writes wait for the program (the rule before issue 17)"
     )
+    parser.add_argument(
+        "--anchor",
+        choices=["start", "first-pull"],
+        default="start",
+        help="replay a system's stream from its t0 (as a provider streams; the peer always is) or from its first read",
+    )
+    parser.add_argument(
+        "--exact-timers",
+        action="store_true",
+        help="tools take exactly their latency and chunks come at their times (bench_tools.exact_sleep), for every system",
+    )
     args = parser.parse_args(argv)
+    exact_timers(args.exact_timers)
+    global POLICY, ANCHOR_AT_START
+    ANCHOR_AT_START = args.anchor == "start"
     if args.no_branch_writes:
-        global POLICY
         POLICY = dataclasses.replace(POLICY, branch_writes=False)
     started = time.perf_counter()
     console = Console(width=160)

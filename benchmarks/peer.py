@@ -44,7 +44,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import anyio
-from bench_tools import ToolSpec, final_state, public_methods, tool_specs
+from bench_tools import ToolSpec, final_state, public_methods, sleep, tool_specs
 
 from pysolate import RunResult
 from pysolate.streams import Chunk, read_recording, source_to_stream
@@ -104,7 +104,7 @@ def _tools(specs: dict[str, dict[str, ToolSpec]], log: _Log) -> list[Any]:
             if not spec.effect.speculable:
                 log.effects.append((cap, method, dict(kwargs)))
                 log.effect_times.append(anyio.current_time())
-            await anyio.sleep(spec.latency)
+            await sleep(spec.latency)
             return spec.behaviour(**kwargs)
 
         return sleep_then
@@ -237,7 +237,7 @@ async def run_peer(
         for chunk in chunks:
             delay = t0 + chunk.t - anyio.current_time()
             if delay > 0:
-                await anyio.sleep(delay)
+                await sleep(delay)
             yield {0: DeltaToolCall(json_args=json.dumps(chunk.text)[1:-1])}
         yield {0: DeltaToolCall(json_args='"}')}
 

@@ -103,8 +103,9 @@ class Host:
         fork server where that keeps the level whole (``namespaces``, ``landlock``, ``seccomp``; docs/isolation.md
         "Fork server"), and spawn them elsewhere; off, every Guest is spawned.
 
-        ``guest_pool`` (default ``_guest._pool.DEFAULT_SIZE``, 0: none): with the default
-        factory, how many ready Guests this Host keeps (per event loop, asyncio only), each
+        ``guest_pool`` (default ``_guest._pool.DEFAULT_SIZE``, one; 0: none): with the default
+        factory at a level whose Guests are forked (``fork_server`` on, not ``rlimits``),
+        how many ready Guests this Host keeps (per event loop, asyncio only), each
         started for the capabilities and limits of the latest run and given only to a run
         with exactly those (``pysolate._guest._pool``), so that run's Guest is ready at
         once. ``aclose`` (or ``async with Host(...)``) closes them; so do dropping the Host,
@@ -136,7 +137,7 @@ class Host:
 
             self._level = _isolation.resolve(isolation)
             size = _pool.DEFAULT_SIZE if guest_pool is None else guest_pool
-            if size:
+            if size and fork_server and _isolation.forkable(self._level):  # (only forked Guests are pooled)
                 self._pool = _pool.GuestPool(size, isolation=self._level, fork_server=fork_server)
                 weakref.finalize(self, self._pool.close_soon)  # (the pool holds no reference to the Host)
 

@@ -124,6 +124,7 @@ class Channel:
         self._sock = sock
         self._max = max_frame_bytes
         self._buffer = bytearray()  # received bytes not yet consumed as frames
+        self._owned = True  # the socket is closed by ``close`` (not once handed off)
         # Whether bytes wait in the socket (``spoke_out_of_turn``): a poll set of this socket
         # alone (a list in user space, no descriptor of its own).
         self._poll = select.poll()
@@ -296,7 +297,16 @@ class Channel:
                 return
             view = memoryview(view)[sent:]
 
+    def hand_off(self) -> socket.socket:
+        """Stop reading and give the socket away, open (its new owner closes it, from any
+        thread); the channel is closed from here on."""
+        self._eof = True
+        self._pause()
+        self._owned = False
+        return self._sock
+
     def close(self) -> None:
         self._eof = True  # ``spoke_out_of_turn`` and ``receive`` after it: ``ChannelClosed``
         self._pause()
-        self._sock.close()
+        if self._owned:
+            self._sock.close()

@@ -182,7 +182,7 @@ class Plan:
         namespaces of its own (``_unshare``). At ``rlimits`` a Guest's descendants are only
         ended through its process group, which a recycled pid could alias; it spawns.
         """
-        return self.level in ("seccomp", "landlock", "namespaces")
+        return forkable(self.level)
 
     def check_applied(self, mechanisms: Sequence[str], *, forked: bool = False) -> None:
         """Raise ``IsolationUnavailable`` unless the child reported every required mechanism."""
@@ -203,6 +203,11 @@ class Plan:
         if self.level != "rlimits":
             needed.append("seccomp-allowlist")
         return tuple(needed)
+
+
+def forkable(level: Level) -> bool:
+    """Whether Guests of ``level`` are forked from the fork server (``Plan.forkable``)."""
+    return level in ("seccomp", "landlock", "namespaces")
 
 
 def _landlock_rules(plan: Plan) -> dict[str, Any]:

@@ -19,12 +19,18 @@ one start at a time, up to ``size`` Guests in all, for the key of the latest run
 keys' Guests are closed when room is needed). A refill that fails stops refilling until a
 run's own start of that key succeeds.
 
+Only Guests forked from the fork server wait in a pool: one is closed without an event
+loop (``abandon``: killed through its pidfd and cgroup, its clean-up left to the reaper
+thread), so a pool never leaves a process, a transport or a cgroup behind when its loop
+ends without ``aclose``. A spawned Guest (the fork server failed twice) is handed to a run
+waiting for it, never pooled, and stops this loop's refills: they would spawn again.
+
 A Guest's channel belongs to the event loop that made it, so the pool keeps its Guests per
-loop, each loop's in one *keeper* task that does the refills and the closing. asyncio only:
-elsewhere (trio) ``take`` starts every Guest fresh. No pooled Guest outlives its Host:
-``aclose`` (``Host.aclose``) closes them, so does the Host's finalizer, the keeper when its
-loop shuts down (``asyncio.run`` cancels it), and an ``atexit`` hook kills what is left;
-forked ones also die with their fork server.
+loop, each loop's in one *keeper* task that does the refills. asyncio only: elsewhere
+(trio) ``take`` starts every Guest fresh. No pooled Guest outlives its Host: ``aclose``
+(``Host.aclose``) closes them, so does the Host's finalizer, the keeper when its loop
+shuts down (``asyncio.run`` cancels it; the keeper awaits nothing then), and an ``atexit``
+hook kills what is left; they also die with their fork server.
 """
 
 from __future__ import annotations
@@ -40,12 +46,12 @@ from .._guest_api import GuestLimits
 from . import _forked
 from ._channel import ChannelClosed
 from ._isolation import IsolationChoice
-from ._process import SubprocessGuest, start_subprocess_guest
+from ._process import SubprocessGuest, _State, start_subprocess_guest
 
 Key = tuple[tuple[tuple[str, tuple[str, ...]], ...], GuestLimits]
 """What a pooled Guest's ``init`` carried: capability names and methods, in order, and its limits."""
 
-DEFAULT_SIZE = 0
+DEFAULT_SIZE = 1
 """Ready Guests a Host keeps by default (``Host(guest_pool=...)``): none, until measured (docs/benchmarks.md)."""
 
 _KEEPERS: set[asyncio.Task[None]] = set()
@@ -90,6 +96,23 @@ def idle(guest: SubprocessGuest) -> bool:
         return not guest._channel.spoke_out_of_turn()
     except ChannelClosed:
         return False
+
+
+def forked(guest: SubprocessGuest) -> bool:
+    """Whether ``guest`` came from the fork server (only such a Guest is pooled)."""
+    return isinstance(guest._process, _forked.ForkedProcess)
+
+
+def abandon(guest: SubprocessGuest) -> None:
+    """Close a pooled (forked, never run) Guest with no event loop turn: kill it through its
+    pidfd and cgroup and leave its reaping, cgroup, fds and scratch to the reaper thread.
+    Nothing of it needs keeping (it ran nothing), so nothing here awaits: a loop that is
+    shutting down cannot cut the close short."""
+    if guest._state is _State.CLOSED:
+        return
+    guest._state = _State.CLOSED
+    guest._kill()
+    guest._hand_to_reaper()
 
 
 class GuestPool:
@@ -173,7 +196,6 @@ class _LoopPool:
         self.want: Key | None = None  # the key to refill (the latest run's)
         self.starting: Key | None = None  # the key of the refill under way
         self.claimant: asyncio.Future[SubprocessGuest | None] | None = None  # a run waiting for it
-        self.closing: list[SubprocessGuest] = []  # discarded or evicted: the keeper closes them
         self.closed = False
         self.wake = asyncio.Event()
         self.task: asyncio.Task[None] | None = None
@@ -204,7 +226,7 @@ class _LoopPool:
             if idle(entry[1]):
                 return entry[1]
             self.owner.stats.discarded += 1
-            self._close_later(entry[1])
+            abandon(entry[1])
         return None
 
     async def _claim(self, key: Key) -> SubprocessGuest | None:
@@ -240,26 +262,20 @@ class _LoopPool:
         return self.want if have < self.owner.size else None
 
     def _put(self, key: Key, guest: SubprocessGuest) -> None:
-        """Pool ``guest``, closing older keys' Guests to stay within ``size``."""
+        """Pool a forked ``guest``, closing older keys' Guests to stay within ``size``."""
         if self.closed:
             self.owner.stats.unused += 1
-            self._close_later(guest)
+            abandon(guest)
             return
         while len(self.ready) >= self.owner.size:
             self.owner.stats.unused += 1
-            self._close_later(self.ready.pop(0)[1])
+            abandon(self.ready.pop(0)[1])
         self.ready.append((key, guest))
 
-    def _close_later(self, guest: SubprocessGuest) -> None:
-        self.closing.append(guest)
-        self.wake.set()
-
     async def _keep(self) -> None:
-        """The refills and closes, one at a time, until the pool or its loop closes."""
+        """The refills, one at a time, until the pool or its loop closes."""
         try:
             while True:
-                while self.closing:
-                    await self.closing.pop().aclose()
                 if self.closed:
                     break
                 key = self._deficit()  # (state read and ``wake`` cleared with no await between)
@@ -279,23 +295,32 @@ class _LoopPool:
                 claimant, self.claimant = self.claimant, None
                 if claimant is not None and not claimant.done():
                     claimant.set_result(guest)
-                elif guest is not None:
+                elif guest is not None and forked(guest):
                     self._put(key, guest)
+                elif guest is not None:  # spawned: the fork server is failing; so would the next refill
+                    self.owner.stats.unused += 1
+                    self.closed = True
+                    await guest.aclose()
         finally:
             self.closed = True
             if self.claimant is not None and not self.claimant.done():
                 self.claimant.set_result(None)
             self.owner.stats.unused += len(self.ready)
-            leftover = [guest for _key, guest in self.ready] + self.closing
+            for _key, guest in self.ready:
+                abandon(guest)
             self.ready.clear()
-            self.closing.clear()
-            for guest in leftover:  # (a loop shutting down cancels us once; these are shielded)
-                await guest.aclose()
 
     async def aclose(self) -> None:
-        self.close_soon()
+        """Close this loop's pool from its own loop: its Guests are dead and reaped on return."""
+        self.closed = True
+        guests = [guest for _key, guest in self.ready]
+        self.owner.stats.unused += len(guests)
+        self.ready.clear()
+        self.wake.set()
         if self.task is not None:
             await asyncio.shield(self.task)
+        for guest in guests:
+            await guest.aclose()
 
     def close_soon(self) -> None:
         """Ask the keeper to close everything (safe from any thread); where the loop is
@@ -315,7 +340,7 @@ class _LoopPool:
 
     def kill(self) -> None:
         """SIGKILL every pooled Guest (no loop needed: their fds go with the process)."""
-        for guest in [guest for _key, guest in self.ready] + self.closing:
+        for _key, guest in self.ready:
             guest._kill()
 
 

@@ -21,9 +21,9 @@ one status::
 
 Every way out of ``run`` (including cancellation and Host bugs in the handler) kills the
 child's process group and reaps it; no task outlives ``run``. One exception, for speed: a
-forked child that sent ``done`` and closed its output is killed before ``run`` returns,
-and its exit status (which the outcome no longer needs), cgroup, fds and scratch are left
-to the reaper thread (``_reaper``), which removes them in the background.
+forked child that sent ``done`` and closed its output waits, asleep, for the Host to hang
+up (``_child.finish``): the reaper thread (``_reaper``) hangs up and kills it
+``REAP_DELAY`` later, then removes its cgroup, fds and scratch in the background.
 """
 
 from __future__ import annotations
@@ -36,7 +36,7 @@ import signal
 import socket
 import subprocess
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 import anyio
@@ -57,7 +57,7 @@ from ._channel import Channel as _Channel
 from ._channel import ChannelClosed as _ChannelClosed
 from ._exit_watch import watch_exit
 from ._frames import Call, Done, ProtocolViolation, ReadyFrame, TurnDone, parse_guest_frame
-from ._reaper import reap_later
+from ._reaper import REAP_DELAY, hang_up_and_reap, reap_later
 from ._replies import answer, granted
 from ._scratch import new_scratch, remove_scratch
 from ._wire import HEADER, encode_frame
@@ -172,6 +172,12 @@ class SubprocessGuest:
         done: Done | None = None
         host_bug: Exception | None = None
         closed = False
+        # The source goes first: the child wakes and compiles it while the pumps and the
+        # exit watcher are set up (output waits in the pipes; an exit, in the pidfd).
+        try:
+            sent: Awaitable[None] | None = self._channel.send(encode_frame({"t": "run", "source": source}))
+        except _ChannelClosed:
+            sent = None  # the child is gone: ``_converse`` says so where it is handled
         async with anyio.create_task_group() as pumps:
             stdout_eof, stderr_eof = anyio.Event(), anyio.Event()
             pumps.start_soon(self._pump_stdout, stdout_eof)
@@ -182,7 +188,7 @@ class SubprocessGuest:
             with anyio.CancelScope() as self._conversation:
                 with anyio.move_on_after(self._limits.wall_time) as wall:
                     try:
-                        done = await self._converse(source, handler)
+                        done = await self._converse(sent, handler)
                     except ProtocolViolation as exc:
                         self._end("protocol_error", ErrorInfo("ProtocolError", str(exc), None))
                     except _LimitHit as exc:
@@ -204,6 +210,7 @@ class SubprocessGuest:
                     await stderr_eof.wait()
                 self._detached = stdout_eof.is_set() and stderr_eof.is_set()
             if not self._detached:
+                self._channel.close()  # a child that sent done waits for this to exit
                 with anyio.move_on_after(EXIT_GRACE):
                     await self._process.wait()
                 self._kill()
@@ -245,11 +252,17 @@ class SubprocessGuest:
         if self._conversation is not None:
             self._conversation.cancel()
 
-    async def _converse(self, source: str, handler: CallHandler) -> Done:
-        await self._channel.send(encode_frame({"t": "run", "source": source}))
+    async def _converse(self, sent: Awaitable[None] | None, handler: CallHandler) -> Done:
+        """Serve the program's calls until ``done``; ``sent``: the ``run`` frame's send
+        (None: the child was gone before it)."""
+        if sent is None:
+            raise _ChannelClosed
+        await sent
         while True:
             frame = parse_guest_frame(await self._channel.receive())
             if isinstance(frame, Done):
+                if not isinstance(self._process, _forked.ForkedProcess):
+                    self._channel.close()  # the child waits for this to exit (``_child.finish``)
                 return frame
             if isinstance(frame, ReadyFrame | TurnDone):
                 raise ProtocolViolation(f"{type(frame).__name__} in a run")
@@ -349,9 +362,9 @@ class SubprocessGuest:
     async def _kill_and_reap(self) -> None:
         if self._stop_watching is not None:
             self._stop_watching()
-        self._kill()
         if self._detached and not self._handed_off:
             self._hand_to_reaper()
+        self._kill()
         if self._handed_off:
             return
         await self._process.wait()
@@ -369,14 +382,15 @@ class SubprocessGuest:
             self._scratch = None
 
     def _hand_to_reaper(self) -> None:
-        """Leave the killed child's clean-up to ``_reaper`` (once); from here on nothing on
-        the event loop touches its process, cgroup or scratch."""
+        """Leave the child that sent ``done`` to ``_reaper`` (once): it hangs up and kills
+        it ``REAP_DELAY`` from now, then cleans up. From here on nothing on the event loop
+        touches its process, channel, cgroup or scratch."""
         process, cgroup, scratch = self._process, self._cgroup, self._scratch
         self._cgroup = self._scratch = None
         self._handed_off = True
-        self._channel.close()
         assert isinstance(process, _forked.ForkedProcess)
-        reap_later(functools.partial(_finish_reap, process, cgroup, scratch))
+        due, channel = time.monotonic() + REAP_DELAY, self._channel.hand_off()
+        reap_later(functools.partial(hang_up_and_reap, due, channel, process, cgroup, scratch, CGROUP_GRACE))
 
     async def aclose(self) -> None:
         """Kill and reap the child (its cgroup too), release channel and scratch; idempotent.
@@ -388,22 +402,6 @@ class SubprocessGuest:
         self._state = _State.CLOSED
         with anyio.CancelScope(shield=True):
             await self._kill_and_reap()
-
-
-def _finish_reap(process: _forked.ForkedProcess, cgroup: GuestCgroup | None, scratch: str | None) -> None:
-    """On the reaper thread: wait (bounded) for the killed child and its cgroup to be
-    gone, then remove the cgroup, close its fds and delete its scratch directory."""
-    deadline = time.monotonic() + CGROUP_GRACE
-    if cgroup is not None:
-        while cgroup.populated() and time.monotonic() < deadline:
-            cgroup.kill()
-            time.sleep(0.005)
-    process.exited(max(deadline - time.monotonic(), 0.0))
-    if cgroup is not None:
-        cgroup.remove()
-    process.release()
-    if scratch is not None:
-        remove_scratch(scratch)
 
 
 async def start_subprocess_guest(
