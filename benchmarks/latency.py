@@ -4,6 +4,7 @@
                                            [--guest isolated|seccomp|in-process]
                                            [--no-peer | --peer-modes plain,eager,speculate]
                                            [--svg-dir DIR] [--no-branch-writes]
+                                           [--anchor start|first-pull] [--exact-timers]
 
 About 6 minutes with the peer's default modes (eager, speculate), 3 without the peer: the
 streams are replayed in real time, once per measured system.
@@ -19,6 +20,10 @@ latencies. In ONE run, one after the other, per scenario:
   writes to the ``ws`` workspace's run-private branch run mid-stream in it, issue 17);
 - **peer** (when ``pydantic-ai-harness`` is installed, ``pip install -e .[bench]`` in a venv of its own): the
   same program through Pydantic AI code mode (``peer.py``), in each mode asked for.
+
+Each system's stream is replayed from its own t0 (``bench_tools.anchored``), as the peer's
+always was; ``--exact-timers`` makes every system's waits end at their deadline
+(``bench_tools.exact_sleep``) instead of ``anyio.sleep``'s rounded-up millisecond.
 
 Then the session scenario (``session_bench``: turns in one session, one iterating over
 what the last left, a rejected turn and its retry), summed over its turns.

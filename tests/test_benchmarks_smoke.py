@@ -15,6 +15,8 @@ import pytest
 from benchmark_module import load_benchmark
 from rich.console import Console
 
+from pysolate.streams import Chunk
+
 pytestmark = pytest.mark.anyio
 
 def load_latency() -> ModuleType:
@@ -60,3 +62,33 @@ async def test_a_rejected_stream_after_early_writes_leaves_the_root_untouched() 
     latency = load_latency()
     line = await latency.rejected_after_write(0.05, "in-process")
     assert "rejected" in line and line.endswith("root untouched: yes")
+
+
+async def test_the_replay_is_anchored_at_t0_not_at_the_first_pull(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A reader that starts late gets the chunks already due at once (a provider's stream
+    flows whether or not its reader is ready); anchored at its first pull it waits."""
+    import anyio
+
+    tools = load_benchmark("bench_tools")
+    waits: list[float] = []
+
+    async def sleep(delay: float) -> None:
+        waits.append(delay)
+
+    monkeypatch.setattr(tools, "sleep", sleep)
+    chunks = [Chunk(0.0, "a"), Chunk(0.05, "b"), Chunk(0.1, "c")]
+    late = anyio.current_time() - 1.0  # the reader's set-up took a second
+    assert [text async for text in tools.anchored(chunks, late)] == ["a", "b", "c"]
+    assert waits == []  # every chunk was due
+    assert [text async for text in tools.anchored(chunks, None)] == ["a", "b", "c"]
+    assert len(waits) == 2  # from the first pull: "b" and "c" are waited for
+
+
+async def test_exact_sleep_waits_at_least_its_delay() -> None:
+    import anyio
+
+    tools = load_benchmark("bench_tools")
+    for delay in (0.0, 0.0123, 0.03):
+        start = anyio.current_time()
+        await tools.exact_sleep(delay)
+        assert anyio.current_time() - start >= delay
