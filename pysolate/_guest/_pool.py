@@ -52,7 +52,8 @@ Key = tuple[tuple[tuple[str, tuple[str, ...]], ...], GuestLimits]
 """What a pooled Guest's ``init`` carried: capability names and methods, in order, and its limits."""
 
 DEFAULT_SIZE = 1
-"""Ready Guests a Host keeps by default (``Host(guest_pool=...)``): none, until measured (docs/benchmarks.md)."""
+"""Ready Guests a Host keeps by default (``Host(guest_pool=...)``) where Guests are forked: one
+hides the start of a run whose stream is too short to hide it (docs/benchmarks.md)."""
 
 _KEEPERS: set[asyncio.Task[None]] = set()
 """The live keeper tasks (asyncio keeps only weak references to tasks)."""
