@@ -318,7 +318,8 @@ class SpeculativeLane:
         if obs is None:
             return None
         start = self._clock()
-        await obs.done.wait()
+        if not obs.done.is_set():  # a set event's wait is still a trip round the loop
+            await obs.done.wait()
         if not obs.settled:
             return None
         waited = self._clock() - start

@@ -297,3 +297,21 @@ async def test_work_on_a_view_is_claimed_by_its_exact_key_only() -> None:
         assert claimed is first and claimed.value == {"result": "view"}
     assert lane.dispositions() == {first.id: Disposition.CLAIMED, other.id: Disposition.ORPHANED}
     assert lane.start_on_view(key("d", view="epoch:1"), run) is None, "closed"
+
+
+async def test_claiming_settled_work_does_not_yield_to_the_loop() -> None:
+    """Settled work is handed over in the claiming task's own step: the reply to the
+    Guest's claim waits for no other task (a set event's ``wait`` would still go round
+    the loop once, latency at the end of every run)."""
+    graph, ran = FakeGraph(), []
+
+    async def other() -> None:
+        ran.append("other")
+
+    async with SpeculativeLane(graph, Tools().execute) as lane, anyio.create_task_group() as tg:
+        obs = lane.begin_formal(key("a"))
+        lane.end_formal(obs, value=[1])
+        tg.start_soon(other)
+        assert await lane.claim(key("a")) is obs
+        assert ran == []
+    assert ran == ["other"]
