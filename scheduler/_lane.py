@@ -27,6 +27,7 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Self
 
 import anyio
+import anyio.lowlevel
 from anyio.abc import TaskGroup
 
 from occurrences import CallKey, OccurrenceId
@@ -275,10 +276,13 @@ class SpeculativeLane:
 
     async def _observe(self, obs: Observation, run: Callable[[], Awaitable[object]]) -> None:
         try:
-            async with self._limiter:
+            await self._acquire()
+            try:
                 obs.move(ObservationState.RUNNING)
                 obs.started = self._clock()
                 obs.value = await run()
+            finally:
+                self._limiter.release()
         except anyio.get_cancelled_exc_class():
             obs.cancel_requested = True
             if obs.state is ObservationState.QUEUED:
@@ -299,6 +303,17 @@ class SpeculativeLane:
         for node_id in obs.node_ids:
             self._deliver(obs, node_id)
         self.pump()
+
+    async def _acquire(self) -> None:
+        """A slot of the lane's concurrency, taken at once when one is free: the limiter's
+        own ``acquire`` goes round the event loop once even then, so every early call
+        started one trip late (the reads re-speculated after a write too, each behind the
+        other's trip). A lane cancelled before the call starts still starts nothing."""
+        await anyio.lowlevel.checkpoint_if_cancelled()
+        try:
+            self._limiter.acquire_nowait()
+        except anyio.WouldBlock:
+            await self._limiter.acquire()
 
     def _deliver(self, obs: Observation, node_id: OccurrenceId) -> None:
         if obs.state is ObservationState.SUCCEEDED:

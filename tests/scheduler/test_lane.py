@@ -10,6 +10,7 @@ import threading
 from dataclasses import dataclass, field
 
 import anyio
+import anyio.lowlevel
 import pytest
 from trio.testing import MockClock
 
@@ -315,3 +316,41 @@ async def test_claiming_settled_work_does_not_yield_to_the_loop() -> None:
         assert await lane.claim(key("a")) is obs
         assert ran == []
     assert ran == ["other"]
+
+
+async def test_early_work_starts_in_its_tasks_first_step() -> None:
+    """With a slot free, an early call's tool is invoked in its task's first step: the
+    limiter's own ``acquire`` would go round the loop once more, and every early call (each
+    read re-speculated after a write) would start one trip late."""
+    graph, tools = FakeGraph(), Tools()
+    graph.ready = [FakeNode("a", key("a")), FakeNode("b", key("b"))]
+    async with SpeculativeLane(graph, tools.execute) as lane:
+        lane.pump()
+        await anyio.lowlevel.checkpoint()  # one trip: each task's first step
+        assert sorted(tools.calls) == ["a", "b"]
+        for name in ("a", "b"):
+            tools.gate(name).set()
+    assert graph.completed == {"a": {"result": "a"}, "b": {"result": "b"}}
+
+
+async def test_early_work_beyond_the_concurrency_waits_for_a_slot() -> None:
+    graph, tools = FakeGraph(), Tools()
+    graph.ready = [FakeNode("a", key("a")), FakeNode("b", key("b"))]
+    async with SpeculativeLane(graph, tools.execute, LanePolicy(concurrency=1)) as lane:
+        lane.pump()
+        await anyio.sleep(0.01)
+        assert len(tools.calls) == 1
+        tools.gate(tools.calls[0]).set()
+        await anyio.sleep(0.01)
+        assert len(tools.calls) == 2
+        tools.gate(tools.calls[1]).set()
+    assert len(graph.completed) == 2
+
+
+async def test_a_lane_closed_before_its_early_work_ran_starts_none_of_it() -> None:
+    graph, tools = FakeGraph(), Tools()
+    graph.ready = [FakeNode("a", key("a"))]
+    async with SpeculativeLane(graph, tools.execute) as lane:
+        lane.pump()
+    assert tools.calls == []
+    assert lane.statistics().cancelled == 1
