@@ -95,11 +95,19 @@ def _close_all_but(keep: list[int]) -> None:
 
 
 def _become_guest(
-    control: socket.socket, fds: list[int], message: dict[str, object], server: select.poll, libc: ctypes.CDLL, child: object, prepared: list[int]
+    control: socket.socket,
+    fds: list[int],
+    message: dict[str, object],
+    server: select.poll,
+    libc: ctypes.CDLL,
+    child: object,
+    prepared: list[int],
+    program: int | None,
 ) -> None:
     """In the forked (``namespaces``: cloned) child: leave the server behind, then be a
     Guest child (never returns). ``server``: a poll of a pidfd of the server (made by the
-    server: an object the child need not create)."""
+    server: an object the child need not create); ``program``: the init's ``_init_elf``
+    memfd (``namespaces``), or None."""
     try:
         control.detach()  # its fd is closed below; the object must never close a reused number
         os.setsid()
@@ -115,13 +123,14 @@ def _become_guest(
         if own_namespaces:
             os.dup2(status, 4)  # the init answers the Host on it (``_unshare``)
         # the control socket, every sibling's fds; the prepared rules' until it confines itself
-        _close_all_but([*range(_CHILD_FDS if own_namespaces else _CHILD_FDS - 1), *prepared])
+        kept = [] if program is None else [program]  # (the init's, until it execs it)
+        _close_all_but(sorted([*range(_CHILD_FDS if own_namespaces else _CHILD_FDS - 1), *prepared, *kept]))
         os.chdir(message["cwd"])  # type: ignore[arg-type]
         mechanisms: list[str] = []
         if own_namespaces:
             from pysolate._guest import _unshare
 
-            mechanisms = _unshare.enter(4, message["scratch_bytes"])  # type: ignore[arg-type]
+            mechanisms = _unshare.enter(4, message["scratch_bytes"], program)  # type: ignore[arg-type]
         sys.argv = [sys.argv[0], "3"]
         child.serve(3, mechanisms)  # type: ignore[attr-defined]
     except BaseException as exc:  # the Host reports it (GuestStartError) with the child's stderr
@@ -159,9 +168,10 @@ def main() -> None:
     child = _load_child(root, sys.argv[3] if len(sys.argv) > 3 else None)
     prepared = _prepare(control)
     # (importable once ``_load_child`` registered the packages)
-    from pysolate._guest import _unshare
+    from pysolate._guest import _init_elf, _unshare
 
     spawn = _unshare.clone if namespaces else os.fork
+    program = _init_elf.load(_CHILD_FDS) if namespaces else None  # the inits' program
     gc.freeze()  # the pre-imported heap stays shared with every child (no refcount-touched pages)
     server = select.poll()  # its children check it once they asked to die with it
     server.register(os.pidfd_open(os.getpid()), select.POLLIN)
@@ -194,7 +204,7 @@ def main() -> None:
                     os.close(received)
                 continue
             if pid == 0:
-                _become_guest(control, fds, message, server, libc, child, prepared)
+                _become_guest(control, fds, message, server, libc, child, prepared, program)
             for received in fds[:3]:
                 os.close(received)
             pidfd = os.pidfd_open(pid)

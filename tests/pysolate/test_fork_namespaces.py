@@ -9,14 +9,16 @@ run at this level too.
 
 from __future__ import annotations
 
+import fcntl
 import os
 import signal
+import sys
 import threading
 
 import anyio
 import pytest
 
-from pysolate._guest import _forked, _isolation, start_subprocess_guest
+from pysolate._guest import _forked, _init_elf, _isolation, start_subprocess_guest
 from pysolate._guest._process import SubprocessGuest
 from pysolate._guest_api import GuestLimits, GuestOutcome
 
@@ -64,15 +66,25 @@ async def test_two_guests_share_no_namespace_with_each_other_or_the_server() -> 
 
 async def test_the_init_holds_none_of_the_guests_fds() -> None:
     """Pid 1 of the Guest's namespace keeps no fd of the Guest's (stdio, broker, the
-    server's prepared Landlock rules) once the Guest runs: only its status socket."""
+    server's prepared Landlock rules) once the Guest runs: only its status socket (the
+    program's memfd too, until the exec closes it)."""
     guest = await start()
     try:
         init = guest._process.pid
+        await became_program(init)
         held = {fd: os.readlink(f"/proc/{init}/fd/{fd}") for fd in os.listdir(f"/proc/{init}/fd")}
         assert len(held) <= 1, held  # at most the socket on which it tells the Host the Guest's status
         assert all(target.startswith("socket:") for target in held.values()), held
     finally:
         await guest.aclose()
+
+
+async def became_program(init: int) -> None:
+    """Once the init runs ``_init_elf``'s program (on x86_64; elsewhere it stays Python)."""
+    if os.uname().machine == "x86_64":
+        with anyio.fail_after(10):
+            while not os.readlink(f"/proc/{init}/exe").startswith(f"/memfd:{_init_elf.NAME}"):
+                await anyio.sleep(0.01)
 
 
 def parent(pid: int) -> int:
@@ -106,6 +118,7 @@ async def test_two_processes_per_guest_the_init_a_child_of_the_server() -> None:
 async def test_the_init_holds_no_capability() -> None:
     guest = await start()
     try:
+        await became_program(guest._process.pid)  # (the exec grants none)
         with open(f"/proc/{guest._process.pid}/status") as f:
             caps = {line.split(":")[0]: int(line.split()[1], 16) for line in f if line.startswith("Cap")}
         assert caps["CapEff"] == caps["CapPrm"] == caps["CapInh"] == caps["CapAmb"] == 0, caps
@@ -138,6 +151,7 @@ async def test_a_dead_server_takes_the_init_and_the_guest_with_it() -> None:
         process = guest._process
         assert isinstance(process, _forked.ForkedProcess)
         fds = [os.pidfd_open(process.pid), os.pidfd_open(program_pid(guest))]
+        await became_program(process.pid)  # (its death signal must outlive the exec)
         server = _forked.server_for("namespaces")
         server_pid = server.pid()
         assert server_pid is not None
@@ -253,3 +267,75 @@ def test_the_server_outlives_the_event_loop_and_thread_that_started_it() -> None
     outcomes.append(anyio.run(one))
     assert outcomes == ["ok", "ok"]
     assert server.pid() == started
+
+
+@pytest.mark.skipif(os.uname().machine != "x86_64", reason="the init's program is x86_64 only (elsewhere the init stays Python)")
+async def test_the_init_becomes_the_tiny_program_and_the_guest_holds_none_of_it() -> None:
+    """Once the Guest runs, its init is ``_init_elf``'s program (no Python address space),
+    the memfd it came from is held by the server alone, sealed and close-on-exec, and the
+    Guest holds no fd of it."""
+    guest = await start()
+    try:
+        init, program = guest._process.pid, program_pid(guest)
+        await became_program(init)
+        with open(f"/proc/{init}/cmdline", "rb") as f:
+            assert f.read().split(b"\0")[:2] == [_init_elf.NAME.encode(), b"2"]
+        assert not [fd for fd in os.listdir(f"/proc/{program}/fd") if "memfd:" in os.readlink(f"/proc/{program}/fd/{fd}")]
+        server = _forked.server_for("namespaces").pid()
+        held = [fd for fd in os.listdir(f"/proc/{server}/fd") if os.readlink(f"/proc/{server}/fd/{fd}").startswith(f"/memfd:{_init_elf.NAME}")]
+        assert len(held) == 1, held
+        with open(f"/proc/{server}/fdinfo/{held[0]}") as f:
+            flags = int(next(line.split()[1] for line in f if line.startswith("flags:")), 8)
+        assert flags & os.O_CLOEXEC
+        reopened = os.open(f"/proc/{server}/fd/{held[0]}", os.O_RDONLY)
+        try:
+            wanted = fcntl.F_SEAL_SEAL | fcntl.F_SEAL_SHRINK | fcntl.F_SEAL_GROW | fcntl.F_SEAL_WRITE
+            assert fcntl.fcntl(reopened, fcntl.F_GET_SEALS) & wanted == wanted
+        finally:
+            os.close(reopened)
+        out = await guest.run("import os\nos._exit(37)", echo)  # the program reports the Guest's end
+        assert out.status == "crashed" and out.error is not None and "status 37 " in out.error.message, out.error
+    finally:
+        await guest.aclose()
+
+
+PEEK = """
+import ctypes, os, sys, time
+sys.path.insert(0, sys.argv[2])
+from pysolate._guest import _privileges
+
+init = int(sys.argv[1])
+libc = ctypes.CDLL(None, use_errno=True)
+if libc.setns(os.open(f"/proc/{init}/ns/user", os.O_RDONLY), 0x10000000) != 0:
+    raise OSError(ctypes.get_errno(), "setns")
+_privileges._clear_capabilities(_privileges._libc())  # the Guest's footing: its namespace, no capability
+twin = os.fork()
+if twin == 0:
+    time.sleep(60)
+    os._exit(0)
+seen = []
+for pid in (twin, init):
+    try:
+        open(f"/proc/{pid}/environ", "rb").close()
+        seen.append("read")
+    except PermissionError:
+        seen.append("refused")
+os.kill(twin, 9)
+print(*seen)
+"""
+
+
+async def test_the_init_is_not_dumpable_for_a_process_in_the_guests_namespace() -> None:
+    """A process of the same uid in the Guest's user namespace, with no capability (where
+    the Guest stands, without its seccomp filter and hidden ``/proc``), cannot read the
+    init's memory: it is not dumpable, before and after it execs its program. The same
+    process can read a dumpable twin of its own (so a dumpable init would be caught)."""
+    guest = await start()
+    try:
+        init = guest._process.pid
+        await became_program(init)
+        peek = await anyio.run_process([sys.executable, "-c", PEEK, str(init), str(_isolation.PACKAGE_ROOT)], check=False)
+        assert peek.returncode == 0, peek.stderr
+        assert peek.stdout.decode().split() == ["read", "refused"]
+    finally:
+        await guest.aclose()
