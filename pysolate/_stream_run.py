@@ -91,7 +91,8 @@ class _GuestStarter:
             self.ready.set()
 
     async def take(self) -> Guest:
-        await self.ready.wait()
+        if not self.ready.is_set():  # a set event's wait is still a trip round the loop
+            await self.ready.wait()
         if self.error is not None:
             raise self.error
         if self.guest is None:
@@ -101,7 +102,8 @@ class _GuestStarter:
     async def aclose(self) -> None:
         with anyio.CancelScope(shield=True):
             self.scope.cancel()
-            await self.ready.wait()
+            if not self.ready.is_set():
+                await self.ready.wait()
             if self.guest is not None:
                 await self.guest.aclose()
 

@@ -27,6 +27,7 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Self
 
 import anyio
+import anyio.lowlevel
 from anyio.abc import TaskGroup
 
 from occurrences import CallKey, OccurrenceId
@@ -275,10 +276,13 @@ class SpeculativeLane:
 
     async def _observe(self, obs: Observation, run: Callable[[], Awaitable[object]]) -> None:
         try:
-            async with self._limiter:
+            await self._acquire()
+            try:
                 obs.move(ObservationState.RUNNING)
                 obs.started = self._clock()
                 obs.value = await run()
+            finally:
+                self._limiter.release()
         except anyio.get_cancelled_exc_class():
             obs.cancel_requested = True
             if obs.state is ObservationState.QUEUED:
@@ -300,6 +304,17 @@ class SpeculativeLane:
             self._deliver(obs, node_id)
         self.pump()
 
+    async def _acquire(self) -> None:
+        """A slot of the lane's concurrency, taken at once when one is free: the limiter's
+        own ``acquire`` goes round the event loop once even then, so every early call
+        started one trip late (the reads re-speculated after a write too, each behind the
+        other's trip). A lane cancelled before the call starts still starts nothing."""
+        await anyio.lowlevel.checkpoint_if_cancelled()
+        try:
+            self._limiter.acquire_nowait()
+        except anyio.WouldBlock:
+            await self._limiter.acquire()
+
     def _deliver(self, obs: Observation, node_id: OccurrenceId) -> None:
         if obs.state is ObservationState.SUCCEEDED:
             self._graph.complete(node_id, obs.value)
@@ -318,7 +333,8 @@ class SpeculativeLane:
         if obs is None:
             return None
         start = self._clock()
-        await obs.done.wait()
+        if not obs.done.is_set():  # a set event's wait is still a trip round the loop
+            await obs.done.wait()
         if not obs.settled:
             return None
         waited = self._clock() - start

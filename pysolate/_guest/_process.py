@@ -205,9 +205,10 @@ class SubprocessGuest:
             if done is not None and isinstance(self._process, _forked.ForkedProcess):
                 # The outcome needs no exit status once done and the whole output are in
                 # (the output ends when the child exits): the reaper finishes the rest.
-                with anyio.move_on_after(EXIT_GRACE):
-                    await stdout_eof.wait()
-                    await stderr_eof.wait()
+                if not (stdout_eof.is_set() and stderr_eof.is_set()):  # closed before done: usually
+                    with anyio.move_on_after(EXIT_GRACE):
+                        await stdout_eof.wait()
+                        await stderr_eof.wait()
                 self._detached = stdout_eof.is_set() and stderr_eof.is_set()
             if not self._detached:
                 self._channel.close()  # a child that sent done waits for this to exit

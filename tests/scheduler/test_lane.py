@@ -10,6 +10,7 @@ import threading
 from dataclasses import dataclass, field
 
 import anyio
+import anyio.lowlevel
 import pytest
 from trio.testing import MockClock
 
@@ -297,3 +298,59 @@ async def test_work_on_a_view_is_claimed_by_its_exact_key_only() -> None:
         assert claimed is first and claimed.value == {"result": "view"}
     assert lane.dispositions() == {first.id: Disposition.CLAIMED, other.id: Disposition.ORPHANED}
     assert lane.start_on_view(key("d", view="epoch:1"), run) is None, "closed"
+
+
+async def test_claiming_settled_work_does_not_yield_to_the_loop() -> None:
+    """Settled work is handed over in the claiming task's own step: the reply to the
+    Guest's claim waits for no other task (a set event's ``wait`` would still go round
+    the loop once, latency at the end of every run)."""
+    graph, ran = FakeGraph(), []
+
+    async def other() -> None:
+        ran.append("other")
+
+    async with SpeculativeLane(graph, Tools().execute) as lane, anyio.create_task_group() as tg:
+        obs = lane.begin_formal(key("a"))
+        lane.end_formal(obs, value=[1])
+        tg.start_soon(other)
+        assert await lane.claim(key("a")) is obs
+        assert ran == []
+    assert ran == ["other"]
+
+
+async def test_early_work_starts_in_its_tasks_first_step() -> None:
+    """With a slot free, an early call's tool is invoked in its task's first step: the
+    limiter's own ``acquire`` would go round the loop once more, and every early call (each
+    read re-speculated after a write) would start one trip late."""
+    graph, tools = FakeGraph(), Tools()
+    graph.ready = [FakeNode("a", key("a")), FakeNode("b", key("b"))]
+    async with SpeculativeLane(graph, tools.execute) as lane:
+        lane.pump()
+        await anyio.lowlevel.checkpoint()  # one trip: each task's first step
+        assert sorted(tools.calls) == ["a", "b"]
+        for name in ("a", "b"):
+            tools.gate(name).set()
+    assert graph.completed == {"a": {"result": "a"}, "b": {"result": "b"}}
+
+
+async def test_early_work_beyond_the_concurrency_waits_for_a_slot() -> None:
+    graph, tools = FakeGraph(), Tools()
+    graph.ready = [FakeNode("a", key("a")), FakeNode("b", key("b"))]
+    async with SpeculativeLane(graph, tools.execute, LanePolicy(concurrency=1)) as lane:
+        lane.pump()
+        await anyio.sleep(0.01)
+        assert len(tools.calls) == 1
+        tools.gate(tools.calls[0]).set()
+        await anyio.sleep(0.01)
+        assert len(tools.calls) == 2
+        tools.gate(tools.calls[1]).set()
+    assert len(graph.completed) == 2
+
+
+async def test_a_lane_closed_before_its_early_work_ran_starts_none_of_it() -> None:
+    graph, tools = FakeGraph(), Tools()
+    graph.ready = [FakeNode("a", key("a"))]
+    async with SpeculativeLane(graph, tools.execute) as lane:
+        lane.pump()
+    assert tools.calls == []
+    assert lane.statistics().cancelled == 1
