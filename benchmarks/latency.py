@@ -70,10 +70,10 @@ BRANCHED = frozenset({"ws"})
 """Capabilities whose writes go to a run-private branch: the oracle runs them mid-stream
 (issue 17), as Pysolate may on a speculative layer."""
 SCOPES = {"ws": "path"}
+"""The scope argument of the ``ws`` methods (``Workspace`` declares ``scope="path"``)."""
 ANCHOR_AT_START = True
 """Replay each system's stream on a schedule from its own t0 (``bench_tools.anchored``);
 ``--anchor first-pull``: from its first read of the stream, the rule before 2026-12-06."""
-"""The scope argument of the ``ws`` methods (``Workspace`` declares ``scope="path"``)."""
 
 
 @dataclass(slots=True)
