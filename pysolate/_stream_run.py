@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 import anyio
+import anyio.abc
 
 from occurrences import (
     CallKey,
@@ -227,7 +228,7 @@ async def run_stream(
                     if (policy or LanePolicy()).branch_writes:
                         scope.branches = _branch_writes(host, scope, graph, lane, policy, may_dispatch, early)
                 try:
-                    final = await _seal(reader, graph, lane, trace, timeline, t0, _lens(host))
+                    final = await _seal(reader, graph, lane, trace, timeline, t0, tg, _lens(host))
                 except _Aborted as exc:
                     failure = exc
                 else:
@@ -309,9 +310,12 @@ async def _seal(
     trace: RunTrace,
     timeline: TimelineRecorder,
     t0: float,
+    task_group: anyio.abc.TaskGroup,
     lens: Callable[[Sequence[ast.stmt]], Sequence[ast.stmt]] | None = None,
 ) -> Snapshot:
-    """Read the program, growing the graph as statements are accepted; return the seal."""
+    """Read the program, growing the graph as statements are accepted; return the seal.
+    The stream's watchdog runs in ``task_group`` (the run's), so the seal need not wait
+    for it to return."""
     parser = PrefixParser()
     first: float | None = None
 
@@ -333,7 +337,7 @@ async def _seal(
             lane.pump()
 
     try:
-        async with reader.watched():
+        async with reader.watched(task_group):
             while (text := await reader.read()) is not None:
                 if first is None and text:
                     first = anyio.current_time() - t0

@@ -32,6 +32,7 @@ from collections.abc import AsyncIterable, AsyncIterator, Callable, Iterable
 from typing import Final
 
 import anyio
+import anyio.abc
 import anyio.lowlevel
 
 from occurrences import FenceExtractor
@@ -216,7 +217,7 @@ class CodeReader:
         return f"the program was not complete within the deadline of {self._deadline:g} s; nothing was run"
 
     @contextlib.asynccontextmanager
-    async def watched(self) -> AsyncIterator[None]:
+    async def watched(self, task_group: anyio.abc.TaskGroup | None = None) -> AsyncIterator[None]:
         """Enforce ``idle_timeout`` and ``deadline`` on the reads inside: a read that waits
         past either raises ``StreamTimeout`` out of this block. (A read outside it has a
         timeout of its own.)
@@ -226,6 +227,11 @@ class CodeReader:
         chunk, measured), and the watchdog, waking when the first bound could be due,
         looks again and sleeps on if an event came meanwhile. The stream is cancelled
         when a bound passes, as a timeout per read cancelled it.
+
+        ``task_group``: where the watchdog runs; the block then ends without waiting for
+        it (it returns on its next turn), so the end of the stream costs the caller no
+        trip round the event loop. Without one it runs in a task group of its own that
+        the block's end waits for.
         """
         if self._watched:
             raise RuntimeError("CodeReader.watched() is already active")
@@ -237,22 +243,30 @@ class CodeReader:
             if self._idle == math.inf and self._deadline == math.inf:
                 yield
                 return
-            error: BaseException | None = None
+            # The watchdog is told to return, not cancelled: anyio keeps a cancelled
+            # task's ``CancelledError`` in a reference cycle with its traceback, and with
+            # it the stream, which then waits for a full collection.
             done = anyio.Event()
-            async with anyio.create_task_group() as watchdog:
-                reads = anyio.CancelScope()
-                watchdog.start_soon(self._watch, reads, done)
+            reads = anyio.CancelScope()
+            if task_group is not None:
+                task_group.start_soon(self._watch, reads, done)
                 try:
                     with reads:
                         yield
-                except BaseException as exc:  # re-raised below, not wrapped in an ExceptionGroup
-                    error = exc
-                # The watchdog is told to return, not cancelled: anyio keeps a cancelled
-                # task's ``CancelledError`` in a reference cycle with its traceback, and
-                # with it the stream, which then waits for a full collection.
-                done.set()
-            if error is not None:
-                raise error
+                finally:
+                    done.set()
+            else:
+                error: BaseException | None = None
+                async with anyio.create_task_group() as watchdog:
+                    watchdog.start_soon(self._watch, reads, done)
+                    try:
+                        with reads:
+                            yield
+                    except BaseException as exc:  # re-raised below, not wrapped in an ExceptionGroup
+                        error = exc
+                    done.set()
+                if error is not None:
+                    raise error
             if self._expired is not None:
                 raise StreamTimeout(self._expired)
         finally:
