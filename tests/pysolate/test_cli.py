@@ -10,6 +10,7 @@ import json
 import signal
 import subprocess
 import sys
+import time
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
@@ -227,10 +228,32 @@ def test_python_dash_m_and_the_console_script_both_answer_help() -> None:
             assert command in done.stdout
 
 
+_TASKS_ON_SIGUSR2 = """
+import asyncio, runpy, signal, sys
+
+def tasks(signum, frame):
+    loop = asyncio._get_running_loop()
+    for task in asyncio.all_tasks(loop) if loop is not None else ():
+        print("task", task.get_name(), "cancelling", task.cancelling(), file=sys.stderr)
+        awaited = task.get_coro()  # the chain of awaits, innermost last
+        while awaited is not None:
+            at = getattr(awaited, "cr_frame", None) or getattr(awaited, "ag_frame", None) or getattr(awaited, "gi_frame", None)
+            if at is not None:
+                print("  ", at.f_code.co_filename, at.f_lineno, at.f_code.co_name, file=sys.stderr)
+            awaited = getattr(awaited, "cr_await", None) or getattr(awaited, "ag_await", None) or getattr(awaited, "gi_yieldfrom", None)
+    sys.stderr.flush()
+
+signal.signal(signal.SIGUSR2, tasks)
+sys.argv[0] = "pysolate"
+runpy.run_module("pysolate", run_name="__main__", alter_sys=True)
+"""
+"""``python -m pysolate`` that prints its asyncio tasks' stacks on SIGUSR2."""
+
+
 def test_ctrl_c_stops_the_run_and_exits_130() -> None:
     """SIGINT mid-stream: the run is cancelled (not left streaming), one line, status 130."""
     slow = subprocess.Popen(
-        [sys.executable, "-X", "faulthandler", "-m", "pysolate", "demo", "--speed", "0.05"],
+        [sys.executable, "-X", "faulthandler", "-c", _TASKS_ON_SIGUSR2, "demo", "--speed", "0.05"],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
@@ -242,11 +265,14 @@ def test_ctrl_c_stops_the_run_and_exits_130() -> None:
         try:
             out, err = slow.communicate(timeout=30)
         except subprocess.TimeoutExpired:
-            # Rare under load (about 1 in 40 here): say where it hangs (faulthandler's
-            # dump of every thread on SIGABRT), for the next one to find the cause.
+            # Rare under load (about 1 in 40 here): say where it hangs (every asyncio
+            # task's stack, then every thread's: faulthandler on SIGABRT), for the next
+            # one to find the cause.
+            slow.send_signal(signal.SIGUSR2)
+            time.sleep(1.0)
             slow.send_signal(signal.SIGABRT)
             _, err = slow.communicate(timeout=30)
-            pytest.fail(f"no exit 30 s after SIGINT; the stacks:\n{err[-8000:]}")
+            pytest.fail(f"no exit 30 s after SIGINT; the stacks:\n{err[-12000:]}")
     finally:
         if slow.poll() is None:
             slow.kill()
