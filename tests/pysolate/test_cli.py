@@ -228,10 +228,13 @@ def test_python_dash_m_and_the_console_script_both_answer_help() -> None:
             assert command in done.stdout
 
 
-_TASKS_ON_SIGUSR2 = """
+_DEMO_AS_FROM_A_TERMINAL = """
 import asyncio, runpy, signal, sys
 
 def tasks(signum, frame):
+    print("SIGINT handler", signal.getsignal(signal.SIGINT), file=sys.stderr)
+    with open("/proc/self/status") as status:
+        print(*(line.strip() for line in status if line.startswith(("SigBlk", "SigIgn", "SigCgt", "SigPnd", "ShdPnd"))), file=sys.stderr)
     loop = asyncio._get_running_loop()
     for task in asyncio.all_tasks(loop) if loop is not None else ():
         print("task", task.get_name(), "cancelling", task.cancelling(), file=sys.stderr)
@@ -244,16 +247,20 @@ def tasks(signum, frame):
     sys.stderr.flush()
 
 signal.signal(signal.SIGUSR2, tasks)
+signal.signal(signal.SIGINT, signal.default_int_handler)
 sys.argv[0] = "pysolate"
 runpy.run_module("pysolate", run_name="__main__", alter_sys=True)
 """
-"""``python -m pysolate`` that prints its asyncio tasks' stacks on SIGUSR2."""
+"""``python -m pysolate`` as a terminal starts it: with Python's own SIGINT handler even
+when the test runner ignores SIGINT (a background job of a non-interactive shell does, and
+the child would inherit that: its Ctrl-C would then do nothing), and printing its signal
+state and asyncio tasks on SIGUSR2."""
 
 
 def test_ctrl_c_stops_the_run_and_exits_130() -> None:
     """SIGINT mid-stream: the run is cancelled (not left streaming), one line, status 130."""
     slow = subprocess.Popen(
-        [sys.executable, "-X", "faulthandler", "-c", _TASKS_ON_SIGUSR2, "demo", "--speed", "0.05"],
+        [sys.executable, "-X", "faulthandler", "-c", _DEMO_AS_FROM_A_TERMINAL, "demo", "--speed", "0.05"],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
@@ -265,9 +272,8 @@ def test_ctrl_c_stops_the_run_and_exits_130() -> None:
         try:
             out, err = slow.communicate(timeout=30)
         except subprocess.TimeoutExpired:
-            # Rare under load (about 1 in 40 here): say where it hangs (every asyncio
-            # task's stack, then every thread's: faulthandler on SIGABRT), for the next
-            # one to find the cause.
+            # Say where it hangs: its signal state and every asyncio task's stack, then
+            # every thread's (faulthandler on SIGABRT).
             slow.send_signal(signal.SIGUSR2)
             time.sleep(1.0)
             slow.send_signal(signal.SIGABRT)
