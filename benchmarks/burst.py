@@ -46,8 +46,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import anyio
 from bench_tools import GuestKind, make_host
 from cgroup_cpu import CgroupMeter
-from latency import call_log, load
-from overhead import READ_ONLY
+from latency import load
+from overhead import READ_ONLY, equal_to_twins, sequential_twins
 
 from pysolate import RunResult
 from pysolate._guest import _forked, _pool, _process
@@ -212,7 +212,6 @@ async def burst(guest: GuestKind, runs: int, width: float, every: float, profile
     stamp_guest_starts(stamps)
     recordings = {name: load(name) for name in READ_ONLY}
     host, _ = make_host(guest=guest)
-    twins_host, _ = make_host(guest=guest)
     names = [READ_ONLY[i % len(READ_ONLY)] for i in range(runs)]
     results: list[RunResult | None] = [None] * runs
     sampler = subprocess.Popen(
@@ -250,18 +249,7 @@ async def burst(guest: GuestKind, runs: int, width: float, every: float, profile
         done.set()
     recording = Recording(t0, json.loads(sampler.communicate("")[0]), [s for s in stamps if s[0] <= t0 + wall], lags)
     recording.stamps = [s for s in recording.stamps if s[0] >= t0]
-    twins: list[RunResult | None] = [None] * runs
-
-    async def twin(i: int) -> None:
-        twins[i] = await twins_host.run_source(recordings[names[i]].text, speculate=False)
-
-    async with anyio.create_task_group() as tg:
-        for i in range(runs):
-            tg.start_soon(twin, i)
-    equal = sum(
-        1 for r, t in zip(results, twins, strict=True)
-        if r is not None and t is not None and (r.status, r.value, r.stdout, r.error, call_log(r)) == (t.status, t.value, t.stdout, t.error, call_log(t))
-    )
+    equal = equal_to_twins(results, await sequential_twins(guest, recordings, names))
     longest = max(recordings[n].duration for n in names)
     print(f"burst [{guest}]: {runs} runs, wall {wall:.2f} s = {wall / longest:.2f}x the longest stream ({longest:.2f} s); equal {equal}/{runs}; load {os.getloadavg()[0]:.2f}")
     print(f"   loop thread: {thread:.2f} s CPU = {thread / runs * 1e3:.2f} ms per run, {thread / wall:.2f} of a core; context switches: {switches[0]} voluntary, {switches[1]} involuntary")

@@ -64,7 +64,7 @@ from cgroup_cpu import CgroupMeter
 from latency import call_log, load
 
 from pysolate import Effect, Host, LanePolicy, RunResult
-from pysolate.streams import play
+from pysolate.streams import Recording, play
 from pysolate.testing import Script, scripted_tool
 
 TUNED_GC = (10_000, 10, 10)
@@ -223,14 +223,36 @@ class TreeSampler:
         return int(out)
 
 
+async def sequential_twins(guest: GuestKind, recordings: dict[str, Recording], names: list[str]) -> list[RunResult]:
+    """Each run's sequential twin (``run_source(speculate=False)`` of its recording's text),
+    all at once in a Host of their own."""
+    twins_host, _ = make_host(guest=guest)
+    twins: dict[int, RunResult] = {}
+
+    async def twin(i: int) -> None:
+        twins[i] = await twins_host.run_source(recordings[names[i]].text, speculate=False)
+
+    async with anyio.create_task_group() as tg:
+        for i in range(len(names)):
+            tg.start_soon(twin, i)
+    return [twins[i] for i in range(len(names))]
+
+
+def equal_to_twins(results: list[RunResult | None], twins: list[RunResult]) -> int:
+    """How many runs equal their sequential twin (status, value, output, error, calls)."""
+    return sum(
+        1
+        for r, t in zip(results, twins, strict=True)
+        if r is not None and (r.status, r.value, r.stdout, r.error, call_log(r)) == (t.status, t.value, t.stdout, t.error, call_log(t))
+    )
+
+
 async def scale(guest: GuestKind, runs: int, meter: CgroupMeter | None, gc_setting: str = "default") -> None:
     print(f"4. scale [{guest}, GC {gc_setting}]: {runs} concurrent run_stream runs in one Host ({len(READ_ONLY)} read-only scenarios round-robin)")
     recordings = {name: load(name) for name in READ_ONLY}
     host, _ = make_host(guest=guest)
-    twins_host, _ = make_host(guest=guest)
     names = [READ_ONLY[i % len(READ_ONLY)] for i in range(runs)]
     results: list[RunResult | None] = [None] * runs
-    twins: list[RunResult | None] = [None] * runs
 
     raised: list[BaseException] = []
 
@@ -239,9 +261,6 @@ async def scale(guest: GuestKind, runs: int, meter: CgroupMeter | None, gc_setti
             results[i] = await host.run_stream(play(recordings[names[i]].chunks))
         except Exception as error:  # counted and reported: the scale run is what is measured
             raised.append(error)
-
-    async def twin(i: int) -> None:
-        twins[i] = await twins_host.run_source(recordings[names[i]].text, speculate=False)
 
     sampler = TreeSampler(meter)
     rss0 = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
@@ -259,15 +278,9 @@ async def scale(guest: GuestKind, runs: int, meter: CgroupMeter | None, gc_setti
     cpu = meter.seconds() - cpu0 if meter is not None and cpu0 is not None else None
     rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     t0 = time.perf_counter()
-    async with anyio.create_task_group() as tg:
-        for i in range(runs):
-            tg.start_soon(twin, i)
+    twins = await sequential_twins(guest, recordings, names)
     twin_wall = time.perf_counter() - t0
-    equal = sum(
-        1
-        for r, t in zip(results, twins, strict=True)
-        if r is not None and t is not None and (r.status, r.value, r.stdout, r.error, call_log(r)) == (t.status, t.value, t.stdout, t.error, call_log(t))
-    )
+    equal = equal_to_twins(results, twins)
     longest = max(recordings[n].duration for n in names)
     own = [r.report.wall_seconds for r in results if r is not None] or [float("nan")]
     cores = os.cpu_count() or 1
