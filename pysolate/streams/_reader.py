@@ -248,25 +248,18 @@ class CodeReader:
             # it the stream, which then waits for a full collection.
             done = anyio.Event()
             reads = anyio.CancelScope()
-            if task_group is not None:
-                task_group.start_soon(self._watch, reads, done)
+            error: BaseException | None = None
+            async with contextlib.AsyncExitStack() as own:
+                group = task_group if task_group is not None else await own.enter_async_context(anyio.create_task_group())
+                group.start_soon(self._watch, reads, done)
                 try:
                     with reads:
                         yield
-                finally:
-                    done.set()
-            else:
-                error: BaseException | None = None
-                async with anyio.create_task_group() as watchdog:
-                    watchdog.start_soon(self._watch, reads, done)
-                    try:
-                        with reads:
-                            yield
-                    except BaseException as exc:  # re-raised below, not wrapped in an ExceptionGroup
-                        error = exc
-                    done.set()
-                if error is not None:
-                    raise error
+                except BaseException as exc:  # re-raised below, not wrapped in an ExceptionGroup
+                    error = exc
+                done.set()
+            if error is not None:
+                raise error
             if self._expired is not None:
                 raise StreamTimeout(self._expired)
         finally:
