@@ -72,6 +72,10 @@ class _PipeReader(anyio.abc.ByteReceiveStream):
                 raise anyio.EndOfStream
             return data
 
+    def fileno(self) -> int | None:
+        """The pipe's fd while it is open (``_output`` reads it with a loop reader)."""
+        return self._fd
+
     async def aclose(self) -> None:
         self.close()
 
@@ -110,6 +114,10 @@ class ForkedProcess(anyio.abc.Process):
     @property
     def stdin(self) -> None:
         return None
+
+    def pipe_fds(self) -> tuple[int | None, int | None]:
+        """The read ends of the child's stdout and stderr pipes (None: closed)."""
+        return self._stdout.fileno(), self._stderr.fileno()
 
     @property
     def stdout(self) -> anyio.abc.ByteReceiveStream:

@@ -57,6 +57,7 @@ from ._channel import Channel as _Channel
 from ._channel import ChannelClosed as _ChannelClosed
 from ._exit_watch import watch_exit
 from ._frames import Call, Done, ProtocolViolation, ReadyFrame, TurnDone, parse_guest_frame
+from ._output import GuestOutput
 from ._reaper import REAP_DELAY, hang_up_and_reap, reap_later
 from ._replies import answer, granted
 from ._scratch import new_scratch, remove_scratch
@@ -74,8 +75,6 @@ SCRATCH_BYTES = 64 * 1024 * 1024
 CGROUP_GRACE = 2.0
 """Seconds the killed processes of a Guest's cgroup may take to be gone before it is removed."""
 
-STDERR_KEPT = 8 * 1024
-"""Bytes of the child's stderr kept for the ``crashed`` message."""
 
 class GuestStartError(RuntimeError):
     """The Guest child could not be started (it died, or never reported ready)."""
@@ -128,9 +127,7 @@ class SubprocessGuest:
         self._startup_seconds = startup_seconds
         self._state = _State.READY
         self._calls = 0
-        self._stdout = bytearray()  # at most limits.output_bytes
-        self._stdout_total = 0
-        self._stderr = bytearray()  # at most STDERR_KEPT
+        self._output = GuestOutput(limits.output_bytes)
         self._ending: tuple[GuestStatus, ErrorInfo | None] | None = None  # first end wins
         self._conversation: anyio.CancelScope | None = None
         self._serving = False  # a handler is running (a call is in flight)
@@ -141,7 +138,7 @@ class SubprocessGuest:
         self._handed_off = False  # it does: nothing here touches the process any more
 
     def statistics(self) -> GuestStatistics:
-        return GuestStatistics(self._startup_seconds, self._calls, self._stdout_total)
+        return GuestStatistics(self._startup_seconds, self._calls, self._output.stdout_total)
 
     @property
     def pid(self) -> int:
@@ -169,47 +166,39 @@ class SubprocessGuest:
                 await self._kill_and_reap()
 
     async def _run(self, source: str, handler: CallHandler) -> GuestOutcome:
-        done: Done | None = None
-        host_bug: Exception | None = None
-        closed = False
-        # The source goes first: the child wakes and compiles it while the pumps and the
-        # exit watcher are set up (output waits in the pipes; an exit, in the pidfd).
+        # The source goes first: the child wakes and compiles it while the output's readers
+        # and the exit watcher are set up (output waits in the pipes; an exit, in the pidfd).
         try:
             sent: Awaitable[None] | None = self._channel.send(encode_frame({"t": "run", "source": source}))
         except _ChannelClosed:
             sent = None  # the child is gone: ``_converse`` says so where it is handled
-        async with anyio.create_task_group() as pumps:
-            stdout_eof, stderr_eof = anyio.Event(), anyio.Event()
-            pumps.start_soon(self._pump_stdout, stdout_eof)
-            pumps.start_soon(self._pump_stderr, stderr_eof)
-            self._stop_watching = watch_exit(self._process, self._on_exit)
+        self._stop_watching = watch_exit(self._process, self._on_exit)
+        if self._output.read_by_loop(self._process, self._overflowed) and self._stop_watching is not None:
+            return await self._served(sent, handler)  # no task: no task group to join
+        async with anyio.create_task_group() as tasks:
+            if not self._output.reading:
+                self._output.pump(self._process, tasks, self._overflowed)
             if self._stop_watching is None:
-                pumps.start_soon(self._watch_exit)
-            with anyio.CancelScope() as self._conversation:
-                with anyio.move_on_after(self._limits.wall_time) as wall:
-                    try:
-                        done = await self._converse(sent, handler)
-                    except ProtocolViolation as exc:
-                        self._end("protocol_error", ErrorInfo("ProtocolError", str(exc), None))
-                    except _LimitHit as exc:
-                        self._end("limit", exc.info)
-                    except _ChannelClosed:
-                        closed = True  # the child is exiting; its status says why, below
-                    except Exception as exc:  # a Host bug (the handler's): re-raised unwrapped below
-                        host_bug = exc
-                closed = closed or self._died_in_call
-                if wall.cancelled_caught:
-                    self._end("limit", ErrorInfo("WallTimeLimit", f"the run took longer than {self._limits.wall_time}s", None))
+                tasks.start_soon(self._watch_exit)
+            outcome = await self._served(sent, handler)
+            tasks.cancel_scope.cancel()
+        return outcome
+
+    async def _served(self, sent: Awaitable[None] | None, handler: CallHandler) -> GuestOutcome:
+        """Serve the run until ``done`` or its end, then wait for its output (and, unless
+        the reaper may finish it, its exit)."""
+        output = self._output
+        try:
+            done, closed, host_bug = await self._conversed(sent, handler)
             if done is None and not closed:
                 self._kill()
             if done is not None and isinstance(self._process, _forked.ForkedProcess):
                 # The outcome needs no exit status once done and the whole output are in
                 # (the output ends when the child exits): the reaper finishes the rest.
-                if not (stdout_eof.is_set() and stderr_eof.is_set()):  # closed before done: usually
+                if not output.drain():  # closed before done: usually in already
                     with anyio.move_on_after(EXIT_GRACE):
-                        await stdout_eof.wait()
-                        await stderr_eof.wait()
-                self._detached = stdout_eof.is_set() and stderr_eof.is_set()
+                        await output.wait_ended()
+                self._detached = output.ended
             if not self._detached:
                 self._channel.close()  # a child that sent done waits for this to exit
                 with anyio.move_on_after(EXIT_GRACE):
@@ -217,18 +206,41 @@ class SubprocessGuest:
                 self._kill()
                 await self._process.wait()
                 with anyio.move_on_after(EXIT_GRACE):  # a descendant may still hold the pipes
-                    await stdout_eof.wait()
-                    await stderr_eof.wait()
-            pumps.cancel_scope.cancel()
+                    await output.wait_ended()
+        finally:
+            output.stop()
         if host_bug is not None:
             raise host_bug
         return self._outcome(done)
 
+    async def _conversed(self, sent: Awaitable[None] | None, handler: CallHandler) -> tuple[Done | None, bool, Exception | None]:
+        """The conversation, within the run's wall time: (``done`` or None, whether the
+        channel closed, a Host bug to re-raise); every other end is recorded (``_end``)."""
+        done: Done | None = None
+        host_bug: Exception | None = None
+        closed = False
+        with anyio.CancelScope() as self._conversation:
+            with anyio.move_on_after(self._limits.wall_time) as wall:
+                try:
+                    done = await self._converse(sent, handler)
+                except ProtocolViolation as exc:
+                    self._end("protocol_error", ErrorInfo("ProtocolError", str(exc), None))
+                except _LimitHit as exc:
+                    self._end("limit", exc.info)
+                except _ChannelClosed:
+                    closed = True  # the child is exiting; its status says why, below
+                except Exception as exc:  # a Host bug (the handler's): re-raised unwrapped below
+                    host_bug = exc
+            closed = closed or self._died_in_call
+            if wall.cancelled_caught:
+                self._end("limit", ErrorInfo("WallTimeLimit", f"the run took longer than {self._limits.wall_time}s", None))
+        return done, closed, host_bug
+
     def _outcome(self, done: Done | None) -> GuestOutcome:
-        stdout = self._stdout.decode("utf-8", "surrogateescape")  # as the child's stdout encoded it
+        stdout = self._output.stdout.decode("utf-8", "surrogateescape")  # as the child's stdout encoded it
         if done is not None:
             self._end(done.status, done.error)
-        if self._stdout_total > self._limits.output_bytes and (self._ending is None or self._ending[0] in ("ok", "error")):
+        if self._output.stdout_total > self._limits.output_bytes and (self._ending is None or self._ending[0] in ("ok", "error")):
             self._ending = None
             self._end("limit", ErrorInfo("OutputLimit", f"the program printed more than {self._limits.output_bytes} bytes", None))
         if self._ending is None:
@@ -242,7 +254,7 @@ class SubprocessGuest:
         code = self._process.returncode
         if code in (-signal.SIGXCPU, 128 + signal.SIGXCPU):
             return "limit", ErrorInfo("CPUTimeLimit", f"the program used more than {self._limits.cpu_time}s of CPU", None)
-        detail = self._stderr.decode("utf-8", "replace").strip()
+        detail = self._output.stderr.decode("utf-8", "replace").strip()
         message = f"the Guest exited with status {code} before the program finished"
         return "crashed", ErrorInfo("GuestCrashed", f"{message}: {detail}" if detail else message, None)
 
@@ -308,28 +320,9 @@ class SubprocessGuest:
             self._died_in_call = True
             self._conversation.cancel()
 
-    async def _pump_stdout(self, eof: anyio.Event) -> None:
-        assert self._process.stdout is not None
-        try:
-            async for chunk in self._process.stdout:
-                room = self._limits.output_bytes - len(self._stdout)
-                self._stdout += chunk[: max(room, 0)]
-                self._stdout_total += len(chunk)
-                if self._stdout_total > self._limits.output_bytes:
-                    self._kill()
-                    self._end("limit", ErrorInfo("OutputLimit", f"the program printed more than {self._limits.output_bytes} bytes", None))
-        except (anyio.ClosedResourceError, anyio.BrokenResourceError):
-            pass
-        eof.set()
-
-    async def _pump_stderr(self, eof: anyio.Event) -> None:
-        assert self._process.stderr is not None
-        try:
-            async for chunk in self._process.stderr:
-                self._stderr += chunk[: max(STDERR_KEPT - len(self._stderr), 0)]
-        except (anyio.ClosedResourceError, anyio.BrokenResourceError):
-            pass
-        eof.set()
+    def _overflowed(self) -> None:
+        self._kill()
+        self._end("limit", ErrorInfo("OutputLimit", f"the program printed more than {self._limits.output_bytes} bytes", None))
 
     # -- stopping --------------------------------------------------------------------------
 
@@ -357,8 +350,8 @@ class SubprocessGuest:
         self._kill()
         await self._process.wait()
         with anyio.move_on_after(EXIT_GRACE):
-            await self._pump_stderr(anyio.Event())
-        return self._stderr.decode("utf-8", "replace").strip()
+            await self._output.pump_stderr(self._process)
+        return self._output.stderr.decode("utf-8", "replace").strip()
 
     async def _kill_and_reap(self) -> None:
         if self._stop_watching is not None:

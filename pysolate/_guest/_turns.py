@@ -64,8 +64,7 @@ class SubprocessTurns:
         host_bug: Exception | None = None
         try:
             async with anyio.create_task_group() as pumps:
-                pumps.start_soon(g._pump_stdout, anyio.Event())
-                pumps.start_soon(g._pump_stderr, anyio.Event())
+                g._output.pump(g._process, pumps, g._overflowed)
                 pumps.start_soon(g._watch_exit)
                 with anyio.CancelScope() as g._conversation:
                     with anyio.move_on_after(wall_time) as wall:
@@ -82,6 +81,7 @@ class SubprocessTurns:
                     if wall.cancelled_caught:
                         g._end("limit", ErrorInfo("WallTimeLimit", f"the turn took longer than {wall_time}s", None))
                 pumps.cancel_scope.cancel()
+            g._output.stop()
         except BaseException:
             await self.aclose()
             raise

@@ -21,7 +21,7 @@ import pytest
 from guest_levels import guest_factory, params
 
 from pysolate import _guest_errors
-from pysolate._guest import _forked, _process, _reaper
+from pysolate._guest import _forked, _output, _process, _reaper
 from pysolate._guest._channel import Channel
 from pysolate._guest._wire import HEADER
 from pysolate._guest_api import Guest, GuestLimits, GuestOutcome
@@ -227,3 +227,20 @@ async def test_a_finished_guest_leaves_no_reference_cycle(level: str, monkeypatc
         assert watched() is None
     finally:
         gc.enable()
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("level", params("seccomp", hidden_bwrap=False))
+async def test_a_forked_guests_output_is_read_without_a_task(level: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """On asyncio loop readers read a forked Guest's pipes (``_output``): more than a pipe
+    holds comes through while the program runs, and what is left is taken at ``done``,
+    all of it, with no pump task."""
+
+    def no_task(*args: object) -> None:
+        raise AssertionError("a pump task for a forked Guest on asyncio")
+
+    monkeypatch.setattr(_output.GuestOutput, "pump", no_task)
+    source = "import sys\nfor i in range(3000):\n    print(f'{i:07d}' * 10)\nsys.stderr.write('to stderr')\nprint('last')\n6 * 7\n"
+    _, outcome = await _ran(level, monkeypatch, source)
+    assert (outcome.status, outcome.value) == ("ok", 42)
+    assert outcome.stdout == "".join(f"{i:07d}" * 10 + "\n" for i in range(3000)) + "last\n"
