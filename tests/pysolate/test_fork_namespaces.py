@@ -9,6 +9,7 @@ run at this level too.
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import os
 import signal
@@ -72,11 +73,22 @@ async def test_the_init_holds_none_of_the_guests_fds() -> None:
     try:
         init = guest._process.pid
         await became_program(init)
-        held = {fd: os.readlink(f"/proc/{init}/fd/{fd}") for fd in os.listdir(f"/proc/{init}/fd")}
+        held = fd_links(init)
         assert len(held) <= 1, held  # at most the socket on which it tells the Host the Guest's status
         assert all(target.startswith("socket:") for target in held.values()), held
     finally:
         await guest.aclose()
+
+
+def fd_links(pid: int) -> dict[str, str]:
+    """What each open fd of ``pid`` refers to. An fd closed between the listing and its
+    ``readlink`` is left out: the fork server closes a Guest's fds when it is reaped, and
+    the reaper thread may be ending an earlier test's Guests meanwhile."""
+    links = {}
+    for fd in os.listdir(f"/proc/{pid}/fd"):
+        with contextlib.suppress(FileNotFoundError):
+            links[fd] = os.readlink(f"/proc/{pid}/fd/{fd}")
+    return links
 
 
 async def became_program(init: int) -> None:
@@ -280,9 +292,9 @@ async def test_the_init_becomes_the_tiny_program_and_the_guest_holds_none_of_it(
         await became_program(init)
         with open(f"/proc/{init}/cmdline", "rb") as f:
             assert f.read().split(b"\0")[:2] == [_init_elf.NAME.encode(), b"2"]
-        assert not [fd for fd in os.listdir(f"/proc/{program}/fd") if "memfd:" in os.readlink(f"/proc/{program}/fd/{fd}")]
+        assert not [fd for fd, target in fd_links(program).items() if "memfd:" in target]
         server = _forked.server_for("namespaces").pid()
-        held = [fd for fd in os.listdir(f"/proc/{server}/fd") if os.readlink(f"/proc/{server}/fd/{fd}").startswith(f"/memfd:{_init_elf.NAME}")]
+        held = [fd for fd, target in fd_links(server).items() if target.startswith(f"/memfd:{_init_elf.NAME}")]
         assert len(held) == 1, held
         with open(f"/proc/{server}/fdinfo/{held[0]}") as f:
             flags = int(next(line.split()[1] for line in f if line.startswith("flags:")), 8)
