@@ -24,6 +24,11 @@ from ._channel import _asyncio_loop
 STDERR_KEPT = 8 * 1024
 """Bytes of the child's stderr kept for the ``crashed`` message."""
 
+READS_PER_TURN = 16
+"""Reads (of up to 64 KiB) a loop reader makes before it lets the loop run again: a child
+that writes as fast as the Host reads must not hold the event loop (other runs, the wall
+time's timer) for as long as it keeps writing."""
+
 
 class GuestOutput:
     """What the child printed: all of stdout up to ``output_bytes``, the first
@@ -75,8 +80,9 @@ class GuestOutput:
         task_group.start_soon(self.pump_stderr, process)
 
     def drain(self) -> bool:
-        """Take what the pipes hold now, as the loop readers would on the loop's next
-        pass; return ``ended``. (With pump tasks it only reports: they take the output.)"""
+        """Take what the pipes hold now (up to ``READS_PER_TURN`` reads each), as the loop
+        readers would on the loop's next pass; return ``ended``. (With pump tasks it only
+        reports: they take the output.)"""
         for fd in list(self._readers):
             self._readable(fd)
         return self.ended
@@ -114,7 +120,7 @@ class GuestOutput:
 
     def _readable(self, fd: int) -> None:
         take, ended = self._readers[fd]
-        while True:
+        for _ in range(READS_PER_TURN):
             try:
                 chunk = os.read(fd, 65536)
             except BlockingIOError:

@@ -83,6 +83,14 @@ async def test_output_before_the_wall_time_is_kept() -> None:
     assert (limit_name(out), out.stdout) == ("WallTimeLimit", "before\n")
 
 
+async def test_wall_time_ends_a_flood_of_stderr() -> None:
+    """stderr has no limit of its own (the Host keeps its start): a child writing it as fast
+    as it can still ends at its wall time, not its CPU time: reading it never holds the
+    Host's loop past the wall time's timer."""
+    out = await run("import os\nb = b'x' * 65536\nwhile True:\n    os.write(2, b)", wall_time=0.5, cpu_time=20)
+    assert limit_name(out) == "WallTimeLimit"
+
+
 async def test_cpu_time_ends_a_busy_loop() -> None:
     out = await run("while True:\n    pass", cpu_time=1, wall_time=20)
     assert limit_name(out) == "CPUTimeLimit"
