@@ -20,7 +20,7 @@ one status::
     any other death before done        → crashed
 
 Every way out of ``run`` (including cancellation and Host bugs in the handler) kills the
-child's process group and reaps it; no task outlives ``run``. One exception, for speed: a
+child's process group and reaps it; no task or loop reader outlives ``run``. One exception, for speed: a
 forked child that sent ``done`` and closed its output waits, asleep, for the Host to hang
 up (``_child.finish``): the reaper thread (``_reaper``) hangs up and kills it
 ``REAP_DELAY`` later, then removes its cgroup, fds and scratch in the background.
