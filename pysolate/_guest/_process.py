@@ -38,6 +38,7 @@ import subprocess
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import TypeVar
 
 import anyio
 import anyio.abc
@@ -74,6 +75,10 @@ SCRATCH_BYTES = 64 * 1024 * 1024
 
 CGROUP_GRACE = 2.0
 """Seconds the killed processes of a Guest's cgroup may take to be gone before it is removed."""
+
+
+_Ending = TypeVar("_Ending")
+"""What a conversation ends with: ``done`` (a run), ``turn_done`` or ``done`` (a turn)."""
 
 
 class GuestStartError(RuntimeError):
@@ -173,10 +178,11 @@ class SubprocessGuest:
         except _ChannelClosed:
             sent = None  # the child is gone: ``_converse`` says so where it is handled
         self._stop_watching = watch_exit(self._process, self._on_exit)
-        if self._output.read_by_loop(self._process, self._overflowed) and self._stop_watching is not None:
+        by_loop = self._output.read_by_loop(self._process, self._overflowed)
+        if by_loop and self._stop_watching is not None:
             return await self._served(sent, handler)  # no task: no task group to join
         async with anyio.create_task_group() as tasks:
-            if not self._output.reading:
+            if not by_loop:
                 self._output.pump(self._process, tasks, self._overflowed)
             if self._stop_watching is None:
                 tasks.start_soon(self._watch_exit)
@@ -189,7 +195,7 @@ class SubprocessGuest:
         the reaper may finish it, its exit)."""
         output = self._output
         try:
-            done, closed, host_bug = await self._conversed(sent, handler)
+            done, closed, host_bug = await self._conversed(functools.partial(self._converse, sent, handler), self._limits.wall_time, "run")
             if done is None and not closed:
                 self._kill()
             if done is not None and isinstance(self._process, _forked.ForkedProcess):
@@ -213,16 +219,19 @@ class SubprocessGuest:
             raise host_bug
         return self._outcome(done)
 
-    async def _conversed(self, sent: Awaitable[None] | None, handler: CallHandler) -> tuple[Done | None, bool, Exception | None]:
-        """The conversation, within the run's wall time: (``done`` or None, whether the
-        channel closed, a Host bug to re-raise); every other end is recorded (``_end``)."""
-        done: Done | None = None
+    async def _conversed(
+        self, converse: Callable[[], Awaitable[_Ending]], wall_time: float, what: str
+    ) -> tuple[_Ending | None, bool, Exception | None]:
+        """``converse`` (a run's or a turn's, ``what``) within ``wall_time``: (its end or
+        None, whether the channel closed, a Host bug to re-raise); every other end is
+        recorded (``_end``)."""
+        done: _Ending | None = None
         host_bug: Exception | None = None
         closed = False
         with anyio.CancelScope() as self._conversation:
-            with anyio.move_on_after(self._limits.wall_time) as wall:
+            with anyio.move_on_after(wall_time) as wall:
                 try:
-                    done = await self._converse(sent, handler)
+                    done = await converse()
                 except ProtocolViolation as exc:
                     self._end("protocol_error", ErrorInfo("ProtocolError", str(exc), None))
                 except _LimitHit as exc:
@@ -233,7 +242,7 @@ class SubprocessGuest:
                     host_bug = exc
             closed = closed or self._died_in_call
             if wall.cancelled_caught:
-                self._end("limit", ErrorInfo("WallTimeLimit", f"the run took longer than {self._limits.wall_time}s", None))
+                self._end("limit", ErrorInfo("WallTimeLimit", f"the {what} took longer than {wall_time}s", None))
         return done, closed, host_bug
 
     def _outcome(self, done: Done | None) -> GuestOutcome:

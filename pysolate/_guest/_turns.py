@@ -25,16 +25,16 @@ Output written to fd 1 directly, around ``sys.stdout``, is drained and dropped.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping, Sequence
 
 import anyio
 
-from .._guest_api import CallHandler, ErrorInfo, GuestLimits, GuestOutcome, TurnOutcome
+from .._guest_api import CallHandler, GuestLimits, GuestOutcome, TurnOutcome
 from . import _isolation
 from ._frames import Done, ProtocolViolation, ReadyFrame, TurnDone, parse_guest_frame
 from ._process import (
     SubprocessGuest,
-    _ChannelClosed,
     _LimitHit,
     _State,
     start_subprocess_guest,
@@ -60,26 +60,11 @@ class SubprocessTurns:
         g = self._guest
         g._ending = None
         g._died_in_call = False
-        done: TurnDone | Done | None = None
-        host_bug: Exception | None = None
         try:
             async with anyio.create_task_group() as pumps:
                 g._output.pump(g._process, pumps, g._overflowed)
                 pumps.start_soon(g._watch_exit)
-                with anyio.CancelScope() as g._conversation:
-                    with anyio.move_on_after(wall_time) as wall:
-                        try:
-                            done = await self._converse(source, handler)
-                        except ProtocolViolation as exc:
-                            g._end("protocol_error", ErrorInfo("ProtocolError", str(exc), None))
-                        except _LimitHit as exc:
-                            g._end("limit", exc.info)
-                        except _ChannelClosed:
-                            pass  # the child is exiting; its status says why, below
-                        except Exception as exc:  # a Host bug (the handler's): re-raised below
-                            host_bug = exc
-                    if wall.cancelled_caught:
-                        g._end("limit", ErrorInfo("WallTimeLimit", f"the turn took longer than {wall_time}s", None))
+                done, _, host_bug = await g._conversed(functools.partial(self._converse, source, handler), wall_time, "turn")
                 pumps.cancel_scope.cancel()
             g._output.stop()
         except BaseException:
