@@ -357,12 +357,13 @@ def test_command_after_dashes_only_for_record(program: Path) -> None:
 
 def test_quickstart_example_runs() -> None:
     done = subprocess.run(
-        [sys.executable, str(ROOT / "examples" / "quickstart.py")],
+        [sys.executable, "-W", "always::ResourceWarning", str(ROOT / "examples" / "quickstart.py")],
         capture_output=True,
         text=True,
         timeout=120,
     )
     assert done.returncode == 0, done.stderr
+    assert "ResourceWarning" not in done.stderr, done.stderr  # it leaves nothing open
     printed, report = done.stdout.splitlines()
     assert printed == "sunny in Oslo sunny in Rome"
     assert report.startswith("ok ") and "'claimed': 2" in report

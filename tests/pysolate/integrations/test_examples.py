@@ -1,5 +1,6 @@
 """The integration examples run as documented (docs/integrations.md), offline, with the real
-SDKs and frameworks, and overlap their reads with the stream (both searches claimed)."""
+SDKs and frameworks, overlap their reads with the stream (both searches claimed), and
+leave nothing open behind them."""
 
 from __future__ import annotations
 
@@ -14,10 +15,14 @@ ROOT = Path(__file__).resolve().parents[3]
 
 
 def run_example(name: str) -> list[str]:
+    """Run ``examples/name`` and return its output lines; it must end cleanly and leak
+    nothing (every stream, socket and Guest closed: no ``ResourceWarning``)."""
     done = subprocess.run(
-        [sys.executable, str(ROOT / "examples" / name)], capture_output=True, text=True, timeout=120, cwd=ROOT
+        [sys.executable, "-W", "always::ResourceWarning", str(ROOT / "examples" / name)],
+        capture_output=True, text=True, timeout=120, cwd=ROOT,
     )
     assert done.returncode == 0, done.stderr
+    assert "ResourceWarning" not in done.stderr, done.stderr
     return done.stdout.splitlines()
 
 
