@@ -75,9 +75,13 @@ class GatedRun:
         """Seal what was fed (the caller checked ``carries``)."""
         self._last(CONFIRM)
 
+    def drop(self) -> None:
+        """Abort the run unsealed (its task ends on its own)."""
+        self._last(SUPERSEDE)
+
     async def supersede(self) -> None:
         """Abort the run unsealed and wait until its early work is stopped."""
-        self._last(SUPERSEDE)
+        self.drop()
         await self.done.wait()
 
     async def outcome(self) -> RunResult:

@@ -5,6 +5,7 @@ leave nothing open behind them."""
 from __future__ import annotations
 
 import ast
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -51,3 +52,15 @@ def test_smolagents_example() -> None:
     assert lines[-2].endswith("2 topics found")  # after smolagents' live display of the stream
     counts = ast.literal_eval(lines[-1])
     assert (counts["logical"], counts["claimed"], counts["direct"]) == (3, 2, 1)
+
+
+def test_openai_agents_example() -> None:
+    lines = run_example("openai_agents_agent.py")
+    assert json.loads(lines[0]) == {"value": 2, "stdout": ""}
+    status, counts = lines[1].split(" ", 1)
+    assert status == "ok"
+    assert ast.literal_eval(counts) | {"physical": 0} == {
+        "logical": 3, "physical": 0, "claimed": 2, "direct": 1, "shared": 0, "cancelled": 0, "late": 0, "orphaned": 0,
+        "discarded": 0, "early_writes": 0,
+    }
+    assert lines[2] == "Found two pages of results."
