@@ -84,4 +84,5 @@ async def main() -> None:
     print(run.final_output)
 
 
-asyncio.run(main())
+if __name__ == "__main__":
+    asyncio.run(main())

@@ -181,9 +181,9 @@ class PysolateCodeMode(AbstractCapability[Any]):
     @property
     def has_on_event(self) -> bool:
         """Listen to the run's events (which makes ``agent.run()`` stream the model's
-        responses) only when there is something to follow: ``stream`` is on and the
-        run's model can stream."""
-        return self.stream and self._model_streams and super().has_on_event
+        responses) only when the run's model can stream: a model that cannot is asked
+        plainly, and each program runs whole."""
+        return self._model_streams and super().has_on_event
 
     def get_toolset(self) -> FunctionToolset[Any]:
         async def run_code(ctx: RunContext[Any], code: Annotated[str, Field(examples=[EXAMPLE])]) -> ToolReturn:

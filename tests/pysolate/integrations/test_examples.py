@@ -64,3 +64,14 @@ def test_openai_agents_example() -> None:
         "discarded": 0, "early_writes": 0,
     }
     assert lines[2] == "Found two pages of results."
+
+
+def test_mcp_example() -> None:
+    """A real MCP stdio server's tools on a Host: the confirmed search claimed twice, the
+    save (a write) run by the program."""
+    status, value, counts = run_example("mcp_tools.py")[0].split(" ", 2)
+    assert (status, value) == ("ok", "2")
+    assert ast.literal_eval(counts) | {"physical": 0} == {
+        "logical": 3, "physical": 0, "claimed": 2, "direct": 1, "shared": 0, "cancelled": 0, "late": 0, "orphaned": 0,
+        "discarded": 0, "early_writes": 0,
+    }
