@@ -35,7 +35,7 @@ a provider that sends no deltas) the streamed run is dropped — nothing of it r
 
 A model that cannot stream (``FunctionModel(function=...)``, a custom ``Model`` without
 ``request_stream``) is not made to: the capability listens to events only when the run's
-model streams, so ``agent.run()`` makes plain requests and each program runs whole when
+model can stream, so ``agent.run()`` makes plain requests and each program runs whole when
 the call arrives. ``TestModel`` streams, but sends arguments as one object, and writes the
 ``code`` argument from the parameter's ``examples`` (a small valid program). Either way the
 run is correct and nothing starts while the model writes, which the capability says once
