@@ -13,7 +13,9 @@ from ._capability import capability as capability
 from ._capability import propose_effect as propose_effect
 from ._exceptions import CommitError as CommitError
 from ._exceptions import IsolationUnavailable as IsolationUnavailable
+from ._exceptions import NotStreamingWarning as NotStreamingWarning
 from ._exceptions import PysolateError as PysolateError
+from ._exceptions import PysolateWarning as PysolateWarning
 from ._exceptions import RegistrationError as RegistrationError
 from ._exceptions import SessionBroken as SessionBroken
 from ._exceptions import SessionBusy as SessionBusy
@@ -21,6 +23,7 @@ from ._exceptions import SessionClosed as SessionClosed
 from ._exceptions import SessionError as SessionError
 from ._exceptions import SessionExpired as SessionExpired
 from ._exceptions import ToolError as ToolError
+from ._exceptions import UnqualifiedToolsWarning as UnqualifiedToolsWarning
 from ._exceptions import WorkspaceError as WorkspaceError
 from ._guest_api import ErrorInfo as ErrorInfo
 from ._guest_api import GuestLimits as GuestLimits
@@ -51,7 +54,9 @@ __all__ = [
     "IsolationUnavailable",
     "LanePolicy",
     "MethodSpec",
+    "NotStreamingWarning",
     "PysolateError",
+    "PysolateWarning",
     "RegistrationError",
     "RunReport",
     "RunResult",
@@ -68,6 +73,7 @@ __all__ = [
     "Timeline",
     "ToolError",
     "ToolFailure",
+    "UnqualifiedToolsWarning",
     "Workspace",
     "WorkspaceError",
     "capability",
