@@ -116,20 +116,41 @@ def anthropic_events(
     return [(e["type"], e) for e in events]
 
 
+def last_argument_delta(events: list[tuple[str | None, dict[str, Any]]]) -> int:
+    """The index of the last event carrying a piece of a tool call's arguments (in every
+    shape the next event ends the call)."""
+
+    def carries(data: dict[str, Any]) -> bool:
+        calls = (data.get("choices") or [{}])[0].get("delta", {}).get("tool_calls") or []
+        return (
+            any(c.get("function", {}).get("arguments") for c in calls)
+            or data.get("type") == "response.function_call_arguments.delta"
+            or data.get("delta", {}).get("type") == "input_json_delta"
+        )
+
+    return max(i for i, (_, data) in enumerate(events) if carries(data))
+
+
 class SSE(httpx.AsyncByteStream):
     """The body of a streaming response, one SSE event per ``PAUSE``; ``sent`` keeps when
-    each event left, ``closed`` whether the client closed the response."""
+    each event left, ``closed`` whether the client closed the response. ``tail`` seconds
+    pass before each event after the first ``tail_after`` (a slow end of the reply)."""
 
-    def __init__(self, events: list[tuple[str | None, dict[str, Any]]], done_marker: bool) -> None:
+    def __init__(
+        self, events: list[tuple[str | None, dict[str, Any]]], done_marker: bool, *, tail: float = 0.0, tail_after: int = 0
+    ) -> None:
         self.events, self.done_marker = events, done_marker
+        self.tail, self.tail_after = tail, tail_after
         self.sent: list[float] = []
         self.closed = False
 
     async def __aiter__(self) -> AsyncIterator[bytes]:
-        for name, data in self.events:
+        for n, (name, data) in enumerate(self.events):
+            if self.tail and n >= self.tail_after:
+                await anyio.sleep(self.tail)
             head = f"event: {name}\n" if name else ""
-            yield f"{head}data: {json.dumps(data)}\n\n".encode()
             self.sent.append(anyio.current_time())
+            yield f"{head}data: {json.dumps(data)}\n\n".encode()
             await anyio.sleep(PAUSE)
         if self.done_marker:
             yield b"data: [DONE]\n\n"
@@ -145,8 +166,8 @@ class FakeAPI:
         self.bodies: list[SSE] = []
         self.requests: list[dict[str, Any]] = []
 
-    def serve(self, events: list[tuple[str | None, dict[str, Any]]], *, done_marker: bool = False) -> SSE:
-        body = SSE(events, done_marker)
+    def serve(self, events: list[tuple[str | None, dict[str, Any]]], *, done_marker: bool = False, **slow_end: Any) -> SSE:
+        body = SSE(events, done_marker, **slow_end)
         self.bodies.append(body)
         return body
 
@@ -235,9 +256,9 @@ async def test_a_tool_call_from_the_real_sdk_equals_run_source_and_claims_early(
     assert result.status == "ok", result.error
     assert observable(result) == observable(reference)
     assert [c.lane for c in result.calls if c.method == "search"] == ["claimed", "claimed"]
-    last_delta = body.sent[-3 if way.startswith("responses") else -2]  # before the call's end events
-    assert all(c.started < last_delta for c in docs.calls_to("search")), "reads started while streaming"
-    assert len(notes.calls) == 1 and notes.calls[0].started > last_delta  # the write after the seal
+    last = last_argument_delta(body.events)
+    assert all(c.started < body.sent[last] for c in docs.calls_to("search")), "reads started while streaming"
+    assert len(notes.calls) == 1 and notes.calls[0].started > body.sent[last + 1]  # the write after the seal
 
 
 CUT_EVENTS = {
