@@ -69,6 +69,29 @@ class Registry(Protocol):
     def registration(self, name: str) -> Registration: ...
 
 
+class _Written:
+    """An annotation kept as the text it was written as (``from __future__ import
+    annotations``): shown as that text, not as a quoted string."""
+
+    __slots__ = ("text",)
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+
+    def __repr__(self) -> str:
+        return self.text
+
+
+def _shown(signature: inspect.Signature) -> str:
+    """``signature`` as the program would call it, string annotations unquoted."""
+
+    def plain(annotation: object) -> object:
+        return _Written(annotation) if isinstance(annotation, str) else annotation
+
+    parameters = [p.replace(annotation=plain(p.annotation)) for p in signature.parameters.values()]
+    return str(signature.replace(parameters=parameters, return_annotation=plain(signature.return_annotation)))
+
+
 def describe_callables(host: Registry) -> str:
     """Every callable a program on ``host`` has, one entry each: ``- docs.search(query:
     str) -> list[str]  [pure: ...]`` and its docstring, indented; sorted by name."""
@@ -77,7 +100,7 @@ def describe_callables(host: Registry) -> str:
         registration = host.registration(capability_name)
         for method_name, method in sorted(registration.methods.items()):
             name = tool_name(capability_name, method_name)
-            entry = f"- {name}{method.signature}  [{EFFECTS[method.effect]}]"
+            entry = f"- {name}{_shown(method.signature)}  [{EFFECTS[method.effect]}]"
             doc = inspect.getdoc(getattr(registration.obj, method_name, None))
             if doc:
                 entry += "\n" + "\n".join(f"    {line}" if line else "" for line in doc.splitlines())
