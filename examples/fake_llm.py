@@ -116,6 +116,8 @@ class FakeModel:
         self.program = program
         self.pause = 1 / tokens_per_second
         self.requests: list[dict[str, object]] = []
+        self.last_sent = 0.0
+        """When the last event of a reply was sent (``time.monotonic()``)."""
         self._calls: dict[str, list[str]] = {}  # Responses: response id → its function call ids
         self._served = 0
 
@@ -149,11 +151,13 @@ class FakeModel:
     def _sync_body(self, events: list[str]) -> Iterator[bytes]:
         for event in events:
             time.sleep(self.pause)
+            self.last_sent = time.monotonic()
             yield event.encode()
 
     async def _async_body(self, events: list[str]) -> AsyncIterator[bytes]:
         for event in events:
             await anyio.sleep(self.pause)
+            self.last_sent = time.monotonic()
             yield event.encode()
 
     def _answer(self, result: str) -> str:
