@@ -354,3 +354,24 @@ def test_ctrl_c_ends_a_run_as_the_async_api_does(which: Api) -> None:
     assert child.returncode == 0, err
     assert out == "interrupted ['search cancelled', 'search started', 'stream closed'] children []\n"
     assert time.monotonic() - sent < 20
+
+
+def test_a_sync_host_nobody_closed_stops_its_loop_when_dropped_and_at_exit() -> None:
+    """No leaked loop thread: collected, its loop stops; at interpreter exit (a script that
+    never closes it) the process still ends at once."""
+    script = (
+        "import gc, threading\n"
+        "from pysolate import Host, SyncHost\n"
+        "from pysolate.testing import in_process_guest\n"
+        "before = threading.active_count()\n"
+        "host = SyncHost(Host(guest_factory=in_process_guest))\n"
+        "assert host.run_source('1 + 1').value == 2 and threading.active_count() > before\n"
+        "del host\n"
+        "gc.collect()\n"
+        "print('dropped', threading.active_count() == before)\n"
+        "left = SyncHost(guest_factory=in_process_guest)\n"
+        "print('exit', left.run_source('3').value)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60, cwd=ROOT)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == "dropped True\nexit 3\n"
