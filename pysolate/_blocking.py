@@ -19,6 +19,8 @@ Ctrl-C. SIGINT raises ``KeyboardInterrupt`` in the main thread, which is waiting
 portal: the run's task is then cancelled exactly as the async API cancels it (early work
 stopped, the Guest killed, a session whose Guest had the program broken), the call waits
 for that clean-up and re-raises ``KeyboardInterrupt``. A second Ctrl-C stops the waiting.
+The waiting thread wakes every ``INTERRUPT_POLL`` seconds, since the kernel may hand SIGINT
+to another thread, and Python runs its handler only in the main thread's interpreter loop.
 
 Prior art: httpx's ``Client``/``AsyncClient`` (one API, two calling conventions); the
 ``Sync``/``Async`` prefixes of the OpenAI and Anthropic SDKs' own twins (``SyncPage``,
@@ -55,6 +57,12 @@ if TYPE_CHECKING:
 
 P = ParamSpec("P")
 T = TypeVar("T")
+
+INTERRUPT_POLL = 0.05
+"""Seconds a waiting thread sleeps at most before it looks for a pending Ctrl-C. The kernel
+may deliver SIGINT to any thread (the loop's, a worker); Python then runs the handler only
+when the main thread next returns to the interpreter, which a wait without a timeout never
+does until the run ends. The wait itself still ends the moment the result is there."""
 
 
 class _Loop:
@@ -93,11 +101,17 @@ class _Loop:
 
         future = self.portal().start_task_soon(task)
         try:
-            return future.result()
+            while True:
+                try:
+                    return future.result(timeout=INTERRUPT_POLL)
+                except TimeoutError:
+                    if future.done():
+                        raise  # the task's own TimeoutError
         except BaseException:
             if not future.done():  # interrupted while the task runs: end it as the async API would
                 future.cancel()
-                finished.wait()
+                while not finished.wait(INTERRUPT_POLL):
+                    pass
             raise
 
     def close(self, before: Callable[[], Awaitable[object]] | None = None) -> None:

@@ -315,8 +315,11 @@ host.register("notes", Notes())
 def interrupted():
     print("interrupted", sorted(events), "children", children(), flush=True)
 
-if sys.argv[1] == "sync":
+if sys.argv[1].startswith("sync"):
     with SyncHost(host) as sync:  # (checked before the with block ends: closing cancels too)
+        if sys.argv[1] == "sync, SIGINT to another thread":
+            sync.run_source("1\\n")  # the loop's thread is started, and takes SIGINT: the main
+            signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})  # thread now never does
         try:
             sync.run_stream(SlowStream())
         except KeyboardInterrupt:
@@ -333,10 +336,11 @@ else:
 Its Guest is the default isolated subprocess (started while streaming, to be killed)."""
 
 
-@pytest.mark.parametrize("which", APIS)
-def test_ctrl_c_ends_a_run_as_the_async_api_does(which: Api) -> None:
+@pytest.mark.parametrize("which", [*APIS, "sync, SIGINT to another thread"])
+def test_ctrl_c_ends_a_run_as_the_async_api_does(which: str) -> None:
     """SIGINT mid-stream: the early read is cancelled, the stream closed, no write runs, the
-    Guest is reaped, and ``KeyboardInterrupt`` reaches the caller: the same in both APIs."""
+    Guest is reaped, and ``KeyboardInterrupt`` reaches the caller: the same in both APIs,
+    and when the kernel delivers the signal to another thread than the waiting one."""
     child = subprocess.Popen(
         [sys.executable, "-X", "faulthandler", "-c", _INTERRUPTED, which],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT,
