@@ -147,8 +147,10 @@ def test_a_forgotten_await_is_caught_by_the_type_checker(tmp_path: Path) -> None
         "    return result.status\n"
     )
     done = subprocess.run(
-        [sys.executable, "-m", "mypy", "--no-error-summary", str(snippet)], capture_output=True, text=True, cwd=ROOT, timeout=300
-    )
+        # A cache of its own: mypy's shared one would replay an earlier run's report (and path).
+        [sys.executable, "-m", "mypy", "--no-error-summary", "--cache-dir", str(tmp_path / "cache"), str(snippet)],
+        capture_output=True, text=True, cwd=ROOT, timeout=300,
+    )  # fmt: skip
     assert done.returncode == 1, done.stdout + done.stderr
     assert f'{snippet}:6: error: "Coroutine[Any, Any, RunResult]" has no attribute "status"  [attr-defined]' in done.stdout
     assert f'{snippet}:6: note: Maybe you forgot to use "await"?' in done.stdout
