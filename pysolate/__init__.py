@@ -8,9 +8,12 @@ from occurrences import Effect as Effect
 from occurrences import MethodSpec as MethodSpec
 from scheduler import LanePolicy as LanePolicy
 
+from ._blocking import SyncHost as SyncHost
+from ._blocking import SyncSession as SyncSession
 from ._capability import EffectProposal as EffectProposal
 from ._capability import capability as capability
 from ._capability import propose_effect as propose_effect
+from ._code_tool import CodeTool as CodeTool
 from ._exceptions import CommitError as CommitError
 from ._exceptions import IsolationUnavailable as IsolationUnavailable
 from ._exceptions import NotStreamingWarning as NotStreamingWarning
@@ -34,6 +37,7 @@ from ._result import CallRecord as CallRecord
 from ._result import RunReport as RunReport
 from ._result import RunResult as RunResult
 from ._result import RunStatus as RunStatus
+from ._result_text import result_text as result_text
 from ._session import Session as Session
 from ._session import SessionLimits as SessionLimits
 from ._session import SessionState as SessionState
@@ -44,6 +48,7 @@ from ._workspace import Workspace as Workspace
 
 __all__ = [
     "CallRecord",
+    "CodeTool",
     "CommitError",
     "Effect",
     "EffectProposal",
@@ -70,6 +75,8 @@ __all__ = [
     "SessionLimits",
     "SessionState",
     "SessionStatistics",
+    "SyncHost",
+    "SyncSession",
     "Timeline",
     "ToolError",
     "ToolFailure",
@@ -79,4 +86,5 @@ __all__ = [
     "capability",
     "propose_effect",
     "render_svg",
+    "result_text",
 ]

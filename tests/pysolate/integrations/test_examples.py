@@ -35,6 +35,16 @@ def test_sdk_tool_call_examples(name: str) -> None:
     assert ast.literal_eval(lines[1][lines[1].index("{") :])["claimed"] == 2
 
 
+@pytest.mark.parametrize("name", ["openai_agent_loop.py", "anthropic_agent_loop.py"])
+def test_raw_sdk_agent_loop_examples(name: str) -> None:
+    """The whole loop runs to the model's text answer, which quotes the run's result; both
+    searches claimed (started while the call streamed)."""
+    lines = run_example(name)
+    assert lines[0].startswith("ok 'retries: page 1' {")
+    assert ast.literal_eval(lines[0][lines[0].index("{") :])["claimed"] == 2
+    assert lines[1:] == ["The program says: The code ran. Value of the last expression: 'retries: page 1'"]
+
+
 def test_pydantic_ai_example() -> None:
     lines = run_example("pydantic_ai_agent.py")
     assert ast.literal_eval(lines[0]) == {"value": 2, "stdout": ""}
