@@ -4,8 +4,8 @@ An agent framework describes a tool by a JSON schema of its parameters; the prog
 it as a Python function, which the broker binds against a signature (so ``search("q")``
 and ``search(query="q")`` are one call key). ``signature_from_schema`` makes that
 signature. ``describe_program`` is the code tool's description: what runs, and every
-function and capability method the program may call, with its signature and the first
-line of its docstring, so the model writes calls that bind.
+function and capability method the program may call, with its signature, effect and
+docstring, so the model writes calls that bind.
 """
 
 from __future__ import annotations
@@ -15,9 +15,9 @@ import keyword
 from collections.abc import Mapping
 from typing import Any
 
+from .._code_tool import describe_callables
 from .._exceptions import RegistrationError
 from .._host import Host
-from ._common import tool_name
 
 
 def signature_from_schema(schema: Mapping[str, Any]) -> tuple[inspect.Signature, frozenset[str]]:
@@ -50,13 +50,6 @@ def signature_from_schema(schema: Mapping[str, Any]) -> tuple[inspect.Signature,
 
 
 def describe_program(host: Host, intro: str) -> str:
-    """``intro``, then every function the program has on ``host`` (sorted), one a line."""
-    lines = [intro, "", "Functions:"]
-    for capability_name in sorted(host.capabilities()):
-        registration = host.registration(capability_name)
-        for method_name, method in sorted(registration.methods.items()):
-            name = tool_name(capability_name, method_name)
-            doc = inspect.getdoc(getattr(registration.obj, method_name, None)) or ""
-            summary = doc.strip().splitlines()[0] if doc.strip() else ""
-            lines.append(f"- {name}{method.signature}" + (f": {summary}" if summary else ""))
-    return "\n".join(lines)
+    """``intro``, then every function the program has on ``host`` (sorted), as the raw
+    SDKs' code tool lists them (``describe_callables``: signature, effect, docstring)."""
+    return "\n".join([intro, "", "Functions:", describe_callables(host)])

@@ -187,7 +187,7 @@ async def test_agent_tools_are_program_functions_and_only_qualified_ones_start_e
     assert code.last_result is not None and code.last_result.report.claimed == 1
     assert [t.name for t in script.tools_seen[0]] == ["run_code"]
     description = script.tools_seen[0][0].description
-    assert "- lookup(name): Find a user." in description and "- note(text, urgent" in description
+    assert "- lookup(name)  [" in description and "    Find a user." in description and "- note(text, urgent" in description
     moments = dict(started)
     (stream_end,) = script.stream_ended
     assert moments["lookup ada"] < stream_end < moments["note ada"]
