@@ -18,7 +18,7 @@ from typing import Any, NamedTuple, Protocol, runtime_checkable
 import anyio
 
 from occurrences import CallKey, MethodSpec, fresh_copy, tool_name
-from scheduler import Probe
+from scheduler import LaneStopped, Probe
 
 from ._capability import CapabilityMethod
 from ._clock import loop_clock
@@ -179,11 +179,15 @@ async def execute(
     up once per run by the caller rather than once per call.
 
     A sync method runs in a worker thread of ``threads``, under its ``early`` or formal
-    budget (``_threads``: early work never takes the program's threads).
+    budget (``_threads``: early work never takes the program's threads); ``timeout``
+    counts from the moment it has a thread. ``probe`` (early work) is told when the tool
+    is invoked, and a call withdrawn before that never invokes it.
 
     Raises ``ToolFailure`` for every failure of the tool, ``BaseException`` included
     (``_crossing.failure_from``; ``OutcomeUnknown`` when a call that may write timed out),
-    and for a result that cannot cross (``_crossing.checked_result``). The caller's
+    and for a result that cannot cross (``_crossing.checked_result``). Early work that
+    timed out or was withdrawn raises ``scheduler.LaneStopped`` instead: never an outcome
+    a Guest call may claim (contract 7). The caller's
     cancellation propagates unchanged: an async method is cancelled, a sync one is
     abandoned in its thread (it may still finish later; ``probe`` tells the speculative
     lane so, which accounts it ``late``). A tool raising a cancellation exception of its
@@ -196,6 +200,8 @@ async def execute(
     kwargs = call.kwargs if not call.kwargs or _immutable(call.kwargs.values()) else fresh_copy(call.kwargs)
     assert isinstance(args, tuple) and isinstance(kwargs, dict)
     finished = False
+    if method.is_async and probe is not None and not probe.invoke():
+        raise LaneStopped(f"{call.capability}.{call.method} was withdrawn before it started")
     try:
         if method.is_async:
             awaitable = fn(*args, **kwargs) if kwargs else fn(*args)
@@ -209,15 +215,21 @@ async def execute(
             if probe is not None:
                 work = functools.partial(_probed, probe, work)
                 probe.in_thread = True
-            with anyio.move_on_after(timeout):
-                raw = await threads.run(work, early=early, what=f"{call.capability}.{call.method}")
-                finished = True
+            finished, raw = await threads.run(
+                work, early=early, what=f"{call.capability}.{call.method}", timeout=timeout, probe=probe
+            )
     except BaseException as exc:
         if not is_tool_exception(exc):
             raise
         raise failure_from(exc) from None
     if not finished:
         where = tool_name(call.capability, call.method)
+        if early:
+            # Whether the time went to the tool or to waits that early work shares (a lock
+            # inside the tool, a connection, the machine) cannot be told apart: never a
+            # settled outcome (contract 7); the program's own call runs and times out, or
+            # not, on its own.
+            raise LaneStopped(f"{where} did not finish within {timeout}s early")
         if method.effect.may_write:
             raise OutcomeUnknown(
                 "OutcomeUnknown",
@@ -309,6 +321,9 @@ def scope_class() -> Callable[[], anyio.CancelScope]:
 
 
 def _probed(probe: Probe, work: Callable[[], object]) -> object:
+    """``work()`` in its thread, unless the call was withdrawn before the thread started."""
+    if not probe.invoke():
+        return None  # withdrawn: nobody waits for this thread (its caller was cancelled)
     try:
         return work()
     finally:
