@@ -25,6 +25,20 @@ Raised inside the program (the Guest), never in the Host::
                                                (``FileNotFoundError``...) are re-raised as
                                                themselves
 
+Warned in the Host (``warnings.warn``), once per Host or per framework setup, when a setup
+runs correctly but cannot gain anything from Pysolate; each message says how to fix it, and
+``RunReport.setup_warnings`` repeats it on every run it applies to::
+
+    PysolateWarning (UserWarning)
+    ├── UnqualifiedToolsWarning                no tool may start early: every method is left
+    │                                          at ``Effect.UNKNOWN``, or none of an agent's
+    │                                          tools is qualified by ``effects=``
+    └── NotStreamingWarning                    the framework hands over whole programs: the
+                                               code is not streamed, so nothing starts while
+                                               the model writes it
+
+Silence one on purpose with ``warnings.filterwarnings("ignore", category=...)``.
+
 Programmer misuse (``RegistrationError``, ``SessionBusy``, ``SessionClosed``) is kept apart from operational failures
 (``WorkspaceError``, ``SessionBroken``). A program that raises, is rejected or hits a limit is *not* an
 exception in the Host: it is a ``RunResult`` with that status. Cancellation is never
@@ -85,4 +99,29 @@ class IsolationUnavailable(PysolateError):
 
     Raised before any source reaches a Guest; the message says what is missing and how to
     get it. A Host never falls back to a weaker level on its own.
+    """
+
+
+class PysolateWarning(UserWarning):
+    """Root of the warnings the ``pysolate`` package issues: a setup that works but gains
+    nothing from Pysolate. Each is issued once per Host or framework setup, not per run."""
+
+
+class UnqualifiedToolsWarning(PysolateWarning):
+    """No registered tool may start early, because the tools were left unqualified.
+
+    Either every method on the Host is ``Effect.UNKNOWN`` (the default; none is ``PURE`` or
+    ``IMMUTABLE_READ``), or an agent framework integration was given tools and ``effects``
+    names none of them. Runs are correct and sequential; declaring the reads that may start
+    early (``@capability(effect=Effect.PURE)``, ``effects={"search": Effect.PURE}``) fixes it.
+    """
+
+
+class NotStreamingWarning(PysolateWarning):
+    """The framework setup hands Pysolate each program whole, never as a stream.
+
+    A smolagents agent without streamed outputs, a Pydantic AI model that does not stream
+    tool-call arguments, an OpenAI Agents SDK run that is not ``Runner.run_streamed``: the
+    program runs when it is complete, so nothing starts while the model writes it (reads
+    whose arguments are known still overlap one another). The message names the fix.
     """

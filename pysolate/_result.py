@@ -189,6 +189,10 @@ class RunReport:
     minus the time the claim waited."""
     passes: tuple[PassOutcome, ...] = ()
     """What each enabled pass did (``pysolate.passes``): applied, or not and why."""
+    setup_warnings: tuple[str, ...] = ()
+    """Why this run's setup could not start anything early, with the fix: the text of each
+    ``PysolateWarning`` that applies (issued once per Host or framework setup; recorded on
+    every run it applies to). Empty when nothing stands in the way."""
 
     def counts(self) -> dict[str, int]:
         """The count fields by name (for traces and tables)."""

@@ -20,7 +20,7 @@ from ..streams import replay, source_to_stream, write_recording
 from ._guests import guests
 from ._inputs import check_recording
 from ._measure import Measured, measure_baseline, measure_stream
-from ._output import print_json, run_json, table, write_timeline
+from ._output import print_json, print_table, run_json, write_timeline
 
 DEMO_DIR = Path(__file__).parents[1] / "_demo"
 
@@ -89,7 +89,7 @@ def cmd_demo(args: argparse.Namespace, console: Console) -> int:
             console.print(Group(*(p.render() for p in progress)))
     differ = differences(baseline.result, fast.result)
     speedup = baseline.wall_seconds / fast.wall_seconds if fast.wall_seconds > 0 else math.inf
-    write_timeline(args.timeline, fast, "pysolate demo", baseline)
+    write_timeline(args.timeline, fast, "pysolate demo", baseline, equal=not differ)
     if args.json:
         print_json(
             {
@@ -101,9 +101,7 @@ def cmd_demo(args: argparse.Namespace, console: Console) -> int:
             }
         )
         return 0
-    console.print(
-        table("Stream, then run  vs  Pysolate", ["Stream, then run", "Pysolate"], [baseline, fast])
-    )
+    print_table(console, "Stream, then run  vs  Pysolate", ["Stream, then run", "Pysolate"], [baseline, fast])
     console.print(
         f"Stream, then run: [bold]{baseline.wall_seconds:.2f} s[/]   "
         f"Pysolate: [bold]{fast.wall_seconds:.2f} s[/]   speed-up: [bold]{speedup:.2f}x[/]"

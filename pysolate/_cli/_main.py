@@ -123,6 +123,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.timeline is not None and not Path(args.timeline).resolve().parent.is_dir():
         parser.error(f"--timeline: no directory for {args.timeline}")  # fail before a long run
     console = Console(highlight=False)
+    console.soft_wrap = not console.is_terminal  # a pipe or a file gets whole lines, not 80-column breaks
     try:
         return int(args.handler(args, console))
     except (CliError, GuestsUnavailable, IsolationUnavailable) as exc:

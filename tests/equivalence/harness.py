@@ -16,7 +16,8 @@ from __future__ import annotations
 import dataclasses
 import itertools
 import os
-from collections.abc import AsyncIterator
+import time
+from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -38,6 +39,7 @@ from pysolate.testing import (
     scripted_tool,
 )
 
+from .apis import Api, run_source, run_stream
 from .oddities import AsyncOdd, Odd
 from .programs import Conditions
 from .slow_workspace import SlowWorkspace
@@ -173,6 +175,22 @@ class TimedChunks:
         if self.ended is None:
             self.ended = anyio.current_time()
 
+    def blocking(self) -> Iterator[str]:
+        """The same chunks as a blocking iterator (``time.sleep`` pauses), as sync code
+        hands a stream to ``SyncHost``; ``ended`` on the same clock (``time.monotonic``,
+        which asyncio's loop time is)."""
+        sizes, pauses = itertools.cycle(self.sizes), itertools.cycle(self.pauses)
+        at = 0
+        while at < len(self.source):
+            size = next(sizes)
+            if self.code_end is not None and self.ended is None and at + size >= self.code_end:
+                self.ended = time.monotonic()
+            yield self.source[at : at + size]
+            at += size
+            time.sleep(next(pauses))
+        if self.ended is None:
+            self.ended = time.monotonic()
+
 
 @dataclass(slots=True)
 class Pair:
@@ -195,13 +213,14 @@ def stream_of(source: str, conditions: Conditions) -> TimedChunks:
     return TimedChunks(head + "\nDone.\n", conditions.chunk_sizes, conditions.pauses, code_end=len(head))
 
 
-async def run_pair(source: str, conditions: Conditions, factory: GuestFactory = in_process_guest) -> Pair:
-    """Run ``source`` sequentially and streamed, each against a fresh Host."""
+async def run_pair(source: str, conditions: Conditions, factory: GuestFactory = in_process_guest, api: Api = "async") -> Pair:
+    """Run ``source`` sequentially and streamed, each against a fresh Host, through ``api``."""
     ref_host, ref_tools = build_host(conditions, factory)
-    reference = await ref_host.run_source(source, speculate=False)
+    reference = await run_source(api, ref_host, source, speculate=False)
     host, tools = build_host(conditions, factory)
     chunks = stream_of(source, conditions)
-    speculative = await host.run_stream(chunks, code="markdown" if conditions.markdown else "raw", policy=conditions.policy)
+    code = "markdown" if conditions.markdown else "raw"
+    speculative = await run_stream(api, host, chunks, code=code, policy=conditions.policy)
     return Pair(source, reference, speculative, ref_tools, tools, chunks.ended, host.method_specs())  # type: ignore[arg-type]
 
 
@@ -239,9 +258,9 @@ def check_pair(pair: Pair) -> None:
     assert_no_early_effects(pair.reference_tools, pair.reference, float("-inf"))
 
 
-def differential(source: str, conditions: Conditions, factory: GuestFactory = in_process_guest) -> Pair:
+def differential(source: str, conditions: Conditions, factory: GuestFactory = in_process_guest, api: Api = "async") -> Pair:
     """Run the pair in a fresh event loop and check it (raises ``AssertionError``)."""
-    pair = anyio.run(run_pair, source, conditions, factory)
+    pair = anyio.run(run_pair, source, conditions, factory, api)
     check_pair(pair)
     return pair
 

@@ -38,6 +38,13 @@ FUNCTION_TOOL_PROGRAMS = 120
 FUNCTION_TOOL_SUBPROCESS_PROGRAMS = 15
 """Programs of the function-tool mode through the subprocess Guest."""
 
+SYNC_PROGRAMS = 60
+"""Programs the default run also executes through the blocking API (``SyncHost``, the
+stream a blocking iterator), in-process; a sample of the same strategies and checks."""
+
+SYNC_SUBPROCESS_PROGRAMS = 10
+"""Programs through the blocking API and the isolated subprocess Guest."""
+
 SOAK_PROGRAMS = 10_000
 """Programs of the ``soak`` run."""
 
@@ -126,6 +133,21 @@ def test_function_tools_stream_equals_sequential(source: str, case: Conditions) 
 def test_function_tools_stream_equals_sequential_subprocess(source: str, case: Conditions) -> None:
     """Function-tool mode through the isolated subprocess Guest (a sample)."""
     differential(source, dataclasses.replace(case, tools_as_functions=True), start_subprocess_guest)
+
+
+@settings(_CI, max_examples=SYNC_PROGRAMS)
+@given(programs(tools_as_functions=False), conditions())
+def test_blocking_api_stream_equals_sequential(source: str, case: Conditions) -> None:
+    """The same property through the blocking API (``SyncHost``): reference and speculating
+    run both blocking calls from a sync caller's thread, the stream a blocking iterator."""
+    differential(source, case, api="sync")
+
+
+@settings(_CI, max_examples=SYNC_SUBPROCESS_PROGRAMS)
+@given(programs(max_statements=5), conditions())
+def test_blocking_api_stream_equals_sequential_subprocess(source: str, case: Conditions) -> None:
+    """The blocking API through the isolated subprocess Guest (a sample)."""
+    differential(source, case, start_subprocess_guest, api="sync")
 
 
 @pytest.mark.soak
