@@ -397,7 +397,9 @@ class Host:
         except BaseException:
             trace.ended("aborted", counts={"logical": len(scope.calls), "physical": scope.physical})
             raise
-        report = sequential_report(scope.calls, scope.physical, wall=anyio.current_time() - t0, guest=guest_seconds)
+        report = sequential_report(
+            scope.calls, scope.physical, wall=anyio.current_time() - t0, guest=guest_seconds, reruns=scope.reruns
+        )
         result = self.result_from(outcome, scope, report)
         result = dataclasses.replace(result, source=source)
         counts = {

@@ -272,6 +272,7 @@ async def run_stream(
         orphaned=stats.orphaned,
         discarded=stats.discarded,
         early_writes=scope.branches.statistics().writes if scope.branches is not None else 0,
+        reruns=scope.reruns,
         wall_seconds=wall,
         guest_seconds=(guest_ended - guest_started) if guest_ended is not None and guest_started is not None else 0.0,
         tool_seconds=sum(c.duration for c in calls),

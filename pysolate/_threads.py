@@ -25,6 +25,7 @@ early thread hands its release to its loop); the stuck count spans loops, since 
 from __future__ import annotations
 
 import contextlib
+import functools
 import math
 import threading
 from collections.abc import Callable
@@ -109,6 +110,10 @@ class WorkerThreads:
         self._early_stuck = 0
         self._refused = 0
         self._pools: dict[anyio.lowlevel.EventLoopToken, _Pools] = {}
+        # Early calls of each capability running now (async ones, and threads until they
+        # return), and how many ever began: whether one overlapped a read of the program's.
+        self._early_running: dict[str, int] = {}
+        self._early_begun: dict[str, int] = {}
 
     def _loop_pools(self) -> _Pools:
         token = anyio.lowlevel.current_token()
@@ -198,6 +203,47 @@ class WorkerThreads:
                 return True
             self._stuck += 1
             return False
+
+    # -- early calls running, per capability (contract 7: a read that waited behind them) --
+
+    def early_began(self, capability: str) -> None:
+        """An early call of ``capability`` invoked its tool (from the loop or its thread)."""
+        with self._lock:
+            self._early_running[capability] = self._early_running.get(capability, 0) + 1
+            self._early_begun[capability] = self._early_begun.get(capability, 0) + 1
+
+    def early_ended(self, capability: str) -> None:
+        with self._lock:
+            self._early_running[capability] -= 1
+
+    def counting(self, capability: str, work: Callable[[], object]) -> Callable[[], object]:
+        """``work``, counted as an early call of ``capability`` while it runs in its thread
+        (an abandoned one included: it may hold what the program's reads then wait for)."""
+        return functools.partial(self._counted, capability, work)
+
+    def _counted(self, capability: str, work: Callable[[], object]) -> object:
+        self.early_began(capability)
+        try:
+            return work()
+        finally:
+            self.early_ended(capability)
+
+    def early_mark(self, capability: str) -> int:
+        """Taken when a read of the program's starts: -1 if early calls of ``capability``
+        run now, else how many ever began (for ``early_overlapped``)."""
+        with self._lock:
+            if self._early_running.get(capability, 0):
+                return -1
+            return self._early_begun.get(capability, 0)
+
+    def early_overlapped(self, capability: str, mark: int) -> bool:
+        """Whether an early call of ``capability`` ran at some point since ``mark``."""
+        with self._lock:
+            return (
+                mark < 0
+                or self._early_running.get(capability, 0) > 0
+                or self._early_begun.get(capability, 0) != mark
+            )
 
     def statistics(self) -> ThreadStatistics:
         token = _current_token()

@@ -205,20 +205,23 @@ class BatchFusion:
         fn: Any = getattr(reg.obj, law.method)
         raw: object = None
         failed = True
-        timeout = self._host.call_timeout
+        timeout, threads = self._host.call_timeout, self._host.threads
         try:
             if target.is_async:
                 _invoke(batch.probes)
-                with anyio.move_on_after(timeout):
-                    raw = await fn(*call.args, **call.kwargs)
-                    failed = False
+                threads.early_began(first.capability)
+                try:
+                    with anyio.move_on_after(timeout):
+                        raw = await fn(*call.args, **call.kwargs)
+                        failed = False
+                finally:
+                    threads.early_ended(first.capability)
             else:
                 for probe in batch.probes:
                     probe.in_thread = True
-                work = functools.partial(
-                    _probed, batch.probes, in_thread(functools.partial(fn, *call.args, **call.kwargs))
-                )
-                finished, raw = await self._host.threads.run(
+                counted = threads.counting(first.capability, functools.partial(fn, *call.args, **call.kwargs))
+                work = functools.partial(_probed, batch.probes, in_thread(counted))
+                finished, raw = await threads.run(
                     work, early=True, what=f"{first.capability}.{law.method}", timeout=timeout,
                     probe=_NO_QUEUE,
                 )

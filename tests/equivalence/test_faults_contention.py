@@ -169,3 +169,47 @@ async def test_a_session_turn_is_not_failed_by_an_earlier_turns_abandoned_thread
             assert (later.status, later.value) == ("ok", "Z"), later.error
     finally:
         db.release.set()
+
+
+class SyncConnection:
+    """A sync tool behind one connection: an early call abandoned in its thread keeps it."""
+
+    def __init__(self, seconds: float) -> None:
+        self.seconds = seconds
+        self.lock = threading.Lock()
+
+    @capability(effect=Effect.PURE, version="1")
+    def get(self, key: str) -> str:
+        with self.lock:
+            time.sleep(self.seconds)
+        return key.upper()
+
+
+class Clock:
+    @capability(effect=Effect.LIVE_READ, version="1")
+    async def now(self) -> int:
+        return 1
+
+
+@pytest.mark.parametrize("factory", guests())
+async def test_a_read_queued_inside_the_tool_behind_early_reads_runs_again(factory: GuestFactory) -> None:
+    """The program's own read (its argument is known only at run time) waits inside a
+    one-connection tool behind six early reads (their threads, abandoned at their own
+    timeout, keep the connection), 0.9 s, past ``call_timeout=0.5``: that timeout is the
+    early reads' doing, so the read runs again once they are done; the sequential run
+    never waits and is ``ok``."""
+    source = "k = clock.now()\nx = db.get(f'z{k}')\n" + reads(6)
+    runs = []
+    for streamed in (False, True):
+        host = Host(guest_factory=factory, call_timeout=0.5, early_threads=6)
+        host.register("db", SyncConnection(0.15))
+        host.register("clock", Clock())
+        if streamed:
+            runs.append(await host.run_stream(TimedChunks(source, (len(source),), (0.3,))))
+            check_invariants(runs[-1], host.method_specs())
+        else:
+            runs.append(await host.run_source(source, speculate=False))
+    reference, result = runs
+    assert reference.status == "ok"
+    assert_same(result, reference)
+    assert result.report.reruns >= 1, "the read that ran again is counted"
