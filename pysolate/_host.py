@@ -278,12 +278,9 @@ class Host:
             reg.obj, cap, call, threads=self.threads, early=True, timeout=self.call_timeout, probe=probe, encode=self.encode
         )
 
-    def limiter(self) -> anyio.CapacityLimiter:
-        """The current event loop's thread limiter of the program's own sync calls."""
-        return self.threads.limiter(early=False)
-
     def thread_statistics(self) -> ThreadStatistics:
-        """Worker-thread budgets, threads of abandoned calls still running, refusals."""
+        """Worker-thread budgets, which pool holds what (early and formal slots taken,
+        threads of abandoned calls still running in each), refusals."""
         return self.threads.statistics()
 
     def new_scope(self, trace: RunTrace | None = None, targets: Mapping[str, object] | None = None) -> RunScope:
@@ -400,7 +397,9 @@ class Host:
         except BaseException:
             trace.ended("aborted", counts={"logical": len(scope.calls), "physical": scope.physical})
             raise
-        report = sequential_report(scope.calls, scope.physical, wall=anyio.current_time() - t0, guest=guest_seconds)
+        report = sequential_report(
+            scope.calls, scope.physical, wall=anyio.current_time() - t0, guest=guest_seconds, reruns=scope.reruns
+        )
         result = self.result_from(outcome, scope, report)
         result = dataclasses.replace(result, source=source)
         counts = {

@@ -369,7 +369,7 @@ class Session:
             trace.ended("aborted", counts={"logical": len(scope.calls), "physical": scope.physical})
             raise
         now = anyio.current_time()
-        result = host.result_from(outcome, scope, sequential_report(scope.calls, scope.physical, wall=now - t0, guest=now - g0))
+        result = host.result_from(outcome, scope, sequential_report(scope.calls, scope.physical, wall=now - t0, guest=now - g0, reruns=scope.reruns))
         trace.ended(result.status.value, counts=result.report.counts(), error_type=result.error.type if result.error else None)
         return result
 

@@ -125,8 +125,13 @@ def build_host(
 
     tools = Tools(
         docs=scripted_tool(
-            search=Script(search, effect=Effect.PURE, version="1", latency=lat.get("docs.search", 0.0)),
-            fetch=Script(fetch, effect=Effect.IMMUTABLE_READ, latency=lat.get("docs.fetch", 0.0), sync=sync_fetch),
+            search=Script(
+                search, effect=Effect.PURE, version="1", latency=lat.get("docs.search", 0.0), serialised=conditions.serialised
+            ),
+            fetch=Script(
+                fetch, effect=Effect.IMMUTABLE_READ, latency=lat.get("docs.fetch", 0.0), sync=sync_fetch,
+                serialised=conditions.serialised,
+            ),
         ),
         clock=scripted_tool(now=Script(now, effect=Effect.LIVE_READ, latency=lat.get("clock.now", 0.0))),
         shell=scripted_tool(run=Script(run, latency=lat.get("shell.run", 0.0))),
@@ -136,6 +141,8 @@ def build_host(
         ),
     )
     host_kwargs.setdefault("limits", GENERATED_LIMITS)
+    host_kwargs.setdefault("threads", conditions.threads)
+    host_kwargs.setdefault("call_timeout", conditions.call_timeout)
     host = Host(guest_factory=factory, **host_kwargs)
     if conditions.tools_as_functions:
         for name, (cap, method) in FUNCTION_TOOLS.items():

@@ -463,6 +463,14 @@ class Conditions:
     tools_as_functions: bool = False
     """Register ``docs``/``clock``/``shell``'s methods as function tools (``harness.FUNCTION_TOOLS``),
     for programs drawn with ``programs(tools_as_functions=True)``."""
+    threads: int = 16
+    """``Host(threads=...)``: the program's sync calls at once; early ones get half."""
+    call_timeout: float = 30.0
+    """``Host(call_timeout=...)``; under contention tight enough that queueing behind early
+    work would exceed it, loose enough that no call alone does (issue 36)."""
+    serialised: bool = False
+    """``docs.search`` and ``docs.fetch`` each serialise their callers (one connection):
+    early calls queue inside the tool, and the program's own calls behind them."""
 
 
 @st.composite
@@ -485,3 +493,4 @@ def conditions(draw: st.DrawFn) -> Conditions:
         ),
         markdown=draw(st.booleans()),
     )
+

@@ -19,10 +19,12 @@ import dataclasses
 
 import pytest
 from hypothesis import HealthCheck, example, given, settings
+from hypothesis import strategies as st
 
 from pysolate import LanePolicy
 from pysolate._guest import start_subprocess_guest
 
+from .contention import contended_conditions, contended_programs, differential_series
 from .harness import differential
 from .programs import Conditions, conditions, programs
 
@@ -158,3 +160,44 @@ def test_soak(source: str, case: Conditions) -> None:
     ``pyproject.toml``)."""
     differential(source, case)
 
+
+
+# -- contention (issue 36, item 8) ------------------------------------------------------------
+
+CONTENDED_PROGRAMS = 60
+"""Contended programs (``contention``) the default run executes through the in-process Guest."""
+
+CONTENDED_SUBPROCESS_PROGRAMS = 8
+"""Contended programs through the subprocess Guest."""
+
+CONTENDED_SERIES = 12
+"""Series of three contended programs on one Host, one after another (in-process)."""
+
+
+@settings(_CI, max_examples=CONTENDED_PROGRAMS)
+@given(contended_programs(), contended_conditions())
+def test_stream_equals_sequential_under_contention(source: str, case: Conditions) -> None:
+    """Few threads, tight timeouts, tools that serialise their callers, loops left by
+    ``break``/``continue``, heavy arguments: still equal to the sequential run."""
+    differential(source, case)
+
+
+@settings(_CI, max_examples=CONTENDED_SUBPROCESS_PROGRAMS)
+@given(contended_programs(max_statements=5), contended_conditions())
+def test_stream_equals_sequential_under_contention_subprocess(source: str, case: Conditions) -> None:
+    differential(source, case, start_subprocess_guest)
+
+
+@settings(_CI, max_examples=CONTENDED_SERIES)
+@given(st.lists(contended_programs(max_statements=5), min_size=2, max_size=3), contended_conditions())
+def test_runs_on_one_host_under_contention_each_equal_their_sequential_run(sources: list[str], case: Conditions) -> None:
+    """What one run leaves (stuck early threads, a tool's queue) never changes the next."""
+    differential_series(sources, case)
+
+
+@pytest.mark.soak
+@settings(_CI, max_examples=SOAK_PROGRAMS // 5)
+@given(contended_programs(max_statements=10), contended_conditions())
+def test_soak_under_contention(source: str, case: Conditions) -> None:
+    """2,000 contended programs: only with ``-m soak``."""
+    differential(source, case)
