@@ -24,7 +24,7 @@ Nothing about a run lives on the Host, so runs share a Host freely.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Mapping
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 import anyio
 
@@ -52,6 +52,9 @@ from ._result import CallOutcome, CallRecord, Lane
 from ._threads import WorkerThreads
 from .tracing import ObservationTrace, RunTrace
 from .tracing._null import NULL_RUN
+
+if TYPE_CHECKING:
+    from ._sharing import HostSharing, RunSharing
 
 __all__ = [
     "CALL_TIMEOUT", "BoundCall", "Claims", "OutcomeUnknown", "Registration", "RunScope", "RunScoped", "Viewed",
@@ -91,9 +94,11 @@ class RunScope:
         trace: RunTrace = NULL_RUN,
         targets: Mapping[str, object] | None = None,
         encode: Encoder | None = None,
+        sharing: HostSharing | None = None,
     ) -> None:
         """``targets`` (a session's turn): the objects formal calls run against, by name,
-        instead of a fresh ``for_run()`` each."""
+        instead of a fresh ``for_run()`` each. ``sharing``: the Host's observation table,
+        told when a call that may write reaches a registered object (``HostSharing.taint``)."""
         self._registrations = dict(registrations)
         self._encode = encode
         self.trace = trace
@@ -114,6 +119,13 @@ class RunScope:
             if (self._registrations[name].viewed if target is self._registrations[name].obj else isinstance(target, Viewed))
         }
         self._epochs: dict[str, int] = dict.fromkeys(self._registrations, 0)  # may-write calls started
+        # Capabilities whose writes reach the registered object itself (no views, not run-scoped):
+        # such a root is not frozen, so the Host stops sharing its reads (``HostSharing.taint``).
+        self._host_sharing = sharing
+        self._tainting = frozenset(
+            () if sharing is None else (n for n, r in self._registrations.items() if not r.viewed and self._targets[n] is r.obj)
+        )
+        self.sharing: RunSharing | None = None  # set by a speculating run: its use of the Host's table
         self._calls: list[CallRecord] = []  # receipts built so far (``calls``)
         # Receipts recorded but not built yet: each ``CallRecord``'s fields, in order. Built
         # when read (``calls``), all at once: a frozen dataclass of 17 fields costs a few
@@ -208,6 +220,8 @@ class RunScope:
         capability = call.capability
         if cap.effect in _WRITES:
             self._epochs[capability] += 1
+            if capability in self._tainting:
+                self._host_sharing.taint(capability)  # type: ignore[union-attr]
         self._physical += 1
         if self.trace is NULL_RUN:
             return execute(
@@ -294,8 +308,15 @@ class RunScope:
             if obs is not None:
                 return self._claimed(call, key, obs, now)
             formal = self.claims.begin_formal(key)
+        shared_from = None
         try:
-            result = await self._formal(reg.methods[method], call, key)
+            sharing = self.sharing  # (its admission is the one gate of the Host's table: contract 8)
+            if sharing is not None and sharing.admits_formal(call, key):
+                result, shared_from = await sharing.formal(call, key, lambda: self._formal(reg.methods[method], call, key))
+                if shareable:
+                    formal.shared_from = shared_from
+            else:
+                result = await self._formal(reg.methods[method], call, key)
         except ToolFailure as failure:
             if shareable:
                 self.claims.end_formal(formal, error=failure)  # type: ignore[union-attr]
@@ -314,7 +335,7 @@ class RunScope:
             raise
         if shareable:
             self.claims.end_formal(formal, value=result)  # type: ignore[union-attr]
-        self._record(capability, method, call.args, call.kwargs, call, key, "ok", result, None, now)
+        self._record(capability, method, call.args, call.kwargs, call, key, "ok", result, None, now, shared_from=shared_from)
         if self.on_written is not None:  # _written's own first test, without its call
             self._written(call, key)
         return result if type(result) in _SCALARS else fresh_copy(result)  # a scalar is its own copy
@@ -360,7 +381,7 @@ class RunScope:
                 claim.ended(error=again)
             self._record(
                 call.capability, call.method, call.args, call.kwargs, call, key, "error", None, again, now,
-                lane="claimed", observation_id=obs.id,
+                lane="claimed", observation_id=obs.id, shared_from=obs.shared_from,
             )
             raise again
         value = fresh_copy(obs.value)
@@ -368,7 +389,7 @@ class RunScope:
             claim.ended(result=value)
         self._record(
             call.capability, call.method, call.args, call.kwargs, call, key, "ok", fresh_copy(value), None, now,
-            lane="claimed", observation_id=obs.id,
+            lane="claimed", observation_id=obs.id, shared_from=obs.shared_from,
         )
         return value
 
@@ -408,6 +429,7 @@ class RunScope:
         *,
         lane: Lane = "direct",
         observation_id: int | None = None,
+        shared_from: str | None = None,
     ) -> None:
         if call is not None:
             # A bound call's values are the broker's own copies, made for this receipt.
@@ -434,6 +456,8 @@ class RunScope:
                 None,  # occurrence_id
                 lane,
                 observation_id,
+                0.0,  # budget_charged
+                shared_from,
             )
         )
 
