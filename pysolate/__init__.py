@@ -11,6 +11,7 @@ from scheduler import LanePolicy as LanePolicy
 from ._capability import EffectProposal as EffectProposal
 from ._capability import capability as capability
 from ._capability import propose_effect as propose_effect
+from ._exceptions import ApplyConflict as ApplyConflict
 from ._exceptions import CommitError as CommitError
 from ._exceptions import IsolationUnavailable as IsolationUnavailable
 from ._exceptions import PysolateError as PysolateError
@@ -21,6 +22,7 @@ from ._exceptions import SessionClosed as SessionClosed
 from ._exceptions import SessionError as SessionError
 from ._exceptions import SessionExpired as SessionExpired
 from ._exceptions import ToolError as ToolError
+from ._exceptions import WorkspaceChanged as WorkspaceChanged
 from ._exceptions import WorkspaceError as WorkspaceError
 from ._guest_api import ErrorInfo as ErrorInfo
 from ._guest_api import GuestLimits as GuestLimits
@@ -40,6 +42,7 @@ from ._timeline import render_svg as render_svg
 from ._workspace import Workspace as Workspace
 
 __all__ = [
+    "ApplyConflict",
     "CallRecord",
     "CommitError",
     "Effect",
@@ -69,6 +72,7 @@ __all__ = [
     "ToolError",
     "ToolFailure",
     "Workspace",
+    "WorkspaceChanged",
     "WorkspaceError",
     "capability",
     "propose_effect",
