@@ -29,6 +29,7 @@ Prior art: git's own lazy trees (``git cat-file``, partial clones); overlayfs' l
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import os
 import threading
 from collections import OrderedDict
@@ -143,6 +144,15 @@ class GitTree:
     def file(self, path: str) -> bytes | None:
         found = self.resolve(path)
         return self.blob(found.oid) if found.kind == "file" else None
+
+    def differs(self, path: str, data: bytes) -> bool:
+        found = self.resolve(path)
+        if found.kind != "file":
+            return True
+        width = len(found.oid)
+        header = b"blob %d\0" % len(data)
+        digest = (hashlib.sha1(header + data) if width == 20 else hashlib.sha256(header + data)).digest()
+        return digest != found.oid  # the blob id says it without reading the blob
 
     def names(self, path: str) -> Iterable[str]:
         found = self.resolve(path)

@@ -23,6 +23,7 @@ from __future__ import annotations
 import errno
 import hashlib
 import os
+import stat
 import threading
 from collections.abc import Iterable, Iterator
 from pathlib import Path
@@ -97,8 +98,12 @@ class LazyTree:
             raise WorkspaceChanged(path, f"it can no longer be opened: {os.strerror(exc.errno or errno.EIO)}") from None
         try:
             before = os.fstat(fd)
+            if not stat.S_ISREG(before.st_mode):
+                raise WorkspaceChanged(path, "it is no longer a regular file")
             data = _read_all(fd, before.st_size)
             after = os.fstat(fd)
+        except OSError as exc:
+            raise WorkspaceChanged(path, f"it can no longer be read: {os.strerror(exc.errno or errno.EIO)}") from None
         finally:
             os.close(fd)
         digest = hashlib.sha256(data).digest()
@@ -111,6 +116,19 @@ class LazyTree:
         if stable and known == digest:
             return data  # touched, or its inode's ctime moved, but the content is the same
         raise WorkspaceChanged(path, "its content is not what the workspace root held" if known else "it was modified")
+
+    def differs(self, path: str, data: bytes) -> bool:
+        entry = self._files.get(path)
+        if entry is None or entry[1][2] != len(data):
+            return True
+        with self._lock:
+            known = self._hashes.get(entry[0])
+        if known is None:
+            try:
+                return self.file(path) != data
+            except WorkspaceChanged:
+                return True  # what the root held is unknown: count it as a change
+        return known != hashlib.sha256(data).digest()
 
     def names(self, path: str) -> Iterable[str]:
         return self._children.get(path, ())

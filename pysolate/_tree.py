@@ -92,6 +92,11 @@ class Root(Protocol):
         """The content of the file at ``path``, None when there is none."""
         ...
 
+    def differs(self, path: str, data: bytes) -> bool:
+        """Whether ``data`` is not what the file at ``path`` holds (True when there is none,
+        and when that cannot be known without reading a file that changed on disk)."""
+        ...
+
     def names(self, path: str) -> Iterable[str]:
         """The names in directory ``path``: files and directories (symlinks followed) and
         refused entries, not dangling symlinks."""
@@ -168,6 +173,9 @@ class Tree:
 
     def file(self, path: str) -> bytes | None:
         return self._files.get(path)
+
+    def differs(self, path: str, data: bytes) -> bool:
+        return self._files.get(path) != data
 
     def names(self, path: str) -> Iterable[str]:
         return self._children.get(path, ())

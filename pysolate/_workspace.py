@@ -268,11 +268,12 @@ class Workspace:
 
     def changes(self) -> dict[str, bytes | None]:
         """Paths written (content) or deleted (None) in this branch, relative to its root
-        (a write of what the root held is no change). On a lazy root, comparing a write
-        with a file that changed on disk since the freeze raises ``WorkspaceChanged``."""
+        (a write of what the root held is no change; on a lazy root, a write over a file
+        that changed on disk since the freeze counts as one)."""
+        tree = self._tree
         out: dict[str, bytes | None] = {}
         for path, data in self._deleted_or_written.items():
-            if data != self._tree.file(path):
+            if (tree.kind(path) == "file") if data is None else tree.differs(path, data):
                 out[path] = data
         return dict(sorted(out.items()))
 
@@ -305,8 +306,10 @@ class Workspace:
         object store, ``ref`` (a branch name like ``pysolate/run-1``, or a full
         ``refs/...`` name; default ``pysolate/run-<first 12 hex digits of the commit>``)
         is created to point at it, and neither the work tree nor the index is touched.
-        Unchanged entries keep their modes (executable bits, symlinks, submodules); a
-        rewritten file keeps its executable bit; a directory left empty disappears (git
+        Unchanged entries keep their modes (executable bits, symlinks, submodules), so an
+        unchanged symlink shows its target's new content, as on a file system (the branch
+        reads it as a copy of what the target held in the root); a rewritten file keeps its
+        executable bit; a directory left empty disappears (git
         holds no empty directories). ``author``: (name, email), default the repository's
         configured user, else ``pysolate``. The branch's state does not change.
 
@@ -335,7 +338,8 @@ class Workspace:
         next ``apply`` to ``path`` finish an apply that a crash interrupted, or roll back one
         that had not started replacing files, before it does its own. Nothing else on disk
         is changed: the index stays as it was, so a git work tree shows the run's changes
-        as unstaged. Then the branch is ``APPLIED``; an apply that fails leaves it open.
+        as unstaged, and a symlink the run did not write stays a link (to its target's new
+        content, if the run wrote that). Then the branch is ``APPLIED``; an apply that fails leaves it open.
 
         Raises ``ApplyConflict`` as above, ``CommitError`` when the run did not end ``ok``
         or ``path`` is not a directory, ``WorkspaceError`` on a root, a branch already
