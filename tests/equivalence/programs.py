@@ -38,6 +38,9 @@ BAD_WRITES = ("d", "a.txt/x", "d/c.txt/y")
 """Write targets that fail: a directory (``IsADirectoryError``), paths under a file
 (``NotADirectoryError``)."""
 
+ROOTS = ("memory", "git", "lazy")
+"""Workspace root kinds a case may run on (issue 38); the first is the in-memory root."""
+
 MAX_DEPTH = 2
 """Nesting depth of generated blocks (if/for/try/def bodies)."""
 
@@ -463,6 +466,10 @@ class Conditions:
     tools_as_functions: bool = False
     """Register ``docs``/``clock``/``shell``'s methods as function tools (``harness.FUNCTION_TOOLS``),
     for programs drawn with ``programs(tools_as_functions=True)``."""
+    root: str = "memory"
+    """The workspace root's kind (``harness.ROOTS``): ``memory`` (``Workspace.from_files``),
+    ``git`` (a commit of a repository holding the same files, ``Workspace.git``) or
+    ``lazy`` (a directory holding them, ``Workspace.frozen(lazy=True)``)."""
 
 
 @st.composite
@@ -484,4 +491,5 @@ def conditions(draw: st.DrawFn) -> Conditions:
             branch_writes=draw(st.integers(0, 3)) > 0,
         ),
         markdown=draw(st.booleans()),
+        root=draw(st.sampled_from(ROOTS)),
     )
