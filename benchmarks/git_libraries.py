@@ -97,9 +97,8 @@ def measure(library: str, repo: str, paths: dict[str, list[str]]) -> dict[str, f
             stdout.read(1)
             return data
 
-        commit = ask("HEAD^{commit}")[:0] or subprocess.run(
-            ["git", "-C", repo, "rev-parse", "HEAD^{commit}"], capture_output=True, text=True, check=True
-        ).stdout.strip()
+        # The commit id, as a git root would resolve it (one more short-lived git process).
+        commit = subprocess.run(["git", "-C", repo, "rev-parse", "HEAD^{commit}"], capture_output=True, text=True, check=True).stdout.strip()
 
         def read(path: str) -> bytes:
             return ask(f"{commit}:{path}")

@@ -116,7 +116,8 @@ class GitTree:
         self._blobs: OrderedDict[bytes, bytes] = OrderedDict()
         self._blob_bytes = 0
         self._trees: OrderedDict[bytes, dict[str, tuple[int, bytes]]] = OrderedDict()
-        self._tree_entries = 0
+        self._tree_entries = 0  # entries held in _trees and _objects together
+        self._objects: OrderedDict[bytes, Any] = OrderedDict()  # raw id -> pygit2.Tree
         self._paths: OrderedDict[str, Found] = OrderedDict()
         self._skipped: tuple[bytes, ...] | None = None
 
@@ -203,10 +204,36 @@ class GitTree:
                 at = nul + 1 + width
             self._trees[oid] = parsed
             self._tree_entries += len(parsed) + 1
-            while self._tree_entries > GIT_TREE_CACHE_ENTRIES and len(self._trees) > 1:
+            self._trim()
+            return parsed
+
+    def entry(self, oid: bytes, name: str) -> tuple[int, bytes] | None:
+        """The entry ``name`` of tree ``oid``: libgit2 looks it up in the tree object (a
+        binary search, no parse in Python); a name it does not find there (missing, or a
+        submodule, whose commit libgit2 cannot load) is looked up in ``entries``."""
+        with self._lock:
+            tree = self._objects.get(oid)
+            if tree is None:
+                tree = self.repository[self._pygit2.Oid(raw=oid)]
+                self._objects[oid] = tree
+                self._tree_entries += len(tree) + 1
+                self._trim()
+            else:
+                self._objects.move_to_end(oid)
+            try:
+                found = tree[name]
+            except KeyError:
+                return self.entries(oid).get(name)
+            return (found.filemode, found.id.raw)
+
+    def _trim(self) -> None:
+        while self._tree_entries > GIT_TREE_CACHE_ENTRIES and len(self._trees) + len(self._objects) > 1:
+            if self._trees:
                 _, dropped = self._trees.popitem(last=False)
                 self._tree_entries -= len(dropped) + 1
-            return parsed
+            else:
+                _, tree = self._objects.popitem(last=False)
+                self._tree_entries -= len(tree) + 1
 
     def blob(self, oid: bytes) -> bytes:
         with self._lock:
@@ -245,7 +272,7 @@ class GitTree:
     def _resolve(self, parts: list[str], hops: list[int]) -> Found:
         tree, canon, linked = self.tree, [], False
         for i, name in enumerate(parts):
-            entry = self.entries(tree).get(name)
+            entry = self.entry(tree, name)
             if entry is None:
                 return Found("missing", through_link=linked) if linked else MISSING
             mode, oid = entry
