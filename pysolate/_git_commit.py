@@ -15,13 +15,38 @@ the work tree).
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
-from ._exceptions import CommitError
+from ._branch_state import BranchState
+from ._exceptions import CommitError, WorkspaceError
 from ._git_tree import BLOB, EXECUTABLE, TREE, GitTree
+
+if TYPE_CHECKING:
+    from ._tree import Root
 
 DEFAULT_AUTHOR = ("pysolate", "pysolate@localhost")
 """Author and committer when neither ``author`` is given nor ``user.name`` configured."""
+
+
+def commit_to_git(
+    state: BranchState,
+    why_not: str | None,
+    root: Root,
+    changes: Callable[[], dict[str, bytes | None]],
+    ref: str | None,
+    message: str,
+    author: tuple[str, str] | None,
+) -> str:
+    """``Workspace.commit_to_git`` of a branch in ``state`` (``why_not``: why it is
+    uncommittable): its checks, then ``commit_branch``."""
+    if state is BranchState.UNCOMMITTABLE:
+        raise CommitError(f"refusing to commit a partial branch: {why_not}")
+    if state not in (BranchState.OPEN, BranchState.COMMITTED, BranchState.APPLIED):
+        raise WorkspaceError(f"cannot commit a {state.value} branch")
+    if not isinstance(root, GitTree):
+        raise CommitError("commit_to_git needs a Workspace.git root (this one is not a git commit)")
+    return commit_branch(root, changes(), ref, message, author)
 
 
 def commit_branch(
@@ -37,7 +62,7 @@ def commit_branch(
     pygit2 = root._pygit2
     repo = root.repository
     with root._lock:
-        tree = _build(repo, pygit2, root.tree, "", changes) or _empty_tree(repo, pygit2)
+        tree = _build(repo, pygit2, root.tree, "", changes) or repo.TreeBuilder().write()
         signature = _signature(repo, pygit2, author)
         commit = repo.create_commit(None, signature, signature, message, tree, [root.commit])
         name = ref if ref is not None else f"pysolate/run-{str(commit)[:12]}"
@@ -84,10 +109,6 @@ def _build(repo: Any, pygit2: Any, oid: bytes | None, prefix: str, changes: dict
     if len(builder) == 0:
         return None
     return builder.write()
-
-
-def _empty_tree(repo: Any, pygit2: Any) -> Any:
-    return repo.TreeBuilder().write()
 
 
 def _signature(repo: Any, pygit2: Any, author: tuple[str, str] | None) -> Any:

@@ -107,9 +107,8 @@ class Workspace:
 
         Symlinks that resolve inside the directory are followed; ones that lead out, loops
         and special files are kept only as names whose use is refused. A name that is not
-        valid UTF-8 (any byte string but ``/`` and NUL is a valid file name on Linux) cannot
-        cross to the program as text: that entry, and everything under it, is skipped and
-        its path listed in ``skipped`` (as bytes). Raises ``WorkspaceError`` when ``path``
+        valid UTF-8 cannot cross to the program as text: that entry (and what is under it)
+        is skipped and its path listed in ``skipped`` (as bytes). Raises ``WorkspaceError`` when ``path``
         is not a directory or (eager) holds more than ``MAX_FROZEN_BYTES``.
         """
         if lazy:
@@ -317,16 +316,9 @@ class Workspace:
         ``ok``, ``ref`` is not a valid new reference name, or it exists already;
         ``WorkspaceError`` on a root or a discarded branch.
         """
-        from ._git_commit import commit_branch
-        from ._git_tree import GitTree
+        from ._git_commit import commit_to_git
 
-        if self._state is BranchState.UNCOMMITTABLE:
-            raise CommitError(f"refusing to commit a partial branch: {self._why_uncommittable}")
-        if self._state not in (BranchState.OPEN, BranchState.COMMITTED, BranchState.APPLIED):
-            raise WorkspaceError(f"cannot commit a {self._state.value} branch")
-        if not isinstance(self._tree, GitTree):
-            raise CommitError("commit_to_git needs a Workspace.git root (this one is not a git commit)")
-        return commit_branch(self._tree, self.changes(), ref, message, author)
+        return commit_to_git(self._state, self._why_uncommittable, self._tree, self.changes, ref, message, author)
 
     def apply(self, path: str | os.PathLike[str]) -> None:
         """Apply the branch's writes and deletes to the directory ``path`` (the git work
