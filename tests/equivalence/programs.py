@@ -491,5 +491,4 @@ def conditions(draw: st.DrawFn) -> Conditions:
             branch_writes=draw(st.integers(0, 3)) > 0,
         ),
         markdown=draw(st.booleans()),
-        root=draw(st.sampled_from(ROOTS)),
     )
