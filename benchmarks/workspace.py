@@ -28,7 +28,6 @@ from __future__ import annotations
 import argparse
 import base64
 import json
-import os
 import random
 import subprocess
 import sys
@@ -85,10 +84,7 @@ def one_freeze(kind: str, path: str, preimport: bool) -> dict[str, object]:
         import pygit2  # noqa: F401
     before, wall, cpu = rss_mb(), time.perf_counter(), time.process_time()
     try:
-        if kind == "git":
-            ws = Workspace.git(path)
-        else:
-            ws = Workspace.frozen(path, lazy=kind == "lazy")
+        ws = Workspace.git(path) if kind == "git" else Workspace.frozen(path, lazy=kind == "lazy")
     except WorkspaceError as exc:
         return {"error": str(exc).split(" (")[0]}
     wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
