@@ -14,6 +14,7 @@ from ._capability import EffectProposal as EffectProposal
 from ._capability import capability as capability
 from ._capability import propose_effect as propose_effect
 from ._code_tool import CodeTool as CodeTool
+from ._exceptions import ApplyConflict as ApplyConflict
 from ._exceptions import CommitError as CommitError
 from ._exceptions import IsolationUnavailable as IsolationUnavailable
 from ._exceptions import NotStreamingWarning as NotStreamingWarning
@@ -27,6 +28,7 @@ from ._exceptions import SessionError as SessionError
 from ._exceptions import SessionExpired as SessionExpired
 from ._exceptions import ToolError as ToolError
 from ._exceptions import UnqualifiedToolsWarning as UnqualifiedToolsWarning
+from ._exceptions import WorkspaceChanged as WorkspaceChanged
 from ._exceptions import WorkspaceError as WorkspaceError
 from ._guest_api import ErrorInfo as ErrorInfo
 from ._guest_api import GuestLimits as GuestLimits
@@ -47,6 +49,7 @@ from ._timeline import render_svg as render_svg
 from ._workspace import Workspace as Workspace
 
 __all__ = [
+    "ApplyConflict",
     "CallRecord",
     "CodeTool",
     "CommitError",
@@ -82,6 +85,7 @@ __all__ = [
     "ToolFailure",
     "UnqualifiedToolsWarning",
     "Workspace",
+    "WorkspaceChanged",
     "WorkspaceError",
     "capability",
     "propose_effect",

@@ -62,6 +62,14 @@ def build_parser() -> argparse.ArgumentParser:
         help="where Guests run: this machine (default), or Ray node agents (pysolate[ray])",
     )
     demo.add_argument(
+        "--git",
+        nargs="?",
+        const="",
+        metavar="DIR",
+        help="run on a git repository the demo creates (at DIR, default a temporary one); "
+        "Pysolate's changes become a commit there (pysolate[git])",
+    )
+    demo.add_argument(
         "--regenerate",
         action="store_true",
         help="rewrite the bundled recording from agent_reply.md and exit",
