@@ -12,6 +12,7 @@ from ._capability import EffectProposal as EffectProposal
 from ._capability import capability as capability
 from ._capability import propose_effect as propose_effect
 from ._exceptions import CommitError as CommitError
+from ._exceptions import IsolationMismatch as IsolationMismatch
 from ._exceptions import IsolationUnavailable as IsolationUnavailable
 from ._exceptions import PysolateError as PysolateError
 from ._exceptions import RegistrationError as RegistrationError
@@ -48,6 +49,7 @@ __all__ = [
     "GuestLimits",
     "Host",
     "Isolation",
+    "IsolationMismatch",
     "IsolationUnavailable",
     "LanePolicy",
     "MethodSpec",

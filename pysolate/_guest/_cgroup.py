@@ -170,9 +170,9 @@ def _killable(path: str) -> bool:
 _KILLABLE: dict[str, bool] = {}
 
 
-async def enter_cgroup(pid: int, *, sandboxed: bool, memory_bytes: int, max_processes: int) -> GuestCgroup | None:
-    """Move a just-started child (the interpreter under bubblewrap when ``sandboxed``) into a
-    new ``GuestCgroup``; None where none may be made. Raises ``OSError`` if the move fails.
+async def enter_cgroup(pid: int, *, memory_bytes: int, max_processes: int) -> GuestCgroup | None:
+    """Move a just-started child (under bubblewrap, the interpreter: ``sandboxed_interpreter``)
+    into a new ``GuestCgroup``; None where none may be made. Raises ``OSError`` if the move fails.
 
     Both steps run on a worker thread: writing ``cgroup.procs`` waits for an RCU grace
     period (about 5 ms of wall time, 0.14 ms of CPU, measured), which on the event loop
@@ -180,8 +180,6 @@ async def enter_cgroup(pid: int, *, sandboxed: bool, memory_bytes: int, max_proc
     once the pid is known: each trip costs the Host about 55 µs of CPU (best of 5 x 500,
     idle thread pool).
     """
-    if sandboxed:
-        pid = await _sandboxed_interpreter(pid)
     return await anyio.to_thread.run_sync(functools.partial(_create_holding, pid, memory_bytes, max_processes))
 
 
@@ -197,7 +195,7 @@ def _create_holding(pid: int, memory_bytes: int, max_processes: int) -> GuestCgr
     return cgroup
 
 
-async def _sandboxed_interpreter(bwrap_pid: int) -> int:
+async def sandboxed_interpreter(bwrap_pid: int) -> int:
     """The pid of the interpreter bubblewrap starts (as the Host sees it), once it runs.
 
     bubblewrap forks before it could be moved into a cgroup, so the Host moves the

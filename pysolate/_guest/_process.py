@@ -52,7 +52,7 @@ from .._guest_api import (
     GuestStatus,
     Isolation,
 )
-from . import _confine, _forked, _isolation
+from . import _confine, _forked, _isolation, _verify
 from ._cgroup import GuestCgroup, enter_cgroup
 from ._channel import Channel as _Channel
 from ._channel import ChannelClosed as _ChannelClosed
@@ -457,10 +457,8 @@ async def start_subprocess_guest(
     guest = SubprocessGuest(process, channel, capabilities, limits, Isolation("process"), scratch, 0.0)
     try:
         with anyio.fail_after(START_TIMEOUT):  # before init: the child runs nothing before it
-            guest._cgroup = await enter_cgroup(
-                process.guest_pid if isinstance(process, _forked.ForkedProcess) else process.pid, sandboxed=plan.namespaces and not forked,
-                memory_bytes=limits.memory_bytes + SCRATCH_BYTES, max_processes=limits.max_processes,
-            )
+            pid = await _verify.guest_pid(process, plan)
+            guest._cgroup = await enter_cgroup(pid, memory_bytes=limits.memory_bytes + SCRATCH_BYTES, max_processes=limits.max_processes)
         host_mechanisms = guest._cgroup.mechanisms if guest._cgroup is not None else ()
         init = {
             "t": "init",
@@ -474,6 +472,7 @@ async def start_subprocess_guest(
         if not isinstance(ready, ReadyFrame):
             raise ProtocolViolation("the child's first frame was not ready")
         plan.check_applied(ready.mechanisms, forked=forked)
+        applied = _verify.verify_started(process, pid, plan, limits, scratch, SCRATCH_BYTES, ready.mechanisms)
     except (_ChannelClosed, ProtocolViolation, TimeoutError, OSError) as exc:
         detail = await guest._stderr_after_death(isinstance(exc, _ChannelClosed))
         await guest.aclose()
@@ -484,7 +483,7 @@ async def start_subprocess_guest(
         await guest.aclose()
         raise
     forked_mechanism = ("fork-server",) if forked else ()
-    guest.isolation = Isolation(plan.level, (*plan.mechanisms, *forked_mechanism, *host_mechanisms, *ready.mechanisms))
+    guest.isolation = Isolation(plan.level, (*plan.mechanisms, *forked_mechanism, *host_mechanisms, *applied))
     guest._startup_seconds = time.perf_counter() - t0
     return guest
 
