@@ -263,6 +263,9 @@ class SubprocessGuest:
         code = self._process.returncode
         if code in (-signal.SIGXCPU, 128 + signal.SIGXCPU):
             return "limit", ErrorInfo("CPUTimeLimit", f"the program used more than {self._limits.cpu_time}s of CPU", None)
+        if code == -signal.SIGKILL and self._cgroup is not None and self._cgroup.oom_killed():  # its cgroup's memory bound
+            bound = self._limits.memory_bytes + SCRATCH_BYTES
+            return "limit", ErrorInfo("MemoryLimit", f"the Guest's memory, files in memory and kernel buffers passed {bound} bytes", None)
         detail = self._output.stderr.decode("utf-8", "replace").strip()
         message = f"the Guest exited with status {code} before the program finished"
         return "crashed", ErrorInfo("GuestCrashed", f"{message}: {detail}" if detail else message, None)
@@ -434,7 +437,7 @@ async def start_subprocess_guest(
         # Shielded: a cancellation landing after the fork but before we hold the process
         # would leave a live child nobody kills; once we hold it, cleanup below kills it.
         with anyio.CancelScope(shield=True):
-            child = await _forked_child(plan, scratch, child_end) if fork_server else None
+            child = await _forked.fork_child_or_none(plan, scratch or "/tmp", child_end, SCRATCH_BYTES) if fork_server else None
             forked = child is not None
             process = child or await anyio.open_process(
                 [*plan.argv, str(child_end.fileno())],
@@ -487,12 +490,3 @@ async def start_subprocess_guest(
     guest._startup_seconds = time.perf_counter() - t0
     return guest
 
-
-async def _forked_child(plan: _isolation.Plan, scratch: str | None, child_end: socket.socket) -> anyio.abc.Process | None:
-    """A child from the fork server, or None where the level must spawn or the server failed."""
-    if not plan.forkable:
-        return None
-    try:
-        return await _forked.fork_child(plan, scratch or "/tmp", child_end, SCRATCH_BYTES)
-    except _forked.ForkServerFailed:
-        return None  # spawn instead: the same level, only slower
