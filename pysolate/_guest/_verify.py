@@ -68,6 +68,9 @@ OBSERVED = ("rlimits", "open-file-bound", "process-count-bound", "userns-nobody"
             "seccomp-allowlist")
 """What the Host reads in ``/proc`` (see module docstring), in the order it reports them."""
 
+PROC = "/proc"
+"""Where the Guest's ``/proc/<pid>`` is read (tests point it at a copy)."""
+
 _NAMESPACES = ("user", "mnt", "pid", "net", "ipc", "uts", "cgroup")
 _CAPABILITY_SETS = ("CapInh", "CapPrm", "CapEff", "CapBnd", "CapAmb")
 _LIMITS = {"Max cpu time": "cpu", "Max address space": "as", "Max file size": "fsize", "Max core file size": "core",
@@ -160,7 +163,7 @@ def verify(expected: Expected, pid: int, reported: Sequence[str]) -> tuple[str, 
 
 def _observe(expected: Expected, pid: int) -> _Findings:
     plan, found = expected.plan, _Findings()
-    base = f"/proc/{pid}"
+    base = f"{PROC}/{pid}"
     status = _fields(_read(f"{base}/status"))
     uid, gid = _kernel_ids(plan)
     ids = (status["Uid"].split(), status["Gid"].split())
@@ -235,7 +238,7 @@ def _check_mounts(expected: Expected, text: str, found: _Findings) -> None:
 
 def _check_namespaces(pid: int, outside_pid: int, found: _Findings) -> None:
     try:
-        own = [os.stat(f"/proc/{pid}/ns/{name}").st_ino for name in _NAMESPACES]
+        own = [os.stat(f"{PROC}/{pid}/ns/{name}").st_ino for name in _NAMESPACES]
         outside = [os.stat(f"/proc/{outside_pid}/ns/{name}").st_ino for name in _NAMESPACES]
     except PermissionError:
         if os.geteuid() == 0:
