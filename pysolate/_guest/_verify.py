@@ -73,6 +73,8 @@ PROC = "/proc"
 
 _NAMESPACES = ("user", "mnt", "pid", "net", "ipc", "uts", "cgroup")
 _CAPABILITY_SETS = ("CapInh", "CapPrm", "CapEff", "CapBnd", "CapAmb")
+_STATUS_FIELDS = re.compile(r"^(Uid|Gid|Groups|NoNewPrivs|Seccomp|Seccomp_filters|TracerPid|Cap[A-Z][a-z]+):[ \t]*(.*?)[ \t]*$", re.M)
+_LIMIT_LINES = re.compile(r"^(Max (?:cpu time|address space|file size|core file size|open files|processes)) +(\S+) +(\S+)", re.M)
 _LIMITS = {"Max cpu time": "cpu", "Max address space": "as", "Max file size": "fsize", "Max core file size": "core",
            "Max open files": "nofile", "Max processes": "nproc"}
 
@@ -164,7 +166,7 @@ def verify(expected: Expected, pid: int, reported: Sequence[str]) -> tuple[str, 
 def _observe(expected: Expected, pid: int) -> _Findings:
     plan, found = expected.plan, _Findings()
     base = f"{PROC}/{pid}"
-    status = _fields(_read(f"{base}/status"))
+    status = dict(_STATUS_FIELDS.findall(_read(f"{base}/status")))
     uid, gid = _kernel_ids(plan)
     ids = (status["Uid"].split(), status["Gid"].split())
     found.check("not-root", ids == ([str(uid)] * 4, [str(gid)] * 4) and uid != 0 and (not plan._root or not status.get("Groups")),
@@ -201,11 +203,7 @@ def _kernel_ids(plan: _isolation.Plan) -> tuple[int, int]:
 
 
 def _check_limits(expected: Expected, text: str, found: _Findings) -> None:
-    got: dict[str, tuple[str, ...]] = {}
-    for line in text.splitlines()[1:]:
-        for label, key in _LIMITS.items():
-            if line.startswith(label + " "):
-                got[key] = tuple(line[len(label):].split()[:2])
+    got = {_LIMITS[label]: (soft, hard) for label, soft, hard in _LIMIT_LINES.findall(text)}
     limits = expected.limits
     cpu = max(1, math.ceil(limits.cpu_time))
     wanted = {"cpu": (cpu, cpu + 1), "as": (limits.memory_bytes,) * 2, "fsize": (expected.scratch_bytes,) * 2, "core": (0, 0)}
@@ -249,21 +247,23 @@ def _check_namespaces(pid: int, outside_pid: int, found: _Findings) -> None:
     found.check("own-namespaces", not shared, f"it shares its {', '.join(shared)} namespaces with process {outside_pid}")
 
 
-def _fields(text: str) -> dict[str, str]:
-    return {key: value.strip() for key, _, value in (line.partition(":") for line in text.splitlines())}
-
-
 def _unescape(path: str) -> str:
     """A mount point as ``mountinfo`` writes it (space, tab, newline, backslash octal-escaped)."""
+    if "\\" not in path:
+        return path
     return re.sub(r"\\([0-7]{3})", lambda escape: chr(int(escape.group(1), 8)), path)
 
 
 def _read(path: str) -> str:
+    """A whole ``/proc`` file; one ``read`` where it fits (these are far below 64 KiB)."""
     fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
     try:
-        chunks = []
-        while chunk := os.read(fd, 65536):
-            chunks.append(chunk)
+        chunks = [os.read(fd, _CHUNK)]
+        while len(chunks[-1]) == _CHUNK:
+            chunks.append(os.read(fd, _CHUNK))
     finally:
         os.close(fd)
     return b"".join(chunks).decode()
+
+
+_CHUNK = 65536
