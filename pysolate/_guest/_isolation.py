@@ -342,7 +342,8 @@ def _guest_reads(python: str) -> list[str]:
     interpreter, its standard library, the package sources, and where scratch dirs are made."""
     import tempfile
 
-    needed = {*_interpreter_paths(python), *(str(PACKAGE_ROOT / relative) for relative in _CHILD_SOURCES), tempfile.gettempdir()}
+    needed = {*_interpreter_paths(python), sys.base_prefix, sys.base_exec_prefix, tempfile.gettempdir(),  # (one bind for an installation)
+              *(str(PACKAGE_ROOT / relative) for relative in _CHILD_SOURCES)}
     return sorted(path for path in needed if not any(path.startswith(other + "/") for other in needed))
 
 

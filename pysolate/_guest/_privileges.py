@@ -67,8 +67,8 @@ def _check(rc: int, what: str) -> None:
         raise OSError(code, f"{what}: {os.strerror(code)}")
 
 
-def _write(path: str, text: str) -> None:
-    fd = os.open(path, os.O_WRONLY)
+def _write(path: str, text: str, directory: int | None = None) -> None:
+    fd = os.open(path, os.O_WRONLY, dir_fd=directory)
     try:
         os.write(fd, text.encode())
     finally:
@@ -85,27 +85,44 @@ def enter_user_namespace(scratch: str, scratch_bytes: int, reveal: Sequence[tupl
 
     libc = _libc()
     root = os.geteuid() == 0
-    if root:
+    uid, gid = os.getuid(), os.getgid()
+    if root:  # all mounts as root, in a mount namespace no user namespace of the Guest owns
         os.setgroups([])  # none of root's supplementary groups (an unprivileged Host cannot)
         _check(libc.unshare(_CLONE_NEWNS), "unshare(mount)")
         _check(libc.mount(None, b"/", None, _MS_REC | _MS_PRIVATE, None), "make mounts private")
         _view.reveal(reveal)
         _view.read_only()
-        _view.writable("/proc")  # for the maps below; covered once they are written
+        _view.writable("/proc")  # the maps are written through it below, once it is covered
+        proc = os.open("/proc/self", os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
+        _mount_private_view(libc, scratch, scratch_bytes)
         _become_nobody(libc)
-    uid, gid = os.getuid(), os.getgid()
-    _check(libc.unshare(_CLONE_NEWUSER | _CLONE_NEWNS), "unshare(user, mount)")
-    if root:  # the uid change made us not dumpable, and so our /proc/self root's, not ours
-        _check(libc.prctl(_PR_SET_DUMPABLE, 1, 0, 0, 0), "PR_SET_DUMPABLE")
-    _write("/proc/self/setgroups", "deny")  # no setgroups() can ever re-add a group
-    _write("/proc/self/uid_map", f"{NOBODY} {uid} 1")
-    _write("/proc/self/gid_map", f"{NOBODY} {gid} 1")
-    _check(libc.prctl(_PR_SET_DUMPABLE, 0, 0, 0, 0), "PR_SET_DUMPABLE")  # (again by ``drop``)
-    if root:
-        _view.read_only("/proc")
+        uid = gid = NOBODY
+        _check(libc.unshare(_CLONE_NEWUSER), "unshare(user)")
+        _check(libc.prctl(_PR_SET_DUMPABLE, 1, 0, 0, 0), "PR_SET_DUMPABLE")  # (the uid change cleared it: /proc/self was root's)
     else:
+        _check(libc.unshare(_CLONE_NEWUSER | _CLONE_NEWNS), "unshare(user, mount)")
+        proc = os.open("/proc/self", os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        _write("setgroups", "deny", proc)  # no setgroups() can ever re-add a group
+        _write("uid_map", f"{NOBODY} {uid} 1", proc)
+        _write("gid_map", f"{NOBODY} {gid} 1", proc)
+    finally:
+        os.close(proc)
+    _check(libc.prctl(_PR_SET_DUMPABLE, 0, 0, 0, 0), "PR_SET_DUMPABLE")  # (again by ``drop``)
+    if not root:
         _check(libc.mount(None, b"/", None, _MS_REC | _MS_PRIVATE, None), "make mounts private")
         _view.read_only()
+        _mount_private_view(libc, scratch, scratch_bytes)
+    _empty_bounding_set(libc)  # while we still hold CAP_SETPCAP (in the new namespace)
+    os.setresgid(NOBODY, NOBODY, NOBODY)
+    os.setresuid(NOBODY, NOBODY, NOBODY)
+    _clear_capabilities(libc)  # the namespace's creator holds all of them (already as 65534)
+    return ["userns-nobody", "not-root", "readonly-fs", "private-proc", "no-dev-shm", "bounded-scratch"]
+
+
+def _mount_private_view(libc: ctypes.CDLL, scratch: str, scratch_bytes: int) -> None:
+    """Cover ``/proc`` and ``/dev/shm`` with empty read-only tmpfs, mount the scratch tmpfs
+    (the one writable place) and move into it."""
     hidden = _MS_RDONLY | _MS_NOSUID | _MS_NODEV | _MS_NOEXEC
     for path in ("/proc", "/dev/shm"):
         if os.path.isdir(path):
@@ -113,11 +130,6 @@ def enter_user_namespace(scratch: str, scratch_bytes: int, reveal: Sequence[tupl
     options = f"size={scratch_bytes},mode=0700,uid={NOBODY},gid={NOBODY}".encode()
     _check(libc.mount(b"tmpfs", scratch.encode(), b"tmpfs", _MS_NOSUID | _MS_NODEV | _MS_NOEXEC, options), "mount scratch")
     os.chdir(scratch)  # the cwd was the directory under the new mount
-    _empty_bounding_set(libc)  # while we still hold CAP_SETPCAP (in the new namespace)
-    os.setresgid(NOBODY, NOBODY, NOBODY)
-    os.setresuid(NOBODY, NOBODY, NOBODY)
-    _clear_capabilities(libc)  # the namespace's creator holds all of them (already as 65534)
-    return ["userns-nobody", "not-root", "readonly-fs", "private-proc", "no-dev-shm", "bounded-scratch"]
 
 
 def _become_nobody(libc: ctypes.CDLL) -> None:

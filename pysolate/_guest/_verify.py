@@ -22,7 +22,7 @@ mechanisms they prove:
                        ``setgroups`` denied outside bubblewrap (``userns-nobody``)
 ``limits``             every rlimit the spec set (``rlimits``, ``open-file-bound``,
                        ``process-count-bound``)
-``mountinfo``          outside bubblewrap: every mount read-only but the scratch
+``mountinfo``          outside bubblewrap: every mount a path reaches read-only but the scratch
                        (``readonly-fs``, so ``no-dev-shm`` too), a tmpfs over ``/proc``
                        (``private-proc``), the scratch a tmpfs of the planned size
                        (``bounded-scratch``)
@@ -223,8 +223,9 @@ def _check_mounts(expected: Expected, text: str, found: _Findings) -> None:
         mounts.append((fields[0], fields[1], _unescape(fields[4]), fields[5].split(","), fields[at + 1], fields[at + 3].split(",")))
     below = {(parent, point) for _, parent, point, *_ in mounts}  # a mount with one on top of it, at the same point
     top = {mount[2]: mount for mount in mounts if (mount[0], mount[2]) not in below}
+    by_id = {mount[0]: mount for mount in mounts}
     scratch = top.get(expected.scratch)
-    writable = [mount[2] for mount in mounts if "ro" not in mount[3] and mount is not scratch]
+    writable = [mount[2] for mount in mounts if "ro" not in mount[3] and mount is not scratch and _reachable(mount, top, by_id)]
     found.check("readonly-fs", not writable, f"writable mounts: {', '.join(writable)}")
     found.check("no-dev-shm", not writable, f"writable mounts: {', '.join(writable)}")
     proc = top.get("/proc")
@@ -232,6 +233,19 @@ def _check_mounts(expected: Expected, text: str, found: _Findings) -> None:
     size = f"size={expected.scratch_bytes // 1024}k"
     found.check("bounded-scratch", scratch is not None and scratch[4] == "tmpfs" and size in scratch[5],
                 f"the scratch mount is {scratch[4:] if scratch else None}")
+
+
+def _reachable(mount: tuple, top: dict[str, tuple], by_id: dict[str, tuple]) -> bool:
+    """Whether a path reaches ``mount``: it is the top one at its mount point, and so is
+    each mount it hangs from (a root Host's child writes its maps through a ``/proc`` that
+    it then covers: that one, and what is mounted in it, no path reaches)."""
+    if top.get(mount[2]) is not mount:
+        return False
+    while (parent := by_id.get(mount[1])) is not None and parent is not mount:
+        if parent[2] != mount[2] and top.get(parent[2]) is not parent:
+            return False  # (the same point: stacked, the one below holds it up)
+        mount = parent
+    return True
 
 
 def _check_namespaces(pid: int, outside_pid: int, found: _Findings) -> None:

@@ -28,6 +28,7 @@ before the program exists:
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import os
 import stat
@@ -116,17 +117,15 @@ def _others_may(path: str, bits: int) -> bool:
 
 
 def _skeleton(top: str, path: str, *, is_directory: bool) -> None:
-    """Make ``path`` (and the directories up to ``top``) in the cover, mode 0755/0644."""
-    parent = os.path.dirname(path)
-    missing = []
-    while parent != top and not os.path.isdir(parent):
-        missing.append(parent)
-        parent = os.path.dirname(parent)
-    for directory in reversed(missing):
-        os.mkdir(directory)
-        os.chmod(directory, 0o755)  # (whatever the umask)
-    if is_directory:
-        os.mkdir(path)
-        os.chmod(path, 0o755)
-    else:
-        os.close(os.open(path, os.O_CREAT | os.O_WRONLY | os.O_CLOEXEC, 0o644))
+    """Make ``path`` and the directories between it and ``top`` in the (fresh, empty) cover,
+    mode 0755 (files 0644) whatever the umask."""
+    parts = path[len(top):].strip("/").split("/")
+    mask = os.umask(0)
+    try:
+        for depth in range(1, len(parts) + (1 if is_directory else 0)):
+            with contextlib.suppress(FileExistsError):  # (shared by another path of the cover)
+                os.mkdir(os.path.join(top, *parts[:depth]), 0o755)
+        if not is_directory:
+            os.close(os.open(path, os.O_CREAT | os.O_WRONLY | os.O_CLOEXEC, 0o644))
+    finally:
+        os.umask(mask)

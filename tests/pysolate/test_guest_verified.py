@@ -48,12 +48,13 @@ def _limit(pid: int, name: str) -> tuple[str, str]:
 
 
 def _writable_mounts(pid: int, scratch: str) -> list[str]:
-    found = []
+    """The mount points whose uppermost mount (the last listed there) is writable, but the
+    scratch. (A root Host's child writes its maps through ``/proc`` before covering it.)"""
+    top: dict[str, list[str]] = {}
     for line in Path(f"/proc/{pid}/mountinfo").read_text().splitlines():
         fields = line.split()
-        if "ro" not in fields[5].split(",") and fields[4] != scratch:
-            found.append(fields[4])
-    return found
+        top[fields[4]] = fields[5].split(",")
+    return [point for point, options in top.items() if "ro" not in options and point != scratch]
 
 
 @pytest.mark.parametrize("fork", [True, False], ids=["fork", "spawn"])
