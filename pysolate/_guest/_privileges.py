@@ -10,15 +10,19 @@ Called by the child (``_confine``) after its rlimits and before Landlock and sec
     - a **root** Host's child becomes the kernel's ``nobody`` before it makes its user
       namespace, and maps only ``nobody`` to ``nobody``: uid 0 is never mapped, so it owns
       none of root's files (cgroupfs included), and no signal (``kill``, ``SIGIO``)
-      reaches a process of root's. While still root it makes a mount namespace of its own
-      in which the paths it must read but ``nobody`` may not reach are revealed
-      (``_view.reveal``: a pyenv under ``/root``) and every mount is read-only
-      (``_view.read_only``); the user namespace made after it cannot change either.
+      reaches a process of root's. While still root it makes every mount below in a mount
+      namespace of its own, which its user namespace (made after it) does not own and so
+      cannot change at all: the paths it must read but ``nobody`` may not reach revealed
+      (``_view.reveal``: a pyenv under ``/root``), every mount read-only
+      (``_view.read_only``) and the covers below. It writes its maps through ``/proc/self``
+      opened before ``/proc`` was covered (``nobody`` again may not: a uid change makes a
+      process not dumpable, and its ``/proc`` root's, until it says otherwise for the
+      moment of the writes).
     - an **unprivileged** Host's child can only map the Host's own uid (to ``nobody``),
-      which it then is to the kernel; it makes every mount read-only in its new mount
-      namespace the same way.
+      which it then is to the kernel; it makes the mounts in its new mount namespace, every
+      one read-only the same way.
 
-    In its private mount namespace it then covers
+    The covers:
 
     - ``/proc`` with an empty read-only tmpfs (no other process's ``environ``, ``mem`` or
       ``cwd``; not even its own — nothing the program needs lives there),
