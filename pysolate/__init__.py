@@ -16,6 +16,7 @@ from ._capability import propose_effect as propose_effect
 from ._code_tool import CodeTool as CodeTool
 from ._exceptions import ApplyConflict as ApplyConflict
 from ._exceptions import CommitError as CommitError
+from ._exceptions import IsolationMismatch as IsolationMismatch
 from ._exceptions import IsolationUnavailable as IsolationUnavailable
 from ._exceptions import NotStreamingWarning as NotStreamingWarning
 from ._exceptions import PysolateError as PysolateError
@@ -59,6 +60,7 @@ __all__ = [
     "GuestLimits",
     "Host",
     "Isolation",
+    "IsolationMismatch",
     "IsolationUnavailable",
     "LanePolicy",
     "MethodSpec",

@@ -64,6 +64,10 @@ class GuestLimits:
     """Largest broker frame in either direction."""
     max_processes: int = 64
     """Threads (and, at the ``rlimits`` level, processes) the Guest may hold at once."""
+    max_open_files: int = 64
+    """File descriptors the Guest may hold at once (``RLIMIT_NOFILE``): what bounds the
+    kernel memory its pipes (and, at ``rlimits``, sockets) pin, which ``memory_bytes``
+    does not count where no cgroup memory controller does (docs/isolation.md)."""
 
 
 @dataclass(frozen=True, slots=True)

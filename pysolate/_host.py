@@ -160,8 +160,10 @@ class Host:
 
     def isolation(self) -> Isolation | None:
         """The isolation this Host's Guests run at, known before any run: the level and
-        the mechanisms it consists of on this machine (a Guest reports what it applied in
-        ``RunResult.isolation``). None with a custom ``guest_factory``."""
+        the mechanisms it consists of on this machine, each of which the Host checks in
+        every Guest's ``/proc`` where the kernel shows it (a Guest without one is refused,
+        ``IsolationMismatch``; ``RunResult.isolation`` lists what was seen of the run's
+        Guest, docs/isolation.md). None with a custom ``guest_factory``."""
         if self._level is None:
             return None
         from ._guest import _isolation

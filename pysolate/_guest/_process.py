@@ -52,7 +52,7 @@ from .._guest_api import (
     GuestStatus,
     Isolation,
 )
-from . import _confine, _forked, _isolation
+from . import _confine, _forked, _isolation, _verify
 from ._cgroup import GuestCgroup, enter_cgroup
 from ._channel import Channel as _Channel
 from ._channel import ChannelClosed as _ChannelClosed
@@ -263,6 +263,9 @@ class SubprocessGuest:
         code = self._process.returncode
         if code in (-signal.SIGXCPU, 128 + signal.SIGXCPU):
             return "limit", ErrorInfo("CPUTimeLimit", f"the program used more than {self._limits.cpu_time}s of CPU", None)
+        if code == -signal.SIGKILL and self._cgroup is not None and self._cgroup.oom_killed():  # its cgroup's memory bound
+            bound = self._limits.memory_bytes + SCRATCH_BYTES
+            return "limit", ErrorInfo("MemoryLimit", f"the Guest's memory, files in memory and kernel buffers passed {bound} bytes", None)
         detail = self._output.stderr.decode("utf-8", "replace").strip()
         message = f"the Guest exited with status {code} before the program finished"
         return "crashed", ErrorInfo("GuestCrashed", f"{message}: {detail}" if detail else message, None)
@@ -434,7 +437,7 @@ async def start_subprocess_guest(
         # Shielded: a cancellation landing after the fork but before we hold the process
         # would leave a live child nobody kills; once we hold it, cleanup below kills it.
         with anyio.CancelScope(shield=True):
-            child = await _forked_child(plan, scratch, child_end) if fork_server else None
+            child = await _forked.fork_child_or_none(plan, scratch or "/tmp", child_end, SCRATCH_BYTES) if fork_server else None
             forked = child is not None
             process = child or await anyio.open_process(
                 [*plan.argv, str(child_end.fileno())],
@@ -457,10 +460,8 @@ async def start_subprocess_guest(
     guest = SubprocessGuest(process, channel, capabilities, limits, Isolation("process"), scratch, 0.0)
     try:
         with anyio.fail_after(START_TIMEOUT):  # before init: the child runs nothing before it
-            guest._cgroup = await enter_cgroup(
-                process.guest_pid if isinstance(process, _forked.ForkedProcess) else process.pid, sandboxed=plan.namespaces and not forked,
-                memory_bytes=limits.memory_bytes + SCRATCH_BYTES, max_processes=limits.max_processes,
-            )
+            pid = await _verify.guest_pid(process, plan)
+            guest._cgroup = await enter_cgroup(pid, memory_bytes=limits.memory_bytes + SCRATCH_BYTES, max_processes=limits.max_processes)
         host_mechanisms = guest._cgroup.mechanisms if guest._cgroup is not None else ()
         init = {
             "t": "init",
@@ -474,6 +475,7 @@ async def start_subprocess_guest(
         if not isinstance(ready, ReadyFrame):
             raise ProtocolViolation("the child's first frame was not ready")
         plan.check_applied(ready.mechanisms, forked=forked)
+        applied = _verify.verify_started(process, pid, plan, limits, scratch, SCRATCH_BYTES, ready.mechanisms)
     except (_ChannelClosed, ProtocolViolation, TimeoutError, OSError) as exc:
         detail = await guest._stderr_after_death(isinstance(exc, _ChannelClosed))
         await guest.aclose()
@@ -484,16 +486,7 @@ async def start_subprocess_guest(
         await guest.aclose()
         raise
     forked_mechanism = ("fork-server",) if forked else ()
-    guest.isolation = Isolation(plan.level, (*plan.mechanisms, *forked_mechanism, *host_mechanisms, *ready.mechanisms))
+    guest.isolation = Isolation(plan.level, (*plan.mechanisms, *forked_mechanism, *host_mechanisms, *applied))
     guest._startup_seconds = time.perf_counter() - t0
     return guest
 
-
-async def _forked_child(plan: _isolation.Plan, scratch: str | None, child_end: socket.socket) -> anyio.abc.Process | None:
-    """A child from the fork server, or None where the level must spawn or the server failed."""
-    if not plan.forkable:
-        return None
-    try:
-        return await _forked.fork_child(plan, scratch or "/tmp", child_end, SCRATCH_BYTES)
-    except _forked.ForkServerFailed:
-        return None  # spawn instead: the same level, only slower
