@@ -14,13 +14,17 @@ these rules raise ``Uncrossable`` — a ``NotPlain`` that is also a ``ValueError
 The wire and key form is *tagged*: every value becomes a small JSON array whose first item
 names its type, so ``1``, ``1.0`` and ``True``, or ``(1,)`` and ``[1]``, never collide and
 decode back to exactly what was encoded. Floats travel as ``float.hex`` (bit-exact, keeps
-``-0.0``, ``inf``; NaN is one value).
+``-0.0`` and ``inf``); a NaN, which ``float.hex`` spells ``nan`` whatever its sign and
+payload, as ``nan:`` and its 16 hex digits of IEEE 754 bits (``nan:7ff8000000000000`` is
+``float("nan")``, ``nan:fff8000000000000`` its negation), so a tool and a call key see
+exactly the NaN the program made, in every process (issue 36: ``math.copysign(1, x)``
+tells the two apart).
 """
 
 from __future__ import annotations
 
 import json
-import math
+import struct
 
 from ._exceptions import NotKnown
 
@@ -53,6 +57,30 @@ def _check_text(value: str) -> None:
             raise Uncrossable(f"str with a lone surrogate at index {exc.start}") from None
 
 
+_DOUBLE = struct.Struct(">d")
+"""An IEEE 754 binary64, big-endian: a float's bits as 16 hex digits, NaN payloads kept."""
+
+
+_HEX = frozenset("0123456789abcdef")
+
+
+def nan_text(value: float) -> str:
+    """The tagged body of a NaN: ``nan:`` and its bits (see the module docstring)."""
+    return "nan:" + _DOUBLE.pack(value).hex()
+
+
+def _nan(body: str) -> float:
+    """The NaN ``nan_text`` wrote ``body`` for; ``ValueError`` for any other text (a
+    non-NaN's bits, a wrong length, upper-case digits: one spelling per value)."""
+    bits = body[4:]
+    if body[:4] != "nan:" or len(bits) != 16 or not _HEX.issuperset(bits):
+        raise ValueError(f"not a tagged NaN: {body[:40]!r}")
+    value: float = _DOUBLE.unpack(bytes.fromhex(bits))[0]
+    if value == value:
+        raise ValueError(f"not a tagged NaN: {body[:40]!r}")
+    return value
+
+
 def to_tagged(value: object, _depth: int = 0) -> object:
     """The tagged form of a plain value; raises ``NotPlain`` for anything else."""
     if _depth > MAX_DEPTH:
@@ -69,7 +97,7 @@ def to_tagged(value: object, _depth: int = 0) -> object:
         return ["i", str(value)]
     if t is float:
         assert isinstance(value, float)
-        return ["f", "nan" if math.isnan(value) else value.hex()]
+        return ["f", value.hex() if value == value else nan_text(value)]
     if t is str:
         assert isinstance(value, str)
         _check_text(value)
@@ -105,7 +133,7 @@ def from_tagged(tagged: object, _depth: int = 0) -> object:
         if tag == "i" and type(body) is str:
             return int(body)
         if tag == "f" and type(body) is str:
-            return math.nan if body == "nan" else float.fromhex(body)
+            return _nan(body) if body.startswith("nan") else float.fromhex(body)
         if tag == "s" and type(body) is str:
             return body
         if tag == "y" and type(body) is str:
