@@ -33,6 +33,7 @@ from typing import Any
 
 import anyio
 import anyio.abc
+import anyio.streams.stapled
 import ray
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
@@ -44,7 +45,6 @@ from ._agent import AGENT_RESOURCE, GuestNode
 from ._cluster import ensure_connected
 from ._link import (
     HELLO_BYTES,
-    HELLO_TIMEOUT,
     Link,
     LinkClosed,
     outcome_bound,
@@ -52,6 +52,7 @@ from ._link import (
     parse_json,
     parse_outcome,
 )
+from ._listen import HelloListener, ListenerStatistics
 
 START_TIMEOUT = 30.0
 """Seconds from asking an agent for a Guest to its hello on the link."""
@@ -109,6 +110,7 @@ class RayGuestFactory:
         self._agents: list[Any] = []
         self._next_agent: itertools.cycle[Any] | None = None
         self._listener: anyio.abc.Listener[anyio.abc.SocketStream] | None = None
+        self._hellos: HelloListener | None = None  # accepts and bounds connections (``_listen``)
         self._task_group: anyio.abc.TaskGroup | None = None
         self._pending: dict[str, _Pending] = {}
         self.rejected_hellos = 0
@@ -124,7 +126,9 @@ class RayGuestFactory:
         self._port = self._listener.extra(anyio.abc.SocketAttribute.local_port)
         self._task_group = anyio.create_task_group()
         await self._task_group.__aenter__()
-        self._task_group.start_soon(self._listener.serve, self._greet)
+        assert isinstance(self._listener, anyio.streams.stapled.MultiListener)
+        self._hellos = HelloListener(self._listener.listeners, self._greet)
+        self._task_group.start_soon(self._hellos.serve)
         return self
 
     async def __aexit__(
@@ -137,6 +141,10 @@ class RayGuestFactory:
         finally:
             await self._listener.aclose()
             self._task_group = None
+
+    def listener_statistics(self) -> ListenerStatistics | None:
+        """What the listener has accepted and dropped (``_listen``); None outside ``async with``."""
+        return None if self._hellos is None else self._hellos.statistics()
 
     @property
     def agents(self) -> list[Any]:
@@ -177,11 +185,10 @@ class RayGuestFactory:
         ray.get([agent.stats.remote() for agent in self._agents])  # placed and alive
 
     async def _greet(self, stream: anyio.abc.SocketStream) -> None:
-        """A new connection: hand it to the Guest its hello names, or drop it."""
+        """A new connection: hand it to the Guest its hello names, or drop it. (The listener
+        bounds how long, and how many, connections wait here: ``_listen``.)"""
         link = Link(stream, HELLO_BYTES)
-        pending = None
-        with anyio.move_on_after(HELLO_TIMEOUT):
-            pending = await self._claimed_by(link)
+        pending = await self._claimed_by(link)
         if pending is None:
             self.rejected_hellos += 1
             await link.aclose()

@@ -38,9 +38,6 @@ from .._guest_api import ErrorInfo, GuestOutcome, Isolation
 HELLO_BYTES = 512
 """Largest hello frame the Host reads from a connection it does not know yet."""
 
-HELLO_TIMEOUT = 5.0
-"""Seconds a new connection has to send its hello before the Host drops it."""
-
 TOKEN_BYTES = 32
 """Random bytes of a Guest's token (sent as hex)."""
 
