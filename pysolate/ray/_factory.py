@@ -38,8 +38,9 @@ import ray
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
 from .._guest import GuestStartError
-from .._guest._frames import Call, ProtocolViolation, parse_guest_frame
+from .._guest._frames import Call, ProtocolViolation, RefusedCall
 from .._guest._replies import answer
+from .._guest._stepped import guest_frame
 from .._guest_api import CallHandler, ErrorInfo, GuestLimits, GuestOutcome, Isolation
 from ._agent import AGENT_RESOURCE, GuestNode
 from ._cluster import ensure_connected
@@ -331,8 +332,8 @@ class RayGuest:
             # spares every call a second JSON parse (an outcome spelled otherwise fails closed).
             if payload.startswith(OUTCOME_PREFIX):
                 return parse_outcome(parse_json(payload))
-            frame = parse_guest_frame(payload)
-            if not isinstance(frame, Call):
+            frame = await guest_frame(payload)
+            if not isinstance(frame, Call | RefusedCall):
                 raise ProtocolViolation(f"unexpected {type(frame).__name__} on the link")
             calls += 1
             if calls > self._limits.max_calls:  # the node enforces it too; never trust one side
