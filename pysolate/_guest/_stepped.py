@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import codecs
 import re
+from typing import Any
 
 import anyio.lowlevel
 
@@ -295,17 +296,38 @@ def _validated(raw: dict[str, object]) -> ReadyFrame | Call | Done | TurnDone:
     return Done(frame.status, value, error)  # type: ignore[union-attr]
 
 
+def envelope_steps(payload: bytes) -> Steps:
+    """``(envelope, value)`` of a large frame that is not a Guest frame (the Ray link's
+    outcome): its JSON with the tagged ``value`` field decoded (and ``["n"]`` in its place)."""
+    text = yield from _text(payload)
+    decoder = _Envelope(text)
+    if decoder.tok()[0] != "{":
+        raise ProtocolViolation("frame is not a JSON object")
+    raw = yield from decoder.members(0, frame=True)
+    if _END.match(text, decoder.pos) is None:
+        raise ProtocolViolation("frame is not JSON: text after the object")
+    tagged = raw.get("value")
+    if isinstance(tagged, _Tagged):
+        raw["value"] = ["n"]
+        return raw, tagged.value
+    return raw, None
+
+
+async def stepped(steps: Steps) -> Any:
+    """Run ``steps`` to its value, letting the event loop run between them."""
+    try:
+        while True:
+            next(steps)
+            await anyio.lowlevel.checkpoint()
+    except StopIteration as stop:
+        return stop.value
+
+
 async def guest_frame(payload: bytes) -> ReadyFrame | Call | RefusedCall | Done | TurnDone:
     """The frame ``payload`` stands for: at once when it is small (``parse_guest_frame``),
     in steps when it is large, letting the event loop run between them. Raises
     ``ProtocolViolation``. Cancellation stops the decoding (nothing is kept)."""
     if len(payload) <= INLINE_FRAME_BYTES:
         return parse_guest_frame(payload)
-    steps = frame_steps(payload)
-    try:
-        while True:
-            next(steps)
-            await anyio.lowlevel.checkpoint()
-    except StopIteration as stop:
-        frame: ReadyFrame | Call | RefusedCall | Done | TurnDone = stop.value
-        return frame
+    frame: ReadyFrame | Call | RefusedCall | Done | TurnDone = await stepped(frame_steps(payload))
+    return frame

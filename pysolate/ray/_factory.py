@@ -38,9 +38,9 @@ import ray
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
 from .._guest import GuestStartError
-from .._guest._frames import Call, ProtocolViolation, RefusedCall
+from .._guest._frames import INLINE_FRAME_BYTES, Call, ProtocolViolation, RefusedCall
 from .._guest._replies import answer
-from .._guest._stepped import guest_frame
+from .._guest._stepped import envelope_steps, guest_frame, stepped
 from .._guest_api import CallHandler, ErrorInfo, GuestLimits, GuestOutcome, Isolation
 from ._agent import AGENT_RESOURCE, GuestNode
 from ._cluster import ensure_connected
@@ -331,7 +331,10 @@ class RayGuest:
             # The agent encodes with the broker's encoder, "t" first: one look at the prefix
             # spares every call a second JSON parse (an outcome spelled otherwise fails closed).
             if payload.startswith(OUTCOME_PREFIX):
-                return parse_outcome(parse_json(payload))
+                if len(payload) <= INLINE_FRAME_BYTES:
+                    return parse_outcome(parse_json(payload))
+                raw, value = await stepped(envelope_steps(payload))  # a large outcome, decoded in steps
+                return parse_outcome(raw, value)
             frame = await guest_frame(payload)
             if not isinstance(frame, Call | RefusedCall):
                 raise ProtocolViolation(f"unexpected {type(frame).__name__} on the link")
