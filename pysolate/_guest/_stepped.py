@@ -232,8 +232,8 @@ def frame_steps(payload: bytes) -> Steps:
 
 def _text(payload: bytes) -> Steps:
     """The payload as text, as the inline path decodes it (UTF-8, lone surrogates passed)."""
-    if payload[:1] != b"{":
-        raise ProtocolViolation("frame is not a JSON object")
+    if payload.lstrip(b" \t\n\r")[:1] != b"{":
+        raise ProtocolViolation("frame is not a JSON object in UTF-8")
     try:
         return payload.decode("utf-8")  # a fast C pass when it is valid UTF-8
     except UnicodeDecodeError:
