@@ -21,7 +21,15 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from occurrences._callkey import argument_text
-from occurrences._plain import MAX_EQUAL_HASHES, MAX_ITEMS, NotPlain, check_keys, from_tagged, own, to_tagged
+from occurrences._plain import (
+    MAX_EQUAL_HASHES,
+    MAX_ITEMS,
+    NotPlain,
+    check_keys,
+    from_tagged,
+    own,
+    to_tagged,
+)
 from pysolate._compact import compact
 from pysolate._guest import _reader, _stepped
 from pysolate._guest._frames import Call, ProtocolViolation, RefusedCall, parse_guest_frame
