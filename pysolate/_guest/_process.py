@@ -51,6 +51,7 @@ from .._guest_api import (
     GuestOutcome,
     GuestStatus,
     Isolation,
+    LimitExceeded,
 )
 from . import _confine, _forked, _isolation
 from ._cgroup import GuestCgroup, enter_cgroup
@@ -102,10 +103,8 @@ class _State(enum.Enum):
     CLOSED = "closed"
 
 
-class _LimitHit(Exception):
-    def __init__(self, type_name: str, message: str) -> None:
-        super().__init__(message)
-        self.info = ErrorInfo(type_name, message, None)
+_LimitHit = LimitExceeded
+"""A limit the runner itself finds (calls, frames), or the handler's (the Host's byte budget)."""
 
 
 @dataclass(frozen=True, slots=True)

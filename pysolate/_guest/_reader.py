@@ -93,10 +93,11 @@ class Reader:
     """A frame's text read from ``pos`` on. ``tokens`` counts the work done (tests read it);
     ``out`` collects canonical text pieces while ``render`` is on."""
 
-    __slots__ = ("out", "pos", "render", "text", "tokens", "units")
+    __slots__ = ("controls", "out", "pos", "render", "text", "tokens", "units")
 
-    def __init__(self, text: str) -> None:
+    def __init__(self, text: str, controls: bool = True) -> None:
         self.text = text
+        self.controls = controls  # the text may hold a control character (else strings need no check for one)
         self.pos = 0
         self.units = 0  # work since the last step
         self.tokens = 0  # work in all
@@ -131,6 +132,16 @@ class Reader:
         """The string whose opening quote was just read, as ``json`` decodes it."""
         text, start = self.text, self.pos
         pos, size = start, len(text)
+        if not self.controls:  # no control character anywhere: the quote and a backslash, found in C
+            quote = text.find('"', pos)
+            if quote < 0:
+                raise ProtocolViolation("frame is not JSON: a string does not end")
+            backslash = text.find("\\", pos, quote)
+            self.spend((quote - pos) // (8 * UNIT_CHARS))
+            if backslash < 0:
+                self.pos = quote + 1
+                return text[start:quote]
+            pos = backslash
         while True:
             end = min(size, pos + STRING_CHUNK)
             m = _SPECIAL.search(text, pos, end)
@@ -222,7 +233,7 @@ class Reader:
                 self.out.append(f'["b",{token}]')
         elif kind == "s" and tag in ("i", "f", "s", "y"):
             body = yield from self.string()
-            value = yield from self._scalar(tag, body)
+            value = yield from self._scalar(tag, body, depth)
         elif kind == "[" and tag in ("t", "l", "d"):
             value = yield from self.items(tag, depth, left)
         else:
@@ -231,11 +242,14 @@ class Reader:
             raise malformed()
         return value
 
-    def _scalar(self, tag: str, body: str) -> Steps:
+    def _scalar(self, tag: str, body: str, depth: int) -> Steps:
+        # An argument (depth 1) past KEY_INLINE_CHARS is keyed by its content's digest
+        # (``key_piece``): its text is not needed.
+        render = self.render and not (depth == 1 and len(body) > KEY_INLINE_CHARS)
         try:
             if tag == "s":
                 _check_text(body)  # the broker keys what was decoded without walking it again
-                if self.render:
+                if render:
                     yield from self._escaped(body)
                 return body
             if tag == "i":
@@ -253,7 +267,7 @@ class Reader:
                     self.out.append(f'["f","{real.hex() if real == real else nan_text(real)}"]')
                 return real
             data = yield from self._hex(body)
-            if self.render:
+            if render:
                 canonical = len(body) == 2 * len(data) and (body.islower() or body.isdigit() or not body)
                 if canonical:
                     self.out.extend(('["y","', body, '"]'))

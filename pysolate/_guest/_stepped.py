@@ -76,8 +76,8 @@ class _Envelope(Reader):
 
     __slots__ = ("values",)
 
-    def __init__(self, text: str) -> None:
-        super().__init__(text)
+    def __init__(self, text: str, controls: bool) -> None:
+        super().__init__(text, controls)
         self.values = 0  # JSON values outside tagged fields
 
     def json(self, depth: int, kind: str, token: str | None) -> Steps:
@@ -218,7 +218,7 @@ def frame_steps(payload: bytes) -> Steps:
     """Decode one frame ``payload`` (any size) in steps; the generator's value is what
     ``parse_guest_frame`` returns (or a ``RefusedCall``). Raises ``ProtocolViolation``."""
     text = yield from _text(payload)
-    decoder = _Envelope(text)
+    decoder = _Envelope(text, (yield from _has_controls(payload)))
     if decoder.tok()[0] != "{":
         raise ProtocolViolation("frame is not a JSON object")
     try:
@@ -228,6 +228,21 @@ def frame_steps(payload: bytes) -> Steps:
     if _END.match(text, decoder.pos) is None:
         raise ProtocolViolation("frame is not JSON: text after the object")
     return _validated(raw)
+
+
+_CONTROLS = bytes(range(32))
+
+
+def _has_controls(payload: bytes) -> Steps:
+    """Whether ``payload`` holds a byte below 0x20 (whitespace, or a control character a JSON
+    string may not hold raw): never in a compact frame, so its strings need no check for one.
+    (C passes of a megabyte each; UTF-8 encodes no other character with such a byte.)"""
+    for start in range(0, len(payload), 1 << 20):
+        piece = payload[start : start + (1 << 20)]
+        if len(piece.translate(None, _CONTROLS)) != len(piece):
+            return True
+        yield
+    return False
 
 
 def _text(payload: bytes) -> Steps:
@@ -300,7 +315,7 @@ def envelope_steps(payload: bytes) -> Steps:
     """``(envelope, value)`` of a large frame that is not a Guest frame (the Ray link's
     outcome): its JSON with the tagged ``value`` field decoded (and ``["n"]`` in its place)."""
     text = yield from _text(payload)
-    decoder = _Envelope(text)
+    decoder = _Envelope(text, (yield from _has_controls(payload)))
     if decoder.tok()[0] != "{":
         raise ProtocolViolation("frame is not a JSON object")
     raw = yield from decoder.members(0, frame=True)

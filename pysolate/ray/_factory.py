@@ -41,7 +41,7 @@ from .._guest import GuestStartError
 from .._guest._frames import INLINE_FRAME_BYTES, Call, ProtocolViolation, RefusedCall
 from .._guest._replies import answer
 from .._guest._stepped import envelope_steps, guest_frame, stepped
-from .._guest_api import CallHandler, ErrorInfo, GuestLimits, GuestOutcome, Isolation
+from .._guest_api import CallHandler, ErrorInfo, GuestLimits, GuestOutcome, Isolation, LimitExceeded
 from ._agent import AGENT_RESOURCE, GuestNode
 from ._cluster import ensure_connected
 from ._link import (
@@ -292,6 +292,8 @@ class RayGuest:
                             outcome = await self._converse(handler)
                         except ProtocolViolation as exc:
                             outcome = self._ended("protocol_error", "ProtocolError", str(exc))
+                        except LimitExceeded as exc:  # the handler's (the Host's byte budget)
+                            outcome = self._ended("limit", exc.info.type, exc.info.message)
                         except LinkClosed:
                             outcome = None
                 tg.cancel_scope.cancel()

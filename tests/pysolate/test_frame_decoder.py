@@ -197,8 +197,8 @@ def _work(payload: bytes) -> tuple[int, int, float]:
     decoder_units: list[int] = []
     original = _reader.Reader.__init__
 
-    def counting(self: _reader.Reader, text: str) -> None:
-        original(self, text)
+    def counting(self: _reader.Reader, text: str, controls: bool = True) -> None:
+        original(self, text, controls)
         decoder_units.append(0)
         self_ref.append(self)
 
