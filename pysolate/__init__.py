@@ -31,6 +31,7 @@ from ._result import CallRecord as CallRecord
 from ._result import RunReport as RunReport
 from ._result import RunResult as RunResult
 from ._result import RunStatus as RunStatus
+from ._result import ValueDigest as ValueDigest
 from ._session import Session as Session
 from ._session import SessionLimits as SessionLimits
 from ._session import SessionState as SessionState
@@ -68,6 +69,7 @@ __all__ = [
     "Timeline",
     "ToolError",
     "ToolFailure",
+    "ValueDigest",
     "Workspace",
     "WorkspaceError",
     "capability",
