@@ -130,6 +130,7 @@ class RunScope:
         self._branch_bytes: dict[str, int] = {
             name: target.held_bytes() for name, target in self._targets.items() if hasattr(target, "held_bytes")
         }
+        self._branch_total = sum(self._branch_bytes.values())
         self._physical = 0
         self._threads = threads
         self._timeout = call_timeout
@@ -440,9 +441,11 @@ class RunScope:
                 observation_id,
             )
         )
-        if capability in self._branch_bytes and spec is not None and spec.effect in _WRITES:
-            self._branch_bytes[capability] = self._targets[capability].held_bytes()  # type: ignore[attr-defined]
-        if self.max_bytes is not None and self._held + sum(self._branch_bytes.values()) > self.max_bytes:
+        branches = self._branch_bytes
+        if branches and capability in branches and spec is not None and spec.effect in _WRITES:
+            branches[capability] = self._targets[capability].held_bytes()  # type: ignore[attr-defined]
+            self._branch_total = sum(branches.values())
+        if self.max_bytes is not None and self._held + self._branch_total > self.max_bytes:
             raise LimitExceeded(
                 HOST_BYTES_LIMIT,
                 f"the run holds more than {self.max_bytes} bytes in the Host (receipts and workspace branches),"
@@ -452,7 +455,7 @@ class RunScope:
     @property
     def held_bytes(self) -> int:
         """Bytes the run holds in the Host (``_holding``): receipts as kept, branches."""
-        return self._held + sum(self._branch_bytes.values())
+        return self._held + self._branch_total
 
 
 def _spec_or_none(reg: Registration | None, method: str) -> MethodSpec | None:

@@ -65,6 +65,8 @@ def weight(value: object) -> int:
 def held(value: object) -> tuple[object, int]:
     """``(what a receipt keeps of value, its weight)``: the value, or past
     ``RECEIPT_INLINE_BYTES`` its ``ValueDigest``."""
+    if value is None:
+        return None, 24
     size = weight(value)
     if size <= RECEIPT_INLINE_BYTES:
         return value, size
@@ -77,12 +79,20 @@ def held_arguments(args: object, kwargs: Mapping[str, object]) -> tuple[object, 
     out_args: object = args
     if type(args) is tuple:
         for value in args:
-            total += weight(value)
+            t = type(value)  # ``weight``'s scalar cases, inline: most calls have only these
+            if t is int:
+                total += 28 + value.bit_length() // 8
+            elif t is str:
+                total += 49 + len(value)
+            else:
+                total += weight(value)
         if total > RECEIPT_INLINE_BYTES:  # some argument may be past it: each one's own
             kept = [held(value) for value in args]
             out_args, total = tuple(item for item, _ in kept), sum(size for _, size in kept)
     else:  # a refused call's repr'd arguments
         out_args, total = held(args)
+    if not kwargs:
+        return out_args, {}, total
     out_kwargs = dict(kwargs)
     for name, value in kwargs.items():
         item, size = held(value)
