@@ -48,7 +48,7 @@ from ._execute import (
     scope_class,
 )
 from ._guest_api import ErrorInfo, LimitExceeded, ToolFailure
-from ._holding import HOST_BYTES_LIMIT, RECEIPT_BYTES, held, held_arguments, weight
+from ._holding import HOST_BYTES_LIMIT, RECEIPT_BYTES, SMALL_KEY_CHARS, held, held_arguments, weight
 from ._result import CallOutcome, CallRecord, Lane
 from ._threads import WorkerThreads
 from .tracing import ObservationTrace, RunTrace
@@ -416,12 +416,20 @@ class RunScope:
         else:
             spec = _spec_or_none(self._registrations.get(capability), method)
             plain_args, plain_kwargs = _plain_or_repr(args), _plain_or_repr(dict(kwargs))
-        plain_args, plain_kwargs, size = held_arguments(plain_args, plain_kwargs)  # type: ignore[arg-type]
-        result, result_size = held(result)
-        size += result_size + RECEIPT_BYTES + (0 if key is None else len(key.arguments))
+        text = None if key is None else key.arguments
+        if text is not None and len(text) <= SMALL_KEY_CHARS and '["#"' not in text:
+            size = 3 * len(text)  # small arguments (no digest in the key): no copy to spare, weighed by their text
+        else:
+            plain_args, plain_kwargs, size = held_arguments(plain_args, plain_kwargs)  # type: ignore[arg-type]
+            size += 0 if text is None else len(text)
+        if result is None or type(result) in _SCALARS and type(result) is not str:
+            size += 24
+        else:
+            result, result_size = held(result)
+            size += result_size
         if failure is not None:
             size += weight(failure.message)
-        self._held += size
+        self._held += size + RECEIPT_BYTES
         t0 = self._t0
         assert t0 is not None  # every receipt follows its call's ``_now()``, which set it
         recorded = self._recorded

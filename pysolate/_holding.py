@@ -32,6 +32,11 @@ RECEIPT_INLINE_BYTES = 64 * 1024
 """Largest argument or result (by ``weight``) a receipt holds as it is; a larger one is held
 as its ``ValueDigest``."""
 
+SMALL_KEY_CHARS = 16 * 1024
+"""A call whose key text is at most this long and holds no digest has arguments none of which
+can reach ``RECEIPT_INLINE_BYTES`` (a value weighs at most about three times its tagged
+text): its receipt keeps them as they are, weighed as three times that text."""
+
 RECEIPT_BYTES = 512
 """What a receipt holds besides its values (its fields, the objects around them)."""
 

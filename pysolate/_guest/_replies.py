@@ -39,10 +39,10 @@ async def answer(
     if type(call) is RefusedCall:
         refused = arguments_not_plain(call.capability, call.method, call.error)
         return failure_message(call_id, ToolFailure(type(refused).__name__, str(refused)))
-    assert type(call) is Call
-    token = None if call.tagged is None else DECODED.set((call.args, call.kwargs, *call.tagged))
+    if call.tagged is not None:  # type: ignore[union-attr]
+        return await _decoded(call_id, call, handler)  # type: ignore[arg-type]
     try:
-        value = await handler(call.capability, call.method, call.args, call.kwargs)
+        value = await handler(call.capability, call.method, call.args, call.kwargs)  # type: ignore[union-attr]
         if type(value) is int and -INT_BOUND < value < INT_BOUND:  # to_tagged's own int case, without its call
             return {"t": "result", "id": call_id, "value": ["i", str(value)]}
         return {"t": "result", "id": call_id, "value": to_tagged(value)}
@@ -50,9 +50,21 @@ async def answer(
         return failure_message(call_id, failure)
     except NotPlain as exc:
         return failure_message(call_id, invalid_result(call.capability, call.method, exc))
+
+
+async def _decoded(call_id: int, call: Call, handler: CallHandler) -> dict[str, object]:
+    """``answer`` of a call whose tagged forms the decoder made, handed to the broker."""
+    assert call.tagged is not None
+    token = DECODED.set((call.args, call.kwargs, *call.tagged))
+    try:
+        value = await handler(call.capability, call.method, call.args, call.kwargs)
+        return {"t": "result", "id": call_id, "value": to_tagged(value)}
+    except ToolFailure as failure:
+        return failure_message(call_id, failure)
+    except NotPlain as exc:
+        return failure_message(call_id, invalid_result(call.capability, call.method, exc))
     finally:
-        if token is not None:
-            DECODED.reset(token)
+        DECODED.reset(token)
 
 
 def failure_message(call_id: int, failure: ToolFailure) -> dict[str, object]:
