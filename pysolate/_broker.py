@@ -422,7 +422,7 @@ class RunScope:
         else:
             plain_args, plain_kwargs, size = held_arguments(plain_args, plain_kwargs)  # type: ignore[arg-type]
             size += 0 if text is None else len(text)
-        if result is None or type(result) in _SCALARS and type(result) is not str:
+        if result is None or (type(result) in _SCALARS and type(result) is not str):
             size += 24
         else:
             result, result_size = held(result)
