@@ -53,21 +53,12 @@ from .._guest_api import (
     Isolation,
     LimitExceeded,
 )
-from . import _confine, _forked, _isolation
+from . import _confine, _forked, _frames, _isolation
 from ._cgroup import GuestCgroup, enter_cgroup
 from ._channel import Channel as _Channel
 from ._channel import ChannelClosed as _ChannelClosed
 from ._exit_watch import watch_exit
-from ._frames import (
-    INLINE_FRAME_BYTES,
-    Call,
-    Done,
-    ProtocolViolation,
-    ReadyFrame,
-    RefusedCall,
-    TurnDone,
-    parse_guest_frame,
-)
+from ._frames import Call, Done, ProtocolViolation, ReadyFrame, TurnDone, parse_guest_frame
 from ._output import GuestOutput
 from ._reaper import REAP_DELAY, hang_up_and_reap, reap_later
 from ._replies import answer, granted
@@ -103,8 +94,7 @@ class _State(enum.Enum):
     CLOSED = "closed"
 
 
-_LimitHit = LimitExceeded
-"""A limit the runner itself finds (calls, frames), or the handler's (the Host's byte budget)."""
+_LimitHit = LimitExceeded  # a limit the runner finds (calls, frames), or the handler's (bytes)
 
 
 @dataclass(frozen=True, slots=True)
@@ -290,9 +280,8 @@ class SubprocessGuest:
             raise _ChannelClosed
         await sent
         while True:
-            payload = await self._channel.receive()
-            # A large frame is decoded in steps, the loop running between them (``_stepped``).
-            frame = parse_guest_frame(payload) if len(payload) <= INLINE_FRAME_BYTES else await guest_frame(payload)
+            payload = await self._channel.receive()  # a large frame: decoded in steps (``_stepped``)
+            frame = parse_guest_frame(payload) if len(payload) <= _frames.INLINE_FRAME_BYTES else await guest_frame(payload)
             if isinstance(frame, Done):
                 if not isinstance(self._process, _forked.ForkedProcess):
                     self._channel.close()  # the child waits for this to exit (``_child.finish``)
@@ -307,7 +296,7 @@ class SubprocessGuest:
                 raise _LimitHit("FrameLimit", f"the reply to {frame.capability}.{frame.method} exceeds {self._limits.max_frame_bytes} bytes")
             await self._channel.send(reply)
 
-    async def _serve(self, call: Call | RefusedCall, handler: CallHandler) -> bytes:
+    async def _serve(self, call: Call | _frames.RefusedCall, handler: CallHandler) -> bytes:
         """Run one call; the child must stay silent until it gets its reply.
 
         A frame sent meanwhile is found when the handler returns (checking costs one
