@@ -40,6 +40,7 @@ from ._result import CallRecord as CallRecord
 from ._result import RunReport as RunReport
 from ._result import RunResult as RunResult
 from ._result import RunStatus as RunStatus
+from ._result import ValueDigest as ValueDigest
 from ._result_text import result_text as result_text
 from ._session import Session as Session
 from ._session import SessionLimits as SessionLimits
@@ -86,6 +87,7 @@ __all__ = [
     "ToolError",
     "ToolFailure",
     "UnqualifiedToolsWarning",
+    "ValueDigest",
     "Workspace",
     "WorkspaceChanged",
     "WorkspaceError",

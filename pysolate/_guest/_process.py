@@ -51,8 +51,9 @@ from .._guest_api import (
     GuestOutcome,
     GuestStatus,
     Isolation,
+    LimitExceeded,
 )
-from . import _confine, _forked, _isolation, _verify
+from . import _confine, _forked, _frames, _isolation, _verify
 from ._cgroup import GuestCgroup, enter_cgroup
 from ._channel import Channel as _Channel
 from ._channel import ChannelClosed as _ChannelClosed
@@ -62,6 +63,7 @@ from ._output import GuestOutput
 from ._reaper import REAP_DELAY, hang_up_and_reap, reap_later
 from ._replies import answer, granted
 from ._scratch import new_scratch, remove_scratch
+from ._stepped import guest_frame
 from ._wire import HEADER, encode_frame
 
 START_TIMEOUT = 20.0
@@ -92,10 +94,7 @@ class _State(enum.Enum):
     CLOSED = "closed"
 
 
-class _LimitHit(Exception):
-    def __init__(self, type_name: str, message: str) -> None:
-        super().__init__(message)
-        self.info = ErrorInfo(type_name, message, None)
+_LimitHit = LimitExceeded  # a limit the runner finds (calls, frames), or the handler's (bytes)
 
 
 @dataclass(frozen=True, slots=True)
@@ -284,7 +283,8 @@ class SubprocessGuest:
             raise _ChannelClosed
         await sent
         while True:
-            frame = parse_guest_frame(await self._channel.receive())
+            payload = await self._channel.receive()  # a large frame: decoded in steps (``_stepped``)
+            frame = parse_guest_frame(payload) if len(payload) <= _frames.INLINE_FRAME_BYTES else await guest_frame(payload)
             if isinstance(frame, Done):
                 if not isinstance(self._process, _forked.ForkedProcess):
                     self._channel.close()  # the child waits for this to exit (``_child.finish``)
@@ -299,7 +299,7 @@ class SubprocessGuest:
                 raise _LimitHit("FrameLimit", f"the reply to {frame.capability}.{frame.method} exceeds {self._limits.max_frame_bytes} bytes")
             await self._channel.send(reply)
 
-    async def _serve(self, call: Call, handler: CallHandler) -> bytes:
+    async def _serve(self, call: Call | _frames.RefusedCall, handler: CallHandler) -> bytes:
         """Run one call; the child must stay silent until it gets its reply.
 
         A frame sent meanwhile is found when the handler returns (checking costs one
