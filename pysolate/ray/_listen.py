@@ -118,20 +118,26 @@ class HelloListener:
             tasks.start_soon(self._admit, stream)
 
     async def _admit(self, stream: anyio.abc.SocketStream) -> None:
-        with anyio.CancelScope() as scope:
-            scope.deadline = anyio.current_time() + self._hello_timeout
-            self._waiting[scope] = None
-            if len(self._waiting) > self._max_waiting:
-                oldest = next(iter(self._waiting))
-                self._waiting.pop(oldest)
-                self._evicted += 1
-                oldest.cancel()
-            try:
-                await self._greet(stream)
-            finally:
-                self._waiting.pop(scope, None)
-        if scope.cancelled_caught:
-            if scope.deadline <= anyio.current_time():
+        # ``greet`` that returns has taken the stream or closed it; one cut short by anything
+        # (the deadline, an eviction, the factory closing, an error) leaves it to us.
+        greeted = False
+        try:
+            with anyio.CancelScope() as scope:
+                scope.deadline = anyio.current_time() + self._hello_timeout
+                self._waiting[scope] = None
+                if len(self._waiting) > self._max_waiting:
+                    oldest = next(iter(self._waiting))
+                    self._waiting.pop(oldest)
+                    self._evicted += 1
+                    oldest.cancel()
+                try:
+                    await self._greet(stream)
+                    greeted = True
+                finally:
+                    self._waiting.pop(scope, None)
+            if scope.cancelled_caught and scope.deadline <= anyio.current_time():
                 self._timed_out += 1
-            with anyio.CancelScope(shield=True):
-                await stream.aclose()
+        finally:
+            if not greeted:
+                with anyio.CancelScope(shield=True):
+                    await stream.aclose()
