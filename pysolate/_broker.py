@@ -28,13 +28,13 @@ from typing import TYPE_CHECKING, Protocol
 
 import anyio
 
-from occurrences import CallKey, Effect, MethodSpec, NotPlain, check_plain, fresh_copy, tool_name
+from occurrences import CallKey, Effect, MethodSpec, fresh_copy, tool_name
 from scheduler import BranchSpeculation, Observation, Probe
 
 from ._capability import CapabilityMethod
 from ._clock import loop_clock
 from ._conversion import Encoder
-from ._crossing import failure_from
+from ._crossing import failure_from, plain_or_repr
 from ._execute import (
     CALL_TIMEOUT,
     BoundCall,
@@ -46,8 +46,10 @@ from ._execute import (
     call_key,
     execute,
     scope_class,
+    spec_or_none,
 )
-from ._guest_api import ErrorInfo, ToolFailure
+from ._guest_api import ErrorInfo, LimitExceeded, ToolFailure
+from ._holding import HOST_BYTES_LIMIT, RECEIPT_BYTES, SMALL_KEY_CHARS, held, held_arguments, weight
 from ._result import CallOutcome, CallRecord, Lane
 from ._threads import WorkerThreads
 from .tracing import ObservationTrace, RunTrace
@@ -68,7 +70,6 @@ _SCALARS = frozenset({type(None), bool, int, float, str})
 _WRITES = frozenset(effect for effect in Effect if effect.may_write)
 """The effects whose calls count in their capability's epoch (``Effect.may_write``, as a
 set: the property costs ten times the lookup, on every call)."""
-
 
 
 class Claims(Protocol):
@@ -95,10 +96,12 @@ class RunScope:
         targets: Mapping[str, object] | None = None,
         encode: Encoder | None = None,
         sharing: HostSharing | None = None,
+        max_bytes: int | None = None,
     ) -> None:
         """``targets`` (a session's turn): the objects formal calls run against, by name,
         instead of a fresh ``for_run()`` each. ``sharing``: the Host's observation table,
-        told when a call that may write reaches a registered object (``HostSharing.taint``)."""
+        told when a call that may write reaches a registered object (``HostSharing.taint``).
+        ``max_bytes``: the run's byte budget (``GuestLimits.max_host_bytes``; None: unbounded)."""
         self._registrations = dict(registrations)
         self._encode = encode
         self.trace = trace
@@ -119,12 +122,8 @@ class RunScope:
             if (self._registrations[name].viewed if target is self._registrations[name].obj else isinstance(target, Viewed))
         }
         self._epochs: dict[str, int] = dict.fromkeys(self._registrations, 0)  # may-write calls started
-        # Capabilities whose writes reach the registered object itself (no views, not run-scoped):
-        # such a root is not frozen, so the Host stops sharing its reads (``HostSharing.taint``).
-        self._host_sharing = sharing
-        self._tainting = frozenset(
-            () if sharing is None else (n for n, r in self._registrations.items() if not r.viewed and self._targets[n] is r.obj)
-        )
+        self._host_sharing = sharing  # told of writes that reach a registered object (``HostSharing.tainting``)
+        self._tainting = frozenset() if sharing is None else sharing.tainting(self._registrations, self._targets)
         self.sharing: RunSharing | None = None  # set by a speculating run: its use of the Host's table
         self._calls: list[CallRecord] = []  # receipts built so far (``calls``)
         # Receipts recorded but not built yet: each ``CallRecord``'s fields, in order. Built
@@ -132,6 +131,14 @@ class RunScope:
         # µs to build between two Guest round trips (cold caches), a fraction of that in a
         # batch; the values are the same objects either way, and nothing else holds them.
         self._recorded: list[tuple[object, ...]] = []
+        # What the run holds (``_holding``): its receipts as kept, and each workspace
+        # branch's content as of the last call that may have written it.
+        self.max_bytes = max_bytes
+        self._held = 0
+        self._branch_bytes: dict[str, int] = {
+            name: target.held_bytes() for name, target in self._targets.items() if hasattr(target, "held_bytes")
+        }
+        self._branch_total = sum(self._branch_bytes.values())
         self._physical = 0
         self._reruns = 0
         self._threads = threads
@@ -437,8 +444,22 @@ class RunScope:
             plain_args: object = args
             plain_kwargs: object = dict(kwargs)
         else:
-            spec = _spec_or_none(self._registrations.get(capability), method)
-            plain_args, plain_kwargs = _plain_or_repr(args), _plain_or_repr(dict(kwargs))
+            spec = spec_or_none(self._registrations.get(capability), method)
+            plain_args, plain_kwargs = plain_or_repr(args), plain_or_repr(dict(kwargs))
+        text = None if key is None else key.arguments
+        if text is not None and len(text) <= SMALL_KEY_CHARS and '["#"' not in text:
+            size = 3 * len(text)  # small arguments (no digest in the key): no copy to spare, weighed by their text
+        else:
+            plain_args, plain_kwargs, size = held_arguments(plain_args, plain_kwargs)  # type: ignore[arg-type]
+            size += 0 if text is None else len(text)
+        if result is None or (type(result) in _SCALARS and type(result) is not str):
+            size += 24
+        else:
+            result, result_size = held(result)
+            size += result_size
+        if failure is not None:
+            size += weight(failure.message)
+        self._held += size + RECEIPT_BYTES
         t0 = self._t0
         assert t0 is not None  # every receipt follows its call's ``_now()``, which set it
         recorded = self._recorded
@@ -460,24 +481,19 @@ class RunScope:
                 shared_from,
             )
         )
+        branches = self._branch_bytes
+        if branches and capability in branches and spec is not None and spec.effect in _WRITES:
+            branches[capability] = self._targets[capability].held_bytes()  # type: ignore[attr-defined]
+            self._branch_total = sum(branches.values())
+        if self.max_bytes is not None and self._held + self._branch_total > self.max_bytes:
+            raise LimitExceeded(
+                HOST_BYTES_LIMIT,
+                f"the run holds more than {self.max_bytes} bytes in the Host (receipts and workspace branches),"
+                f" at {tool_name(capability, method)}",
+            )
 
-
-def _spec_or_none(reg: Registration | None, method: str) -> MethodSpec | None:
-    cap = reg.methods.get(method) if reg is not None else None
-    return cap.spec if cap is not None else None
-
-
-def _plain_or_repr(value: tuple[object, ...] | dict[str, object]) -> object:
-    """A copy of call arguments for the receipt; non-plain ones (refused calls) as repr."""
-    if isinstance(value, tuple):
-        return tuple(_plain_or_repr_item(v) for v in value)
-    return {k: _plain_or_repr_item(v) for k, v in value.items()}
-
-
-def _plain_or_repr_item(value: object) -> object:
-    try:
-        check_plain(value)
-    except NotPlain:
-        return repr(value)
-    return fresh_copy(value)
+    @property
+    def held_bytes(self) -> int:
+        """Bytes the run holds in the Host (``_holding``): receipts as kept, branches."""
+        return self._held + self._branch_total
 

@@ -7,8 +7,12 @@ Raised in the Host, to the code that embeds Pysolate::
     │                                          no capability methods, a non-plain default,
     │                                          a duplicate or invalid name, an unconfirmed
     │                                          MCP effect proposal
-    ├── WorkspaceError                         freezing or committing a workspace failed
-    │   └── CommitError                        the commit target is unusable
+    ├── WorkspaceError                         freezing, reading or committing a workspace failed
+    │   ├── CommitError                        the commit target is unusable
+    │   ├── ApplyConflict                      ``apply``: paths changed since the freeze
+    │   │                                      (``conflicts`` names each); nothing written
+    │   └── WorkspaceChanged                   a lazy root's file changed since the freeze
+    │                                          (a read fails: the program sees a ToolError)
     ├── SessionError                           a session cannot take this turn
     │   ├── SessionBusy                        (misuse) a turn while another one runs
     │   ├── SessionClosed                      (misuse) a turn outside ``async with``
@@ -16,7 +20,10 @@ Raised in the Host, to the code that embeds Pysolate::
     │       └── SessionExpired                 the Guest got its source, a crash; or the
     │                                          idle or session time limit passed
     └── IsolationUnavailable                   this machine cannot isolate a Guest at the
-                                               level the Host asked for (nothing ran)
+        │                                      level the Host asked for (nothing ran)
+        └── IsolationMismatch                  a Guest child's confinement, read by the
+                                               Host from /proc, is not what its level
+                                               requires (it was killed; nothing ran)
 
 Raised inside the program (the Guest), never in the Host::
 
@@ -64,6 +71,31 @@ class WorkspaceError(PysolateError):
 
 class CommitError(WorkspaceError):
     """The commit target is unusable (exists and is not empty, or is the source dir)."""
+
+
+class ApplyConflict(WorkspaceError):
+    """``branch.apply(path)`` refused: paths the branch changes no longer hold what the
+    root held (or the index has them staged otherwise). Nothing was written.
+
+    ``conflicts`` maps each such path to what was found there (``modified``, ``deleted``,
+    ``created``, ``a directory now``...).
+    """
+
+    def __init__(self, conflicts: dict[str, str]) -> None:
+        self.conflicts = dict(sorted(conflicts.items()))
+        listed = "; ".join(f"{path}: {why}" for path, why in self.conflicts.items())
+        super().__init__(f"not applied, {len(self.conflicts)} path(s) changed since the workspace was frozen: {listed}")
+
+
+class WorkspaceChanged(WorkspaceError):
+    """A file of a lazily read root (``Workspace.frozen(path, lazy=True)``) changed since
+    the freeze, so the content the root held can no longer be read. Raised by the read
+    (the program sees a ``ToolError`` naming it, and its run ends ``error`` unless it
+    catches it); ``path`` is the workspace path."""
+
+    def __init__(self, path: str, why: str) -> None:
+        self.path = path
+        super().__init__(f"{path} changed since the workspace was frozen ({why}); nothing was read")
 
 
 class SessionError(PysolateError):
@@ -124,4 +156,14 @@ class NotStreamingWarning(PysolateWarning):
     tool-call arguments, an OpenAI Agents SDK run that is not ``Runner.run_streamed``: the
     program runs when it is complete, so nothing starts while the model writes it (reads
     whose arguments are known still overlap one another). The message names the fix.
+    """
+
+
+class IsolationMismatch(IsolationUnavailable):
+    """What the Host read of a Guest child in ``/proc`` (its seccomp mode, capabilities,
+    uid maps, limits, mounts) is not what its level requires, whatever the child reported.
+
+    The child is killed before any source reaches it. It means the child's code or the
+    kernel did not do what was planned (a tampered library, a kernel that ignores a
+    request): fail closed, like ``IsolationUnavailable``, of which it is a kind.
     """

@@ -155,7 +155,7 @@ class _Turn:
         self.kept = False  # it holds shared calls for the next turn (``keep``)
 
     def new_scope(self, trace: RunTrace) -> RunScope:
-        return self._session._host.new_scope(trace, self.targets)
+        return self._session._host.new_scope(trace, self.targets, self._session._guest_limits)
 
     async def execute(self, program: str, handler: CallHandler) -> GuestOutcome:
         session = self._session

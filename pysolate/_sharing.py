@@ -163,6 +163,11 @@ class HostSharing:
             with self._lock:
                 self._tainted.add(capability)
 
+    def tainting(self, registrations: Mapping[str, Registration], targets: Mapping[str, object]) -> frozenset[str]:
+        """The capabilities of a run whose writes reach the registered object itself (no
+        views, not run-scoped): such a root is not frozen, so its first write ``taint``s it."""
+        return frozenset(n for n, r in registrations.items() if not r.viewed and targets[n] is r.obj)
+
     def shares(self, call: BoundCall) -> bool:
         """Whether ``call``'s effect lets it share (the view is the caller's to check)."""
         effect = call.spec.effect

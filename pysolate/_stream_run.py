@@ -154,7 +154,7 @@ async def run_stream(
     """See ``Host.run_stream``; ``turn``: the run is a turn of a session."""
     run_id = new_run_id()
     trace = host.trace_run(run_id)
-    scope = host.new_scope(trace) if turn is None else turn.new_scope(trace)
+    scope = host.new_scope(trace, limits=limits) if turn is None else turn.new_scope(trace)
     scope.start()
     sharing = None
     if speculate and host.sharing is not None:

@@ -45,6 +45,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Final
 
+from .._depth import LIMIT_ERRORS
 from ._lines import parse_at
 
 MAX_PENDING_CHARS: Final = 20_000
@@ -127,7 +128,7 @@ def pending(text: str, *, at_paren: bool = True, line: int = 1) -> Pending | Non
     source, (row, col) = repaired
     try:
         module = parse_at(source, line)
-    except (SyntaxError, ValueError):
+    except (SyntaxError, ValueError, *LIMIT_ERRORS):
         return None
     return Pending(module.body, (row + line - 1, col))
 

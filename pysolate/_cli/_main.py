@@ -18,11 +18,22 @@ from ._guests import GuestsUnavailable
 from ._inputs import positive
 
 
+def _version() -> str:
+    """The installed distribution's version (what ``pip`` installed, from pyproject.toml)."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("pysolate")
+    except PackageNotFoundError:  # run from a source tree that was never installed
+        return "unknown (not installed)"
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="pysolate",
         description="Run LLM-written Python while it streams; safe tool calls start early.",
     )
+    parser.add_argument("--version", action="version", version=f"%(prog)s {_version()}")
     sub = parser.add_subparsers(dest="command_name", required=True, metavar="COMMAND")
 
     def common(p: argparse.ArgumentParser, *, tools: bool = True, markdown: bool = True) -> None:
@@ -60,6 +71,14 @@ def build_parser() -> argparse.ArgumentParser:
         choices=("local", "ray"),
         default="local",
         help="where Guests run: this machine (default), or Ray node agents (pysolate[ray])",
+    )
+    demo.add_argument(
+        "--git",
+        nargs="?",
+        const="",
+        metavar="DIR",
+        help="run on a git repository the demo creates (at DIR, default a temporary one); "
+        "Pysolate's changes become a commit there (pysolate[git])",
     )
     demo.add_argument(
         "--regenerate",

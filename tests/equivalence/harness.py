@@ -13,9 +13,14 @@ receipt (never replayed). ``pysolate.testing.check_invariants`` checks the accou
 
 from __future__ import annotations
 
+import atexit
 import dataclasses
+import functools
 import itertools
 import os
+import shutil
+import subprocess
+import tempfile
 import time
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass, field
@@ -26,7 +31,7 @@ import trio
 from trio.testing import MockClock
 
 from occurrences import Effect
-from pysolate import GuestLimits, Host, LanePolicy, RunResult
+from pysolate import GuestLimits, Host, LanePolicy, RunResult, Workspace
 from pysolate._equivalence import same
 from pysolate._guest_api import GuestFactory
 from pysolate.testing import (
@@ -47,6 +52,31 @@ from .twin import twin_guest
 
 FILES = {"a.txt": "alpha", "b.txt": "beta", "d/c.txt": "gamma", "d/e.txt": "bad"}
 """The frozen workspace root every case starts from."""
+
+@functools.cache
+def _source_of_files(git: bool) -> str:
+    """A directory holding ``FILES`` (committed as a git repository when ``git``), made once
+    a process and removed at exit; the runs only ever write their branches, never it."""
+    path = tempfile.mkdtemp(prefix="pysolate-equivalence-")
+    atexit.register(shutil.rmtree, path, ignore_errors=True)
+    for rel, text in FILES.items():
+        os.makedirs(os.path.dirname(os.path.join(path, rel)), exist_ok=True)
+        with open(os.path.join(path, rel), "w") as f:
+            f.write(text)
+    identity = ["-c", "user.name=equivalence", "-c", "user.email=equivalence@example.com"]
+    for args in (["init", "-q"], ["add", "-A"], ["commit", "-q", "-m", "FILES"]) if git else ():
+        subprocess.run(["git", "-C", path, *identity, *args], check=True, capture_output=True)
+    return path
+
+
+def workspace_root(kind: str) -> Workspace:
+    """A fresh root of ``FILES`` of the given kind (``programs.ROOTS``)."""
+    if kind == "git":
+        return Workspace.git(_source_of_files(git=True))
+    if kind == "lazy":
+        return Workspace.frozen(_source_of_files(git=False), lazy=True)
+    return memory_workspace(FILES)
+
 
 GENERATED_LIMITS = GuestLimits(wall_time=10.0, max_calls=2_000)
 """Limits of the suite's Guests: far above any generated program's needs, low enough that
@@ -151,7 +181,8 @@ def build_host(
         for name in ("docs", "clock", "shell"):
             host.register(name, tools.by_name()[name])
     workspace_latency = lat.get("workspace", 0.0)
-    host.register("workspace", SlowWorkspace.of(FILES, workspace_latency) if workspace_latency else memory_workspace(FILES))
+    root = workspace_root(conditions.root)
+    host.register("workspace", SlowWorkspace.of(FILES, workspace_latency, root) if workspace_latency else root)
     # Issue 13's odd values and tools; the twin (no sync_fetch) gets no thread to wait on.
     host.register("odd", Odd() if sync_fetch else AsyncOdd())
     return host, tools

@@ -38,6 +38,9 @@ BAD_WRITES = ("d", "a.txt/x", "d/c.txt/y")
 """Write targets that fail: a directory (``IsADirectoryError``), paths under a file
 (``NotADirectoryError``)."""
 
+ROOTS = ("memory", "git", "lazy")
+"""Workspace root kinds a case may run on (issue 38); the first is the in-memory root."""
+
 MAX_DEPTH = 2
 """Nesting depth of generated blocks (if/for/try/def bodies)."""
 
@@ -471,6 +474,10 @@ class Conditions:
     serialised: bool = False
     """``docs.search`` and ``docs.fetch`` each serialise their callers (one connection):
     early calls queue inside the tool, and the program's own calls behind them."""
+    root: str = "memory"
+    """The workspace root's kind (``harness.ROOTS``): ``memory`` (``Workspace.from_files``),
+    ``git`` (a commit of a repository holding the same files, ``Workspace.git``) or
+    ``lazy`` (a directory holding them, ``Workspace.frozen(lazy=True)``)."""
 
 
 @st.composite

@@ -26,7 +26,7 @@ from pysolate._guest import start_subprocess_guest
 
 from .contention import contended_conditions, contended_programs, differential_series
 from .harness import differential
-from .programs import Conditions, conditions, programs
+from .programs import ROOTS, Conditions, conditions, programs
 
 DEFAULT_PROGRAMS = 320
 """Programs the default (CI) run executes through the in-process Guest."""
@@ -69,26 +69,41 @@ _EAGER = Conditions(
 
 
 @settings(_CI, max_examples=DEFAULT_PROGRAMS)
-@given(programs(), conditions())
+@given(programs(), conditions(), st.sampled_from(ROOTS))
 @example(
     # Read after a write to the same path must not claim the pre-write early read.
     "t1 = workspace.read_text('a.txt')\nworkspace.write_text('a.txt', t1 + '!')\nt2 = workspace.read_text('a.txt')\n[t1, t2]\n",
     _EAGER,
+    "memory",
+)
+@example(
+    # The same on a git commit and on a lazily read directory (issue 38).
+    "t1 = workspace.read_text('a.txt')\nworkspace.write_text('a.txt', t1 + '!')\nt2 = workspace.read_text('a.txt')\n[t1, t2]\n",
+    _EAGER,
+    "git",
+)
+@example(
+    "t1 = workspace.read_text('a.txt')\nworkspace.write_text('a.txt', t1 + '!')\nt2 = workspace.read_text('a.txt')\n[t1, t2]\n",
+    _EAGER,
+    "lazy",
 )
 @example(
     # A mutated result must not leak into a later claim of the same key.
     "r1 = docs.search('alpha')\nr1.append('zz')\nr2 = docs.search('alpha')\n[r1, r2]\n",
     _EAGER,
+    "memory",
 )
 @example(
     # An early failure surfaces at its call, inside the program's try.
     "r1 = docs.search('alpha')\ntry:\n    r2 = docs.search('bad')\nexcept LookupError as e:\n    print('caught', e)\nr1\n",
     _EAGER,
+    "memory",
 )
 @example(
     # A failure on a branch never taken is never surfaced.
     "n1 = clock.now()\nif n1 > 5:\n    docs.fetch('bad')\nn1\n",
     _EAGER,
+    "memory",
 )
 @example(
     # Equal-key sync reads still in flight at the end: the follower settles late (was a crash).
@@ -100,17 +115,19 @@ _EAGER = Conditions(
         failing=frozenset({"bad"}),
         policy=LanePolicy(concurrency=1),
     ),
+    "memory",
 )
-def test_stream_equals_sequential_in_process(source: str, case: Conditions) -> None:
-    """Speculating run == sequential reference, with invariants, through the in-process Guest."""
-    differential(source, case)
+def test_stream_equals_sequential_in_process(source: str, case: Conditions, root: str) -> None:
+    """Speculating run == sequential reference, with invariants, through the in-process Guest,
+    on a workspace root of each kind (in memory, a git commit, a lazy directory)."""
+    differential(source, dataclasses.replace(case, root=root))
 
 
 @settings(_CI, max_examples=SUBPROCESS_PROGRAMS)
-@given(programs(max_statements=5), conditions())
-def test_stream_equals_sequential_subprocess(source: str, case: Conditions) -> None:
+@given(programs(max_statements=5), conditions(), st.sampled_from(ROOTS))
+def test_stream_equals_sequential_subprocess(source: str, case: Conditions, root: str) -> None:
     """The same property through the isolated subprocess Guest (a sample)."""
-    differential(source, case, start_subprocess_guest)
+    differential(source, dataclasses.replace(case, root=root), start_subprocess_guest)
 
 
 @settings(_CI, max_examples=FUNCTION_TOOL_PROGRAMS)
@@ -154,11 +171,11 @@ def test_blocking_api_stream_equals_sequential_subprocess(source: str, case: Con
 
 @pytest.mark.soak
 @settings(_CI, max_examples=SOAK_PROGRAMS)
-@given(programs(max_statements=12), conditions())
-def test_soak(source: str, case: Conditions) -> None:
+@given(programs(max_statements=12), conditions(), st.sampled_from(ROOTS))
+def test_soak(source: str, case: Conditions, root: str) -> None:
     """10,000 programs: only when selected with ``-m soak`` (deselected by default in
     ``pyproject.toml``)."""
-    differential(source, case)
+    differential(source, dataclasses.replace(case, root=root))
 
 
 
