@@ -22,7 +22,7 @@ from pysolate._guest import start_subprocess_guest
 from .many import ROOTS, Plan, check_many, many_differential, run_many
 from .programs import Conditions, conditions, programs
 
-MANY_SETS = 100
+MANY_SETS = 20
 """Sets of concurrent runs the default (CI) run executes through the in-process Guest."""
 
 MANY_SUBPROCESS_SETS = 6
