@@ -22,9 +22,9 @@ entry whose call runs in a task of its own, outside the run, and waits on it lik
 run). A program's own call finds a success (a copy), an entry whose tool runs (it waits),
 an entry still queued (it takes the call over: ``SharedProbe.adopt``, the queued work never
 runs and every waiter gets this call's outcome), or nothing (its call is an entry others may
-wait on). A failed or stopped call of another run's is never anyone else's outcome: an
-early waiter ends ``LaneStopped`` (its program makes its own call), a program's waiter makes
-its own call at once (outside the table). Every run gets fresh copies and its own receipts;
+wait on). A failed or stopped call of another run's is never anyone else's outcome: a
+waiter, early or the program's, makes its own call at once (outside the table), as its
+sequential run would; an early waiter keeps its lane's slot while it waits, for that call. Every run gets fresh copies and its own receipts;
 a receipt says whose call served it (``CallRecord.shared_from``, that run's id).
 """
 
@@ -253,6 +253,10 @@ async def _physical(
         table.finished_task(entry)
 
 
+class _NotServed(Exception):
+    """The call an early waiter waited on, another run's, failed or stopped."""
+
+
 class RunSharing:
     """One run's use of its Host's table (see the module docstring)."""
 
@@ -290,9 +294,10 @@ class RunSharing:
         traces: dict[int, ObservationTrace],
     ) -> object:
         """Serve early ``obs`` through the table; ``run(probe)`` makes the physical call
-        against the root. Raises what ``run`` raises for the run's own call, ``LaneStopped``
-        when another run's call it waited on failed or stopped (never this run's outcome),
-        or when its program already waits for it and the call is queued. Cancellation leaves
+        against the root. When another run's call it waited on failed or stopped (never this
+        run's outcome), it makes its own call at once. Raises what ``run`` raises for the
+        run's own call, ``LaneStopped`` when its program already waits for it and the shared
+        call is queued. Cancellation leaves
         the entry (its call goes on for other waiters, or is cancelled with the last)."""
         table = self._host.table()
         table.asked()
@@ -311,7 +316,21 @@ class RunSharing:
             if obs.probe.urged and not entry.probe.started:
                 raise LaneStopped("its program waits for it, and the shared call is still queued")
             span = traces[obs.id] = self._span(call, obs, entry)
-            return await self._follow(table, entry, obs, span, own=False)
+            try:
+                return await self._follow(table, entry, obs, span, own=False)
+            except _NotServed:
+                pass
+            # Another run's call failed or stopped: never this run's outcome, so it makes its
+            # own call now, as its sequential run would (in the slot it held while waiting).
+            span = traces[obs.id] = self._span(call, obs, None)
+            try:
+                with span.activated():
+                    value = await run(obs.probe)
+            except BaseException as exc:
+                span.completed(error=exc)
+                raise
+            span.completed(result=value)
+            return value
         entry = table.open(obs.key, self.run_id, "speculative")
         entry.probe.urged = obs.probe.urged
         span = traces[obs.id] = self._span(call, obs, None)
@@ -330,10 +349,10 @@ class RunSharing:
         )
 
     async def _follow(self, table: ObservationTable, entry: SharedCall, obs: Observation, span: ObservationTrace, *, own: bool) -> object:
+        # A waiter keeps its lane's slot, as its own call would: if the call it waits on fails,
+        # it makes its own in that slot (``early``), within its run's concurrency.
         table.join(entry, obs.probe, counted=not own)
         self._following[entry] = None
-        if not own and obs.probe.yield_slot is not None:
-            obs.probe.yield_slot()  # it makes no physical call: its lane may start other work
         try:
             await entry.wait()
         except BaseException as exc:
@@ -358,8 +377,9 @@ class RunSharing:
             raise LaneStopped(f"{obs.key.capability}.{obs.key.method} stopped early")
         if not own:
             span.completed(error=entry.error or "the shared call stopped")
-        # Another run's call failed or stopped: never this run's outcome (its sequential run
-        # makes the call itself), so nothing is claimed and the program makes its own call.
+            raise _NotServed  # (``early`` makes its own call)
+        # This run's own call, taken over by another run's program and ended without an
+        # outcome for this run: nothing is claimed and its program makes its own call.
         raise LaneStopped(f"the shared call of run {entry.owner} ended without an outcome for this run")
 
     def hold(self) -> list[tuple[ObservationTable, SharedCall]]:
