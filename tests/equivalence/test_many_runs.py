@@ -22,10 +22,10 @@ from pysolate._guest import start_subprocess_guest
 from .many import ROOTS, Plan, check_many, many_differential, run_many
 from .programs import Conditions, conditions, programs
 
-MANY_SETS = 20
+MANY_SETS = 12
 """Sets of concurrent runs the default (CI) run executes through the in-process Guest."""
 
-MANY_SUBPROCESS_SETS = 6
+MANY_SUBPROCESS_SETS = 3
 """Sets through the isolated subprocess Guest."""
 
 SOAK_SETS = 1_000
