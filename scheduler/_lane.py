@@ -21,7 +21,7 @@ end). Differences that matter for the correctness contract:
 from __future__ import annotations
 
 import functools
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
 from types import TracebackType
 from typing import TYPE_CHECKING, Self
@@ -121,7 +121,8 @@ class SpeculativeLane:
         # Called when the lane closes, before dispositions are fixed (branch layers).
         self._closers: list[Callable[[], None]] = []
         self._pumps: list[Callable[[], None]] = []  # also run by every ``pump``
-        self._scopes: dict[int, anyio.CancelScope] = {}  # observation id -> its scope (layer work)
+        self._scopes: dict[int, anyio.CancelScope] = {}  # observation id -> its scope
+        self._withdrawn: set[OccurrenceId] = set()  # occurrences the graph withdrew (``withdraw``)
 
     @property
     def policy(self) -> LanePolicy:
@@ -188,6 +189,7 @@ class SpeculativeLane:
         """Dispatch every newly ready occurrence the policy admits (source order)."""
         if self._closed or self._tg is None:
             return
+        self.withdraw(self._graph.take_withdrawn())
         for node in self._graph.take_ready():
             self._consider(node)
         for pump in self._pumps:
@@ -223,7 +225,26 @@ class SpeculativeLane:
         self._early.append(obs)
         self._graph.mark_dispatched(node.id)
         assert self._tg is not None
-        self._tg.start_soon(self._observe, obs, functools.partial(self._execute, node, obs))
+        scope = self._scopes[obs.id] = anyio.CancelScope()  # ``withdraw`` may stop it
+        self._tg.start_soon(self._observe_in, scope, obs, functools.partial(self._execute, node, obs))
+
+    def withdraw(self, node_ids: Iterable[OccurrenceId]) -> None:
+        """The graph found these dispatched occurrences unreachable (``take_withdrawn``:
+        a ``break``, a branch not taken, a superseded parse nothing newer wants). An early
+        observation all of whose occurrences are withdrawn is stopped now: out of the
+        claim table (a Guest call with its key runs itself), its task cancelled, so its
+        concurrency slot is free in the same step; accounted ``cancelled`` (``late`` for a
+        thread that cannot be interrupted). One that already ended is left as it is."""
+        for node_id in node_ids:
+            self._withdrawn.add(node_id)
+            key = self._graph.node(node_id).key
+            obs = self._table.get(key) if key is not None else None
+            if obs is None or obs.lane != "speculative" or node_id not in obs.node_ids or obs.done.is_set():
+                continue
+            if all(n in self._withdrawn for n in obs.node_ids):
+                del self._table[obs.key]
+                obs.cancel_requested = True
+                self._scopes[obs.id].cancel()
 
     def start_on_view(self, key: CallKey, run: Callable[[Observation], Awaitable[object]]) -> Observation | None:
         """Start early work the graph does not offer: a read after a write, on the view the

@@ -51,6 +51,10 @@ from ._snapshot import Snapshot
 
 _EOL = re.compile(r"\r\n|\r|\n")
 _WORD = re.compile(r"\w*")
+_EXIT = re.compile(r"\b(?:break|continue|return|raise)\b")
+"""A line that may leave a loop or the program: it can end what encloses earlier calls
+(``break`` after a loop's call leaves the later iterations unreachable), so it is parsed
+provisionally though it brings no ``)`` (in a string or comment it only costs a parse)."""
 _CONTINUATIONS: Final = ("elif", "else", "except", "finally")
 _HEADERS: Final = frozenset({"if", "for", "while", "with", "try", "def", "class", "async"})
 """First tokens of a column-0 logical line that is a compound statement's header (never
@@ -99,6 +103,7 @@ class PrefixParser:
         "_code",
         "_decided",
         "_end",
+        "_exit_at",
         "_found",
         "_group",
         "_group_len",
@@ -132,7 +137,9 @@ class PrefixParser:
         self._at_newline = 0  # groups accepted at the end of their logical line
         self._pending_at = (0, 0, 0)  # (group line, complete lines, tail used) of the last pending() parse
         self._changed = False  # feed() changed what pending() reads since it last looked
-        self._found = (0, 0)  # (group line, ")" in the text it used) of the last provisional parse found
+        # (group line, ")" in the text it used, complete lines it used) of the last provisional parse found
+        self._found = (0, 0, 0)
+        self._exit_at = (0, 0)  # (group line, complete lines) up to the group's last ``_EXIT`` line
         self._statements: list[ast.stmt] = []  # accepted statements; append-only
         self._end = 0  # characters covered by _statements (the groups parsed so far)
         self._groups = 0  # groups parsed successfully
@@ -214,9 +221,11 @@ class PrefixParser:
         every call it could offer ends there, so that parse already offered it, at the same
         position. Such text (a header, ``else:``, a plain assignment, a ``,`` after a literal)
         is not parsed again, and that parse's occurrences stay. What it could still change
-        is only how those calls are enclosed (a later ``break``, a rebinding in a loop body),
-        which provisional occurrences never promise: they are discardable early work,
-        claimed only by exact key.
+        is only how those calls are enclosed (a rebinding in a loop body), which
+        provisional occurrences never promise: they are discardable early work, claimed
+        only by exact key. The exception is a complete line that may leave (``_EXIT``: a
+        ``break`` after a loop's calls): it is parsed, so that the work it makes
+        unreachable (the later iterations) is released at once (``EventGraph``).
         """
         if self._phase is not _Phase.OPEN or not self._changed:
             return None
@@ -234,13 +243,16 @@ class PrefixParser:
         self._pending_at = at
         text = "".join(self._group) + tail
         parens = text.count(")")  # also those in strings and comments: never too few
-        line, seen = self._found
-        if parens <= (seen if line == self._group_line else 0):
+        line, seen, used = self._found
+        if line != self._group_line:
+            seen = used = 0
+        exits = self._exit_at[1] if self._exit_at[0] == self._group_line else 0
+        if parens <= seen and exits <= used:
             return None
         found = pending(text, at_paren=at_paren, line=self._group_line)
         if found is not None:
             row, col = found.limit
-            self._found = (self._group_line, _parens_before(text, (row - self._group_line + 1, col)))
+            self._found = (self._group_line, _parens_before(text, (row - self._group_line + 1, col)), len(self._group))
         return found
 
     def close(self) -> Snapshot:
@@ -303,6 +315,8 @@ class PrefixParser:
                     return
             self._group.append(line)
             self._group_len += end - pos
+            if _EXIT.search(line) is not None:
+                self._exit_at = (self._group_line, len(self._group))
             if not self._code and line.lstrip(_BLANK)[:1] not in ("", "#", "\r", "\n"):
                 self._code = True
             scanner.scan(line)
