@@ -97,7 +97,7 @@ class EventGraph:
         # Live (not superseded) provisional generations and their nodes. A generation not
         # here and not above ``_generation`` is superseded for good.
         self._live: dict[int, list[Node]] = {}
-        self._release = DeadWork(self._nodes, self._leaders, self._current)  # dispatched work gone dead
+        self._release = DeadWork(self._nodes, self._leaders, self._live)  # dispatched work gone dead
 
     # -- feeding ------------------------------------------------------------------------
 

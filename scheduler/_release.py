@@ -22,9 +22,10 @@ the lane's budget), never over the graph.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 
 from occurrences import CallKey, OccurrenceId
+from occurrences.discovery._provisional import provisional_generation
 
 from ._node import Node
 from ._state import State
@@ -35,19 +36,20 @@ _Where = tuple[str, str, int, int, int, int]
 class DeadWork:
     """Suspects, their reviews, and the withdrawn occurrences not taken yet.
 
-    ``nodes``: the graph's nodes by id. ``leaders``: its first-ready node per key (shared, not copied: a withdrawn
-    leader leaves it, so an equal key found later leads anew). ``current``: whether a
-    node is not superseded.
+    The graph's own tables, shared (never copied, and no reference to the graph itself,
+    which owns this: that cycle would keep every run for the collector): ``nodes`` by id;
+    ``leaders``, the first-ready node per key (a withdrawn leader leaves it, so an equal
+    key found later leads anew); ``live``, the provisional generations not superseded.
     """
 
-    __slots__ = ("_at_place", "_at_site", "_current", "_leaders", "_nodes", "_suspects", "_withdrawn")
+    __slots__ = ("_at_place", "_at_site", "_leaders", "_live", "_nodes", "_suspects", "_withdrawn")
 
     def __init__(
-        self, nodes: Mapping[OccurrenceId, Node], leaders: dict[CallKey, Node], current: Callable[[Node], bool]
+        self, nodes: Mapping[OccurrenceId, Node], leaders: dict[CallKey, Node], live: Mapping[int, object]
     ) -> None:
         self._nodes = nodes
         self._leaders = leaders
-        self._current = current
+        self._live = live
         # Dispatched nodes that are dead or superseded, reviewed until they end or go.
         self._suspects: dict[OccurrenceId, Node] = {}
         self._withdrawn: list[OccurrenceId] = []  # since the last ``take``
@@ -82,6 +84,10 @@ class DeadWork:
             if node.key is not None and self._leaders.get(node.key) is node:
                 del self._leaders[node.key]
             self._withdrawn.append(node.id)
+
+    def _current(self, node: Node) -> bool:
+        """Not superseded: accepted, or of a live provisional parse."""
+        return not node.provisional or provisional_generation(node.id) in self._live
 
     def _wanted(self, node: Node) -> bool:
         if any(self._nodes[f].state is State.FOLLOWING for f in node.followers):
