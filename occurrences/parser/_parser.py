@@ -109,6 +109,7 @@ class PrefixParser:
         "_group_len",
         "_group_line",
         "_groups",
+        "_last_pending",
         "_parts",
         "_pending_at",
         "_phase",
@@ -139,6 +140,7 @@ class PrefixParser:
         self._changed = False  # feed() changed what pending() reads since it last looked
         # (group line, ")" in the text it used, complete lines it used) of the last provisional parse found
         self._found = (0, 0, 0)
+        self._last_pending: Pending | None = None  # the last provisional parse found, of group ``_found[0]``
         self._exit_at = (0, 0)  # (group line, complete lines) up to the group's last ``_EXIT`` line
         self._statements: list[ast.stmt] = []  # accepted statements; append-only
         self._end = 0  # characters covered by _statements (the groups parsed so far)
@@ -249,8 +251,10 @@ class PrefixParser:
         exits = self._exit_at[1] if self._exit_at[0] == self._group_line else 0
         if parens <= seen and exits <= used:
             return None
-        found = pending(text, at_paren=at_paren, line=self._group_line)
+        reuse = self._last_pending if line == self._group_line else None
+        found = pending(text, at_paren=at_paren, line=self._group_line, reuse=reuse)
         if found is not None:
+            self._last_pending = found
             row, col = found.limit
             self._found = (self._group_line, _parens_before(text, (row - self._group_line + 1, col)), len(self._group))
         return found
@@ -421,14 +425,29 @@ def _parens_before(text: str, limit: tuple[int, int]) -> int:
     """How many ``)`` ``text`` holds before ``limit`` (line, UTF-8 column; lines end as the
     tokenizer ends them)."""
     row, col = limit
-    start = 0
-    if row > 1:
-        for number, m in enumerate(_EOL.finditer(text), 2):
-            if number == row:
-                start = m.end()
-                break
+    start = _line_start(text, row)
     # (A lone surrogate after the limit is no error here: the source will not compile.)
     return text.count(")", 0, start) + text[start:].encode("utf-8", "surrogatepass")[:col].count(b")")
+
+
+def _line_start(text: str, row: int) -> int:
+    """Where line ``row`` (1-based) of ``text`` starts. The limit is on one of the last
+    lines, so without ``\r`` it is found from the end, in time for those lines only (a long
+    block's every line was a walk over all its lines before)."""
+    if row <= 1:
+        return 0
+    if "\r" not in text:
+        back = text.count("\n") - (row - 1)  # line ends after the one that starts ``row``
+        if back < 0:
+            return len(text)
+        end = len(text)
+        for _ in range(back + 1):
+            end = text.rfind("\n", 0, end)
+        return end + 1
+    for number, m in enumerate(_EOL.finditer(text), 2):
+        if number == row:
+            return m.end()
+    return len(text)
 
 
 def _ends_a_call(tail: str, mark: int) -> bool:
