@@ -94,6 +94,9 @@ class EventGraph:
         self._discovery = ProvisionalDiscovery(capabilities, _Sink(self), prior)
         self._generation = 0  # provisional parses discovered so far
         self._limits: dict[int, tuple[int, int]] = {}  # generation -> end of the model's text
+        self._limit = (0, 0)  # the end of the model's text in the parse being discovered
+        self._parses = 0  # provisional parses discovered so far
+        self._parse_of: dict[int, int] = {}  # generation -> the parse that handed it out
         # Live (not superseded) provisional generations and their nodes. A generation not
         # here and not above ``_generation`` is superseded for good.
         self._live: dict[int, list[Node]] = {}
@@ -112,17 +115,24 @@ class EventGraph:
     def add_provisional(self, pending: Pending) -> None:
         """Discover the occurrences of a provisional parse of the statement still streaming
         (``PrefixParser.pending``). Nothing of it is accepted; see the module docstring.
-        The earlier parses are superseded once this one is discovered, so its occurrences
-        follow the earlier equal-key ones (and take over from those never dispatched)."""
-        older = list(self._live)
-        self._generation += 1
-        self._limits[self._generation] = pending.limit
-        self._live[self._generation] = []
-        self._discovery.add_provisional(pending.statements, self._generation)
+        The parses it supersedes (all earlier ones, or when an unfinished loop is resumed
+        only its last tail's: ``occurrences.discovery._resume``) are superseded once it is
+        discovered, so its occurrences follow the earlier equal-key ones (and take over
+        from those never dispatched)."""
+        self._limit = pending.limit
+        self._parses += 1
+        superseded = self._discovery.add_provisional(pending.statements, self._new_generation, pending.limit)
         self._flush()
-        self._supersede(older)
+        self._supersede(superseded)
         self._flush()
         self._release.review()
+
+    def _new_generation(self) -> int:
+        self._generation += 1
+        self._limits[self._generation] = self._limit
+        self._parse_of[self._generation] = self._parses
+        self._live[self._generation] = []
+        return self._generation
 
     def _supersede(self, generations: Sequence[int]) -> None:
         """A newer description of the statement exists: what those provisional parses
@@ -231,10 +241,16 @@ class EventGraph:
 
     @property
     def provisional_generation(self) -> int | None:
-        """The latest provisional parse (``add_provisional``), whose nodes describe the
-        statement still streaming; None once statements were accepted after it (its nodes
-        are superseded)."""
-        return self._generation if self._generation in self._live else None
+        """The latest provisional parse (``add_provisional``, numbered from 1), whose nodes
+        describe the statement still streaming; None once statements were accepted after it
+        (its nodes are superseded)."""
+        return self._parses if self._generation in self._live else None
+
+    def provisional_parse(self, node: Node) -> int | None:
+        """The provisional parse that found ``node`` (None for an accepted one). One parse
+        may hand out several generations (``occurrences.discovery._provisional``)."""
+        generation = provisional_generation(node.id)
+        return None if generation is None else self._parse_of[generation]
 
     @property
     def graph(self) -> nx.DiGraph:

@@ -42,7 +42,7 @@ class DeadWork:
     key found later leads anew); ``live``, the provisional generations not superseded.
     """
 
-    __slots__ = ("_at_place", "_at_site", "_leaders", "_live", "_nodes", "_suspects", "_withdrawn")
+    __slots__ = ("_at_place", "_at_site", "_gone", "_leaders", "_live", "_nodes", "_suspects", "_withdrawn")
 
     def __init__(
         self, nodes: Mapping[OccurrenceId, Node], leaders: dict[CallKey, Node], live: Mapping[int, object]
@@ -53,6 +53,7 @@ class DeadWork:
         # Dispatched nodes that are dead or superseded, reviewed until they end or go.
         self._suspects: dict[OccurrenceId, Node] = {}
         self._withdrawn: list[OccurrenceId] = []  # since the last ``take``
+        self._gone: set[OccurrenceId] = set()  # every one withdrawn (each is withdrawn once)
         # The newest current node per call site, and per (call site, path below the generation).
         self._at_site: dict[_Where, Node] = {}
         self._at_place: dict[tuple[_Where, tuple[object, ...]], Node] = {}
@@ -65,7 +66,8 @@ class DeadWork:
 
     def suspect(self, node: Node) -> None:
         """``node`` is dispatched and became dead or superseded."""
-        self._suspects[node.id] = node
+        if node.id not in self._gone:
+            self._suspects[node.id] = node
 
     def take(self) -> list[OccurrenceId]:
         withdrawn, self._withdrawn = self._withdrawn, []
@@ -84,6 +86,7 @@ class DeadWork:
             if node.key is not None and self._leaders.get(node.key) is node:
                 del self._leaders[node.key]
             self._withdrawn.append(node.id)
+            self._gone.add(node.id)
 
     def _current(self, node: Node) -> bool:
         """Not superseded: accepted, or of a live provisional parse."""

@@ -35,10 +35,9 @@ there is simply no provisional parse this time.
 *Incremental* (issue 36, item 7): a long block streams one line at a time, and each new
 line used to re-tokenize and re-parse the whole statement. Given the previous parse of the
 same group (``reuse``), the statements of its first body that are already followed by
-another (final: nothing later can change them) are not parsed again: their lines are
-blanked (each blank line costs the C tokenizer and parser next to nothing, and keeps every
-position) and the statement objects of the previous parse are spliced back in front of the
-body. The result is the parse of the whole text, node for node and position for position,
+another (final: nothing later can change them) are not parsed again: their lines are taken
+out of the text (what follows them is moved down by as many lines afterwards) and the
+statement objects of the previous parse are spliced back in front of the body. The result is the parse of the whole text, node for node and position for position,
 with those leading statements shared with the previous parse (``Pending.reused``), so that
 discovery, too, can tell what it already read.
 """
@@ -55,7 +54,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, replace
 from typing import Final
 
-from ._lines import parse_at
+from ._lines import parse_at, shift_lines
 
 MAX_PENDING_CHARS: Final = 20_000
 """Longest unfinished statement parsed provisionally. Each new complete line re-tokenizes
@@ -137,13 +136,16 @@ def pending(
     text = _EOL.sub("\n", text)
     kept = _final_body(reuse, line) if reuse is not None else None
     if kept is not None:
-        found = _parse(_blanked(text, kept, line), at_paren, line)
+        rest, header, gap = _without(text, kept, line)
+        found = _parse(rest, at_paren, line, header, gap)
         if found is not None and _splice(found, reuse, kept):
             return replace(found, reused=len(kept))
     return _parse(text, at_paren, line)
 
 
-def _parse(text: str, at_paren: bool, line: int) -> Pending | None:
+def _parse(text: str, at_paren: bool, line: int, header: int = 0, gap: int = 0) -> Pending | None:
+    """The repair and parse of ``text``; ``gap`` lines were taken out of it after its first
+    ``header`` lines (``_without``), so what follows them is moved down by ``gap``."""
     try:
         repaired = _repair(text, at_paren)
     except UnicodeEncodeError:
@@ -155,6 +157,13 @@ def _parse(text: str, at_paren: bool, line: int) -> Pending | None:
         module = parse_at(source, line)
     except (SyntaxError, ValueError):
         return None
+    if gap:
+        if len(module.body) != 1 or not isinstance(module.body[0], _BODIED) or row <= header:
+            return None
+        top = module.body[0]
+        shift_lines([*top.body, *getattr(top, "orelse", ())], gap)
+        top.end_lineno = (top.end_lineno or 0) + gap
+        row += gap
     return Pending(module.body, (row + line - 1, col))
 
 
@@ -185,11 +194,18 @@ def _first_line(node: ast.stmt) -> int:
     return min([node.lineno, *(d.lineno for d in decorators)]) if decorators else node.lineno
 
 
-def _blanked(text: str, kept: list[ast.stmt], line: int) -> str:
-    """``text`` with the lines of ``kept`` empty (positions elsewhere unchanged)."""
+def _without(text: str, kept: list[ast.stmt], line: int) -> tuple[str, int, int]:
+    """``text`` without the lines of ``kept`` (they follow the header and end before the
+    last few lines, so both ends are found in time for those lines only); the number of
+    lines before them and of theirs."""
     first, last = _first_line(kept[0]) - line, (kept[-1].end_lineno or 0) - line + 1  # 0-based, end exclusive
-    lines = text.split("\n")
-    return "\n".join([*lines[:first], *[""] * (last - first), *lines[last:]])
+    start = 0
+    for _ in range(first):
+        start = text.index("\n", start) + 1
+    end = len(text)
+    for _ in range(text.count("\n") - last + 1):
+        end = text.rindex("\n", 0, end)
+    return text[:start] + text[end + 1 :], first, last - first
 
 
 def _splice(found: Pending, reuse: Pending | None, kept: list[ast.stmt]) -> bool:
