@@ -24,6 +24,7 @@ import io
 import json
 import sys
 import time
+import warnings
 from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -39,7 +40,7 @@ from pydantic_ai.models.function import AgentInfo, DeltaToolCall, FunctionModel
 from smolagents import CodeAgent, Model, tool
 from smolagents.models import ChatMessage, ChatMessageStreamDelta
 
-from pysolate import Effect, Host
+from pysolate import Effect, Host, PysolateWarning
 from pysolate.integrations.pydantic_ai import PysolateCodeMode
 from pysolate.integrations.smolagents import PysolateExecutor
 from pysolate.testing import in_process_guest
@@ -176,6 +177,7 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--guest", choices=["in-process", "subprocess"], default="subprocess")
     args = parser.parse_args()
+    warnings.simplefilter("ignore", PysolateWarning)  # the stream-then-run setups say they gain nothing
     make_host = host_factory(args.guest)
     print(f"{len(PROGRAM)} characters at {TOKENS_PER_SECOND} tokens/s, 3 searches of {SEARCH_SECONDS} s, guest {args.guest}, best of {args.repeat}")
     print(f"{'framework':<12} {'mode':<16} {'step s':>7} {'after last token s':>19}")

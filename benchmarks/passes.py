@@ -9,7 +9,8 @@ outcome equals the pass-off one. Scenarios:
 
 1. **batch_fusion/loop**: 16 reads in a comprehension, streamed; the tool costs 20 ms per
    physical call plus 1 ms per item (a typical batched backend). ``loop-c16``: the same with
-   ``LanePolicy(concurrency=16)``, so one batch can take all 16 (members hold lane slots).
+   ``LanePolicy(concurrency=16)`` (a batch's members give their lane slots to its sender,
+   so both make one batch of 16).
    ``serial``: the same loop against a backend that takes one call at a time (one
    connection, a rate limit), where the number of physical calls is the latency.
 2. **batch_fusion/lone**: 6 reads streamed one statement at a time, 30 ms apart, so no two

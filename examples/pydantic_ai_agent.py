@@ -29,10 +29,8 @@ async def model(messages, info):  # a stand-in for a provider's streamed respons
         yield {0: DeltaToolCall(json_args=arguments[i : i + 4])}
 
 
-agent = Agent(
-    FunctionModel(stream_function=model),
-    capabilities=[PysolateCodeMode(effects={"search": Effect.PURE})],  # save_note stays unknown: never early
-)
+code_mode = PysolateCodeMode(effects={"search": Effect.PURE})  # save_note stays unknown: never early
+agent = Agent(FunctionModel(stream_function=model), capabilities=[code_mode])
 
 
 @agent.tool_plain
@@ -57,4 +55,5 @@ async def main() -> None:
     print(run.output)
 
 
-anyio.run(main)
+if __name__ == "__main__":
+    anyio.run(main)

@@ -51,8 +51,15 @@ agent = CodeAgent(
     stream_outputs=True,
     verbosity_level=0,
 )
-try:
-    print(agent.run("How do retries and timeouts work?"))
-    print(executor.last_result.report.counts())  # the last code action's run
-finally:
-    agent.cleanup()
+
+
+def main() -> None:
+    try:
+        print(agent.run("How do retries and timeouts work?"))
+        print(executor.last_result.report.counts())  # the last code action's run
+    finally:
+        agent.cleanup()
+
+
+if __name__ == "__main__":
+    main()

@@ -8,12 +8,18 @@ from occurrences import Effect as Effect
 from occurrences import MethodSpec as MethodSpec
 from scheduler import LanePolicy as LanePolicy
 
+from ._blocking import SyncHost as SyncHost
+from ._blocking import SyncSession as SyncSession
 from ._capability import EffectProposal as EffectProposal
 from ._capability import capability as capability
 from ._capability import propose_effect as propose_effect
+from ._code_tool import CodeTool as CodeTool
+from ._exceptions import ApplyConflict as ApplyConflict
 from ._exceptions import CommitError as CommitError
 from ._exceptions import IsolationUnavailable as IsolationUnavailable
+from ._exceptions import NotStreamingWarning as NotStreamingWarning
 from ._exceptions import PysolateError as PysolateError
+from ._exceptions import PysolateWarning as PysolateWarning
 from ._exceptions import RegistrationError as RegistrationError
 from ._exceptions import SessionBroken as SessionBroken
 from ._exceptions import SessionBusy as SessionBusy
@@ -21,6 +27,8 @@ from ._exceptions import SessionClosed as SessionClosed
 from ._exceptions import SessionError as SessionError
 from ._exceptions import SessionExpired as SessionExpired
 from ._exceptions import ToolError as ToolError
+from ._exceptions import UnqualifiedToolsWarning as UnqualifiedToolsWarning
+from ._exceptions import WorkspaceChanged as WorkspaceChanged
 from ._exceptions import WorkspaceError as WorkspaceError
 from ._guest_api import ErrorInfo as ErrorInfo
 from ._guest_api import GuestLimits as GuestLimits
@@ -31,6 +39,7 @@ from ._result import CallRecord as CallRecord
 from ._result import RunReport as RunReport
 from ._result import RunResult as RunResult
 from ._result import RunStatus as RunStatus
+from ._result_text import result_text as result_text
 from ._session import Session as Session
 from ._session import SessionLimits as SessionLimits
 from ._session import SessionState as SessionState
@@ -40,7 +49,9 @@ from ._timeline import render_svg as render_svg
 from ._workspace import Workspace as Workspace
 
 __all__ = [
+    "ApplyConflict",
     "CallRecord",
+    "CodeTool",
     "CommitError",
     "Effect",
     "EffectProposal",
@@ -51,7 +62,9 @@ __all__ = [
     "IsolationUnavailable",
     "LanePolicy",
     "MethodSpec",
+    "NotStreamingWarning",
     "PysolateError",
+    "PysolateWarning",
     "RegistrationError",
     "RunReport",
     "RunResult",
@@ -65,12 +78,17 @@ __all__ = [
     "SessionLimits",
     "SessionState",
     "SessionStatistics",
+    "SyncHost",
+    "SyncSession",
     "Timeline",
     "ToolError",
     "ToolFailure",
+    "UnqualifiedToolsWarning",
     "Workspace",
+    "WorkspaceChanged",
     "WorkspaceError",
     "capability",
     "propose_effect",
     "render_svg",
+    "result_text",
 ]

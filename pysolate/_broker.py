@@ -121,6 +121,7 @@ class RunScope:
         # batch; the values are the same objects either way, and nothing else holds them.
         self._recorded: list[tuple[object, ...]] = []
         self._physical = 0
+        self._reruns = 0
         self._threads = threads
         self._timeout = call_timeout
         self._t0: float | None = None  # anyio.current_time() at the first call or start()
@@ -211,9 +212,20 @@ class RunScope:
         if self.trace is NULL_RUN:
             return execute(
                 self._targets[capability], cap, call, threads=self._threads, early=False, timeout=self._timeout,
-                encode=self._encode, new_scope=self._new_scope, clock=self._clock,
+                encode=self._encode, new_scope=self._new_scope, clock=self._clock, retried=self._rerun,
             )
         return self._traced(cap, call, key)
+
+    def _rerun(self) -> None:
+        """A read ran again (``execute``: its timeout may have been early work's): one more
+        physical execution."""
+        self._physical += 1
+        self._reruns += 1
+
+    @property
+    def reruns(self) -> int:
+        """The program's reads this scope ran again (``RunReport.reruns``)."""
+        return self._reruns
 
     async def _traced(self, cap: CapabilityMethod, call: BoundCall, key: CallKey | None) -> object:
         capability, method = call.capability, call.method
@@ -230,7 +242,7 @@ class RunScope:
             with observation.activated():
                 result = await execute(
                     self._targets[capability], cap, call, threads=self._threads, early=False, timeout=self._timeout,
-                    encode=self._encode, new_scope=self._new_scope, clock=self._clock,
+                    encode=self._encode, new_scope=self._new_scope, clock=self._clock, retried=self._rerun,
                 )
         except BaseException as exc:
             observation.completed(error=exc)

@@ -182,10 +182,16 @@ def capability(
 def capability_methods(obj: object) -> dict[str, CapabilityMethod]:
     """The capability methods of ``obj``, by name, read from its class's declarations.
 
-    Raises ``RegistrationError`` when ``obj`` has none, when one has a private name, when
-    a parameter default is not plain data (defaults are part of the call key), or when a
-    declared scope is not a parameter that can be passed by name.
+    Raises ``RegistrationError`` for a class (an instance is meant), when ``obj`` has
+    none, when one has a private name, when a parameter default is not plain data
+    (defaults are part of the call key), or when a declared scope is not a parameter that
+    can be passed by name.
     """
+    if isinstance(obj, type):
+        raise RegistrationError(
+            f"{obj.__name__} is a class: register an instance, {obj.__name__}() (the program "
+            "calls the methods of one object the Host owns)"
+        )
     methods: dict[str, CapabilityMethod] = {}
     for name, attr in inspect.getmembers_static(type(obj)):
         function = attr.__func__ if isinstance(attr, staticmethod | classmethod) else attr

@@ -7,8 +7,12 @@ Raised in the Host, to the code that embeds Pysolate::
     │                                          no capability methods, a non-plain default,
     │                                          a duplicate or invalid name, an unconfirmed
     │                                          MCP effect proposal
-    ├── WorkspaceError                         freezing or committing a workspace failed
-    │   └── CommitError                        the commit target is unusable
+    ├── WorkspaceError                         freezing, reading or committing a workspace failed
+    │   ├── CommitError                        the commit target is unusable
+    │   ├── ApplyConflict                      ``apply``: paths changed since the freeze
+    │   │                                      (``conflicts`` names each); nothing written
+    │   └── WorkspaceChanged                   a lazy root's file changed since the freeze
+    │                                          (a read fails: the program sees a ToolError)
     ├── SessionError                           a session cannot take this turn
     │   ├── SessionBusy                        (misuse) a turn while another one runs
     │   ├── SessionClosed                      (misuse) a turn outside ``async with``
@@ -24,6 +28,20 @@ Raised inside the program (the Guest), never in the Host::
                                                (``type_name`` says which); builtin ones
                                                (``FileNotFoundError``...) are re-raised as
                                                themselves
+
+Warned in the Host (``warnings.warn``), once per Host or per framework setup, when a setup
+runs correctly but cannot gain anything from Pysolate; each message says how to fix it, and
+``RunReport.setup_warnings`` repeats it on every run it applies to::
+
+    PysolateWarning (UserWarning)
+    ├── UnqualifiedToolsWarning                no tool may start early: every method is left
+    │                                          at ``Effect.UNKNOWN``, or none of an agent's
+    │                                          tools is qualified by ``effects=``
+    └── NotStreamingWarning                    the framework hands over whole programs: the
+                                               code is not streamed, so nothing starts while
+                                               the model writes it
+
+Silence one on purpose with ``warnings.filterwarnings("ignore", category=...)``.
 
 Programmer misuse (``RegistrationError``, ``SessionBusy``, ``SessionClosed``) is kept apart from operational failures
 (``WorkspaceError``, ``SessionBroken``). A program that raises, is rejected or hits a limit is *not* an
@@ -50,6 +68,31 @@ class WorkspaceError(PysolateError):
 
 class CommitError(WorkspaceError):
     """The commit target is unusable (exists and is not empty, or is the source dir)."""
+
+
+class ApplyConflict(WorkspaceError):
+    """``branch.apply(path)`` refused: paths the branch changes no longer hold what the
+    root held (or the index has them staged otherwise). Nothing was written.
+
+    ``conflicts`` maps each such path to what was found there (``modified``, ``deleted``,
+    ``created``, ``a directory now``...).
+    """
+
+    def __init__(self, conflicts: dict[str, str]) -> None:
+        self.conflicts = dict(sorted(conflicts.items()))
+        listed = "; ".join(f"{path}: {why}" for path, why in self.conflicts.items())
+        super().__init__(f"not applied, {len(self.conflicts)} path(s) changed since the workspace was frozen: {listed}")
+
+
+class WorkspaceChanged(WorkspaceError):
+    """A file of a lazily read root (``Workspace.frozen(path, lazy=True)``) changed since
+    the freeze, so the content the root held can no longer be read. Raised by the read
+    (the program sees a ``ToolError`` naming it, and its run ends ``error`` unless it
+    catches it); ``path`` is the workspace path."""
+
+    def __init__(self, path: str, why: str) -> None:
+        self.path = path
+        super().__init__(f"{path} changed since the workspace was frozen ({why}); nothing was read")
 
 
 class SessionError(PysolateError):
@@ -85,4 +128,29 @@ class IsolationUnavailable(PysolateError):
 
     Raised before any source reaches a Guest; the message says what is missing and how to
     get it. A Host never falls back to a weaker level on its own.
+    """
+
+
+class PysolateWarning(UserWarning):
+    """Root of the warnings the ``pysolate`` package issues: a setup that works but gains
+    nothing from Pysolate. Each is issued once per Host or framework setup, not per run."""
+
+
+class UnqualifiedToolsWarning(PysolateWarning):
+    """No registered tool may start early, because the tools were left unqualified.
+
+    Either every method on the Host is ``Effect.UNKNOWN`` (the default; none is ``PURE`` or
+    ``IMMUTABLE_READ``), or an agent framework integration was given tools and ``effects``
+    names none of them. Runs are correct and sequential; declaring the reads that may start
+    early (``@capability(effect=Effect.PURE)``, ``effects={"search": Effect.PURE}``) fixes it.
+    """
+
+
+class NotStreamingWarning(PysolateWarning):
+    """The framework setup hands Pysolate each program whole, never as a stream.
+
+    A smolagents agent without streamed outputs, a Pydantic AI model that does not stream
+    tool-call arguments, an OpenAI Agents SDK run that is not ``Runner.run_streamed``: the
+    program runs when it is complete, so nothing starts while the model writes it (reads
+    whose arguments are known still overlap one another). The message names the fix.
     """

@@ -18,7 +18,7 @@ from typing import Any, NamedTuple, Protocol, runtime_checkable
 import anyio
 
 from occurrences import CallKey, MethodSpec, fresh_copy, tool_name
-from scheduler import Probe
+from scheduler import LaneStopped, Probe
 
 from ._capability import CapabilityMethod
 from ._clock import loop_clock
@@ -169,6 +169,7 @@ async def execute(
     encode: Encoder | None = None,
     new_scope: Callable[[], anyio.CancelScope] = anyio.CancelScope,
     clock: Callable[[], float] | None = None,
+    retried: Callable[[], None] | None = None,
 ) -> object:
     """Run ``call`` once on ``target``; the result is converted (``_conversion.to_plain``
     with the Host's ``encode``), checked, bounded and a fresh copy.
@@ -179,11 +180,17 @@ async def execute(
     up once per run by the caller rather than once per call.
 
     A sync method runs in a worker thread of ``threads``, under its ``early`` or formal
-    budget (``_threads``: early work never takes the program's threads).
+    budget (``_threads``: early work never takes the program's threads); ``timeout``
+    counts from the moment it has a thread. ``probe`` (early work) is told when the tool
+    is invoked, and a call withdrawn before that never invokes it. A formal ``pure`` or
+    ``immutable_read`` call that timed out while early calls of the same capability ran
+    (it may have queued behind them inside the tool) runs again, ``retried`` told each time.
 
     Raises ``ToolFailure`` for every failure of the tool, ``BaseException`` included
     (``_crossing.failure_from``; ``OutcomeUnknown`` when a call that may write timed out),
-    and for a result that cannot cross (``_crossing.checked_result``). The caller's
+    and for a result that cannot cross (``_crossing.checked_result``). Early work that
+    timed out or was withdrawn raises ``scheduler.LaneStopped`` instead: never an outcome
+    a Guest call may claim (contract 7). The caller's
     cancellation propagates unchanged: an async method is cancelled, a sync one is
     abandoned in its thread (it may still finish later; ``probe`` tells the speculative
     lane so, which accounts it ``late``). A tool raising a cancellation exception of its
@@ -196,28 +203,60 @@ async def execute(
     kwargs = call.kwargs if not call.kwargs or _immutable(call.kwargs.values()) else fresh_copy(call.kwargs)
     assert isinstance(args, tuple) and isinstance(kwargs, dict)
     finished = False
-    try:
-        if method.is_async:
-            awaitable = fn(*args, **kwargs) if kwargs else fn(*args)
-            if type(awaitable) is _COROUTINE and _MAY_SUSPEND.get(awaitable.cr_code) is False:
-                raw = await awaitable  # runs to its end here, in one step: no scope (see ``_awaited``)
-                finished = True
+    if method.is_async and probe is not None and not probe.invoke():
+        raise LaneStopped(f"{call.capability}.{call.method} was withdrawn before it started")
+    capability = call.capability
+    # A read of the program's may have waited inside the tool behind early calls of it (one
+    # connection, a lock): a timeout then is not the tool's own (contract 7; see below).
+    rerun = not early and method.effect.speculable
+    mark = threads.early_mark(capability) if rerun else 0
+    while True:
+        try:
+            if method.is_async:
+                if early:
+                    threads.early_began(capability)
+                try:
+                    awaitable = fn(*args, **kwargs) if kwargs else fn(*args)
+                    if type(awaitable) is _COROUTINE and _MAY_SUSPEND.get(awaitable.cr_code) is False:
+                        raw = await awaitable  # runs to its end here, in one step: no scope (see ``_awaited``)
+                        finished = True
+                    else:
+                        finished, raw = await _awaited(awaitable, timeout, new_scope, clock)
+                finally:
+                    if early:
+                        threads.early_ended(capability)
             else:
-                finished, raw = await _awaited(awaitable, timeout, new_scope, clock)
-        else:
-            work = in_thread(functools.partial(fn, *args, **kwargs))
-            if probe is not None:
-                work = functools.partial(_probed, probe, work)
-                probe.in_thread = True
-            with anyio.move_on_after(timeout):
-                raw = await threads.run(work, early=early, what=f"{call.capability}.{call.method}")
-                finished = True
-    except BaseException as exc:
-        if not is_tool_exception(exc):
-            raise
-        raise failure_from(exc) from None
+                work = in_thread(functools.partial(fn, *args, **kwargs))
+                if early:
+                    work = threads.counting(capability, work)
+                if probe is not None:
+                    work = functools.partial(_probed, probe, work)
+                    probe.in_thread = True
+                finished, raw = await threads.run(
+                    work, early=early, what=f"{capability}.{call.method}", timeout=timeout, probe=probe
+                )
+        except BaseException as exc:
+            if not is_tool_exception(exc):
+                raise
+            raise failure_from(exc) from None
+        if finished or not rerun or not threads.early_overlapped(capability, mark):
+            break
+        # Early calls of this capability ran while this read did: it may have queued behind
+        # them inside the tool, which the sequential run never does. A read may run again,
+        # unobserved but for time and the physical count; once no early call overlaps it,
+        # its timeout is its own. (Early work is bounded by the runs' budgets and each call
+        # by its own timeout, so this ends.)
+        mark = threads.early_mark(capability)
+        if retried is not None:
+            retried()
     if not finished:
-        where = tool_name(call.capability, call.method)
+        where = tool_name(capability, call.method)
+        if early:
+            # Whether the time went to the tool or to waits that early work shares (a lock
+            # inside the tool, a connection, the machine) cannot be told apart: never a
+            # settled outcome (contract 7); the program's own call runs and times out, or
+            # not, on its own.
+            raise LaneStopped(f"{where} did not finish within {timeout}s early")
         if method.effect.may_write:
             raise OutcomeUnknown(
                 "OutcomeUnknown",
@@ -309,6 +348,9 @@ def scope_class() -> Callable[[], anyio.CancelScope]:
 
 
 def _probed(probe: Probe, work: Callable[[], object]) -> object:
+    """``work()`` in its thread, unless the call was withdrawn before the thread started."""
+    if not probe.invoke():
+        return None  # withdrawn: nobody waits for this thread (its caller was cancelled)
     try:
         return work()
     finally:

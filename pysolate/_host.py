@@ -43,6 +43,7 @@ from ._guest_api import GuestFactory, GuestLimits, GuestOutcome, Isolation, Sess
 from ._result import RunReport, RunResult, RunStatus, sequential_report
 from ._seal import rejection, seal
 from ._session import Session, SessionLimits, default_session_factory
+from ._setup_warnings import host_notes, noted
 from ._stream_run import run_stream
 from ._threads import ThreadStatistics, WorkerThreads
 from ._workspace import run_workspaces
@@ -277,12 +278,9 @@ class Host:
             reg.obj, cap, call, threads=self.threads, early=True, timeout=self.call_timeout, probe=probe, encode=self.encode
         )
 
-    def limiter(self) -> anyio.CapacityLimiter:
-        """The current event loop's thread limiter of the program's own sync calls."""
-        return self.threads.limiter(early=False)
-
     def thread_statistics(self) -> ThreadStatistics:
-        """Worker-thread budgets, threads of abandoned calls still running, refusals."""
+        """Worker-thread budgets, which pool holds what (early and formal slots taken,
+        threads of abandoned calls still running in each), refusals."""
         return self.threads.statistics()
 
     def new_scope(self, trace: RunTrace | None = None, targets: Mapping[str, object] | None = None) -> RunScope:
@@ -336,8 +334,10 @@ class Host:
         and killing the Guest.
         """
         reader = CodeReader(chunks, code, idle_timeout=idle_timeout, deadline=deadline)
+        notes = self.setup_warnings() if speculate else ()
         try:
-            return await run_stream(self, reader, speculate=speculate, policy=policy, limits=limits)
+            result = await run_stream(self, reader, speculate=speculate, policy=policy, limits=limits)
+            return noted(result, notes) if notes else result
         except BaseExceptionGroup as group:
             # As ``run_source`` raises it: the Guest refused to run below its level.
             refused, rest = group.split(IsolationUnavailable)
@@ -397,7 +397,9 @@ class Host:
         except BaseException:
             trace.ended("aborted", counts={"logical": len(scope.calls), "physical": scope.physical})
             raise
-        report = sequential_report(scope.calls, scope.physical, wall=anyio.current_time() - t0, guest=guest_seconds)
+        report = sequential_report(
+            scope.calls, scope.physical, wall=anyio.current_time() - t0, guest=guest_seconds, reruns=scope.reruns
+        )
         result = self.result_from(outcome, scope, report)
         result = dataclasses.replace(result, source=source)
         counts = {
@@ -415,6 +417,12 @@ class Host:
         """
         factory = self._session_factory or default_session_factory(self._level or "strongest", self._fork_server)  # the Host's level
         return Session(self, factory, limits or SessionLimits(), guest_limits or self.limits)
+
+    def setup_warnings(self) -> tuple[str, ...]:
+        """Why no speculating run on this Host can start a call early, with the fix (empty
+        when one can): every method left at ``Effect.UNKNOWN``. The first time, it is also
+        warned as an ``UnqualifiedToolsWarning`` (``pysolate._setup_warnings``)."""
+        return host_notes(self, self._registrations.values())
 
     def guest_factory(self) -> GuestFactory:
         """The factory this Host starts Guests with (default: the isolated subprocess, at

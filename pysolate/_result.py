@@ -165,7 +165,9 @@ class RunReport:
     ``shared``: logical calls that shared a physical observation with another;
     ``cancelled``/``late``/``orphaned``: dispositions of early work nobody claimed;
     ``discarded``: early work on a speculative layer of the run's branch that was dropped
-    (``scheduler._branches``); ``early_writes``: branch writes performed on such layers.
+    (``scheduler._branches``); ``early_writes``: branch writes performed on such layers;
+    ``reruns``: the program's reads that timed out while early calls of the same tool ran
+    (they may have waited inside it behind them) and so ran again (each one more physical).
     """
 
     logical: int = 0
@@ -178,6 +180,7 @@ class RunReport:
     orphaned: int = 0
     discarded: int = 0
     early_writes: int = 0
+    reruns: int = 0
     wall_seconds: float = 0.0
     """From the start of the run to its result."""
     guest_seconds: float = 0.0
@@ -189,6 +192,10 @@ class RunReport:
     minus the time the claim waited."""
     passes: tuple[PassOutcome, ...] = ()
     """What each enabled pass did (``pysolate.passes``): applied, or not and why."""
+    setup_warnings: tuple[str, ...] = ()
+    """Why this run's setup could not start anything early, with the fix: the text of each
+    ``PysolateWarning`` that applies (issued once per Host or framework setup; recorded on
+    every run it applies to). Empty when nothing stands in the way."""
 
     def counts(self) -> dict[str, int]:
         """The count fields by name (for traces and tables)."""
@@ -200,7 +207,7 @@ _COUNTS = (
 )
 
 
-def sequential_report(calls: Sequence[CallRecord], physical: int, *, wall: float, guest: float) -> RunReport:
+def sequential_report(calls: Sequence[CallRecord], physical: int, *, wall: float, guest: float, reruns: int = 0) -> RunReport:
     """The report of a run without speculation (``run_source``, a session's sequential turn):
     every count comes from the program's own calls."""
     direct = claimed = 0
@@ -216,6 +223,7 @@ def sequential_report(calls: Sequence[CallRecord], physical: int, *, wall: float
         physical=physical,
         direct=direct,
         claimed=claimed,
+        reruns=reruns,
         wall_seconds=wall,
         guest_seconds=guest,
         tool_seconds=sum(durations),  # the same sum, in the same order, as of the durations

@@ -63,6 +63,7 @@ from ._guest_api import (
 from ._result import RunReport, RunResult, RunStatus, sequential_report
 from ._run_host import RunHost
 from ._seal import rejection, seal
+from ._setup_warnings import noted
 from ._stream_run import run_stream
 from ._workspace import Workspace
 from .streams import DEFAULT_DEADLINE, DEFAULT_IDLE_TIMEOUT, Code, CodeReader
@@ -314,13 +315,14 @@ class Session:
         """
         reader = CodeReader(chunks, code, idle_timeout=idle_timeout, deadline=deadline)
         turn = self._begin()
+        notes = self._host.setup_warnings() if speculate else ()
         try:
             with session_turn(self.id, self._turns):
                 result = await run_stream(self._host, reader, speculate=speculate, policy=policy, turn=turn)
         except BaseException as exc:
             self._fail(turn, exc)
             raise
-        return self._end(turn, result)
+        return self._end(turn, noted(result, notes) if notes else result)
 
     async def run_source(
         self,
@@ -367,7 +369,7 @@ class Session:
             trace.ended("aborted", counts={"logical": len(scope.calls), "physical": scope.physical})
             raise
         now = anyio.current_time()
-        result = host.result_from(outcome, scope, sequential_report(scope.calls, scope.physical, wall=now - t0, guest=now - g0))
+        result = host.result_from(outcome, scope, sequential_report(scope.calls, scope.physical, wall=now - t0, guest=now - g0, reruns=scope.reruns))
         trace.ended(result.status.value, counts=result.report.counts(), error_type=result.error.type if result.error else None)
         return result
 

@@ -177,7 +177,7 @@ async def run_stream(
         scope.early_traces[obs.id] = span
         # A layer's view ids are of this run's lineage only: never served from another turn.
         held = turn.carried(obs.key) if turn is not None and layer is None else None
-        if held is not None:
+        if held is not None and obs.probe.invoke():  # (counted as the record of its serving)
             reused.add(obs.id)
             if held.error is not None:
                 span.completed(error=held.error)
@@ -273,6 +273,7 @@ async def run_stream(
         orphaned=stats.orphaned,
         discarded=stats.discarded,
         early_writes=scope.branches.statistics().writes if scope.branches is not None else 0,
+        reruns=scope.reruns,
         wall_seconds=wall,
         guest_seconds=(guest_ended - guest_started) if guest_ended is not None and guest_started is not None else 0.0,
         tool_seconds=sum(c.duration for c in calls),

@@ -1,9 +1,13 @@
 """The workspace capability: a frozen, content-addressed root and per-run branches.
 
-``Workspace.frozen(path)`` reads a directory once into memory. Reads of that root are
-``immutable_read`` (DESIGN.md): nothing can change them during a run, so the speculative
-lane may run them early and a claim keyed by the root id is exact. The root id is a hash
-of the content, so it changes exactly when the content does.
+The root is one of three kinds (``_tree``): ``Workspace.frozen(path)`` reads a directory
+into memory, ``Workspace.frozen(path, lazy=True)`` records its listing and file identities
+and reads on demand (a changed file fails its read), ``Workspace.git(repo, rev)`` is a git
+commit read lazily from the object store. Reads of a root are ``immutable_read``
+(DESIGN.md): nothing can change what they return during a run, so the speculative lane
+may run them early and a claim keyed by the root id is exact. The root id names the
+content (a hash of it, of the file identities, or the commit id), so it changes exactly
+when the content does.
 
 Writes never reach the root, nor the source directory. Each run gets a *branch*
 (``for_run()``): a copy-on-write overlay of the root where ``write_text``,
@@ -14,7 +18,12 @@ read after a write never claims a pre-write result, contract 3). Every method de
 ``scope="path"``: it touches only the state at ``path`` (a directory for ``list_dir``,
 so anything under it), exactly the relation ``view_of`` uses, so discovery may still try
 early a read that no earlier write can affect. At the end of the run the caller commits
-the branch to a *new* directory, or discards it.
+the branch to a *new* directory (``commit``), writes it as a git commit
+(``commit_to_git``), applies it back to the directory or work tree it came from where
+nothing changed meanwhile (``apply``), or discards it. Whatever the branch holds can be
+written: a write that no file system could take (a name over ``NAME_MAX``, a path over
+``PATH_MAX``, a ``.git`` component, a path through a symlinked directory of the root) fails
+in the program, as the call's own error.
 
 Paths are relative, ``/``-separated. Absolute paths, any ``..`` component and paths
 through a symlink that led out of the root when it was frozen are refused with
@@ -27,7 +36,6 @@ Prior art: git's content-addressed trees; overlayfs' upper/lower layers.
 from __future__ import annotations
 
 import copy
-import enum
 import errno
 import os
 from collections.abc import Iterable, Mapping
@@ -36,12 +44,17 @@ from typing import Self
 
 from occurrences import Effect
 
+from ._branch_state import BranchState, advance
 from ._capability import capability
 from ._exceptions import CommitError, WorkspaceError
 from ._guest_api import ErrorInfo
 from ._tree import (
     MAX_FROZEN_BYTES,
+    Root,
     Tree,
+    ancestors,
+    check_length,
+    check_writable,
     freeze_directory,
     is_a_directory,
     normalize,
@@ -61,39 +74,8 @@ MAX_EARLY_BYTES = 16 * 1024 * 1024
 speculative layer of it (``admits_early``); a write past it waits for the program."""
 
 
-class BranchState(enum.Enum):
-    """Lifecycle of a branch; a root is always ROOT::
-
-        OPEN ─┬─> COMMITTED
-              ├─> DISCARDED
-              └─> UNCOMMITTABLE ──> DISCARDED
-
-    ``UNCOMMITTABLE``: the run did not end ``ok`` (it raised, was aborted, hit a limit), so
-    its writes are partial. They can still be inspected (``changes``, ``state_files``) and
-    discarded; ``commit`` raises ``CommitError`` saying why.
-    """
-
-    ROOT = "root"
-    OPEN = "open"
-    COMMITTED = "committed"
-    DISCARDED = "discarded"
-    UNCOMMITTABLE = "uncommittable"
-
-
-_MOVES: dict[BranchState, frozenset[BranchState]] = {
-    BranchState.OPEN: frozenset({BranchState.COMMITTED, BranchState.DISCARDED, BranchState.UNCOMMITTABLE}),
-    BranchState.UNCOMMITTABLE: frozenset({BranchState.DISCARDED}),
-}
-
-
-def _advance(state: BranchState, to: BranchState) -> BranchState:
-    if to not in _MOVES.get(state, frozenset()):
-        raise WorkspaceError(f"cannot go from {state.value} to {to.value}")
-    return to
-
-
 class Workspace:
-    """A frozen directory (the root) or one run's copy-on-write branch of it.
+    """A frozen root or one run's copy-on-write branch of it.
 
     Both expose the same capability methods; on a root the writes raise
     ``PermissionError`` (writes belong to a run's branch, see ``for_run``).
@@ -101,7 +83,7 @@ class Workspace:
 
     __slots__ = ("_deleted_or_written", "_dirs_added", "_seq", "_state", "_touched", "_tree", "_why_uncommittable")
 
-    def __init__(self, tree: Tree, state: BranchState = BranchState.ROOT) -> None:
+    def __init__(self, tree: Root, state: BranchState = BranchState.ROOT) -> None:
         self._tree = tree
         self._state = state
         # Branch-only; empty on a root. Invariant: the visible tree is the root's files
@@ -113,31 +95,59 @@ class Workspace:
         self._why_uncommittable: str | None = None  # set exactly when UNCOMMITTABLE
 
     @classmethod
-    def frozen(cls, path: str | os.PathLike[str]) -> Workspace:
-        """Snapshot the directory at ``path`` into memory (it is never written to).
+    def frozen(cls, path: str | os.PathLike[str], *, lazy: bool = False) -> Self:
+        """The directory at ``path`` as a frozen root (it is never written to).
+
+        Eager (the default): every file is read into memory now, at most
+        ``MAX_FROZEN_BYTES``, and later changes on disk are not seen. ``lazy=True``: only
+        the listing and each file's identity (size, mtime, inode, ctime) are recorded and
+        a file is read when a run first asks for it; a read of a file that changed since
+        fails with ``WorkspaceChanged`` (the program sees a ``ToolError``), so a run never
+        sees anything the directory did not hold at the freeze; no size limit.
 
         Symlinks that resolve inside the directory are followed; ones that lead out, loops
         and special files are kept only as names whose use is refused. A name that is not
-        valid UTF-8 (any byte string but ``/`` and NUL is a valid file name on Linux) cannot
-        cross to the program as text: that entry, and everything under it, is skipped and
-        its path listed in ``skipped`` (as bytes). Raises ``WorkspaceError`` when ``path``
-        is not a directory or holds more than ``MAX_FROZEN_BYTES``.
+        valid UTF-8 cannot cross to the program as text: that entry (and what is under it)
+        is skipped and its path listed in ``skipped`` (as bytes). Raises ``WorkspaceError`` when ``path``
+        is not a directory or (eager) holds more than ``MAX_FROZEN_BYTES``.
         """
+        if lazy:
+            from ._lazy_tree import LazyTree
+
+            return cls(LazyTree(Path(path)))
         return cls(freeze_directory(Path(path)))
+
+    @classmethod
+    def git(cls, repo: str | os.PathLike[str], rev: str = "HEAD") -> Self:
+        """The commit ``rev`` of the git repository at ``repo`` (a work tree or a bare
+        repository) as a frozen root, read lazily from the object store (``_git_tree``):
+        freezing resolves the commit and reads nothing else, and memory grows with what
+        runs read, within bounded caches. The root id is the commit id.
+
+        Raises ``ImportError`` naming the extra (``pysolate[git]``) when ``pygit2`` is not
+        installed, ``WorkspaceError`` when ``repo`` is not a repository or ``rev`` names no
+        commit there.
+        """
+        from ._git_tree import GitTree
+
+        return cls(GitTree(repo, rev))
 
     @classmethod
     def from_files(cls, files: Mapping[str, str | bytes], dirs: Iterable[str] = ()) -> Workspace:
         """A frozen root built from ``{relative path: content}`` (str is UTF-8 encoded).
 
         Raises ``WorkspaceError`` for a path or a str content that is not valid text (a lone
-        surrogate, a NUL in a path) or a path that leaves the root.
+        surrogate, a NUL in a path), a path that leaves the root, or a name no file system
+        holds (``NAME_MAX``, ``PATH_MAX``).
         """
         contents: dict[str, bytes] = {}
         try:
             for path, content in files.items():
                 contents[text_path(path)] = content.encode() if isinstance(content, str) else bytes(content)
             folders = {text_path(d) for d in dirs}
-        except (UnicodeEncodeError, ValueError, PermissionError) as exc:
+            for path in (*contents, *folders):
+                check_length(path, path)
+        except (UnicodeEncodeError, OSError, ValueError) as exc:
             raise WorkspaceError(f"cannot build a workspace from these files: {exc}") from None
         return cls(Tree(contents, folders, {}, None))
 
@@ -145,12 +155,14 @@ class Workspace:
 
     @property
     def root_id(self) -> str:
-        """Content hash of the frozen root (equal roots, equal ids)."""
+        """Identity of the frozen root (equal ids, equal content): a content hash, a hash of
+        a lazy directory's file identities, or ``git-<commit id>``."""
         return self._tree.root_id
 
     @property
     def source(self) -> Path | None:
-        """The directory the root was frozen from (never written to), if any."""
+        """The directory the root was frozen from (the git work tree), never written to
+        except by ``apply``; None for a root built from files or a bare repository."""
         return self._tree.source
 
     @property
@@ -159,7 +171,7 @@ class Workspace:
 
     @property
     def skipped(self) -> tuple[bytes, ...]:
-        """Relative paths (bytes, as the OS names them) ``frozen`` left out because the
+        """Relative paths (bytes, as the OS names them) the root left out because the
         name is not valid UTF-8."""
         return self._tree.skipped
 
@@ -184,7 +196,7 @@ class Workspace:
         """Mark an open branch ``UNCOMMITTABLE``: its run did not end ``ok`` (the Host
         does this), so ``commit`` raises ``CommitError(reason)``; ``discard`` still works.
         Raises ``WorkspaceError`` unless the branch is open."""
-        self._state = _advance(self._state, BranchState.UNCOMMITTABLE)
+        self._state = advance(self._state, BranchState.UNCOMMITTABLE)
         self._why_uncommittable = reason
 
     def layer(self) -> Self:
@@ -245,54 +257,104 @@ class Workspace:
         return self._tree.root_id if last == 0 else f"{self._tree.root_id}+w{last}"
 
     def state_files(self) -> dict[str, bytes]:
-        """The files this branch (or root) holds now: path → content."""
-        out = dict(self._tree.files)
+        """The files this branch (or root) holds now: path → content (a git or lazy root's
+        files are all read: meant for small trees and tests)."""
+        out = {path: self._tree.file(path) for path in self._tree.files() if path not in self._deleted_or_written}
         for path, data in self._deleted_or_written.items():
-            if data is None:
-                out.pop(path, None)
-            else:
+            if data is not None:
                 out[path] = data
-        return dict(sorted(out.items()))
+        return {path: data for path, data in sorted(out.items()) if data is not None}
 
     def changes(self) -> dict[str, bytes | None]:
-        """Paths written (content) or deleted (None) in this branch, relative to its root."""
+        """Paths written (content) or deleted (None) in this branch, relative to its root
+        (a write of what the root held is no change; on a lazy root, a write over a file
+        that changed on disk since the freeze counts as one)."""
+        tree = self._tree
         out: dict[str, bytes | None] = {}
         for path, data in self._deleted_or_written.items():
-            before = self._tree.files.get(path)
-            if data != before:
+            if (tree.kind(path) == "file") if data is None else tree.differs(path, data):
                 out[path] = data
         return dict(sorted(out.items()))
 
     def commit(self, target: str | os.PathLike[str]) -> Path:
-        """Write the branch's whole tree into the new or empty directory ``target``.
+        """Write the branch's whole tree into the new or empty directory ``target``, all or
+        nothing: into a temporary sibling first, renamed into place once complete, and only
+        then is the branch ``COMMITTED``; a commit that fails leaves ``target`` as it was and
+        the branch open (commit it elsewhere, or discard it).
 
         Refused symlinks are not materialised. Raises ``CommitError`` when ``target`` is
-        not empty, is or lies inside the source directory, or the run that made the branch
-        did not end ``ok`` (``UNCOMMITTABLE``: the message says how it ended);
-        ``WorkspaceError`` on a root or a branch already committed or discarded.
+        not empty, is or lies inside the source directory, the writing fails (the
+        ``OSError`` is its cause), or the run that made the branch did not end ``ok``
+        (``UNCOMMITTABLE``: the message says how it ended); ``WorkspaceError`` on a root or
+        a branch already committed, applied or discarded.
         """
-        if self._state is BranchState.UNCOMMITTABLE:
-            raise CommitError(f"refusing to commit a partial branch: {self._why_uncommittable}")
+        from ._write_out import write_new_directory
+
+        self._check_can_end(BranchState.COMMITTED)
         out = Path(os.path.realpath(target))
         source = self._tree.source
         if source is not None and (out == source or source in out.parents):
             raise CommitError(f"refusing to commit into the source directory {source}")
-        if out.exists() and (not out.is_dir() or any(out.iterdir())):
-            raise CommitError(f"commit target {out} exists and is not an empty directory")
-        self._state = _advance(self._state, BranchState.COMMITTED)
-        out.mkdir(parents=True, exist_ok=True)
-        for d in sorted(self._visible_dirs()):
-            (out / d).mkdir(parents=True, exist_ok=True)
-        for path, data in self.state_files().items():
-            (out / path).write_bytes(data)
+        write_new_directory(out, sorted(self._visible_dirs()), self.state_files())
+        self._state = advance(self._state, BranchState.COMMITTED)
         return out
+
+    def commit_to_git(self, ref: str | None = None, message: str = "pysolate run", *, author: tuple[str, str] | None = None) -> str:
+        """Write the branch as a git commit whose parent is the root commit (a
+        ``Workspace.git`` root), returning its id: blobs and trees go to the repository's
+        object store, ``ref`` (a branch name like ``pysolate/run-1``, or a full
+        ``refs/...`` name; default ``pysolate/run-<first 12 hex digits of the commit>``)
+        is created to point at it, and neither the work tree nor the index is touched.
+        Unchanged entries keep their modes (executable bits, symlinks, submodules), so an
+        unchanged symlink shows its target's new content, as on a file system (the branch
+        reads it as a copy of what the target held in the root); a rewritten file keeps its
+        executable bit; a directory left empty disappears (git
+        holds no empty directories). ``author``: (name, email), default the repository's
+        configured user, else ``pysolate``. The branch's state does not change.
+
+        Raises ``CommitError`` when the root is not a git commit, the run did not end
+        ``ok``, ``ref`` is not a valid new reference name, or it exists already;
+        ``WorkspaceError`` on a root or a discarded branch.
+        """
+        from ._git_commit import commit_to_git
+
+        return commit_to_git(self._state, self._why_uncommittable, self._tree, self.changes, ref, message, author)
+
+    def apply(self, path: str | os.PathLike[str]) -> None:
+        """Apply the branch's writes and deletes to the directory ``path`` (the git work
+        tree, or the directory ``frozen`` read), only if every path they touch still holds
+        what the root held there (its content, its kind; for a git root also the index
+        entry), else ``ApplyConflict`` naming each such path, with nothing written. Each
+        file is replaced atomically (a sibling written, then renamed over it); a journal
+        (in the ``.git`` directory, else ``.pysolate-apply.json`` in ``path``) lets the
+        next ``apply`` to ``path`` finish an apply that a crash interrupted, or roll back one
+        that had not started replacing files, before it does its own. Nothing else on disk
+        is changed: the index stays as it was, so a git work tree shows the run's changes
+        as unstaged, and a symlink the run did not write stays a link (to its target's new
+        content, if the run wrote that). Then the branch is ``APPLIED``; an apply that fails leaves it open.
+
+        Raises ``ApplyConflict`` as above, ``CommitError`` when the run did not end ``ok``
+        or ``path`` is not a directory, ``WorkspaceError`` on a root, a branch already
+        committed, applied or discarded, or when writing fails (the cause says why; what
+        was written by then is finished or rolled back by the next ``apply``).
+        """
+        from ._apply import apply_branch
+
+        self._check_can_end(BranchState.APPLIED)
+        apply_branch(self._tree, Path(path), self.changes(), set(self._dirs_added))
+        self._state = advance(self._state, BranchState.APPLIED)
 
     def discard(self) -> None:
         """Drop the branch's writes. Raises ``WorkspaceError`` unless the branch is open or
         uncommittable."""
-        self._state = _advance(self._state, BranchState.DISCARDED)
+        self._state = advance(self._state, BranchState.DISCARDED)
         self._deleted_or_written.clear()
         self._dirs_added.clear()
+
+    def _check_can_end(self, to: BranchState) -> None:
+        if self._state is BranchState.UNCOMMITTABLE:
+            raise CommitError(f"refusing to commit a partial branch: {self._why_uncommittable}")
+        advance(self._state, to)
 
     # -- capability methods ---------------------------------------------------------------
 
@@ -316,18 +378,18 @@ class Workspace:
     async def list_dir(self, path: str = ".") -> list[str]:
         """The sorted names in directory ``path``."""
         p = self._resolve(path)
-        if self._file(p) is not None:
+        if self._is_file(p):
             raise not_a_directory(path)
         if not self._is_dir(p):
             raise not_found(path)
-        names = set(self._tree.children.get(p, ()))
+        names = set(self._tree.names(p))
         for q in (*self._deleted_or_written, *self._dirs_added):
             parent, _, name = q.rpartition("/")
             if parent == p:
                 names.add(name)
         prefix = f"{p}/" if p else ""
-        refused = self._tree.refused
-        return sorted(n for n in names if self._exists(prefix + n) or prefix + n in refused)
+        tree = self._tree
+        return sorted(n for n in names if self._exists(prefix + n) or tree.refused(prefix + n) is not None)
 
     @capability(effect=Effect.IMMUTABLE_READ, version=VERSION, scope="path")
     async def exists(self, path: str) -> bool:
@@ -354,7 +416,7 @@ class Workspace:
         p = self._writable(path)
         if self._is_dir(p):
             raise is_a_directory(path)
-        if self._file(p) is None:
+        if not self._is_file(p):
             raise not_found(path)
         self._record(p, None)
 
@@ -364,11 +426,9 @@ class Workspace:
         if type(path) is not str:
             raise TypeError(f"path must be str, not {type(path).__name__}")
         p = normalize(path)
-        parts = p.split("/") if p else []
-        for i in range(1, len(parts) + 1):
-            why = self._tree.refused.get("/".join(parts[:i]))
-            if why is not None:
-                raise PermissionError(errno.EACCES, f"refused: {why}", path)
+        why = self._tree.refused(p)
+        if why is not None:
+            raise PermissionError(errno.EACCES, f"refused: {why}", path)
         return p
 
     def _writable(self, path: object) -> str:
@@ -376,31 +436,39 @@ class Workspace:
             raise PermissionError(errno.EROFS, "the workspace root is frozen; writes go to a run's branch", path)
         if self._state is not BranchState.OPEN:
             raise PermissionError(errno.EROFS, f"the run's branch is {self._state.value}", path)
-        return self._resolve(path)
+        p = self._resolve(path)
+        check_writable(path, p)  # type: ignore[arg-type]
+        if self._tree.through_link(p):
+            raise PermissionError(errno.EACCES, "refused: a path through a symlinked directory of the workspace", path)
+        return p
 
     def _file(self, p: str) -> bytes | None:
         if p in self._deleted_or_written:
             return self._deleted_or_written[p]
-        return self._tree.files.get(p)
+        return self._tree.file(p)
+
+    def _is_file(self, p: str) -> bool:
+        if p in self._deleted_or_written:
+            return self._deleted_or_written[p] is not None
+        return self._tree.kind(p) == "file"
 
     def _is_dir(self, p: str) -> bool:
-        return p in self._tree.dirs or p in self._dirs_added
+        return p in self._dirs_added or self._tree.kind(p) == "dir"
 
     def _exists(self, p: str) -> bool:
-        return self._is_dir(p) or self._file(p) is not None
+        return self._is_dir(p) or self._is_file(p)
 
     def _visible_dirs(self) -> set[str]:
-        return {d for d in (*self._tree.dirs, *self._dirs_added) if d}
+        return {*self._tree.dirs(), *self._dirs_added}
 
     def _write(self, path: str, data: bytes) -> None:
         p = self._writable(path)
         if self._is_dir(p):
             raise is_a_directory(path)
-        parts = p.split("/")
-        ancestors = ["/".join(parts[:i]) for i in range(1, len(parts))]
-        if any(self._file(a) is not None for a in ancestors):
+        above = list(ancestors(p))
+        if any(self._is_file(a) for a in above):
             raise not_a_directory(path)
-        self._dirs_added.update(a for a in ancestors if a not in self._tree.dirs)
+        self._dirs_added.update(a for a in above if self._tree.kind(a) != "dir")
         self._record(p, data)
 
     def _record(self, p: str, data: bytes | None) -> None:

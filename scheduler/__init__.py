@@ -12,9 +12,11 @@ from ._lane import LanePolicy as LanePolicy
 from ._lane import LaneStatistics as LaneStatistics
 from ._lane import SpeculativeLane as SpeculativeLane
 from ._observation import Disposition as Disposition
+from ._observation import LaneStopped as LaneStopped
 from ._observation import Observation as Observation
 from ._observation import ObservationState as ObservationState
 from ._observation import Probe as Probe
+from ._slots import Slots as Slots
 from ._state import IllegalTransition as IllegalTransition
 from ._state import State as State
 from ._state import transition as transition
@@ -30,12 +32,14 @@ __all__: list[str] = [
     "KeyFn",
     "LanePolicy",
     "LaneStatistics",
+    "LaneStopped",
     "Layers",
     "Node",
     "Observation",
     "ObservationState",
     "Probe",
     "Respeculation",
+    "Slots",
     "SpeculativeLane",
     "State",
     "transition",

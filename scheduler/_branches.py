@@ -360,7 +360,8 @@ class BranchSpeculation:
         """The Guest's next call that may write ``capability`` (key ``key``) is being made:
         the settled speculative write it claims (the branch has then adopted its layer;
         the caller hands back its value or re-raises its error), or None (the caller runs
-        the call; the layer is discarded from here on).
+        the call; the layer is discarded from here on). A write that has not begun (queued
+        behind other early work) is withdrawn, never waited for: the Guest's own write runs.
 
         Cancellation while waiting for the write propagates; nothing is claimed then.
         """
@@ -372,7 +373,11 @@ class BranchSpeculation:
             self._discard_from(chain, k)
             return None
         obs = chain.writes[k]
-        await obs.done.wait()
+        if not obs.done.is_set():
+            if obs.probe.withdraw():  # not begun: the Guest's write runs now, not behind it
+                self._discard_from(chain, k)
+                return None
+            await obs.done.wait()
         if obs.discarded or not obs.settled or not self._layers.claimable(obs):
             self._discard_from(chain, k)  # (discarded: retracted while it ran)
             return None

@@ -16,6 +16,12 @@ end). Differences that matter for the correctness contract:
 - Everything runs in one anyio task group owned by the lane, so closing the lane (or
   cancelling the run) leaves no task behind. Threads cannot be interrupted; those are
   accounted ``late`` rather than pretended cancelled.
+- Early work never holds the program back (contract 7). Its slots are its own
+  (``_slots.Slots``, certain occurrences before provisional ones); a Guest call whose early
+  twin has not invoked its tool yet *withdraws* it and runs at once; and only a settled
+  outcome of the tool itself is ever claimed: early work the lane's own limits ended
+  (``LaneStopped``: its timeout, which waits it shared with other work may have eaten) is
+  never handed to the program, whose own call runs instead.
 """
 
 from __future__ import annotations
@@ -32,7 +38,8 @@ from anyio.abc import TaskGroup
 
 from occurrences import CallKey, OccurrenceId
 
-from ._observation import Disposition, Observation, ObservationState
+from ._observation import Disposition, LaneStopped, Observation, ObservationState
+from ._slots import Slots
 from ._state import State
 
 if TYPE_CHECKING:
@@ -42,9 +49,11 @@ _SETTLEABLE = frozenset({State.DISPATCHED, State.FOLLOWING, State.COMPLETED, Sta
 """Node states that still await a disposition."""
 
 Execute = Callable[["Node", Observation], Awaitable[object]]
-"""Runs one early call against the frozen root. It sets ``observation.probe.in_thread``
-when it hands the call to a thread (and ``thread_done`` when that returns), and may use the
-observation's id and key to label its trace."""
+"""Runs one early call against the frozen root. It calls ``observation.probe.invoke()``
+right before the tool runs and runs nothing when that says the call was withdrawn (raising
+``LaneStopped``); it sets ``probe.in_thread`` when it hands the call to a thread (and
+``thread_done`` when that returns), raises ``LaneStopped`` when the lane's own limits end
+the call, and may use the observation's id and key to label its trace."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -110,7 +119,7 @@ class SpeculativeLane:
         self._policy = policy or LanePolicy()
         self._may_dispatch = may_dispatch
         self._clock = clock
-        self._limiter = anyio.CapacityLimiter(self._policy.concurrency)
+        self._slots = Slots(self._policy.concurrency)
         self._tg: TaskGroup | None = None
         self._closed = False
         # key -> the observation serving it; one per key (later equal keys attach to it).
@@ -121,7 +130,6 @@ class SpeculativeLane:
         # Called when the lane closes, before dispositions are fixed (branch layers).
         self._closers: list[Callable[[], None]] = []
         self._pumps: list[Callable[[], None]] = []  # also run by every ``pump``
-        self._scopes: dict[int, anyio.CancelScope] = {}  # observation id -> its scope
         self._withdrawn: set[OccurrenceId] = set()  # occurrences the graph withdrew (``withdraw``)
 
     @property
@@ -224,17 +232,15 @@ class SpeculativeLane:
         self._table[node.key] = obs
         self._early.append(obs)
         self._graph.mark_dispatched(node.id)
-        assert self._tg is not None
-        scope = self._scopes[obs.id] = anyio.CancelScope()  # ``withdraw`` may stop it
-        self._tg.start_soon(self._observe_in, scope, obs, functools.partial(self._execute, node, obs))
+        self._start(obs, functools.partial(self._execute, node, obs))
 
     def withdraw(self, node_ids: Iterable[OccurrenceId]) -> None:
         """The graph found these dispatched occurrences unreachable (``take_withdrawn``:
         a ``break``, a branch not taken, a superseded parse nothing newer wants). An early
-        observation all of whose occurrences are withdrawn is stopped now: out of the
-        claim table (a Guest call with its key runs itself), its task cancelled, so its
-        concurrency slot is free in the same step; accounted ``cancelled`` (``late`` for a
-        thread that cannot be interrupted). One that already ended is left as it is."""
+        observation all of whose occurrences are withdrawn is stopped now (``_stop``: out
+        of the claim table, so a Guest call with its key runs itself; its task cancelled,
+        so its concurrency slot is free in the same step), accounted ``cancelled``
+        (``late`` for a thread that cannot be interrupted). One that ended is left as it is."""
         for node_id in node_ids:
             self._withdrawn.add(node_id)
             key = self._graph.node(node_id).key
@@ -242,9 +248,7 @@ class SpeculativeLane:
             if obs is None or obs.lane != "speculative" or node_id not in obs.node_ids or obs.done.is_set():
                 continue
             if all(n in self._withdrawn for n in obs.node_ids):
-                del self._table[obs.key]
-                obs.cancel_requested = True
-                self._scopes[obs.id].cancel()
+                self._stop(obs)
 
     def start_on_view(self, key: CallKey, run: Callable[[Observation], Awaitable[object]]) -> Observation | None:
         """Start early work the graph does not offer: a read after a write, on the view the
@@ -259,7 +263,7 @@ class SpeculativeLane:
         obs = Observation(id=self._next_id(), key=key, lane="speculative")
         self._table[key] = obs
         self._early.append(obs)
-        self._tg.start_soon(self._observe, obs, functools.partial(run, obs))
+        self._start(obs, functools.partial(run, obs))
         return obs
 
     def start_on_layer(
@@ -273,68 +277,105 @@ class SpeculativeLane:
         obs = Observation(id=self._next_id(), key=key, lane="speculative", layer=layer)
         self._table[key] = obs
         self._early.append(obs)
-        scope = self._scopes[obs.id] = anyio.CancelScope()
-        self._tg.start_soon(self._observe_in, scope, obs, functools.partial(run, obs))
+        self._start(obs, functools.partial(run, obs))
         return obs
 
     def discard(self, obs: Observation) -> None:
         """The branch layer ``obs`` ran on was dropped: no Guest call may claim it from now
         on, and work still running on it is cancelled (accounted ``discarded``)."""
         obs.discarded = True
+        self._stop(obs)
+
+    def _stop(self, obs: Observation) -> None:
+        """No Guest call may claim ``obs`` from now on; work still running is cancelled."""
         if self._table.get(obs.key) is obs:
             del self._table[obs.key]
-        scope = self._scopes.get(obs.id)
-        if scope is not None and not obs.done.is_set():
+        if obs.scope is not None and not obs.done.is_set():
             obs.cancel_requested = True
-            scope.cancel()
+            obs.scope.cancel()
 
-    async def _observe_in(self, scope: anyio.CancelScope, obs: Observation, run: Callable[[], Awaitable[object]]) -> None:
-        with scope:
-            await self._observe(obs, run)
+    def _start(self, obs: Observation, run: Callable[[], Awaitable[object]]) -> None:
+        assert self._tg is not None
+        obs.scope = anyio.CancelScope()
+        self._tg.start_soon(self._observe, obs, run)
 
     def _next_id(self) -> int:
         return len(self._early) + len(self._formal) + 1
 
     async def _observe(self, obs: Observation, run: Callable[[], Awaitable[object]]) -> None:
-        try:
-            await self._acquire()
+        assert obs.scope is not None
+        with obs.scope:
             try:
-                obs.move(ObservationState.RUNNING)
-                obs.started = self._clock()
-                obs.value = await run()
-            finally:
-                self._limiter.release()
-        except anyio.get_cancelled_exc_class():
-            obs.cancel_requested = True
-            if obs.state is ObservationState.QUEUED:
-                obs.move(ObservationState.CANCELLED)
-            elif obs.probe.in_thread and not obs.probe.thread_done:
-                obs.move(ObservationState.ABANDONED)
+                held = [await self._acquire(obs)]
+                obs.probe.yield_slot = functools.partial(self._yield_slot, held)
+                try:
+                    obs.move(ObservationState.RUNNING)
+                    obs.started = self._clock()
+                    obs.value = await run()
+                finally:
+                    self._yield_slot(held)
+                    obs.probe.yield_slot = None  # (it holds the lane: no cycle outlives the call)
+            except anyio.get_cancelled_exc_class():
+                self._stopped(obs)
+                raise
+            except LaneStopped:
+                self._stopped(obs)
+            except Exception as exc:  # the tool's failure is a settled outcome, held for claims
+                obs.error = exc
+                obs.move(ObservationState.FAILED)
             else:
-                obs.move(ObservationState.CANCELLED)
-            raise
-        except Exception as exc:  # the tool's failure is a settled outcome, held for claims
-            obs.error = exc
-            obs.move(ObservationState.FAILED)
-        else:
-            obs.move(ObservationState.SUCCEEDED)
-        finally:
-            obs.finished = self._clock()
-            obs.done.set()
-        for node_id in obs.node_ids:
-            self._deliver(obs, node_id)
+                obs.move(ObservationState.SUCCEEDED)
+            finally:
+                obs.finished = self._clock()
+                obs.done.set()
+        if obs.settled:
+            for node_id in obs.node_ids:
+                self._deliver(obs, node_id)
         self.pump()
 
-    async def _acquire(self) -> None:
-        """A slot of the lane's concurrency, taken at once when one is free: the limiter's
-        own ``acquire`` goes round the event loop once even then, so every early call
-        started one trip late (the reads re-speculated after a write too, each behind the
-        other's trip). A lane cancelled before the call starts still starts nothing."""
+    def _yield_slot(self, held: list[bool]) -> None:
+        """Give back the slot one early call holds (once: ``held[0]`` says it still does)."""
+        if held[0]:
+            held[0] = False
+            self._slots.release()
+
+    @staticmethod
+    def _stopped(obs: Observation) -> None:
+        """``obs`` ended without an outcome of its tool: cancelled, or, when its tool runs
+        on in a thread nobody can interrupt, abandoned (accounted ``late``)."""
+        obs.cancel_requested = True
+        if obs.state is ObservationState.QUEUED:
+            obs.move(ObservationState.CANCELLED)
+        elif obs.probe.invoked and obs.probe.in_thread and not obs.probe.thread_done:
+            obs.move(ObservationState.ABANDONED)
+        else:
+            obs.move(ObservationState.CANCELLED)
+
+    async def _acquire(self, obs: Observation) -> bool:
+        """A slot of the lane's concurrency, taken at once when one is free (no trip round
+        the loop: every early call, and each read re-speculated after a write, would start
+        one trip late), else in turn, occurrences the program will certainly reach before
+        provisional ones. A lane cancelled before the call starts still starts nothing.
+
+        Returns whether a slot was taken: a call the Guest already waits for (``urged``, see
+        ``claim``) runs at once without one, because it is the program's own call now."""
         await anyio.lowlevel.checkpoint_if_cancelled()
+        if self._slots.try_take():
+            return True
+        if obs.probe.urged:
+            return False
+        obs.probe.queued = True
         try:
-            self._limiter.acquire_nowait()
-        except anyio.WouldBlock:
-            await self._limiter.acquire()
+            await self._slots.take(functools.partial(self._provisional, obs))
+        finally:
+            obs.probe.queued = False
+        return True
+
+    def _provisional(self, obs: Observation) -> bool:
+        """Whether every occurrence ``obs`` serves is still provisional (none is certain)."""
+        if not obs.node_ids:
+            return False  # work the graph does not offer (a read on a view, a layer): certain
+        return all(self._graph.node(node_id).provisional for node_id in obs.node_ids)
 
     def _deliver(self, obs: Observation, node_id: OccurrenceId) -> None:
         if obs.state is ObservationState.SUCCEEDED:
@@ -345,16 +386,36 @@ class SpeculativeLane:
     # -- claims -----------------------------------------------------------------------
 
     async def claim(self, key: CallKey) -> Observation | None:
-        """The settled observation for ``key``, waiting while it runs; ``None`` if there is none.
+        """The settled observation for ``key``, waiting while its tool runs; ``None`` if
+        there is none: the caller then runs the call itself.
 
-        ``None`` also when the observation was stopped without a result (the caller then runs
-        the call itself). Cancellation while waiting propagates; the observation is untouched.
+        ``None`` also when the observation ended without an outcome of its tool (cancelled,
+        or ``LaneStopped``), and when it waits behind other early work (for a slot of the
+        lane, or a thread): then it is withdrawn (cancelled, out of the table), so the
+        Guest's call never waits behind a slot, a thread or a queue of early work. Early
+        work that has not begun but waits for nothing (its task not stepped yet, a batch
+        still taking members) is *urged* instead: it runs at once, outside the lane's bound,
+        takes only a free thread (else it stops, ``LaneStopped``, and the caller runs the
+        call), and is waited for. Cancellation while waiting propagates; the observation is
+        untouched.
         """
         obs = self._table.get(key)
         if obs is None:
             return None
         start = self._clock()
         if not obs.done.is_set():  # a set event's wait is still a trip round the loop
+            probe = obs.probe
+            if obs.lane == "speculative" and not probe.invoked:
+                if not probe.queued:
+                    # On its way to the tool (its task not stepped yet, its thread about to
+                    # start), or held back on purpose (a batch still taking members): it
+                    # starts now and waits for nothing.
+                    probe.urged = True
+                    if probe.urge is not None:
+                        probe.urge()
+                elif probe.withdraw():
+                    self._stop(obs)  # it waits behind early work: the Guest's call runs now instead
+                    return None
             await obs.done.wait()
         if not obs.settled:
             return None
@@ -367,6 +428,7 @@ class SpeculativeLane:
     def begin_formal(self, key: CallKey) -> Observation:
         """Register a Guest call that runs now; equal keys later may claim it (if sharing)."""
         obs = Observation(id=self._next_id(), key=key, lane="formal", claims=1)
+        obs.probe.invoked = True  # the Guest's own call: it runs now, never withdrawn
         obs.move(ObservationState.RUNNING)
         obs.started = self._clock()
         self._formal.append(obs)

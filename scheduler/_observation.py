@@ -13,6 +13,8 @@ the run ended first), so nothing it did or saw can reach the program.
 from __future__ import annotations
 
 import enum
+import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -63,20 +65,65 @@ class Disposition(enum.StrEnum):
     """Ran on a speculative branch layer that was dropped (``scheduler._branches``)."""
 
 
+_INVOKING = threading.Lock()
+"""Orders a probe's ``invoke`` (a worker thread, or the loop) against its ``withdraw`` (the
+loop): exactly one of them wins. One lock for every probe: each holds it for two stores."""
+
+
 class Probe:
     """Shared between the lane and the code that executes a call.
 
-    The executor sets ``in_thread`` before it hands the call to a worker thread and
-    ``thread_done`` when that thread returns, so the lane can tell a cancelled call (never
-    finished) from an abandoned thread that runs on (``late``). Plain attributes written from
-    the worker thread: a bool store is atomic under the GIL and the lane only reads them.
+    ``invoke`` is called at the moment the tool itself is about to run (an async method
+    just before it is called; a sync one in its worker thread, once it has a thread), and
+    ``withdraw`` by the lane when the Guest's own call arrives first: exactly one of them
+    succeeds, so a withdrawn call never invokes its tool, and a call whose tool was invoked
+    is never withdrawn (its result is waited for, contract 7). The executor sets
+    ``in_thread`` before it hands the call to a worker thread and ``thread_done`` when that
+    thread returns, so the lane can tell a cancelled call (never finished) from an abandoned
+    thread that runs on (``late``). Plain attributes written from the worker thread: a bool
+    store is atomic under the GIL and the lane only reads them.
     """
 
-    __slots__ = ("in_thread", "thread_done")
+    __slots__ = ("in_thread", "invoked", "queued", "thread_done", "urge", "urged", "withdrawn", "yield_slot")
 
     def __init__(self) -> None:
         self.in_thread = False
         self.thread_done = False
+        self.invoked = False
+        self.withdrawn = False
+        self.queued = False  # waits behind other work for a slot (of the lane, or a thread's)
+        # Set by an executor that holds the call back on purpose (a batch still taking
+        # members): a claim calls it instead of withdrawing the call, so the call is made at
+        # once; ``urged`` then tells the executor to wait for nothing (no slot, no thread:
+        # run now, or stop with ``LaneStopped`` and the Guest's call runs).
+        self.urge: Callable[[], None] | None = None
+        self.urged = False
+        # Set by the lane: gives the call's slot back before it ends, for work that makes no
+        # physical call of its own (a member joining another's batch).
+        self.yield_slot: Callable[[], None] | None = None
+
+    def invoke(self) -> bool:
+        """The tool is about to run: True, unless the call was withdrawn (then it must not)."""
+        with _INVOKING:
+            if self.withdrawn:
+                return False
+            self.invoked = True
+            return True
+
+    def withdraw(self) -> bool:
+        """Stop the call before its tool runs: True, unless the tool was already invoked."""
+        with _INVOKING:
+            if self.invoked:
+                return False
+            self.withdrawn = True
+            return True
+
+
+class LaneStopped(Exception):
+    """Early work ended by the lane's own limits, not by the tool: its run exceeded the
+    call timeout while other work may have shared what it waited on (a lock inside the tool,
+    a connection, the machine), or it could not be given a thread. Never a settled outcome:
+    no Guest call claims it; the Guest's own call runs instead (contract 7)."""
 
 
 @dataclass(slots=True, eq=False)
@@ -90,7 +137,7 @@ class Observation:
     state: ObservationState = ObservationState.QUEUED
     value: object = None
     error: BaseException | None = None  # the tool's exception, re-raised per claim
-    started: float | None = None  # None while queued: nothing physical happened yet
+    started: float | None = None  # when it got a slot of the lane (None while queued)
     finished: float | None = None
     claims: int = 0
     cancel_requested: bool = False
@@ -100,6 +147,9 @@ class Observation:
     discarded: bool = False  # its layer was dropped: never claimed from then on
     probe: Probe = field(default_factory=Probe)
     done: anyio.Event = field(default_factory=anyio.Event)
+    # Early work runs in its own scope, so the lane can stop one call (withdrawn before its
+    # tool ran, its layer dropped) without touching the others. None for formal work.
+    scope: anyio.CancelScope | None = None
 
     def move(self, new: ObservationState) -> None:
         if new not in _MOVES[self.state]:
@@ -108,8 +158,8 @@ class Observation:
 
     @property
     def physical(self) -> bool:
-        """True once the tool was actually invoked."""
-        return self.started is not None
+        """True once the tool was actually invoked (``Probe.invoke``)."""
+        return self.probe.invoked
 
     @property
     def settled(self) -> bool:

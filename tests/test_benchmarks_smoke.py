@@ -92,3 +92,12 @@ async def test_exact_sleep_waits_at_least_its_delay() -> None:
         start = anyio.current_time()
         await tools.exact_sleep(delay)
         assert anyio.current_time() - start >= delay
+
+
+@pytest.mark.parametrize("name", ["pydantic-ai", "smolagents", "mcp", "openai-agents"])
+def test_each_bundled_example_runs_both_ways_with_equal_results(name: str) -> None:
+    """benchmarks/examples.py (the docs/integrations.md table) still switches each example
+    between stream-then-run and Pysolate, and the two results are equal. Timings are not
+    asserted."""
+    base, fast, equal = load_benchmark("examples").measure(name, 1)
+    assert equal and base > 0 and fast > 0

@@ -16,7 +16,7 @@ from ..streams import Code, ToolCallCode, format_from_json, play, record, replay
 from ._errors import CliError, CommandFailed
 from ._inputs import check_recording, command_output, load_host, read_fd, read_text
 from ._measure import Measured, measure_stream
-from ._output import print_json, run_json, table, write_timeline
+from ._output import print_json, print_table, run_json, write_timeline
 
 
 def _code_for(args: argparse.Namespace, guess: Code) -> Code:
@@ -28,7 +28,7 @@ def _finish(args: argparse.Namespace, console: Console, m: Measured, title: str)
     if args.json:
         print_json(run_json(m))
     else:
-        console.print(table(title, ["Pysolate"], [m]))
+        print_table(console, title, ["Pysolate"], [m])
     return 0
 
 

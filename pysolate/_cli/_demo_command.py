@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import tempfile
 from pathlib import Path
 
 import anyio
@@ -16,11 +17,12 @@ from rich.live import Live
 
 from .._equivalence import differences
 from .._progress import Progress, ProgressInstrument, counted
+from .._workspace import Workspace
 from ..streams import replay, source_to_stream, write_recording
 from ._guests import guests
 from ._inputs import check_recording
 from ._measure import Measured, measure_baseline, measure_stream
-from ._output import print_json, run_json, table, write_timeline
+from ._output import print_json, print_table, run_json, write_timeline
 
 DEMO_DIR = Path(__file__).parents[1] / "_demo"
 
@@ -58,6 +60,8 @@ def cmd_demo(args: argparse.Namespace, console: Console) -> int:
     check_recording(str(DEMO_RECORDING))
     from .._demo import tools as demo_tools
 
+    repo = _demo_repo(args.git)
+
     progress = (Progress("stream, then run"), Progress("pysolate"))
 
     async def both() -> tuple[Measured, Measured]:
@@ -65,7 +69,8 @@ def cmd_demo(args: argparse.Namespace, console: Console) -> int:
         runs = []
         async with guests(args.guests) as factory:
             for watch, measure in zip(progress, (measure_baseline, measure_stream), strict=True):
-                host = demo_tools.make_host(guest_factory=factory)
+                workspace = Workspace.git(repo) if repo is not None else None
+                host = demo_tools.make_host(guest_factory=factory, workspace=workspace)
                 host.instrument = ProgressInstrument(host.instrument, watch)
                 chunks = counted(replay(DEMO_RECORDING, speed=args.speed), watch)
                 runs.append(await measure(host, chunks, code="markdown"))
@@ -89,7 +94,8 @@ def cmd_demo(args: argparse.Namespace, console: Console) -> int:
             console.print(Group(*(p.render() for p in progress)))
     differ = differences(baseline.result, fast.result)
     speedup = baseline.wall_seconds / fast.wall_seconds if fast.wall_seconds > 0 else math.inf
-    write_timeline(args.timeline, fast, "pysolate demo", baseline)
+    write_timeline(args.timeline, fast, "pysolate demo", baseline, equal=not differ)
+    commit = _commit(repo, fast) if repo is not None and not differ else None
     if args.json:
         print_json(
             {
@@ -98,12 +104,11 @@ def cmd_demo(args: argparse.Namespace, console: Console) -> int:
                 "speedup": round(speedup, 3),
                 "equal": not differ,
                 "differences": differ,
+                **({"git": {"repo": str(repo), "ref": DEMO_REF, "commit": commit}} if repo is not None else {}),
             }
         )
         return 0
-    console.print(
-        table("Stream, then run  vs  Pysolate", ["Stream, then run", "Pysolate"], [baseline, fast])
-    )
+    print_table(console, "Stream, then run  vs  Pysolate", ["Stream, then run", "Pysolate"], [baseline, fast])
     console.print(
         f"Stream, then run: [bold]{baseline.wall_seconds:.2f} s[/]   "
         f"Pysolate: [bold]{fast.wall_seconds:.2f} s[/]   speed-up: [bold]{speedup:.2f}x[/]"
@@ -114,4 +119,27 @@ def cmd_demo(args: argparse.Namespace, console: Console) -> int:
         console.print(
             "[bold green]Results equal[/] (status, value, stdout, error, call log, workspace changes)"
         )
+    if commit is not None:
+        console.print(
+            f"Pysolate's changes are commit {commit[:12]} on {DEMO_REF} in {repo} (the work tree is untouched): "
+            f"review it with [bold]git -C {repo} show {DEMO_REF}[/], take it with "
+            f"[bold]git -C {repo} merge {DEMO_REF}[/] (in code: branch.apply(repo))."
+        )
     return 0
+
+
+DEMO_REF = "pysolate/demo"
+"""The branch ``demo --git`` writes the Pysolate run's changes to."""
+
+
+def _demo_repo(where: str | None) -> Path | None:
+    """The repository ``demo --git`` runs on (made now), or None without ``--git``."""
+    if where is None:
+        return None
+    from .._demo.tools import make_demo_repo
+
+    return make_demo_repo(Path(where) if where else Path(tempfile.mkdtemp(prefix="pysolate-demo-")))
+
+
+def _commit(repo: Path, fast: Measured) -> str:
+    return fast.result.workspaces["workspace"].commit_to_git(DEMO_REF, "pysolate demo: the standup summary")

@@ -62,6 +62,14 @@ def build_parser() -> argparse.ArgumentParser:
         help="where Guests run: this machine (default), or Ray node agents (pysolate[ray])",
     )
     demo.add_argument(
+        "--git",
+        nargs="?",
+        const="",
+        metavar="DIR",
+        help="run on a git repository the demo creates (at DIR, default a temporary one); "
+        "Pysolate's changes become a commit there (pysolate[git])",
+    )
+    demo.add_argument(
         "--regenerate",
         action="store_true",
         help="rewrite the bundled recording from agent_reply.md and exit",
@@ -123,6 +131,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.timeline is not None and not Path(args.timeline).resolve().parent.is_dir():
         parser.error(f"--timeline: no directory for {args.timeline}")  # fail before a long run
     console = Console(highlight=False)
+    console.soft_wrap = not console.is_terminal  # a pipe or a file gets whole lines, not 80-column breaks
     try:
         return int(args.handler(args, console))
     except (CliError, GuestsUnavailable, IsolationUnavailable) as exc:

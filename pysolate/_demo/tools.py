@@ -55,12 +55,38 @@ class Clock:
         return datetime.date.today().isoformat()
 
 
-def make_host(*, docs_latency: float = 0.5, people_latency: float = 0.3, guest_factory: GuestFactory | None = None) -> Host:
-    """A Host with the demo's tools and a frozen copy of the demo workspace (Guests from
-    ``guest_factory``, default local)."""
+def make_host(
+    *,
+    docs_latency: float = 0.5,
+    people_latency: float = 0.3,
+    guest_factory: GuestFactory | None = None,
+    workspace: Workspace | None = None,
+) -> Host:
+    """A Host with the demo's tools and ``workspace`` (default: a frozen copy of the demo
+    workspace; Guests from ``guest_factory``, default local)."""
     host = Host(guest_factory=guest_factory)
-    host.register("workspace", Workspace.frozen(WORKSPACE))
+    host.register("workspace", workspace if workspace is not None else Workspace.frozen(WORKSPACE))
     host.register("docs", Docs(docs_latency))
     host.register("people", People(people_latency))
     host.register("clock", Clock())
     return host
+
+
+def make_demo_repo(path: Path) -> Path:
+    """A git repository at ``path`` (new or empty) whose one commit holds the demo
+    workspace, for ``pysolate demo --git``: the run freezes its ``HEAD`` and the Pysolate
+    run's changes become a commit there. Needs ``pysolate[git]``."""
+    from .._git_tree import load_pygit2
+
+    pygit2 = load_pygit2()
+    repo = pygit2.init_repository(str(path), initial_head="main")
+    for source in sorted(WORKSPACE.rglob("*")):
+        if source.is_file():
+            target = path / source.relative_to(WORKSPACE)
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_bytes(source.read_bytes())
+    repo.index.add_all()
+    repo.index.write()
+    author = pygit2.Signature("pysolate demo", "demo@pysolate.invalid")
+    repo.create_commit("HEAD", author, author, "the team's notes and TODO list", repo.index.write_tree(), [])
+    return path

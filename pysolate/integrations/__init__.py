@@ -9,7 +9,10 @@ so ``import pysolate`` works without any of them installed.
 - ``pysolate.integrations.smolagents`` (extra ``pysolate[smolagents]``): ``PysolateExecutor``,
   a smolagents ``PythonExecutor`` for ``CodeAgent``, with ``StreamingModel`` to overlap the
   program with the model's streamed output.
+- ``pysolate.integrations.openai_agents`` (extra ``pysolate[openai-agents]``):
+  ``PysolateCodeTool``, a ``run_code`` tool for an OpenAI Agents SDK ``Agent`` whose code is
+  fed to Pysolate while ``Runner.run_streamed`` streams the call's arguments.
 
-Agent tools carry no Pysolate qualification, so both treat every tool as ``unknown`` (never
+Agent tools carry no Pysolate qualification, so each treats every tool as ``unknown`` (never
 run early) unless the builder qualifies it by name (``effects={"search": Effect.PURE}``).
 """

@@ -22,7 +22,10 @@ from occurrences import Effect, MethodSpec
 
 from .._capability import capability
 from .._exceptions import RegistrationError
-from .._result import RunResult, RunStatus
+from .._result_text import result_text
+
+failure_message = result_text
+"""What a failed run tells the model: ``pysolate.result_text``, the one copy of that text."""
 
 CONFIRM = True
 SUPERSEDE = False
@@ -87,26 +90,6 @@ def tool_function(
     function.__doc__ = doc
     function.__signature__ = signature  # type: ignore[attr-defined]
     return capability(effect=spec.effect, version=spec.version, scope=spec.scope)(function)
-
-
-def failure_message(result: RunResult) -> str:
-    """What a failed run tells the model: where and why, the calls that may have taken
-    effect, and what it printed (so a retry neither repeats nor forgets a write)."""
-    error = result.error
-    what = f"{error.type}: {error.message}" if error is not None else "no error information"
-    at = f" at line {error.line}" if error is not None and error.line is not None else ""
-    if result.status is RunStatus.REJECTED:
-        head = f"The code was rejected{at}: {what}. Nothing ran."
-    elif result.status is RunStatus.ERROR:
-        head = f"The code raised{at}: {what}"
-    else:
-        head = f"The code was stopped ({result.guest_status or 'aborted'}){at}: {what}"
-    done = [f"{tool_name(c.capability, c.method)} ({c.outcome})" for c in result.calls if c.effect is None or c.effect.may_write]
-    if done:
-        head += f"\nCalls that may have changed something, in order: {', '.join(done)}"
-    if result.stdout:
-        head += f"\nIt printed:\n{result.stdout}"
-    return head
 
 
 def tool_name(capability_name: str, method: str) -> str:

@@ -22,7 +22,7 @@ The model calls ``run_code(code=...)``; the program runs in a Pysolate Guest, wh
   a ``ModelRetry`` telling the model where and why, which calls may have changed something
   and what it printed.
 
-Streaming, with the framework's own event hooks: ``on_event`` sees the model's
+Streaming, with the framework's own event hooks, when the model streams: ``on_event`` sees the model's
 ``PartStartEvent``/``PartDeltaEvent`` of a ``run_code`` call while it streams, and feeds the
 JSON argument deltas to ``host.run_stream(..., code=ToolCallCode("run_code"))``, so reads the
 Host (or ``effects``) declared safe start while the model is still writing, and the Guest
@@ -33,6 +33,15 @@ a provider that sends no deltas) the streamed run is dropped — nothing of it r
 — and the code runs from scratch. The background runs live in a task group that
 ``wrap_run`` holds for the agent run, so none outlives it.
 
+A model that cannot stream (``FunctionModel(function=...)``, a custom ``Model`` without
+``request_stream``) is not made to: the capability listens to events only when the run's
+model can stream, so ``agent.run()`` makes plain requests and each program runs whole when
+the call arrives. ``TestModel`` streams, but sends arguments as one object, and writes the
+``code`` argument from the parameter's ``examples`` (a small valid program). Either way the
+run is correct and nothing starts while the model writes, which the capability says once
+(``NotStreamingWarning``) unless ``stream=False`` says it is meant; agent tools that
+``effects`` names none of are said once too (``UnqualifiedToolsWarning``).
+
 Per-run state lives on the instance ``for_run`` returns, as Pydantic AI asks; the Host is
 shared. Not durable-execution aware (the Host and its Guests are process-local).
 """
@@ -41,17 +50,15 @@ from __future__ import annotations
 
 import dataclasses
 import inspect
-import json
-import math
 import weakref
 from collections.abc import Callable, Mapping
 from contextvars import ContextVar
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Annotated, Any
 
 import anyio
 from anyio.abc import TaskGroup
-from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
+from pydantic import Field
 from pydantic_ai import ModelRetry, RunContext, ToolReturn
 from pydantic_ai.capabilities import AbstractCapability, on_event
 from pydantic_ai.messages import (
@@ -62,24 +69,33 @@ from pydantic_ai.messages import (
     ToolCallPart,
     ToolCallPartDelta,
 )
+from pydantic_ai.models import Model
+from pydantic_ai.models.function import FunctionModel
+from pydantic_ai.models.wrapper import WrapperModel
 from pydantic_ai.tools import Tool
 from pydantic_ai.toolsets import AbstractToolset, FunctionToolset, ToolsetTool, WrapperToolset
 from pydantic_core import to_jsonable_python
 
-from .. import Host, RegistrationError, RunResult, RunStatus
+from .. import (
+    Host,
+    NotStreamingWarning,
+    RegistrationError,
+    RunResult,
+    RunStatus,
+    UnqualifiedToolsWarning,
+)
+from .._setup_warnings import noted, unqualified_agent_tools, warn_once
 from ..streams import ToolCallCode
 from ..tracing import code_action
 from ._common import (
-    CONFIRM,
-    SUPERSEDE,
     Qualification,
     check_function_name,
     failure_message,
     qualifications,
     tool_function,
-    tool_name,
-    until_confirmed,
 )
+from ._gated import GatedRun
+from ._program import describe_program, signature_from_schema
 
 __all__ = ["PysolateCodeMode"]
 
@@ -89,6 +105,19 @@ DESCRIPTION = (
     "returned together with everything the program printed. Nothing persists between calls."
 )
 """The start of the ``run_code`` tool's description; the available functions follow."""
+
+EXAMPLE = "total = sum(range(10))\nprint(total)\ntotal"
+"""The ``code`` parameter's example in its JSON schema: what a program looks like (its
+last expression is the result), and the program ``TestModel`` writes."""
+
+NOT_STREAMING = (
+    "PysolateCodeMode: the {tool} call's code arrived whole ({why}), so nothing started while the "
+    "model wrote it; each program runs when the call arrives. The program starts while the model "
+    "writes only with a model that streams tool-call argument deltas (every provider's model; "
+    "FunctionModel(stream_function=...) in tests). PysolateCodeMode(stream=False) says whole "
+    "programs are meant."
+)
+"""The ``NotStreamingWarning`` message (``tool``, and ``why``: what the model did)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -106,40 +135,6 @@ _PROGRAM: ContextVar[_Program | None] = ContextVar("pysolate_pydantic_ai_program
 
 _BRIDGES: weakref.WeakKeyDictionary[Host, dict[str, tuple[inspect.Signature, object]]] = weakref.WeakKeyDictionary()
 """Per Host, the agent tools registered on it as bridges: name → (signature, spec)."""
-
-
-@dataclass(slots=True, eq=False)
-class _Streamed:
-    """A run fed from one streamed ``run_code`` call, waiting for the tool to seal it."""
-
-    call_id: str | None
-    send: MemoryObjectSendStream[str | bool]
-    receive: MemoryObjectReceiveStream[str | bool]
-    fed: list[str] = field(default_factory=list)  # argument JSON text sent, in order
-    broken: bool = False  # arguments arrived that are not JSON text: never sealed
-    done: anyio.Event = field(default_factory=anyio.Event)
-    result: RunResult | None = None
-    error: Exception | None = None
-
-    def feed(self, text: str) -> None:
-        if not self.done.is_set() and not self.broken:
-            self.fed.append(text)
-            self.send.send_nowait(text)
-
-    def carries(self, argument: str, code: str) -> bool:
-        """Whether the streamed arguments are exactly a call with ``code``."""
-        if self.broken:
-            return False
-        try:
-            arguments = json.loads("".join(self.fed))
-        except ValueError:
-            return False
-        return isinstance(arguments, dict) and arguments.get(argument) == code and type(arguments.get(argument)) is str
-
-    async def supersede(self) -> None:
-        if not self.done.is_set():
-            self.send.send_nowait(SUPERSEDE)
-            await self.done.wait()
 
 
 @dataclass
@@ -163,8 +158,10 @@ class PysolateCodeMode(AbstractCapability[Any]):
     speculate: bool = True
     format_result: Callable[[RunResult], Any] | None = None
     _group: TaskGroup | None = field(default=None, init=False, repr=False)
-    _by_index: dict[int, _Streamed] = field(default_factory=dict, init=False, repr=False)
-    _by_id: dict[str, _Streamed] = field(default_factory=dict, init=False, repr=False)
+    _by_index: dict[int, GatedRun] = field(default_factory=dict, init=False, repr=False)
+    _by_id: dict[str, GatedRun] = field(default_factory=dict, init=False, repr=False)
+    _model_streams: bool = field(default=True, init=False, repr=False)  # this run's model can stream
+    _setup: _Setup = field(default_factory=lambda: _Setup(), init=False, repr=False, compare=False)
     _toolset: AbstractToolset[Any] | None = field(default=None, init=False, repr=False)
     _moved: dict[str, ToolsetTool[Any]] = field(default_factory=dict, init=False, repr=False)
 
@@ -176,10 +173,20 @@ class PysolateCodeMode(AbstractCapability[Any]):
         return None  # holds a Host: not spec-serializable
 
     async def for_run(self, ctx: RunContext[Any]) -> PysolateCodeMode:
-        return dataclasses.replace(self)
+        run = dataclasses.replace(self)
+        run._setup = self._setup  # one setup: what it said once stays said
+        run._model_streams = _can_stream(ctx.model)
+        return run
+
+    @property
+    def has_on_event(self) -> bool:
+        """Listen to the run's events (which makes ``agent.run()`` stream the model's
+        responses) only when the run's model can stream: a model that cannot is asked
+        plainly, and each program runs whole."""
+        return self._model_streams and super().has_on_event
 
     def get_toolset(self) -> FunctionToolset[Any]:
-        async def run_code(ctx: RunContext[Any], code: str) -> ToolReturn:
+        async def run_code(ctx: RunContext[Any], code: Annotated[str, Field(examples=[EXAMPLE])]) -> ToolReturn:
             """Run a Python program.
 
             Args:
@@ -231,8 +238,7 @@ class PysolateCodeMode(AbstractCapability[Any]):
 
     def _start_streamed(self, ctx: RunContext[Any], index: int, part: ToolCallPart) -> None:
         assert self._group is not None
-        send, receive = anyio.create_memory_object_stream[str | bool](math.inf)
-        streamed = _Streamed(part.tool_call_id, send, receive)
+        streamed = GatedRun.open(part.tool_call_id)
         self._by_index[index] = streamed
         if part.tool_call_id:
             self._by_id[part.tool_call_id] = streamed
@@ -244,37 +250,36 @@ class PysolateCodeMode(AbstractCapability[Any]):
         program = self._program(ctx, part.tool_call_id)
         self._group.start_soon(self._run_streamed, streamed, program)
 
-    def _rekey(self, streamed: _Streamed, call_id: str) -> None:
+    def _rekey(self, streamed: GatedRun, call_id: str) -> None:
         if streamed.call_id != call_id:
             if streamed.call_id is not None and self._by_id.get(streamed.call_id) is streamed:
                 del self._by_id[streamed.call_id]
             streamed.call_id = call_id
             self._by_id[call_id] = streamed
 
-    async def _run_streamed(self, streamed: _Streamed, program: _Program) -> None:
+    async def _run_streamed(self, streamed: GatedRun, program: _Program) -> None:
         _PROGRAM.set(program)
+        result: RunResult | None = None
+        error: Exception | None = None
         try:
             with code_action(tool_call_id=program.call_id, conversation_id=program.ctx.conversation_id):
-                streamed.result = await self.host.run_stream(
-                    until_confirmed(streamed.receive), code=ToolCallCode(self.tool_name), speculate=self.speculate
+                result = await self.host.run_stream(
+                    streamed.chunks(), code=ToolCallCode(self.tool_name), speculate=self.speculate
                 )
         except Exception as exc:  # handed to the tool call that waits for it
-            streamed.error = exc
+            error = exc
         finally:
-            streamed.done.set()
+            streamed.finish(result, error)
 
     # -- the tool -------------------------------------------------------------------------
 
     async def _run_code(self, ctx: RunContext[Any], code: str) -> ToolReturn:
         streamed = self._by_id.pop(ctx.tool_call_id, None) if ctx.tool_call_id else None
-        if streamed is not None and not streamed.done.is_set() and streamed.carries("code", code):
-            streamed.send.send_nowait(CONFIRM)
-            await streamed.done.wait()
-            if streamed.error is not None:
-                raise streamed.error
-            assert streamed.result is not None
-            result = streamed.result
+        if streamed is not None and not streamed.decided and streamed.carries("code", code):
+            streamed.confirm()
+            result = await streamed.outcome()
         else:
+            whole = self._whole(streamed)
             if streamed is not None:
                 await streamed.supersede()
             token = _PROGRAM.set(self._program(ctx, ctx.tool_call_id))
@@ -283,10 +288,29 @@ class PysolateCodeMode(AbstractCapability[Any]):
                     result = await self.host.run_source(code, speculate=self.speculate)
             finally:
                 _PROGRAM.reset(token)
+            if whole is not None:
+                result = noted(result, [whole])
+        if self._setup.unqualified is not None:
+            result = noted(result, [self._setup.unqualified], replacing=self.host.setup_warnings())
         if result.status is not RunStatus.OK:
             raise ModelRetry(failure_message(result))
         value = self.format_result(result) if self.format_result is not None else {"value": result.value, "stdout": result.stdout}
         return ToolReturn(return_value=value, metadata=result)
+
+    def _whole(self, streamed: GatedRun | None) -> str | None:
+        """Why this call's code was not streamed, said once per setup (None: it was, or
+        ``stream=False`` asked for whole programs)."""
+        if not self.stream:
+            return None
+        if not self._model_streams:
+            why = "the model cannot stream: FunctionModel(function=...), or no request_stream"
+        elif streamed is None or streamed.broken:
+            why = "the model sent the arguments as one object, as TestModel does, not as JSON text deltas"
+        else:
+            return None
+        message = NOT_STREAMING.format(tool=self.tool_name, why=why)
+        warn_once(self._setup, "not-streaming", NotStreamingWarning, message)
+        return message
 
     def _program(self, ctx: RunContext[Any], call_id: str | None) -> _Program:
         return _Program(self._toolset or FunctionToolset(), dict(self._moved), ctx, call_id)
@@ -298,10 +322,15 @@ class PysolateCodeMode(AbstractCapability[Any]):
         self._toolset = toolset
         self._moved = dict(tools)
         specs = qualifications(self.effects, list(tools))
+        message = unqualified_agent_tools("PysolateCodeMode", list(tools), self.effects)
+        self._setup.unqualified = message
+        if message is not None:
+            # The Host's own warning would say the same of the same tools: said once, here.
+            warn_once(self.host, "unqualified", UnqualifiedToolsWarning, message)
         bridges = _BRIDGES.setdefault(self.host, {})
         for name, tool in tools.items():
             check_function_name(name, "agent tool")
-            signature, optional = _signature_from_schema(tool.tool_def.parameters_json_schema)
+            signature, optional = signature_from_schema(tool.tool_def.parameters_json_schema)
             known = bridges.get(name)
             if known is not None:
                 if known != (signature, specs[name]):
@@ -315,15 +344,7 @@ class PysolateCodeMode(AbstractCapability[Any]):
 
     def describe(self) -> str:
         """The ``run_code`` description: what runs, and every function the program has."""
-        lines = [DESCRIPTION, "", "Functions:"]
-        for capability_name in sorted(self.host.capabilities()):
-            registration = self.host.registration(capability_name)
-            for method_name, method in sorted(registration.methods.items()):
-                name = tool_name(capability_name, method_name)
-                doc = inspect.getdoc(getattr(registration.obj, method_name, None)) or ""
-                summary = doc.strip().splitlines()[0] if doc.strip() else ""
-                lines.append(f"- {name}{method.signature}" + (f": {summary}" if summary else ""))
-        return "\n".join(lines)
+        return describe_program(self.host, DESCRIPTION)
 
 
 @dataclass
@@ -350,32 +371,21 @@ class _CodeModeToolset(WrapperToolset[Any]):
         return kept
 
 
-def _signature_from_schema(schema: Mapping[str, Any]) -> tuple[inspect.Signature, frozenset[str]]:
-    """A signature the broker binds calls against, from a tool's JSON schema, and the
-    optional parameters that have no default (``None`` there means "not passed").
+@dataclass(slots=True, eq=False, weakref_slot=True)
+class _Setup:
+    """What one ``PysolateCodeMode`` (and every per-run copy of it) shares: the owner of
+    its once-only warnings, and the unqualified-tools message its runs note."""
 
-    Parameters keep the schema's order; a required parameter after an optional one, and
-    every parameter after it, is keyword-only (as Python requires).
-    """
-    properties: Mapping[str, Any] = schema.get("properties") or {}
-    required = set(schema.get("required") or ())
-    parameters: list[inspect.Parameter] = []
-    optional: set[str] = set()
-    seen_default = keyword_only = False
-    for name, prop in properties.items():
-        if not name.isidentifier():
-            raise RegistrationError(f"tool parameter {name!r} is not a Python identifier")
-        default: object = inspect.Parameter.empty
-        if name in required:
-            keyword_only = keyword_only or seen_default
-        elif isinstance(prop, Mapping) and "default" in prop:
-            default, seen_default = prop["default"], True
-        else:
-            default, seen_default = None, True
-            optional.add(name)
-        kind = inspect.Parameter.KEYWORD_ONLY if keyword_only else inspect.Parameter.POSITIONAL_OR_KEYWORD
-        parameters.append(inspect.Parameter(name, kind, default=default))
-    return inspect.Signature(parameters), frozenset(optional)
+    unqualified: str | None = None
+
+
+def _can_stream(model: object) -> bool:
+    """Whether ``model`` can answer a streamed request (a wrapper: its wrapped model)."""
+    while isinstance(model, WrapperModel):
+        model = model.wrapped
+    if isinstance(model, FunctionModel):
+        return model.stream_function is not None
+    return getattr(type(model), "request_stream", None) is not Model.request_stream
 
 
 def _bridge(name: str, signature: inspect.Signature, optional: frozenset[str]) -> Callable[..., Any]:

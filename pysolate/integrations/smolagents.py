@@ -32,6 +32,11 @@ action to the next: the actions of an executor are turns of one Host session
 become globals of the session. A turn that stops the Guest (a limit, a crash) breaks the
 session; its error says the variables are gone, and the next action starts a new one.
 
+Said once per executor, with the fix (``pysolate.PysolateWarning``; the run's
+``report.setup_warnings`` repeats it): a code action that arrived whole because the agent
+does not stream through the executor (``NotStreamingWarning``), and tools of which
+``effects`` names none (``UnqualifiedToolsWarning``).
+
 Not supported: tool results that are not plain data, imports beyond the standard library.
 """
 
@@ -42,7 +47,6 @@ import concurrent.futures
 import inspect
 import keyword
 import math
-import re
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -52,7 +56,21 @@ import anyio.from_thread
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 from smolagents.local_python_executor import CodeOutput, InterpreterError, PythonExecutor
 
-from .. import Host, PysolateError, RegistrationError, RunResult, RunStatus, Session, SessionLimits
+from .. import (
+    Effect,
+    Host,
+    MethodSpec,
+    NotStreamingWarning,
+    PysolateError,
+    RegistrationError,
+    RunResult,
+    RunStatus,
+    Session,
+    SessionLimits,
+    UnqualifiedToolsWarning,
+)
+from .._setup_warnings import noted, unqualified_agent_tools, warn_once
+from ._code_tail import DEFAULT_CODE_BLOCK_TAGS, CodeTail
 from ._common import (
     CONFIRM,
     SUPERSEDE,
@@ -72,8 +90,14 @@ RESTARTED = "(The interpreter was restarted: variables from earlier steps are go
 STOPPED = "The interpreter was stopped: variables from earlier steps are gone."
 """Ends the error of an action that broke the session (a limit, a crash)."""
 
-DEFAULT_CODE_BLOCK_TAGS = ("<code>", "</code>")
-"""CodeAgent's default ``code_block_tags`` (regular expressions, as smolagents reads them)."""
+
+NOT_STREAMING = (
+    "PysolateExecutor: the code action arrived whole (the agent's model output did not stream "
+    "through the executor), so nothing started while the model wrote it; each action runs when "
+    "smolagents has parsed it. Stream it: CodeAgent(..., model=executor.streaming(model), "
+    "executor=executor, stream_outputs=True)."
+)
+"""The ``NotStreamingWarning`` message."""
 
 
 
@@ -84,48 +108,6 @@ class FinalAnswer(Exception):
     ``BaseException`` in the Guest); the step ends with the answer even if the program
     catches it, as smolagents' own ``FinalAnswerException`` would have ended it.
     """
-
-
-class CodeTail:
-    """The code of a streamed smolagents reply, as far as it is final, chunk by chunk.
-
-    ``feed(text)`` returns the new code to forward: the text after the first match of the
-    opening tag, leading whitespace skipped, up to the closing tag. It forwards only up to
-    the last newline seen, and holds trailing whitespace back, because smolagents strips
-    the block (``match.strip()``) and a partly streamed closing tag must never be taken for
-    code. A wrong guess is harmless (the executor checks the prefix), so this is a plain
-    best effort with no state beyond the text.
-    """
-
-    def __init__(self, code_block_tags: tuple[str, str] = DEFAULT_CODE_BLOCK_TAGS) -> None:
-        self._opening = re.compile(code_block_tags[0])
-        self._closing = re.compile(code_block_tags[1])
-        self._text = ""
-        self._start: int | None = None  # where the code starts in _text, once found
-        self._sent = 0  # characters of code already returned
-        self._closed = False
-
-    def feed(self, text: str) -> str:
-        """Append ``text`` of the reply; return the code that became final."""
-        self._text += text
-        if self._closed:
-            return ""
-        if self._start is None:
-            found = self._opening.search(self._text)
-            # The match must be followed by a character, so "```py" is not taken for "```python".
-            if found is None or found.end() == len(self._text):
-                return ""
-            self._start = found.end()
-        stripped = self._text[self._start :].lstrip()
-        closing = self._closing.search(stripped)
-        if closing is not None:
-            stripped, self._closed = stripped[: closing.start()], True
-        else:
-            newline = stripped.rfind("\n")
-            stripped = stripped[:newline] if newline >= 0 else ""
-        final = stripped.rstrip()
-        new, self._sent = final[self._sent :], max(self._sent, len(final))
-        return new
 
 
 @dataclass(frozen=True, slots=True)
@@ -145,9 +127,24 @@ class _StreamedRun:
     """A run fed from the model's stream, waiting for the agent's parsed code to seal it."""
 
     send: MemoryObjectSendStream[str | bool]
-    result: concurrent.futures.Future[RunResult]
+    receive: MemoryObjectReceiveStream[str | bool]
     tail: CodeTail
+    result: concurrent.futures.Future[RunResult] = field(default_factory=concurrent.futures.Future)
     fed: list[str] = field(default_factory=list)  # the code chunks sent, in order
+    ended: bool = False  # (in the loop) the queue is closed: the run was decided or ended
+
+    def put(self, item: str | bool) -> None:
+        """(In the loop) queue ``item``; ``CONFIRM``/``SUPERSEDE`` end the queue. Nothing
+        is queued once it ended (a run that stopped on its own, a decided one)."""
+        if self.ended:
+            return
+        self.send.send_nowait(item)
+        if type(item) is bool:
+            self.close()
+
+    def close(self) -> None:
+        self.ended = True
+        self.send.close()
 
 
 class PysolateExecutor(PythonExecutor):
@@ -189,6 +186,7 @@ class PysolateExecutor(PythonExecutor):
         self._loop: LoopThread | None = None
         self._streamed: _StreamedRun | None = None  # at most one: the current step's
         self._counts = {"sealed": 0, "dropped": 0, "whole": 0}
+        self._notes: tuple[str, ...] = ()  # setup warnings every action's report carries
 
     # -- PythonExecutor -------------------------------------------------------------------
 
@@ -197,6 +195,13 @@ class PysolateExecutor(PythonExecutor):
         a tool already registered is kept; another tool under a taken name raises
         ``RegistrationError``)."""
         specs = qualifications(self._effects, list(tools))
+        if "final_answer" in specs and "final_answer" not in self._effects:
+            # It ends the action: never early, like a write (and no reason to warn about it).
+            specs["final_answer"] = MethodSpec(Effect.WRITE, "0")
+        unqualified = unqualified_agent_tools("PysolateExecutor", [n for n in tools if n != "final_answer"], self._effects)
+        if unqualified is not None:
+            self._notes = (unqualified,)
+            warn_once(self.host, "unqualified", UnqualifiedToolsWarning, unqualified)
         for name, tool in tools.items():
             known = self._tools.get(name)
             if known is tool:
@@ -239,19 +244,25 @@ class PysolateExecutor(PythonExecutor):
         self._answers = []
         self.state["_print_outputs"] = ""
         fed = "".join(streamed.fed) if streamed is not None else ""
+        notes = self._notes
         if streamed is not None and not streamed.result.done() and code_action.startswith(fed):
             rest = code_action[len(fed) :]
             if rest:
-                portal.call(streamed.send.send_nowait, rest)
-            portal.call(streamed.send.send_nowait, CONFIRM)
+                portal.call(streamed.put, rest)
+            portal.call(streamed.put, CONFIRM)
             result = streamed.result.result()
             self._counts["sealed"] += 1
         else:
             if streamed is not None:
                 self._abandon(streamed)
                 self._counts["dropped"] += 1
+            else:
+                warn_once(self, "not-streaming", NotStreamingWarning, NOT_STREAMING)
+                notes += (NOT_STREAMING,)
             result = portal.call(self._run_source, code_action)
             self._counts["whole"] += 1
+        if notes:
+            result = noted(result, notes, replacing=self.host.setup_warnings())
         self.last_result = result
         return self._code_output(result)
 
@@ -287,22 +298,27 @@ class PysolateExecutor(PythonExecutor):
         if self._streamed is not None:
             self._abandon(self._streamed)
         send, receive = anyio.create_memory_object_stream[str | bool](math.inf)
-        future = portal.start_task_soon(self._run_streamed, receive)
-        streamed = self._streamed = _StreamedRun(send, future, CodeTail(code_block_tags))
+        streamed = _StreamedRun(send, receive, CodeTail(code_block_tags))
+        streamed.result = portal.start_task_soon(self._run_streamed, streamed)
+        self._streamed = streamed
 
         def feed(text: str) -> None:
             code = streamed.tail.feed(text)
             if code and self._streamed is streamed:
                 streamed.fed.append(code)
-                portal.call(streamed.send.send_nowait, code)
+                portal.call(streamed.put, code)
 
         return feed
 
-    async def _run_streamed(self, receive: MemoryObjectReceiveStream[str | bool]) -> RunResult:
-        session = await self._session()
-        if session is None:
-            return await self.host.run_stream(until_confirmed(receive), speculate=self.speculate)
-        return await session.run_stream(until_confirmed(receive), speculate=self.speculate)
+    async def _run_streamed(self, streamed: _StreamedRun) -> RunResult:
+        try:
+            session = await self._session()
+            if session is None:
+                return await self.host.run_stream(until_confirmed(streamed.receive), speculate=self.speculate)
+            return await session.run_stream(until_confirmed(streamed.receive), speculate=self.speculate)
+        finally:  # both ends of the queue close with the run, however it ended
+            streamed.close()
+            streamed.receive.close()
 
     async def _run_source(self, source: str, speculate: bool | None = None) -> RunResult:
         speculate = self.speculate if speculate is None else speculate
@@ -335,7 +351,7 @@ class PysolateExecutor(PythonExecutor):
     def _abandon(self, streamed: _StreamedRun) -> None:
         """Abort an unsealed streamed run and wait until its early work is stopped."""
         if self._loop is not None and not streamed.result.done():
-            self._loop.portal.call(streamed.send.send_nowait, SUPERSEDE)
+            self._loop.portal.call(streamed.put, SUPERSEDE)
         concurrent.futures.wait([streamed.result])
 
     def _ensure_portal(self) -> anyio.from_thread.BlockingPortal:

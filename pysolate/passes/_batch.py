@@ -85,6 +85,11 @@ class BatchStatistics:
 
 _FALLBACK = object()  # a member's outcome when the batch could not serve it
 
+_NO_QUEUE = Probe()
+"""A sync batch call takes a free early thread or none (then its members fall back to
+single calls): a claim of a member waits for the batch, so the batch never queues."""
+_NO_QUEUE.urged = True
+
 
 @dataclass(slots=True, eq=False)
 class _Batch:
@@ -146,12 +151,18 @@ class BatchFusion:
         if outcome is _FALLBACK:
             if batch.sent:
                 self._fallbacks += 1
+            probe.urge = None  # a single call from here on: a claim withdraws it or waits for it
             return await self._host.call_root(call.capability, call.method, call, probe=probe)
         if isinstance(outcome, ToolFailure):
             raise ToolFailure(outcome.type_name, outcome.message, outcome.exc_args)
         return fresh_copy(outcome)
 
     def _join(self, batch: _Batch, call: BoundCall, probe: Probe) -> int:
+        """Add a member. Only the first (the sender) keeps its slot of the lane: the batch is
+        one physical call. A Guest call that claims a member sends the batch at once."""
+        if batch.calls and probe.yield_slot is not None:
+            probe.yield_slot()
+        probe.urge = batch.full.set
         batch.calls.append(call)
         batch.probes.append(probe)
         if len(batch.calls) >= self._policy.max_size:
@@ -194,21 +205,30 @@ class BatchFusion:
         fn: Any = getattr(reg.obj, law.method)
         raw: object = None
         failed = True
-        with anyio.move_on_after(self._host.call_timeout):
-            try:
-                if target.is_async:
-                    raw = await fn(*call.args, **call.kwargs)
-                else:
-                    for probe in batch.probes:
-                        probe.in_thread = True
-                    work = functools.partial(
-                        _probed, batch.probes, in_thread(functools.partial(fn, *call.args, **call.kwargs))
-                    )
-                    raw = await self._host.threads.run(work, early=True, what=f"{first.capability}.{law.method}")
-                failed = False
-            except BaseException as exc:  # the batch as a whole failed: each member runs its own call
-                if not is_tool_exception(exc):
-                    raise
+        timeout, threads = self._host.call_timeout, self._host.threads
+        try:
+            if target.is_async:
+                _invoke(batch.probes)
+                threads.early_began(first.capability)
+                try:
+                    with anyio.move_on_after(timeout):
+                        raw = await fn(*call.args, **call.kwargs)
+                        failed = False
+                finally:
+                    threads.early_ended(first.capability)
+            else:
+                for probe in batch.probes:
+                    probe.in_thread = True
+                counted = threads.counting(first.capability, functools.partial(fn, *call.args, **call.kwargs))
+                work = functools.partial(_probed, batch.probes, in_thread(counted))
+                finished, raw = await threads.run(
+                    work, early=True, what=f"{first.capability}.{law.method}", timeout=timeout,
+                    probe=_NO_QUEUE,
+                )
+                failed = not finished
+        except BaseException as exc:  # the batch as a whole failed: each member runs its own call
+            if not is_tool_exception(exc):
+                raise
         outcomes = None if failed else _elements(raw, len(batch.calls))
         if outcomes is None:
             batch.outcomes = [_FALLBACK] * len(batch.calls)
@@ -237,7 +257,15 @@ class BatchFusion:
         )
 
 
+def _invoke(probes: list[Probe]) -> None:
+    """The batch call is about to run for its members (a member withdrawn meanwhile was
+    cancelled: its share of the batch is simply not used)."""
+    for probe in probes:
+        probe.invoke()
+
+
 def _probed(probes: list[Probe], work: Callable[[], object]) -> object:
+    _invoke(probes)
     try:
         return work()
     finally:

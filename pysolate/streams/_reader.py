@@ -16,8 +16,14 @@ program is complete, and when a stream gives no program to run:
 
 What is left of the stream after the program is complete is read and dropped by ``drain``
 while the program runs (so the SDK's response is consumed normally and a ``record``
-wrapper keeps it), and closed when the run ends if it has not ended by then. An error or a
-cut in that rest changes nothing: the program was already complete.
+wrapper keeps it). An error or a cut in that rest changes nothing: the program was already
+complete. When the run ends the rest is closed if it has not ended by then, except after a
+tool call: a tool call is answered with the whole reply in hand (every SDK wants the
+assistant's turn back, with the id of each call, before the result), so the rest of that
+reply is read to its end (each event within ``idle_timeout``, all by the ``deadline``)
+and the SDK's own accumulated message (``get_final_completion()``,
+``get_final_message()``) is complete when the run returns. After the call the rest is the
+reply's end events, sent at once.
 
 Misuse is refused when the reader is made, before any run starts: a ``str`` or ``bytes``
 passed as the stream, an un-awaited coroutine, an un-entered SDK stream manager, an object
@@ -321,22 +327,35 @@ class CodeReader:
         return rest
 
     async def drain(self) -> None:
-        """Read and drop the rest of the stream until it ends or ``aclose``; then close it.
+        """Read and drop the rest of the stream until it ends, stalls (``idle_timeout``,
+        ``deadline``) or ``aclose`` stops it; then close it.
 
         Errors in the rest are ignored: the program was complete before them.
         """
         self._draining = True
+        assert self._started is not None
+        end = self._started + self._deadline
         try:
             with self._drain_scope:
-                async for _ in self._events:
-                    pass
+                while True:
+                    with anyio.move_on_after(min(self._idle, end - self._clock())):
+                        try:
+                            await self._events.__anext__()
+                        except StopAsyncIteration:
+                            return
+                        continue
+                    return  # the rest stalled: closed, as a stalled program would be
         except Exception:
             pass
         finally:
             await self._close()
 
     async def aclose(self) -> None:
-        """Stop draining and close the stream (the SDK's response too). Safe to call twice."""
+        """Close the stream (the SDK's response too), now or, when the rest of a tool
+        call's reply is being read, once it has ended (``drain`` closes it; the module
+        docstring says why). Safe to call twice."""
+        if self._draining and isinstance(self.code, ToolCallCode):
+            return
         self._drain_scope.cancel()
         if not self._draining:
             await self._close()

@@ -20,7 +20,8 @@ the way each SDK keys them:
   whose delta is an ``input_json_delta`` carry ``partial_json``; ``content_block_stop``
   ends it. The helper's derived ``input_json`` events repeat those deltas and are skipped;
 - ``str`` chunks are the JSON text itself (a recording of the deltas); the call ends with
-  the stream.
+  the stream. Text that cannot start a JSON object (a model's prose, an SDK's
+  ``text_stream``) raises ``ToolArgumentsError`` at its first chunk, saying so.
 
 An event of no known shape raises ``StreamShapeError``, as in ``text_chunks``.
 """
@@ -31,6 +32,7 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 from ._adapters import ABSENT, StreamShapeError, field, get
+from ._errors import ToolArgumentsError
 from ._events import events_of
 
 CHAT_HELPER_ARGS_DELTA = "tool_calls.function.arguments.delta"
@@ -51,12 +53,13 @@ class ToolCallSelector:
     arguments are complete. Events after the end give nothing.
     """
 
-    __slots__ = ("_item", "_key", "ended", "found", "tool")
+    __slots__ = ("_item", "_json", "_key", "ended", "found", "tool")
 
     def __init__(self, tool: str) -> None:
         self.tool = tool
         self._key: tuple[str, object] | None = None  # (shape, the call's index in that shape)
         self._item: object = None  # the Responses call's item id, when it has one
+        self._json = False  # str chunks: the text has been seen to start a JSON object
         self.found = False
         self.ended = False
 
@@ -65,6 +68,15 @@ class ToolCallSelector:
         if self.ended:
             return ""
         if isinstance(event, str):
+            if not self._json and (head := event.lstrip()):
+                if head[0] != "{":
+                    raise ToolArgumentsError(
+                        f"ToolCallCode({self.tool!r}) reads that tool call's JSON arguments, but the "
+                        f"stream is text ({head[:40]!r}): pass the SDK's stream of events itself (not "
+                        "its text_stream or text_chunks(...)), or code='raw' or 'markdown' for a "
+                        "program in the text; nothing was run"
+                    )
+                self._json = True
             self.found = True
             return event
         choices = get(event, "choices")

@@ -65,8 +65,10 @@ def check_invariants(result: RunResult, specs: Mapping[str, Mapping[str, MethodS
         counts["orphaned"],
         counts["discarded"],
     ), "report dispositions differ from the observations'"
-    wasted = report.orphaned + report.cancelled + report.late + report.discarded
-    assert report.physical <= report.logical + wasted, f"physical {report.physical} > logical + orphaned + cancelled + late + discarded"
+    wasted = report.orphaned + report.cancelled + report.late + report.discarded + report.reruns
+    assert report.physical <= report.logical + wasted, (
+        f"physical {report.physical} > logical + orphaned + cancelled + late + discarded + reruns"
+    )
     if specs is not None:
         writes = [o for o in observations.values() if o.layer is not None and specs[o.capability][o.method].effect.may_write]
         assert report.early_writes == len(writes), f"early writes {report.early_writes} != {len(writes)} on layers"

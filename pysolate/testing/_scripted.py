@@ -3,6 +3,7 @@ result a test sets, and which record every call on anyio's clock (exact under a 
 
 from __future__ import annotations
 
+import contextlib
 import inspect
 import threading
 import time
@@ -26,7 +27,9 @@ class Script:
     ``behaviour`` gives the method its signature and computes its result from the
     arguments; raising from it makes the call fail. ``latency`` seconds pass before it is
     called (``anyio.sleep`` for async methods, so a mock clock skips them; ``time.sleep``
-    for sync ones, which run in a worker thread).
+    for sync ones, which run in a worker thread). ``serialised``: calls of the method wait
+    for one another (one connection, a rate limit), each taking its ``latency`` in turn, so
+    concurrent calls queue inside the tool.
     """
 
     behaviour: Callable[..., object]
@@ -34,6 +37,7 @@ class Script:
     version: str = "0"
     latency: float = 0.0
     sync: bool = False
+    serialised: bool = False
 
 
 @dataclass(slots=True, eq=False)
@@ -99,12 +103,14 @@ def _scripted_method(name: str, script: Script) -> Callable[..., Any]:
 
     method: Callable[..., Any]
     if script.sync:
+        connection = threading.Lock() if script.serialised else contextlib.nullcontext()
 
         def method(self: ScriptedTool, *args: object, **kwargs: object) -> object:
             call = self._begin(name, args, kwargs, _thread_time())
             try:
-                if latency:
-                    time.sleep(latency)
+                with connection:
+                    if latency:
+                        time.sleep(latency)
                 result = behaviour(*args, **kwargs)
             except BaseException:
                 finish(call, "error", _thread_time())
@@ -114,10 +120,17 @@ def _scripted_method(name: str, script: Script) -> Callable[..., Any]:
 
     else:
 
+        locks: list[anyio.Lock] = []  # made in the event loop that first calls it
+
         async def method(self: ScriptedTool, *args: object, **kwargs: object) -> object:
             call = self._begin(name, args, kwargs, anyio.current_time())
             try:
-                if latency:
+                if script.serialised:
+                    if not locks:
+                        locks.append(anyio.Lock())
+                    async with locks[0]:
+                        await anyio.sleep(latency)
+                elif latency:
                     await anyio.sleep(latency)
                 result = behaviour(*args, **kwargs)
                 if inspect.isawaitable(result):

@@ -13,10 +13,16 @@ receipt (never replayed). ``pysolate.testing.check_invariants`` checks the accou
 
 from __future__ import annotations
 
+import atexit
 import dataclasses
+import functools
 import itertools
 import os
-from collections.abc import AsyncIterator
+import shutil
+import subprocess
+import tempfile
+import time
+from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -25,7 +31,7 @@ import trio
 from trio.testing import MockClock
 
 from occurrences import Effect
-from pysolate import GuestLimits, Host, LanePolicy, RunResult
+from pysolate import GuestLimits, Host, LanePolicy, RunResult, Workspace
 from pysolate._equivalence import same
 from pysolate._guest_api import GuestFactory
 from pysolate.testing import (
@@ -38,6 +44,7 @@ from pysolate.testing import (
     scripted_tool,
 )
 
+from .apis import Api, run_source, run_stream
 from .oddities import AsyncOdd, Odd
 from .programs import Conditions
 from .slow_workspace import SlowWorkspace
@@ -45,6 +52,31 @@ from .twin import twin_guest
 
 FILES = {"a.txt": "alpha", "b.txt": "beta", "d/c.txt": "gamma", "d/e.txt": "bad"}
 """The frozen workspace root every case starts from."""
+
+@functools.cache
+def _source_of_files(git: bool) -> str:
+    """A directory holding ``FILES`` (committed as a git repository when ``git``), made once
+    a process and removed at exit; the runs only ever write their branches, never it."""
+    path = tempfile.mkdtemp(prefix="pysolate-equivalence-")
+    atexit.register(shutil.rmtree, path, ignore_errors=True)
+    for rel, text in FILES.items():
+        os.makedirs(os.path.dirname(os.path.join(path, rel)), exist_ok=True)
+        with open(os.path.join(path, rel), "w") as f:
+            f.write(text)
+    identity = ["-c", "user.name=equivalence", "-c", "user.email=equivalence@example.com"]
+    for args in (["init", "-q"], ["add", "-A"], ["commit", "-q", "-m", "FILES"]) if git else ():
+        subprocess.run(["git", "-C", path, *identity, *args], check=True, capture_output=True)
+    return path
+
+
+def workspace_root(kind: str) -> Workspace:
+    """A fresh root of ``FILES`` of the given kind (``programs.ROOTS``)."""
+    if kind == "git":
+        return Workspace.git(_source_of_files(git=True))
+    if kind == "lazy":
+        return Workspace.frozen(_source_of_files(git=False), lazy=True)
+    return memory_workspace(FILES)
+
 
 GENERATED_LIMITS = GuestLimits(wall_time=10.0, max_calls=2_000)
 """Limits of the suite's Guests: far above any generated program's needs, low enough that
@@ -123,8 +155,13 @@ def build_host(
 
     tools = Tools(
         docs=scripted_tool(
-            search=Script(search, effect=Effect.PURE, version="1", latency=lat.get("docs.search", 0.0)),
-            fetch=Script(fetch, effect=Effect.IMMUTABLE_READ, latency=lat.get("docs.fetch", 0.0), sync=sync_fetch),
+            search=Script(
+                search, effect=Effect.PURE, version="1", latency=lat.get("docs.search", 0.0), serialised=conditions.serialised
+            ),
+            fetch=Script(
+                fetch, effect=Effect.IMMUTABLE_READ, latency=lat.get("docs.fetch", 0.0), sync=sync_fetch,
+                serialised=conditions.serialised,
+            ),
         ),
         clock=scripted_tool(now=Script(now, effect=Effect.LIVE_READ, latency=lat.get("clock.now", 0.0))),
         shell=scripted_tool(run=Script(run, latency=lat.get("shell.run", 0.0))),
@@ -134,6 +171,8 @@ def build_host(
         ),
     )
     host_kwargs.setdefault("limits", GENERATED_LIMITS)
+    host_kwargs.setdefault("threads", conditions.threads)
+    host_kwargs.setdefault("call_timeout", conditions.call_timeout)
     host = Host(guest_factory=factory, **host_kwargs)
     if conditions.tools_as_functions:
         for name, (cap, method) in FUNCTION_TOOLS.items():
@@ -142,7 +181,8 @@ def build_host(
         for name in ("docs", "clock", "shell"):
             host.register(name, tools.by_name()[name])
     workspace_latency = lat.get("workspace", 0.0)
-    host.register("workspace", SlowWorkspace.of(FILES, workspace_latency) if workspace_latency else memory_workspace(FILES))
+    root = workspace_root(conditions.root)
+    host.register("workspace", SlowWorkspace.of(FILES, workspace_latency, root) if workspace_latency else root)
     # Issue 13's odd values and tools; the twin (no sync_fetch) gets no thread to wait on.
     host.register("odd", Odd() if sync_fetch else AsyncOdd())
     return host, tools
@@ -173,6 +213,22 @@ class TimedChunks:
         if self.ended is None:
             self.ended = anyio.current_time()
 
+    def blocking(self) -> Iterator[str]:
+        """The same chunks as a blocking iterator (``time.sleep`` pauses), as sync code
+        hands a stream to ``SyncHost``; ``ended`` on the same clock (``time.monotonic``,
+        which asyncio's loop time is)."""
+        sizes, pauses = itertools.cycle(self.sizes), itertools.cycle(self.pauses)
+        at = 0
+        while at < len(self.source):
+            size = next(sizes)
+            if self.code_end is not None and self.ended is None and at + size >= self.code_end:
+                self.ended = time.monotonic()
+            yield self.source[at : at + size]
+            at += size
+            time.sleep(next(pauses))
+        if self.ended is None:
+            self.ended = time.monotonic()
+
 
 @dataclass(slots=True)
 class Pair:
@@ -195,13 +251,14 @@ def stream_of(source: str, conditions: Conditions) -> TimedChunks:
     return TimedChunks(head + "\nDone.\n", conditions.chunk_sizes, conditions.pauses, code_end=len(head))
 
 
-async def run_pair(source: str, conditions: Conditions, factory: GuestFactory = in_process_guest) -> Pair:
-    """Run ``source`` sequentially and streamed, each against a fresh Host."""
+async def run_pair(source: str, conditions: Conditions, factory: GuestFactory = in_process_guest, api: Api = "async") -> Pair:
+    """Run ``source`` sequentially and streamed, each against a fresh Host, through ``api``."""
     ref_host, ref_tools = build_host(conditions, factory)
-    reference = await ref_host.run_source(source, speculate=False)
+    reference = await run_source(api, ref_host, source, speculate=False)
     host, tools = build_host(conditions, factory)
     chunks = stream_of(source, conditions)
-    speculative = await host.run_stream(chunks, code="markdown" if conditions.markdown else "raw", policy=conditions.policy)
+    code = "markdown" if conditions.markdown else "raw"
+    speculative = await run_stream(api, host, chunks, code=code, policy=conditions.policy)
     return Pair(source, reference, speculative, ref_tools, tools, chunks.ended, host.method_specs())  # type: ignore[arg-type]
 
 
@@ -239,9 +296,9 @@ def check_pair(pair: Pair) -> None:
     assert_no_early_effects(pair.reference_tools, pair.reference, float("-inf"))
 
 
-def differential(source: str, conditions: Conditions, factory: GuestFactory = in_process_guest) -> Pair:
+def differential(source: str, conditions: Conditions, factory: GuestFactory = in_process_guest, api: Api = "async") -> Pair:
     """Run the pair in a fresh event loop and check it (raises ``AssertionError``)."""
-    pair = anyio.run(run_pair, source, conditions, factory)
+    pair = anyio.run(run_pair, source, conditions, factory, api)
     check_pair(pair)
     return pair
 

@@ -38,6 +38,9 @@ BAD_WRITES = ("d", "a.txt/x", "d/c.txt/y")
 """Write targets that fail: a directory (``IsADirectoryError``), paths under a file
 (``NotADirectoryError``)."""
 
+ROOTS = ("memory", "git", "lazy")
+"""Workspace root kinds a case may run on (issue 38); the first is the in-memory root."""
+
 MAX_DEPTH = 2
 """Nesting depth of generated blocks (if/for/try/def bodies)."""
 
@@ -463,6 +466,18 @@ class Conditions:
     tools_as_functions: bool = False
     """Register ``docs``/``clock``/``shell``'s methods as function tools (``harness.FUNCTION_TOOLS``),
     for programs drawn with ``programs(tools_as_functions=True)``."""
+    threads: int = 16
+    """``Host(threads=...)``: the program's sync calls at once; early ones get half."""
+    call_timeout: float = 30.0
+    """``Host(call_timeout=...)``; under contention tight enough that queueing behind early
+    work would exceed it, loose enough that no call alone does (issue 36)."""
+    serialised: bool = False
+    """``docs.search`` and ``docs.fetch`` each serialise their callers (one connection):
+    early calls queue inside the tool, and the program's own calls behind them."""
+    root: str = "memory"
+    """The workspace root's kind (``harness.ROOTS``): ``memory`` (``Workspace.from_files``),
+    ``git`` (a commit of a repository holding the same files, ``Workspace.git``) or
+    ``lazy`` (a directory holding them, ``Workspace.frozen(lazy=True)``)."""
 
 
 @st.composite
@@ -485,3 +500,4 @@ def conditions(draw: st.DrawFn) -> Conditions:
         ),
         markdown=draw(st.booleans()),
     )
+

@@ -5,8 +5,10 @@ the suite's own checks and asserts they catch it: the generated differential pro
 (generation only, no shrinking: the first failing program is enough), or the fault
 catalogue test that guards that gate. The gates are those of DESIGN.md's contract:
 effect eligibility (2), the view id in the call key (3), fresh copies on claims (4),
-exception placement (5), seal-before-run (1), and the in-order claims and discards of
-early branch writes (2's extension, issue 17). Results: ``docs/equivalence.md``.
+exception placement (5), seal-before-run (1), the in-order claims and discards of
+early branch writes (2's extension, issue 17), and early work never taking the program's
+time or threads (7, issue 36: in real time, through the contended generator or the fault
+catalogue). Results: ``docs/equivalence.md``.
 """
 
 from __future__ import annotations
@@ -25,9 +27,12 @@ from hypothesis import strategies as st
 from occurrences import CallKey, Effect, PrefixParser, SealError, Snapshot
 from pysolate import _broker, _execute, _stream_run
 from pysolate._broker import RunScope
-from scheduler import BranchSpeculation, Observation
+from pysolate._threads import WorkerThreads
+from pysolate.testing import in_process_guest
+from scheduler import BranchSpeculation, Observation, _lane
 
-from . import test_faults_stream
+from . import test_faults_contention, test_faults_stream
+from .contention import contended_conditions, contended_programs, differential_series
 from .harness import check_pair, scheduled_pair
 from .programs import Conditions, conditions, programs
 
@@ -232,4 +237,69 @@ def test_mutant_reads_of_a_discarded_layer_stay_claimable(monkeypatch: pytest.Mo
 
     monkeypatch.setattr(BranchSpeculation, "_discard_from", writes_only)
     verdict = run_generated()
+    assert verdict.failure is not None
+
+
+# -- contention (issue 36): real threads and time, so generated cases run as in the suite --
+
+CONTENDED_MUTANT_CASES = 80
+"""Contended cases a contention mutant is given to be caught in (stops at the first)."""
+
+
+def run_contended(limit: int = CONTENDED_MUTANT_CASES) -> Verdict:
+    """The contended differential and series properties (``contention``) over up to
+    ``limit`` derandomized cases, stopping at the first failure."""
+    seen = 0
+
+    @settings(
+        derandomize=True,
+        database=None,
+        deadline=None,
+        max_examples=limit,
+        phases=[Phase.generate],
+        suppress_health_check=list(HealthCheck),
+        report_multiple_bugs=False,
+    )
+    @given(st.lists(contended_programs(max_statements=5), min_size=1, max_size=3), contended_conditions())
+    def prop(sources: list[str], case: Conditions) -> None:
+        nonlocal seen
+        seen += 1
+        differential_series(sources, case)
+
+    try:
+        prop()
+    except Exception as exc:
+        return Verdict(seen, exc)
+    return Verdict(seen, None)
+
+
+def test_mutant_an_early_timeout_is_claimed(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The lane takes an early call its own timeout stopped for the tool's failure: the
+    program is handed a timeout that waits shared with other early calls caused."""
+
+    class _Never(Exception):
+        pass
+
+    monkeypatch.setattr(_lane, "LaneStopped", _Never)
+    verdict = run_contended()
+    assert verdict.failure is not None
+
+
+def test_mutant_a_read_queued_behind_early_calls_is_not_run_again(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A program's read that timed out while early calls of its tool ran is taken as timed out."""
+    monkeypatch.setattr(WorkerThreads, "early_overlapped", lambda self, capability, mark: False)
+    with pytest.raises(AssertionError, match="status"):
+        anyio.run(test_faults_contention.test_a_read_queued_inside_the_tool_behind_early_reads_runs_again, in_process_guest)
+
+
+def test_mutant_abandoned_early_threads_count_against_the_programs(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Threads of abandoned early calls count toward ``max_stuck`` with the program's own
+    (one count, as before issue 36): a later run's sync call is refused."""
+    abandon = WorkerThreads._abandon
+
+    def shared(self: WorkerThreads, state: Any, early: bool) -> bool:
+        return abandon(self, state, False)
+
+    monkeypatch.setattr(WorkerThreads, "_abandon", shared)
+    verdict = run_contended()
     assert verdict.failure is not None

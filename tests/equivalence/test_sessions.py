@@ -15,7 +15,7 @@ sample through the subprocess Guest; ``-m soak`` runs ``SOAK_SESSIONS`` more.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
 
 import anyio
@@ -27,12 +27,16 @@ from pysolate._equivalence import same
 from pysolate._guest_api import SessionGuestFactory
 from pysolate.testing import check_invariants, in_process_session, observable
 
-from .harness import UNSAFE, Tools, build_host, stream_of
+from .apis import Api
+from .apis import session as session_of
+from .harness import UNSAFE, TimedChunks, Tools, build_host, stream_of
 from .programs import Conditions, conditions
 from .sessions import Turn, sessions
 
 DEFAULT_SESSIONS = 80
 SUBPROCESS_SESSIONS = 12
+SYNC_SESSIONS = 25
+"""Sessions the default run also drives through the blocking API (``SyncSession``)."""
 SOAK_SESSIONS = 3_000
 
 _CI = settings(
@@ -56,12 +60,21 @@ _SLOW_READS = Conditions(
 class _Cut:
     """The first half of a stream, then the stream fails (the model's connection drops)."""
 
-    inner: AsyncIterator[str]
+    inner: TimedChunks
     keep: int
 
     async def __aiter__(self) -> AsyncIterator[str]:
         sent = 0
         async for chunk in self.inner:
+            if sent + len(chunk) >= self.keep:
+                yield chunk[: self.keep - sent]
+                raise ConnectionError("model stream dropped")
+            sent += len(chunk)
+            yield chunk
+
+    def blocking(self) -> Iterator[str]:
+        sent = 0
+        for chunk in self.inner.blocking():
             if sent + len(chunk) >= self.keep:
                 yield chunk[: self.keep - sent]
                 raise ConnectionError("model stream dropped")
@@ -78,13 +91,15 @@ class _Window:
     ended: float
 
 
-async def _speculative(turns: tuple[Turn, ...], case: Conditions, factory: SessionGuestFactory) -> tuple[list[RunResult], list[_Window], Tools, dict[str, object]]:
+async def _speculative(
+    turns: tuple[Turn, ...], case: Conditions, factory: SessionGuestFactory, api: Api
+) -> tuple[list[RunResult], list[_Window], Tools, dict[str, object]]:
     host, tools = build_host(case, session_factory=factory)
     results, windows = [], []
-    async with host.session() as session:
+    async with session_of(api, host) as session:
         for turn in turns:
             chunks = stream_of(turn.source, case)
-            stream = _Cut(chunks.__aiter__(), max(1, len(chunks.source) // 2)) if turn.kind == "cut" else chunks
+            stream = _Cut(chunks, max(1, len(chunks.source) // 2)) if turn.kind == "cut" else chunks
             started = anyio.current_time()
             result = await session.run_stream(stream, code="markdown" if case.markdown else "raw", policy=case.policy)
             results.append(result)
@@ -92,15 +107,15 @@ async def _speculative(turns: tuple[Turn, ...], case: Conditions, factory: Sessi
     return results, windows, tools, host.method_specs()  # type: ignore[return-value]
 
 
-async def _reference(turns: tuple[Turn, ...], case: Conditions, factory: SessionGuestFactory) -> list[RunResult | None]:
+async def _reference(turns: tuple[Turn, ...], case: Conditions, factory: SessionGuestFactory, api: Api) -> list[RunResult | None]:
     host, _ = build_host(case, session_factory=factory)
-    async with host.session() as session:
+    async with session_of(api, host) as session:
         return [None if t.kind == "cut" else await session.run_source(t.source, speculate=False) for t in turns]
 
 
-def _check(turns: tuple[Turn, ...], case: Conditions, factory: SessionGuestFactory = in_process_session) -> None:
+def _check(turns: tuple[Turn, ...], case: Conditions, factory: SessionGuestFactory = in_process_session, api: Api = "async") -> None:
     async def both() -> tuple[list[RunResult | None], tuple[list[RunResult], list[_Window], Tools, dict[str, object]]]:
-        return await _reference(turns, case, factory), await _speculative(turns, case, factory)
+        return await _reference(turns, case, factory, api), await _speculative(turns, case, factory, api)
 
     reference, (got, windows, tools, specs) = anyio.run(both)
     program = "\n".join(f"--- turn {n} ({t.kind})\n{t.source}" for n, t in enumerate(turns, 1))
@@ -147,6 +162,14 @@ def test_sessions_equal_sequential_sessions_subprocess(turns: tuple[Turn, ...], 
     from pysolate._guest import start_subprocess_session
 
     _check(turns, case, start_subprocess_session)
+
+
+@settings(_CI, max_examples=SYNC_SESSIONS)
+@given(sessions(), conditions())
+def test_blocking_sessions_equal_sequential_sessions(turns: tuple[Turn, ...], case: Conditions) -> None:
+    """The same property through the blocking API: ``SyncSession`` turns from a sync
+    caller's thread, the streams blocking iterators (reference and streamed alike)."""
+    _check(turns, case, api="sync")
 
 
 @pytest.mark.soak

@@ -7,7 +7,7 @@ built from SimpleNamespace (attribute-shaped) or dicts (raw JSON shape).
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Iterable
+from collections.abc import AsyncIterator, Iterable, Iterator
 from types import SimpleNamespace as NS
 
 import pytest
@@ -252,6 +252,24 @@ async def test_message_stream_events_are_read_once_each():
 async def test_message_stream_cut_by_max_tokens_raises_stream_cut():
     with pytest.raises(StreamCut, match="max_tokens"):
         await collect(FakeMessageStream(["a"], stop_reason="max_tokens"))
+
+
+class FakeSyncMessageStream:
+    """The shape of anthropic's sync ``MessageStream``: iterable itself, with a ``text_stream``
+    that would lose the stop reason (and a tool call's input)."""
+
+    def __iter__(self):
+        yield {"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": "a"}}
+        yield {"type": "message_delta", "delta": {"stop_reason": "max_tokens"}}
+
+    @property
+    def text_stream(self) -> Iterator[str]:
+        raise AssertionError("the events carry the stop reason; text_stream does not")
+
+
+async def test_a_sync_message_stream_is_iterated_itself_not_its_text_stream():
+    with pytest.raises(StreamCut, match="max_tokens"):
+        await collect(FakeSyncMessageStream())
 
 
 async def test_object_with_only_text_stream_uses_it():

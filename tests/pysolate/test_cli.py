@@ -7,6 +7,7 @@ few seconds per command; assertions are on outputs, counts and files, never on t
 from __future__ import annotations
 
 import json
+import re
 import signal
 import subprocess
 import sys
@@ -15,6 +16,7 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
+from test_timeline import _shapes  # the label-box measure of the timeline's own tests
 
 from pysolate import RunResult, RunStatus
 from pysolate._cli import DEMO_RATE, DEMO_RECORDING, DEMO_REPLY, main
@@ -94,6 +96,11 @@ def test_demo_json_reports_equal_results_and_writes_the_timeline(tmp_path: Path)
         base["timings"]["wall_seconds"] / fast["timings"]["wall_seconds"], rel=0.01
     )
     assert {"lane-stream", "lane-speculative", "lane-guest", "lane-claims"} <= lanes(svg)
+    texts, drawn, _ = _shapes(svg.read_text())
+    story = re.compile(r"\d+\.\d s → \d+\.\d s, \d+\.\d\u00d7 (faster|slower), results identical")
+    assert any(story.fullmatch(label) for label, _ in texts)  # the headline, e.g. 10.5 s → 7.0 s, ...
+    for label, box in texts:  # the real run's picture: no label on a bar or a line
+        assert not [kind for kind, shape in drawn if box.overlaps(shape)], label
 
 
 def test_demo_prints_both_runs_side_by_side() -> None:
@@ -357,12 +364,13 @@ def test_command_after_dashes_only_for_record(program: Path) -> None:
 
 def test_quickstart_example_runs() -> None:
     done = subprocess.run(
-        [sys.executable, str(ROOT / "examples" / "quickstart.py")],
+        [sys.executable, "-W", "always::ResourceWarning", str(ROOT / "examples" / "quickstart.py")],
         capture_output=True,
         text=True,
         timeout=120,
     )
     assert done.returncode == 0, done.stderr
+    assert "ResourceWarning" not in done.stderr, done.stderr  # it leaves nothing open
     printed, report = done.stdout.splitlines()
     assert printed == "sunny in Oslo sunny in Rome"
     assert report.startswith("ok ") and "'claimed': 2" in report

@@ -288,10 +288,10 @@ def test_no_pooled_guest_outlives_the_host_process() -> None:
         print(*pids, flush=True)
         sys.stdin.read()  # exits, the loop still running, once the test closes stdin
     """)
-    child = subprocess.Popen([sys.executable, "-c", script], stdin=subprocess.PIPE, stdout=subprocess.PIPE, cwd=ROOT)
-    assert child.stdout is not None and child.stdin is not None
-    pids = [int(word) for word in child.stdout.readline().split()]
-    pidfds = [os.pidfd_open(pid) for pid in pids]
-    child.stdin.close()
-    assert child.wait(20) == 0
+    with subprocess.Popen([sys.executable, "-c", script], stdin=subprocess.PIPE, stdout=subprocess.PIPE, cwd=ROOT) as child:
+        assert child.stdout is not None and child.stdin is not None
+        pids = [int(word) for word in child.stdout.readline().split()]
+        pidfds = [os.pidfd_open(pid) for pid in pids]
+        child.stdin.close()
+        assert child.wait(20) == 0
     assert pids and all(gone(fd) for fd in pidfds)

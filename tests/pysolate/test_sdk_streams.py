@@ -116,22 +116,49 @@ def anthropic_events(
     return [(e["type"], e) for e in events]
 
 
+def last_argument_delta(events: list[tuple[str | None, dict[str, Any]]]) -> int:
+    """The index of the last event carrying a piece of a tool call's arguments (in every
+    shape the next event ends the call)."""
+
+    def carries(data: dict[str, Any]) -> bool:
+        calls = (data.get("choices") or [{}])[0].get("delta", {}).get("tool_calls") or []
+        return (
+            any(c.get("function", {}).get("arguments") for c in calls)
+            or data.get("type") == "response.function_call_arguments.delta"
+            or data.get("delta", {}).get("type") == "input_json_delta"
+        )
+
+    return max(i for i, (_, data) in enumerate(events) if carries(data))
+
+
 class SSE(httpx.AsyncByteStream):
     """The body of a streaming response, one SSE event per ``PAUSE``; ``sent`` keeps when
-    each event left, ``closed`` whether the client closed the response."""
+    each event left, ``closed`` whether the client closed the response. ``tail`` seconds
+    pass before each event after the first ``tail_after``, and before ``[DONE]`` (a slow end
+    of the reply)."""
 
-    def __init__(self, events: list[tuple[str | None, dict[str, Any]]], done_marker: bool) -> None:
+    def __init__(
+        self, events: list[tuple[str | None, dict[str, Any]]], done_marker: bool, *, tail: float = 0.0, tail_after: int = 0
+    ) -> None:
         self.events, self.done_marker = events, done_marker
+        self.tail, self.tail_after = tail, tail_after
         self.sent: list[float] = []
         self.closed = False
+        self.started = False
 
     async def __aiter__(self) -> AsyncIterator[bytes]:
-        for name, data in self.events:
+        if self.started:
+            return  # a body is sent once (the SDK drains it again after [DONE])
+        self.started = True
+        for n, (name, data) in enumerate(self.events):
+            if self.tail and n >= self.tail_after:
+                await anyio.sleep(self.tail)
             head = f"event: {name}\n" if name else ""
-            yield f"{head}data: {json.dumps(data)}\n\n".encode()
             self.sent.append(anyio.current_time())
+            yield f"{head}data: {json.dumps(data)}\n\n".encode()
             await anyio.sleep(PAUSE)
         if self.done_marker:
+            await anyio.sleep(self.tail)
             yield b"data: [DONE]\n\n"
 
     async def aclose(self) -> None:
@@ -145,8 +172,8 @@ class FakeAPI:
         self.bodies: list[SSE] = []
         self.requests: list[dict[str, Any]] = []
 
-    def serve(self, events: list[tuple[str | None, dict[str, Any]]], *, done_marker: bool = False) -> SSE:
-        body = SSE(events, done_marker)
+    def serve(self, events: list[tuple[str | None, dict[str, Any]]], *, done_marker: bool = False, **slow_end: Any) -> SSE:
+        body = SSE(events, done_marker, **slow_end)
         self.bodies.append(body)
         return body
 
@@ -235,9 +262,9 @@ async def test_a_tool_call_from_the_real_sdk_equals_run_source_and_claims_early(
     assert result.status == "ok", result.error
     assert observable(result) == observable(reference)
     assert [c.lane for c in result.calls if c.method == "search"] == ["claimed", "claimed"]
-    last_delta = body.sent[-3 if way.startswith("responses") else -2]  # before the call's end events
-    assert all(c.started < last_delta for c in docs.calls_to("search")), "reads started while streaming"
-    assert len(notes.calls) == 1 and notes.calls[0].started > last_delta  # the write after the seal
+    last = last_argument_delta(body.events)
+    assert all(c.started < body.sent[last] for c in docs.calls_to("search")), "reads started while streaming"
+    assert len(notes.calls) == 1 and notes.calls[0].started > body.sent[last + 1]  # the write after the seal
 
 
 CUT_EVENTS = {
@@ -301,3 +328,44 @@ async def test_sdk_objects_that_are_not_streams_are_type_errors_with_a_hint() ->
     api.serve(anthropic_events(tool=None, text="2 + 2\n", stop="end_turn"))
     async with manager as stream:
         assert (await host.run_stream(stream)).value == 4
+
+
+async def chat_final(api: FakeAPI, host: Host) -> tuple[Any, Any]:
+    async with openai_client(api).chat.completions.stream(**CHAT, tools=TOOLS_OPENAI) as stream:
+        result = await host.run_stream(stream, code=ToolCallCode("run_code"))
+        return result, (await stream.get_final_completion()).choices[0].message.tool_calls[0].function.arguments
+
+
+async def responses_final(api: FakeAPI, host: Host) -> tuple[Any, Any]:
+    async with openai_client(api).responses.stream(model="gpt-test", input="go", tools=TOOLS_RESPONSES) as stream:
+        result = await host.run_stream(stream, code=ToolCallCode("run_code"))
+        return result, (await stream.get_final_response()).output[0].arguments  # type: ignore[union-attr]
+
+
+async def messages_final(api: FakeAPI, host: Host) -> tuple[Any, Any]:
+    async with anthropic_client(api).messages.stream(**MESSAGES, tools=TOOLS_ANTHROPIC) as stream:
+        result = await host.run_stream(stream, code=ToolCallCode("run_code"))
+        return result, json.dumps((await stream.get_final_message()).content[0].input)  # type: ignore[union-attr]
+
+
+FINALS = {
+    "chat_helper": (chat_final, chat_events, True),
+    "responses_helper": (responses_final, responses_events, False),
+    "messages_helper": (messages_final, anthropic_events, False),
+}
+
+
+@pytest.mark.parametrize("way", sorted(FINALS))
+async def test_a_tool_call_run_returns_with_the_whole_reply_read(way: str) -> None:
+    """The reply's end events come 0.3 s after the call (the Guest is done long before): the
+    run still returns only with them read, so the SDK's accumulated reply is complete (a
+    closed response would make ``get_final_*()`` fail) and the call can be answered."""
+    final, events, done_marker = FINALS[way]
+    replied = events(tool="run_code")
+    api = FakeAPI()
+    body = api.serve(replied, done_marker=done_marker, tail=0.3, tail_after=last_argument_delta(replied) + 2)
+    host, _, _ = make_host()
+    result, arguments = await final(api, host)
+    assert result.status == "ok" and json.loads(arguments) == json.loads(ARGUMENTS)
+    assert len(body.sent) == len(replied)  # every event was sent and read
+    assert result.report.wall_seconds >= 0.3  # the run waited for the end of the reply

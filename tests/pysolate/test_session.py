@@ -325,8 +325,9 @@ def test_the_session_example_runs() -> None:
     from pathlib import Path
 
     example = Path(__file__).resolve().parents[2] / "examples" / "session.py"
-    done = subprocess.run([sys.executable, str(example)], capture_output=True, text=True, timeout=120)
+    done = subprocess.run([sys.executable, "-W", "always::ResourceWarning", str(example)], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
+    assert "ResourceWarning" not in done.stderr, done.stderr  # it leaves nothing open
     lines = done.stdout.splitlines()
     assert lines[1].startswith("turn 2: ok ['retry fix', 'cache bug', 'rate limits'] claimed=3")
     assert lines[2].startswith("turn 3: rejected")

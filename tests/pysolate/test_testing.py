@@ -18,6 +18,7 @@ from pysolate.testing import (
     memory_workspace,
     scripted_tool,
 )
+from scheduler import LaneStopped
 
 
 def _run_virtual(fn: object) -> None:
@@ -76,14 +77,18 @@ def test_a_hanging_read_times_out_as_timeout_error() -> None:
     host.register("t", tool)
 
     async def main() -> None:
-        call = host.bind("t", "get", (), {})
+        scope = host.new_scope()
         with pytest.raises(ToolFailure) as info:
-            await host.call_root("t", "get", call)
+            await scope.handler("t", "get", (), {})
         assert info.value.type_name == "TimeoutError"
         assert anyio.current_time() == 30.0
+        # Early, the same timeout is the lane's: never an outcome a Guest call claims.
+        with pytest.raises(LaneStopped, match=r"did not finish within 30\.0s early"):
+            await host.call_root("t", "get", host.bind("t", "get", (), {}))
+        assert anyio.current_time() == 60.0
 
     _run_virtual(main)
-    assert [c.outcome for c in tool.calls] == ["cancelled"]
+    assert [c.outcome for c in tool.calls] == ["cancelled", "cancelled"]
 
 
 def test_a_hanging_write_has_an_unknown_outcome_and_is_not_retried() -> None:

@@ -138,3 +138,22 @@ def test_tool_call_code_is_checked() -> None:
         ToolCallCode("")
     with pytest.raises(ValueError, match="non-empty str"):
         ToolCallCode("run_code", argument=3)  # type: ignore[arg-type]
+
+
+async def test_a_stalled_end_after_the_call_ends_the_run_at_idle_timeout_and_is_closed() -> None:
+    """The rest of a tool call's reply is read to its end, but never longer than
+    ``idle_timeout`` per event: a reply that stalls after the call still returns, ok."""
+    state: list[str] = []
+
+    async def stalls() -> AsyncIterator[object]:
+        try:
+            for event in SHAPES["anthropic"]("run_code", ARGUMENTS):
+                yield event
+            await anyio.sleep(30)
+        finally:
+            state.append("closed")
+
+    host, _, _ = make_host()
+    with anyio.fail_after(10):
+        result = await host.run_stream(stalls(), code=ToolCallCode("run_code"), idle_timeout=0.3)
+    assert result.status == "ok" and state == ["closed"]

@@ -12,6 +12,7 @@ import ast
 from collections.abc import Awaitable, Mapping
 
 import anyio
+import anyio.lowlevel
 import pytest
 from trio.testing import MockClock
 
@@ -53,7 +54,7 @@ class DictLayers:
 
     def run(self, capability: str, version: int, node: Node, obs: Observation) -> Awaitable[object]:
         async def go() -> object:
-            assert node.args is not None
+            assert node.args is not None and obs.probe.invoke()
             self.ran.append((node.site.method, version, node.args))  # when it starts
             await anyio.sleep(0.01)
             if node.site.method == "put":
@@ -122,9 +123,23 @@ async def test_a_claim_waits_for_its_write_still_running() -> None:
     layers, branches, lane = await speculate(PROGRAM)
     async with lane:
         lane.pump()
+        while not layers.ran:
+            await anyio.lowlevel.checkpoint()
         claimed = await formal(layers, branches, "put", "a", 1)  # started, not finished yet
         assert claimed is not None and claimed.done.is_set()
     assert layers.branch == {"a": 1}
+
+
+async def test_a_write_that_has_not_begun_is_withdrawn_and_the_guests_write_runs() -> None:
+    """Contract 7: the Guest's write never waits behind early work that has not started;
+    the early write is withdrawn and never runs, its layer discarded."""
+    layers, branches, lane = await speculate(PROGRAM)
+    async with lane:
+        lane.pump()  # the early write is only scheduled: its tool has not run
+        assert await formal(layers, branches, "put", "a", 1) is None
+        await anyio.sleep(0.05)
+    assert layers.ran == [] and layers.branch == {"a": 1}
+    assert branches.statistics().claimed == 0
 
 
 async def test_the_first_write_that_does_not_claim_discards_the_layer_from_there() -> None:

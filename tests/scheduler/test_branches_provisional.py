@@ -105,7 +105,7 @@ class Streamed:
 async def base_reads(layers: DictLayers, node: Node, obs: Observation) -> object:
     """A pre-write read: of the branch as the run began (version 0); ``flag`` never
     answers while the stream lasts (what it decides stays undecided)."""
-    assert node.args is not None
+    assert node.args is not None and obs.probe.invoke()
     if node.args[0] == "flag":
         await anyio.sleep_forever()
     return layers.versions[0].get(str(node.args[0]))

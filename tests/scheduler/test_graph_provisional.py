@@ -130,6 +130,7 @@ def test_later_iterations_run_early_and_a_break_leaves_the_extra_one_orphaned() 
         started: list[str] = []
 
         async def execute(node: Node, obs: Observation) -> object:
+            obs.probe.invoke()
             assert node.kwargs is not None
             started.append(str(node.kwargs["query"]))
             return ["r"]
@@ -208,6 +209,7 @@ def test_an_element_that_later_changes_is_never_claimed_and_accounted() -> None:
         done: list[CallKey] = []
 
         async def execute(node: Node, obs: Observation) -> object:
+            obs.probe.invoke()
             done.append(obs.key)
             return ["r"]
 
@@ -239,6 +241,7 @@ def test_provisional_work_is_refused_when_the_policy_says_so() -> None:
         started = 0
 
         async def execute(node: Node, obs: Observation) -> object:
+            obs.probe.invoke()
             nonlocal started
             started += 1
             return 1
@@ -294,6 +297,7 @@ def test_a_top_level_read_starts_at_its_closing_parenthesis_and_is_claimed_once(
         seen: list[list[str]] = []
 
         async def execute(node: Node, obs: Observation) -> object:
+            obs.probe.invoke()
             assert node.kwargs is not None
             started.append(str(node.kwargs["query"]))
             return ["r"]

@@ -87,6 +87,7 @@ class Tools:
         return self.gates.setdefault(node_id, anyio.Event())
 
     async def execute(self, node: FakeNode, obs: Observation) -> object:
+        assert obs.probe.invoke(), "the lane never runs withdrawn work"
         self.calls.append(node.id)
         await self.gate(node.id).wait()
         if node.id.startswith("fail"):
@@ -220,6 +221,7 @@ async def test_uninterruptible_thread_is_late() -> None:
 
     async def in_thread(node: FakeNode, obs: Observation) -> object:
         def work() -> str:
+            assert obs.probe.invoke()
             try:
                 release.wait(5)
                 return "done"
@@ -242,6 +244,7 @@ async def test_equal_keys_share_one_observation_and_count_shared() -> None:
     graph.ready = [FakeNode("a1", key("a")), FakeNode("a2", key("a"))]
     async with SpeculativeLane(graph, tools.execute) as lane:
         lane.pump()
+        await anyio.wait_all_tasks_blocked()  # a1 runs (a claim would withdraw it before)
         tools.gate("a1").set()
         first = await lane.claim(key("a"))
         second = await lane.claim(key("a"))
@@ -270,6 +273,7 @@ async def test_time_saved_under_a_controlled_clock() -> None:
     graph = FakeGraph(ready=[FakeNode("a", key("a"))])
 
     async def half_second(node: FakeNode, obs: Observation) -> object:
+        assert obs.probe.invoke()
         await anyio.sleep(0.5)
         return 1
 
@@ -359,6 +363,100 @@ async def test_a_lane_closed_before_its_early_work_ran_starts_none_of_it() -> No
         lane.pump()
     assert tools.calls == []
     assert lane.statistics().cancelled == 1
+
+
+# -- contract 7: early work never holds the program back ---------------------------------
+
+
+async def test_a_claim_withdraws_queued_work_instead_of_waiting_behind_it() -> None:
+    """With the lane's one slot busy, the Guest's call of the queued key gets None at once
+    (it runs the call itself); the queued tool never runs, accounted ``cancelled``."""
+    graph, tools = FakeGraph(), Tools()
+    graph.ready = [FakeNode("busy", key("busy")), FakeNode("queued", key("q"))]
+    async with SpeculativeLane(graph, tools.execute, LanePolicy(concurrency=1)) as lane:
+        lane.pump()
+        await anyio.wait_all_tasks_blocked()
+        assert await lane.claim(key("q")) is None
+        tools.gate("busy").set()
+        await anyio.wait_all_tasks_blocked()
+        assert lane.statistics().physical == 1
+    assert tools.calls == ["busy"], "the withdrawn call never ran"
+    assert lane.statistics().cancelled == 1
+
+
+async def test_running_work_is_not_withdrawn_the_claim_waits_for_it() -> None:
+    graph, tools = FakeGraph(), Tools()
+    graph.ready = [FakeNode("a", key("a"))]
+    async with SpeculativeLane(graph, tools.execute) as lane, anyio.create_task_group() as tg:
+        lane.pump()
+        await anyio.wait_all_tasks_blocked()
+        claimed: list[Observation | None] = []
+
+        async def claimer() -> None:
+            claimed.append(await lane.claim(key("a")))
+
+        tg.start_soon(claimer)
+        await anyio.wait_all_tasks_blocked()
+        assert claimed == []
+        tools.gate("a").set()
+    assert claimed[0] is not None and claimed[0].value == {"result": "a"}
+
+
+async def test_a_freed_slot_goes_to_certain_work_before_provisional() -> None:
+    """Provisional work queued first does not hold back a certain occurrence queued after it."""
+    graph, tools = FakeGraph(), Tools()
+    graph.ready = [
+        FakeNode("busy", key("busy")),
+        FakeNode("maybe", key("m"), provisional=True),
+        FakeNode("sure", key("s")),
+    ]
+    async with SpeculativeLane(graph, tools.execute, LanePolicy(concurrency=1)) as lane:
+        lane.pump()
+        await anyio.wait_all_tasks_blocked()
+        tools.gate("busy").set()
+        await anyio.wait_all_tasks_blocked()
+        assert tools.calls == ["busy", "sure"]
+        tools.gate("sure").set()
+        await anyio.wait_all_tasks_blocked()
+        assert tools.calls == ["busy", "sure", "maybe"]
+        tools.gate("maybe").set()
+
+
+async def test_a_provisional_waiter_confirmed_meanwhile_counts_as_certain() -> None:
+    graph, tools = FakeGraph(), Tools()
+    early = FakeNode("early", key("e"), provisional=True)
+    graph.ready = [FakeNode("busy", key("busy")), early, FakeNode("sure", key("s"))]
+    async with SpeculativeLane(graph, tools.execute, LanePolicy(concurrency=1)) as lane:
+        lane.pump()
+        await anyio.wait_all_tasks_blocked()
+        early.provisional = False  # its statement was accepted while it waited
+        tools.gate("busy").set()
+        await anyio.wait_all_tasks_blocked()
+        assert tools.calls == ["busy", "early"]
+        for name in ("early", "sure"):
+            tools.gate(name).set()
+            await anyio.wait_all_tasks_blocked()
+
+
+async def test_work_the_lane_stopped_is_never_claimed() -> None:
+    """``LaneStopped`` (an early timeout: the wait may have been shared with other early
+    work) is no outcome of the tool: the claim gets None and the Guest's call runs."""
+    from scheduler import LaneStopped
+
+    async def times_out(node: FakeNode, obs: Observation) -> object:
+        assert obs.probe.invoke()
+        raise LaneStopped("did not finish within 1s early")
+
+    graph = FakeGraph(ready=[FakeNode("t", key("t"))])
+    async with SpeculativeLane(graph, times_out) as lane:
+        lane.pump()
+        await anyio.wait_all_tasks_blocked()
+        assert await lane.claim(key("t")) is None
+        assert graph.failed == [], "nothing is delivered to the graph as a failure either"
+    assert lane.statistics().cancelled == 1
+
+
+# -- dead work released at once (issue 36, item 4) ---------------------------------------
 
 
 async def test_withdrawn_work_is_cancelled_at_once_and_frees_its_slot() -> None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import time
+import warnings
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -23,11 +24,24 @@ from pydantic_ai import Agent
 from pydantic_ai.messages import (
     ModelMessage,
     ModelRequest,
+    ModelResponse,
+    TextPart,
+    ToolCallPart,
     ToolReturnPart,
 )
 from pydantic_ai.models.function import AgentInfo, DeltaToolCall, FunctionModel
+from pydantic_ai.models.test import TestModel
 
-from pysolate import Effect, Host, RegistrationError, RunResult, capability
+from pysolate import (
+    Effect,
+    Host,
+    NotStreamingWarning,
+    PysolateWarning,
+    RegistrationError,
+    RunResult,
+    UnqualifiedToolsWarning,
+    capability,
+)
 from pysolate.integrations.pydantic_ai import PysolateCodeMode
 from pysolate.testing import differences, in_process_guest
 from pysolate.tracing import OTelInstrument
@@ -78,6 +92,15 @@ class Script:
             await anyio.sleep(self.pause)
             yield {0: DeltaToolCall(json_args=arguments[i : i + self.size])}
         self.stream_ended.append(time.monotonic())
+
+    def whole(self, messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        """The same replies, not streamed (``FunctionModel(function=...)``)."""
+        self.requests.append(list(messages))
+        self.tools_seen.append(list(info.function_tools))
+        if not self.programs:
+            return ModelResponse(parts=[TextPart("done")])
+        arguments = json.dumps({"code": self.programs.pop(0)})
+        return ModelResponse(parts=[ToolCallPart("run_code", arguments, tool_call_id=f"call_{len(self.requests)}")])
 
 
 def tool_returns(messages: list[ModelMessage], outcome: str = "success") -> list[ToolReturnPart]:
@@ -181,15 +204,90 @@ async def test_a_syntax_error_is_rejected_and_nothing_runs() -> None:
 
 
 async def test_without_streaming_the_code_still_runs() -> None:
+    """``stream=False``: the agent makes plain requests (the model need not stream), each
+    program runs whole, and nothing is warned (whole programs are what was asked for)."""
     docs = Docs()
     host = Host(guest_factory=in_process_guest)
     host.register("docs", docs)
     script = Script([PROGRAM])
-    agent = Agent(FunctionModel(stream_function=script), capabilities=[PysolateCodeMode(host, stream=False)])
-    run = await agent.run("go")
+    agent = Agent(FunctionModel(function=script.whole), capabilities=[PysolateCodeMode(host, stream=False)])
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        run = await agent.run("go")
     (returned,) = tool_returns(run.all_messages())
     assert returned.content == {"value": {"n": 4}, "stdout": "2\n"}
     assert returned.metadata.report.claimed == 2  # speculation at seal still overlaps the reads
+    assert returned.metadata.report.setup_warnings == ()
+    assert [w for w in caught if issubclass(w.category, PysolateWarning)] == []
+
+
+async def test_a_model_that_cannot_stream_runs_each_program_whole_and_says_so_once() -> None:
+    """``FunctionModel(function=...)`` (no ``stream_function``): the capability does not make
+    the run stream, so the model is asked plainly; the code runs whole and equals the
+    sequential run; the setup is warned about once, and every run's report says it."""
+    docs = Docs()
+    host = Host(guest_factory=in_process_guest)
+    host.register("docs", docs)
+    script = Script([])
+    agent = Agent(FunctionModel(function=script.whole), capabilities=[PysolateCodeMode(host)])
+    runs = []
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        for prompt in ("go", "again"):
+            script.programs.append(PROGRAM)
+            runs.append(await agent.run(prompt))
+    (warned,) = [w for w in caught if issubclass(w.category, PysolateWarning)]
+    assert warned.category is NotStreamingWarning
+    text = str(warned.message)
+    assert "run_code call's code arrived whole (the model cannot stream: FunctionModel(function=...)" in text
+    assert "FunctionModel(stream_function=...)" in text and "PysolateCodeMode(stream=False)" in text
+    for run in runs:
+        (returned,) = tool_returns(run.all_messages())
+        assert returned.content == {"value": {"n": 4}, "stdout": "2\n"}
+        assert returned.metadata.report.setup_warnings == (text,)
+    reference_host = Host(guest_factory=in_process_guest)
+    reference_host.register("docs", Docs())
+    reference = await reference_host.run_source(PROGRAM, speculate=False)
+    assert differences(tool_returns(runs[0].all_messages())[0].metadata, reference) == []
+
+
+async def test_test_model_runs_the_example_program() -> None:
+    """``TestModel`` writes the ``code`` argument from the parameter's ``examples``: a
+    valid program, so the run ends ``ok`` instead of exhausting the retries on ``'a'``."""
+    agent = Agent(TestModel(), capabilities=[PysolateCodeMode(Host(guest_factory=in_process_guest))])
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        run = await agent.run("go")
+    (returned,) = tool_returns(run.all_messages())
+    assert returned.content == {"value": 45, "stdout": "45\n"}
+    (warned,) = [w for w in caught if issubclass(w.category, PysolateWarning)]
+    assert "sent the arguments as one object, as TestModel does" in str(warned.message)
+
+
+async def test_unqualified_agent_tools_are_said_once_with_the_fix() -> None:
+    """An agent whose tools ``effects`` names none of: one ``UnqualifiedToolsWarning`` per
+    setup naming the tools and the fix (not a second one from the Host about the same
+    tools), over two runs; both runs' reports carry it."""
+    script = Script([])
+    agent = Agent(FunctionModel(stream_function=script), capabilities=[PysolateCodeMode(Host(guest_factory=in_process_guest))])
+
+    @agent.tool_plain
+    def lookup(name: str) -> str:
+        """Find a user."""
+        return name.upper()
+
+    runs = []
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        for name in ("ada", "bob"):
+            script.programs.append(f"lookup({name!r})\n")
+            runs.append(await agent.run(name))
+    (warned,) = [w for w in caught if issubclass(w.category, PysolateWarning)]
+    assert warned.category is UnqualifiedToolsWarning
+    text = str(warned.message)
+    assert text.startswith("PysolateCodeMode: none of the agent's tools (lookup) may start early")
+    assert "PysolateCodeMode(effects={'lookup': Effect.PURE})" in text
+    assert [tool_returns(r.all_messages())[0].metadata.report.setup_warnings for r in runs] == [(text,), (text,)]
 
 
 async def test_a_typo_in_effects_is_refused() -> None:

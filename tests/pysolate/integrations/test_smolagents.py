@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
+import warnings
 from collections.abc import Iterator
 from typing import Any
 
@@ -21,7 +22,17 @@ from smolagents import CodeAgent, Model, tool
 from smolagents.models import ChatMessage, ChatMessageStreamDelta, MessageRole
 from smolagents.monitoring import TokenUsage
 
-from pysolate import Effect, GuestLimits, Host, PysolateError, RegistrationError, RunResult
+from pysolate import (
+    Effect,
+    GuestLimits,
+    Host,
+    NotStreamingWarning,
+    PysolateError,
+    PysolateWarning,
+    RegistrationError,
+    RunResult,
+    UnqualifiedToolsWarning,
+)
 from pysolate.integrations.smolagents import CodeTail, ExecutorStatistics, PysolateExecutor
 from pysolate.testing import differences, in_process_guest, in_process_session
 
@@ -257,6 +268,54 @@ def test_without_streaming_the_code_still_runs_in_pysolate() -> None:
         assert executor.statistics() == ExecutorStatistics(sealed=0, dropped=0, whole=1)
     finally:
         agent.cleanup()
+
+
+def test_an_agent_that_does_not_stream_through_the_executor_is_said_once() -> None:
+    """Without streamed outputs each action arrives whole: one ``NotStreamingWarning``
+    naming the fix over two actions, and both actions' reports carry its text."""
+    replies = [reply('x = lookup("alpha")\nprint(x)'), reply("final_answer(x)")]
+    agent, executor, _, _ = make_agent(replies, effects={"lookup": Effect.PURE}, stream=False)
+    try:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            assert agent.run("go") == "alpha is documented"
+    finally:
+        agent.cleanup()
+    (warned,) = [w for w in caught if issubclass(w.category, PysolateWarning)]
+    assert warned.category is NotStreamingWarning
+    text = str(warned.message)
+    assert "the code action arrived whole" in text
+    assert "model=executor.streaming(model), executor=executor, stream_outputs=True" in text
+    assert [r.report.setup_warnings for r in executor.results] == [(text,), (text,)]
+
+
+def test_tools_effects_names_none_of_are_said_once_with_the_fix() -> None:
+    """No tool named in ``effects`` (final_answer aside): one ``UnqualifiedToolsWarning``
+    naming them and the fix — not also the Host's about the same tools; naming each tool,
+    even with an effect that never starts early, is a decision and silences both."""
+    agent, executor, _, _ = make_agent([reply(PROGRAM)])
+    try:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            agent.run("go")
+    finally:
+        agent.cleanup()
+    (warned,) = [w for w in caught if issubclass(w.category, PysolateWarning)]
+    assert warned.category is UnqualifiedToolsWarning
+    text = str(warned.message)
+    assert text.startswith("PysolateExecutor: none of the agent's tools (lookup, save) may start early")
+    assert "PysolateExecutor(effects={'lookup': Effect.PURE})" in text
+    assert executor.last_result is not None and executor.last_result.report.setup_warnings == (text,)
+
+    agent, executor, _, _ = make_agent([reply(PROGRAM)], effects={"save": Effect.WRITE, "lookup": Effect.LIVE_READ})
+    try:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            agent.run("go")
+    finally:
+        agent.cleanup()
+    assert [w for w in caught if issubclass(w.category, PysolateWarning)] == []
+    assert executor.last_result is not None and executor.last_result.report.setup_warnings == ()
 
 
 def test_works_from_inside_a_running_event_loop() -> None:

@@ -120,12 +120,12 @@ class _Intruder(GuestNode):
 
     async def start(self, gid, capabilities, limits, host, port, token, link_bytes, isolation=None):  # type: ignore[no-untyped-def]
         for hello in ({"t": "hello", "gid": "0" * 16, "token": token}, {"t": "hello", "gid": gid, "token": "f" * 64}, {"junk": 1}):
-            stream = await anyio.connect_tcp(host, port)
-            body = json.dumps(hello).encode()
-            await stream.send(struct.pack(">I", len(body)) + body)
-            with pytest.raises((anyio.EndOfStream, anyio.BrokenResourceError, ConnectionResetError)):
-                with anyio.fail_after(5):
-                    await stream.receive()  # the Host closes it without a word
+            async with await anyio.connect_tcp(host, port) as stream:
+                body = json.dumps(hello).encode()
+                await stream.send(struct.pack(">I", len(body)) + body)
+                with pytest.raises((anyio.EndOfStream, anyio.BrokenResourceError, ConnectionResetError)):
+                    with anyio.fail_after(5):
+                        await stream.receive()  # the Host closes it without a word
         return await super().start(gid, capabilities, limits, host, port, token, link_bytes, isolation)
 
 
