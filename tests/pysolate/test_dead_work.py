@@ -5,8 +5,10 @@
 can no longer be reached. Their reads here never end by themselves (a slow service), so if
 they kept the lane's eight slots the next certain read could never start and the Guest's
 claim of it would wait until the run's wall time: the sequential run is ``ok``, the
-streamed one was ``aborted: WallTimeLimit``. The sequential run is the oracle (status,
-value, error, call log); the dead reads must end ``cancelled``, never complete.
+streamed one was ``aborted: WallTimeLimit`` (since issue 36 item 1 the Guest's call runs
+itself instead of waiting for a queued twin; the dead reads still held every slot). The
+sequential run is the oracle (status, value, error, call log); the dead reads must end
+``cancelled``, never complete, and ``z``'s early read must start and be claimed.
 """
 
 from __future__ import annotations
@@ -74,6 +76,7 @@ def assert_released(result: RunResult, docs: Docs, reference: RunResult) -> None
     assert dead, "the later iterations did start early (the case under test)"
     assert not [d for d in docs.finished if d not in ("d0", "z")]
     assert result.report.cancelled == len(IDS) - 1, "every dead iteration: started or still queued"
+    assert [c.lane for c in result.calls] == ["claimed", "claimed"], "z's early read got a slot and was claimed"
 
 
 async def test_a_break_releases_the_later_iterations_slots() -> None:
@@ -111,3 +114,4 @@ async def test_a_session_turn_after_a_break_is_not_held_by_the_dead_work() -> No
     for reference, result in zip(references, results, strict=True):
         assert differences(reference, result) == [], (result.status, result.error)
     assert not [d for d in docs.finished if d not in ("d0", "z")]
+    assert results[0].report.cancelled == len(IDS) - 1, "released by the break, not left to the session"
