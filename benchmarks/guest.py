@@ -32,7 +32,9 @@ seccomp; rlimits — every one with its own user namespace or bwrap's, no privil
    broker cost: encode, frame, socket, pydantic validation, handler dispatch, reply,
    decode), median and best batch, for an int argument, a 1 KiB and a 100 KiB string;
    with the CPU time each side spends per call;
-4. Host CPU per call on the full broker path: a ``Host`` with one 0-latency async tool
+4. the Host's check of a ready Guest in ``/proc`` (``_guest._verify``, once per start, on
+   the event loop): Host CPU per check, best of 5 x 300 on one ready Guest of each level;
+5. Host CPU per call on the full broker path: a ``Host`` with one 0-latency async tool
    (effect ``unknown``, an int argument), ``run_source(speculate=False)`` of a program
    making N calls minus one making none, Host process CPU (``process_time``) per call,
    best of ``BATCHES``. That is everything the Host does for a call: the channel, frame
@@ -64,7 +66,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from cgroup_cpu import CgroupMeter
 
 from pysolate import Effect, Host, capability
-from pysolate._guest import _forked, _isolation, _pool, start_subprocess_guest
+from pysolate._guest import _forked, _isolation, _pool, _verify, start_subprocess_guest
 from pysolate._guest._isolation import IsolationChoice
 from pysolate._guest._process import SCRATCH_BYTES
 from pysolate._guest_api import GuestLimits
@@ -101,6 +103,24 @@ async def host_cpu_per_call(isolation: IsolationChoice, calls: int) -> float:
 
     await cpu(10)  # warm caches
     return min([(await cpu(calls)) - (await cpu(0)) for _ in range(BATCHES)]) / calls
+
+
+async def check_cost(isolation: IsolationChoice) -> float:
+    """Best-of-5 Host CPU seconds of one ``_verify.verify_started`` of a ready Guest."""
+    guest = await start_subprocess_guest(CAPS, GuestLimits(), isolation=isolation)
+    try:
+        plan = _isolation.plan(isolation, SCRATCH_BYTES)
+        pid = await _verify.guest_pid(guest._process, plan)
+        reported = guest.isolation.mechanisms
+        best = []
+        for _ in range(5):
+            c0 = time.process_time()
+            for _ in range(300):
+                _verify.verify_started(guest._process, pid, plan, guest._limits, guest._scratch, SCRATCH_BYTES, reported)
+            best.append((time.process_time() - c0) / 300)
+        return min(best)
+    finally:
+        await guest.aclose()
 
 
 def quantiles(samples: list[float]) -> str:
@@ -290,6 +310,7 @@ async def main(starts: int, calls: int, only: list[str]) -> None:
         guest = await start_subprocess_guest(CAPS, GuestLimits(), isolation=isolation)
         await guest.aclose()
         print(f"[{isolation}] mechanisms: {', '.join(guest.isolation.mechanisms)}")
+        print(f"  Host CPU to check a ready Guest in /proc (_verify, once per start): {await check_cost(isolation) * 1e6:5.0f} µs")
         for mode in (m for m in chosen if m.level == isolation):
             start_times, guest_cpu, host_cpu, run_times = samples[mode.label]
             print(f"  {mode.label:<17} start-up (to ready)     {quantiles(start_times)}   CPU per Guest: {(guest_cpu + host_cpu) * 1e3:6.2f} ms = Guest {guest_cpu * 1e3:6.2f} + Host {host_cpu * 1e3:5.2f} (means)")

@@ -10,10 +10,18 @@ are ``(1, 2)`` and ``[1, 2]``, and ``0.0`` and ``-0.0``. The tagged plain form
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
-from ._plain import dumps
+from ._plain import ENCODER, dumps, to_tagged
+
+KEY_INLINE_CHARS = 4096
+"""Longest tagged text of one argument a call key holds as it is. A longer one is held as
+its digest, ``["#", kind, length, sha256]`` (``argument_text``; an int is always held as
+it is): exact in practice (equal
+digests, equal arguments) and small, so a key, and every receipt and claim table that holds
+one, costs the same for a 7 MiB argument as for a short one, and keying a long str needs
+no escaped copy of it."""
 
 
 @dataclass(frozen=True, slots=True, init=False)
@@ -57,5 +65,44 @@ def canonical(value: object) -> str:
 
 
 def canonical_arguments(arguments: Mapping[str, object]) -> str:
-    """Canonical text of arguments bound to parameter names (keyword order does not matter)."""
-    return dumps({name: arguments[name] for name in sorted(arguments)})
+    """Canonical text of arguments bound to parameter names (keyword order does not matter):
+    the tagged text of the dict of them in name order, each argument as ``argument_text``
+    writes it. Raises ``NotPlain`` for a value that is not plain data."""
+    pieces = [f'[{ENCODER.encode(["s", name])},{argument_text(to_tagged(arguments[name]), ENCODER.encode)}]' for name in sorted(arguments)]
+    return f'["d",[{",".join(pieces)}]]'
+
+
+class KeyPiece:
+    """An argument's call-key text, already made (``argument_text`` returns it as it is):
+    what the frame decoder writes while it decodes a large frame (``pysolate._guest._reader``)."""
+
+    __slots__ = ("text",)
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+
+
+def argument_text(tag: object, encode: Callable[[object], str]) -> str:
+    """The text of one argument's tagged form ``tag`` in a call key: its compact JSON
+    (``encode``), or past ``KEY_INLINE_CHARS`` its digest (see there). A ``str`` or
+    ``bytes`` is digested from its content without being escaped first; anything else from
+    its tagged text."""
+    if type(tag) is KeyPiece:
+        return tag.text
+    assert isinstance(tag, list)
+    kind = tag[0]
+    if kind == "i":
+        return encode(tag)  # at most MAX_INT_DIGITS: held as it is, whatever its length
+    if kind == "s" or kind == "y":
+        body = tag[1]
+        assert isinstance(body, str)
+        if len(body) <= KEY_INLINE_CHARS // 6:  # shorter than any escaping can make too long
+            return encode(tag)
+        if len(body) > KEY_INLINE_CHARS:
+            return _digest(kind, len(body), body.encode("utf-8"))
+    text = encode(tag)
+    return text if len(text) <= KEY_INLINE_CHARS else _digest("", len(text), text.encode("utf-8"))
+
+
+def _digest(kind: str, length: int, content: bytes) -> str:
+    return f'["#","{kind}",{length},"{hashlib.sha256(content).hexdigest()}"]'

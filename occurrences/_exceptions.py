@@ -29,6 +29,15 @@ class SealError(OccurrencesError, SyntaxError):
         err.__cause__ = exc
         return err
 
+    @classmethod
+    def from_limit(cls, exc: RecursionError | MemoryError) -> SealError:
+        """The source is nested past CPython's parser or compiler (``parser._depth``): the
+        rejection keeps CPython's own class (the cause) and message; the parser's stack
+        overflow, a ``MemoryError`` without one, gets a message that says so."""
+        err = cls(str(exc) or "the source is nested too deeply for CPython's parser")
+        err.__cause__ = exc
+        return err
+
 
 class StreamError(OccurrencesError):
     """The streamed text cannot be source code at all (not a syntax error in it)."""

@@ -1,52 +1,58 @@
 """Pysolate: run LLM-written Python code actions while they stream, provably no differently.
 
-See DESIGN.md for the correctness contract: a run is observationally equal to running the
-sealed source sequentially.
+See docs/contract.md for the correctness contract: a run is observationally equal to
+running the sealed source sequentially. The public names are imported at their first use
+(``pysolate._lazy``): ``import pysolate`` costs next to nothing until one is.
 """
 
-from occurrences import Effect as Effect
-from occurrences import MethodSpec as MethodSpec
-from scheduler import LanePolicy as LanePolicy
+from typing import TYPE_CHECKING
 
-from ._blocking import SyncHost as SyncHost
-from ._blocking import SyncSession as SyncSession
-from ._capability import EffectProposal as EffectProposal
-from ._capability import capability as capability
-from ._capability import propose_effect as propose_effect
-from ._code_tool import CodeTool as CodeTool
-from ._exceptions import ApplyConflict as ApplyConflict
-from ._exceptions import CommitError as CommitError
-from ._exceptions import IsolationUnavailable as IsolationUnavailable
-from ._exceptions import NotStreamingWarning as NotStreamingWarning
-from ._exceptions import PysolateError as PysolateError
-from ._exceptions import PysolateWarning as PysolateWarning
-from ._exceptions import RegistrationError as RegistrationError
-from ._exceptions import SessionBroken as SessionBroken
-from ._exceptions import SessionBusy as SessionBusy
-from ._exceptions import SessionClosed as SessionClosed
-from ._exceptions import SessionError as SessionError
-from ._exceptions import SessionExpired as SessionExpired
-from ._exceptions import ToolError as ToolError
-from ._exceptions import UnqualifiedToolsWarning as UnqualifiedToolsWarning
-from ._exceptions import WorkspaceChanged as WorkspaceChanged
-from ._exceptions import WorkspaceError as WorkspaceError
-from ._guest_api import ErrorInfo as ErrorInfo
-from ._guest_api import GuestLimits as GuestLimits
-from ._guest_api import Isolation as Isolation
-from ._guest_api import ToolFailure as ToolFailure
-from ._host import Host as Host
-from ._result import CallRecord as CallRecord
-from ._result import RunReport as RunReport
-from ._result import RunResult as RunResult
-from ._result import RunStatus as RunStatus
-from ._result_text import result_text as result_text
-from ._session import Session as Session
-from ._session import SessionLimits as SessionLimits
-from ._session import SessionState as SessionState
-from ._session import SessionStatistics as SessionStatistics
-from ._timeline import Timeline as Timeline
-from ._timeline import render_svg as render_svg
-from ._workspace import Workspace as Workspace
+if TYPE_CHECKING:
+    from occurrences import Effect as Effect
+    from occurrences import MethodSpec as MethodSpec
+    from scheduler import LanePolicy as LanePolicy
+
+    from ._blocking import SyncHost as SyncHost
+    from ._blocking import SyncSession as SyncSession
+    from ._capability import EffectProposal as EffectProposal
+    from ._capability import capability as capability
+    from ._capability import propose_effect as propose_effect
+    from ._code_tool import CodeTool as CodeTool
+    from ._exceptions import ApplyConflict as ApplyConflict
+    from ._exceptions import CommitError as CommitError
+    from ._exceptions import IsolationMismatch as IsolationMismatch
+    from ._exceptions import IsolationUnavailable as IsolationUnavailable
+    from ._exceptions import NotStreamingWarning as NotStreamingWarning
+    from ._exceptions import PysolateError as PysolateError
+    from ._exceptions import PysolateWarning as PysolateWarning
+    from ._exceptions import RegistrationError as RegistrationError
+    from ._exceptions import SessionBroken as SessionBroken
+    from ._exceptions import SessionBusy as SessionBusy
+    from ._exceptions import SessionClosed as SessionClosed
+    from ._exceptions import SessionError as SessionError
+    from ._exceptions import SessionExpired as SessionExpired
+    from ._exceptions import ToolError as ToolError
+    from ._exceptions import UnqualifiedToolsWarning as UnqualifiedToolsWarning
+    from ._exceptions import WorkspaceChanged as WorkspaceChanged
+    from ._exceptions import WorkspaceError as WorkspaceError
+    from ._guest_api import ErrorInfo as ErrorInfo
+    from ._guest_api import GuestLimits as GuestLimits
+    from ._guest_api import Isolation as Isolation
+    from ._guest_api import ToolFailure as ToolFailure
+    from ._host import Host as Host
+    from ._result import CallRecord as CallRecord
+    from ._result import RunReport as RunReport
+    from ._result import RunResult as RunResult
+    from ._result import RunStatus as RunStatus
+    from ._result import ValueDigest as ValueDigest
+    from ._result_text import result_text as result_text
+    from ._session import Session as Session
+    from ._session import SessionLimits as SessionLimits
+    from ._session import SessionState as SessionState
+    from ._session import SessionStatistics as SessionStatistics
+    from ._timeline import Timeline as Timeline
+    from ._timeline import render_svg as render_svg
+    from ._workspace import Workspace as Workspace
 
 __all__ = [
     "ApplyConflict",
@@ -59,6 +65,7 @@ __all__ = [
     "GuestLimits",
     "Host",
     "Isolation",
+    "IsolationMismatch",
     "IsolationUnavailable",
     "LanePolicy",
     "MethodSpec",
@@ -84,6 +91,7 @@ __all__ = [
     "ToolError",
     "ToolFailure",
     "UnqualifiedToolsWarning",
+    "ValueDigest",
     "Workspace",
     "WorkspaceChanged",
     "WorkspaceError",
@@ -92,3 +100,8 @@ __all__ = [
     "render_svg",
     "result_text",
 ]
+
+if not TYPE_CHECKING:  # each name is imported at its first use (``pysolate._lazy``)
+    from ._lazy import attach
+
+    __getattr__, __dir__ = attach(__name__, __all__)

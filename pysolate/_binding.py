@@ -26,6 +26,7 @@ import json.encoder
 from collections.abc import Mapping
 
 from occurrences import canonical_arguments, fresh_copy
+from occurrences._callkey import KEY_INLINE_CHARS, argument_text
 from occurrences._plain import INT_BOUND, to_tagged
 
 from ._compact import compact
@@ -36,6 +37,9 @@ _SIMPLE = (*_POSITIONAL, inspect.Parameter.KEYWORD_ONLY)
 
 _json_text = json.encoder.encode_basestring
 """A str as compact JSON text (``ensure_ascii=False``): the escaping ``compact`` uses."""
+
+_SHORT_STR = KEY_INLINE_CHARS // 6
+"""Longest str whose tagged text is within ``KEY_INLINE_CHARS`` however it escapes."""
 
 
 class Binder:
@@ -106,7 +110,10 @@ class Binder:
                         value.encode("utf-8")
                     except UnicodeEncodeError:
                         return None
-                texts.append(f'{prefix}["s",{_json_text(value)}]]')
+                if len(value) > _SHORT_STR:  # possibly past KEY_INLINE_CHARS: maybe a digest
+                    texts.append(f"{prefix}{argument_text(['s', value], compact)}]")
+                else:
+                    texts.append(f'{prefix}["s",{_json_text(value)}]]')
             else:
                 return None
         # Lengths equal (above); ``zip``'s ``strict`` keyword alone costs 0.16 µs, a third of this dict.
@@ -169,9 +176,9 @@ class Binder:
         """
         if not self._simple:
             return canonical_arguments(arguments)
-        slots = self._positional_slots
+        slots = self._slot_texts
         if slots is not None and not tagged_kwargs and len(tagged_args) == len(slots):
-            return compact(["d", [[name_tag, tagged_args[i]] for name_tag, i in slots]])
+            return f'["d",[{",".join([f"{prefix}{argument_text(tagged_args[i], compact)}]" for prefix, i in slots])}]]'
         tags: dict[str, object] = dict(zip(self._positional, tagged_args, strict=False))
         for pair in tagged_kwargs:
             name_tag, value_tag = pair
@@ -184,5 +191,5 @@ class Binder:
                 tag = self._tagged_defaults.get(name)
                 if tag is None:
                     return canonical_arguments(arguments)
-            body.append([["s", name], tag])
-        return compact(["d", body])
+            body.append(f"[{compact(['s', name])},{argument_text(tag, compact)}]")
+        return f'["d",[{",".join(body)}]]'

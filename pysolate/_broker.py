@@ -47,7 +47,8 @@ from ._execute import (
     execute,
     scope_class,
 )
-from ._guest_api import ErrorInfo, ToolFailure
+from ._guest_api import ErrorInfo, LimitExceeded, ToolFailure
+from ._holding import HOST_BYTES_LIMIT, RECEIPT_BYTES, SMALL_KEY_CHARS, held, held_arguments, weight
 from ._result import CallOutcome, CallRecord, Lane
 from ._threads import WorkerThreads
 from .tracing import ObservationTrace, RunTrace
@@ -91,9 +92,11 @@ class RunScope:
         trace: RunTrace = NULL_RUN,
         targets: Mapping[str, object] | None = None,
         encode: Encoder | None = None,
+        max_bytes: int | None = None,
     ) -> None:
         """``targets`` (a session's turn): the objects formal calls run against, by name,
-        instead of a fresh ``for_run()`` each."""
+        instead of a fresh ``for_run()`` each. ``max_bytes``: the run's byte budget
+        (``GuestLimits.max_host_bytes``; None: unbounded)."""
         self._registrations = dict(registrations)
         self._encode = encode
         self.trace = trace
@@ -120,6 +123,14 @@ class RunScope:
         # µs to build between two Guest round trips (cold caches), a fraction of that in a
         # batch; the values are the same objects either way, and nothing else holds them.
         self._recorded: list[tuple[object, ...]] = []
+        # What the run holds (``_holding``): its receipts as kept, and each workspace
+        # branch's content as of the last call that may have written it.
+        self.max_bytes = max_bytes
+        self._held = 0
+        self._branch_bytes: dict[str, int] = {
+            name: target.held_bytes() for name, target in self._targets.items() if hasattr(target, "held_bytes")
+        }
+        self._branch_total = sum(self._branch_bytes.values())
         self._physical = 0
         self._reruns = 0
         self._threads = threads
@@ -417,6 +428,20 @@ class RunScope:
         else:
             spec = _spec_or_none(self._registrations.get(capability), method)
             plain_args, plain_kwargs = _plain_or_repr(args), _plain_or_repr(dict(kwargs))
+        text = None if key is None else key.arguments
+        if text is not None and len(text) <= SMALL_KEY_CHARS and '["#"' not in text:
+            size = 3 * len(text)  # small arguments (no digest in the key): no copy to spare, weighed by their text
+        else:
+            plain_args, plain_kwargs, size = held_arguments(plain_args, plain_kwargs)  # type: ignore[arg-type]
+            size += 0 if text is None else len(text)
+        if result is None or (type(result) in _SCALARS and type(result) is not str):
+            size += 24
+        else:
+            result, result_size = held(result)
+            size += result_size
+        if failure is not None:
+            size += weight(failure.message)
+        self._held += size + RECEIPT_BYTES
         t0 = self._t0
         assert t0 is not None  # every receipt follows its call's ``_now()``, which set it
         recorded = self._recorded
@@ -436,6 +461,21 @@ class RunScope:
                 observation_id,
             )
         )
+        branches = self._branch_bytes
+        if branches and capability in branches and spec is not None and spec.effect in _WRITES:
+            branches[capability] = self._targets[capability].held_bytes()  # type: ignore[attr-defined]
+            self._branch_total = sum(branches.values())
+        if self.max_bytes is not None and self._held + self._branch_total > self.max_bytes:
+            raise LimitExceeded(
+                HOST_BYTES_LIMIT,
+                f"the run holds more than {self.max_bytes} bytes in the Host (receipts and workspace branches),"
+                f" at {tool_name(capability, method)}",
+            )
+
+    @property
+    def held_bytes(self) -> int:
+        """Bytes the run holds in the Host (``_holding``): receipts as kept, branches."""
+        return self._held + self._branch_total
 
 
 def _spec_or_none(reg: Registration | None, method: str) -> MethodSpec | None:

@@ -28,13 +28,14 @@ Host's errors.
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import math
 from collections.abc import Callable, Mapping
 
 import anyio
 
 from occurrences import NotPlain, check_plain, tool_name
-from occurrences._plain import INT_BOUND, MAX_INT_DIGITS, own, to_tagged
+from occurrences._plain import INT_BOUND, MAX_INT_DIGITS, MAX_ITEMS, own, to_tagged
 
 from ._compact import compact
 from ._guest_api import ToolFailure
@@ -64,6 +65,16 @@ def check_arguments(capability: str, method: str, args: tuple[object, ...], kwar
         raise arguments_not_plain(capability, method, exc) from None
 
 
+DECODED: contextvars.ContextVar[tuple[object, object, list[object], list[object]] | None] = contextvars.ContextVar(
+    "pysolate_decoded_arguments", default=None
+)
+"""``(args, kwargs, tagged args, tagged kwargs)`` of the Guest call being answered, when the
+frame decoder made the tagged forms while it built the values (``_guest._stepped``: a large
+frame) and checked them as ``own`` would: ``owned_arguments`` of those very objects returns
+them as they are. The decoded values are the broker's own (nothing else holds them), so no
+copy is needed either; any other arguments are walked as usual."""
+
+
 def owned_arguments(
     capability: str, method: str, args: tuple[object, ...], kwargs: Mapping[str, object]
 ) -> tuple[tuple[object, ...], list[object], dict[str, object], list[list[object]]]:
@@ -78,7 +89,11 @@ def owned_arguments(
     itself (what ``own`` does for a scalar) and keeps its tuple: immutable, of immutable
     items, so sharing it shares nothing that can change.
     """
-    if not kwargs and type(args) is tuple:
+    decoded = DECODED.get()
+    if decoded is not None and decoded[0] is args and decoded[1] is kwargs:
+        assert type(args) is tuple and type(kwargs) is dict
+        return args, decoded[2], kwargs, decoded[3]  # type: ignore[return-value]
+    if not kwargs and type(args) is tuple and len(args) <= MAX_ITEMS:
         tags: list[object] = []
         for value in args:
             if type(value) not in _SCALARS:

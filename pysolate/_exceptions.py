@@ -20,7 +20,10 @@ Raised in the Host, to the code that embeds Pysolate::
     │       └── SessionExpired                 the Guest got its source, a crash; or the
     │                                          idle or session time limit passed
     └── IsolationUnavailable                   this machine cannot isolate a Guest at the
-                                               level the Host asked for (nothing ran)
+        │                                      level the Host asked for (nothing ran)
+        └── IsolationMismatch                  a Guest child's confinement, read by the
+                                               Host from /proc, is not what its level
+                                               requires (it was killed; nothing ran)
 
 Raised inside the program (the Guest), never in the Host::
 
@@ -153,4 +156,14 @@ class NotStreamingWarning(PysolateWarning):
     tool-call arguments, an OpenAI Agents SDK run that is not ``Runner.run_streamed``: the
     program runs when it is complete, so nothing starts while the model writes it (reads
     whose arguments are known still overlap one another). The message names the fix.
+    """
+
+
+class IsolationMismatch(IsolationUnavailable):
+    """What the Host read of a Guest child in ``/proc`` (its seccomp mode, capabilities,
+    uid maps, limits, mounts) is not what its level requires, whatever the child reported.
+
+    The child is killed before any source reaches it. It means the child's code or the
+    kernel did not do what was planned (a tampered library, a kernel that ignores a
+    request): fail closed, like ``IsolationUnavailable``, of which it is a kind.
     """

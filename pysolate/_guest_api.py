@@ -9,7 +9,8 @@ handler)`` exactly once → ``aclose``. A session's Guest (``SessionGuest``) ins
 ``turn(source, handler)`` any number of times, in one set of globals, until ``aclose``. The Guest calls ``handler(capability, method, args,
 kwargs)`` for every capability call the program makes, in program order, one at a time.
 The handler returns a plain result, or raises ``ToolFailure`` to make the call raise inside
-the program at that point.
+the program at that point, or ``LimitExceeded`` to end the run with status ``limit`` (every
+Guest stops the program then, whatever it catches).
 """
 
 from __future__ import annotations
@@ -46,6 +47,16 @@ class ErrorInfo:
     line: int | None
 
 
+class LimitExceeded(Exception):
+    """A limit of the run was passed: the Guest stops the program and the run ends with
+    status ``limit`` (``aborted``), ``info`` naming the limit. Raised by the Guest runners
+    themselves (calls, frames) and by the handler (the Host's byte budget)."""
+
+    def __init__(self, type_name: str, message: str) -> None:
+        super().__init__(message)
+        self.info = ErrorInfo(type_name, message, None)
+
+
 @dataclass(frozen=True, slots=True)
 class GuestLimits:
     """Resource limits of one Guest run; exceeding one ends the run with a clear error."""
@@ -64,6 +75,18 @@ class GuestLimits:
     """Largest broker frame in either direction."""
     max_processes: int = 64
     """Threads (and, at the ``rlimits`` level, processes) the Guest may hold at once."""
+    max_open_files: int = 64
+    """File descriptors the Guest may hold at once (``RLIMIT_NOFILE``): what bounds the
+    kernel memory its pipes (and, at ``rlimits``, sockets) pin, which ``memory_bytes``
+    does not count where no cgroup memory controller does (docs/isolation.md)."""
+    max_host_bytes: int = 32 * 1024 * 1024
+    """Bytes the Host may hold for one run, or for a session's turn and the branch its earlier
+    turns left: the receipts' arguments and results (those past ``RECEIPT_INLINE_BYTES``
+    held as a digest) and keys, and the workspace branch's content. Past it the call fails,
+    the run ends ``aborted`` (``HostBytesLimit``) and nothing is committed. The default
+    keeps 500 concurrent runs within 16 GiB, leaving a third of a 24 GiB machine for what
+    a call holds while it is served (at most two frames of ``max_frame_bytes``, bounded
+    items: docs/tools.md, "Bounds")."""
 
 
 @dataclass(frozen=True, slots=True)

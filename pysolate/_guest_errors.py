@@ -14,8 +14,9 @@ Guest would test a different contract. So the few rules that decide it live here
 - ``arguments_not_plain``: a call whose arguments cannot cross (not plain data, a lone
   surrogate, an over-long int) fails in the Guest, before it reaches the Host.
 
-Standard library only, and nothing from the rest of ``pysolate``: the subprocess Guest
-imports this module without the Host's dependencies.
+Standard library only, and nothing from the rest of ``pysolate`` (``occurrences._depth``,
+the nesting limits, is standard library only too): the subprocess Guest imports this
+module without the Host's dependencies.
 """
 
 from __future__ import annotations
@@ -23,6 +24,8 @@ from __future__ import annotations
 import ast
 import builtins
 from types import CodeType, TracebackType
+
+from occurrences._depth import compile_tree, parse
 
 AGENT_FILENAME = "<agent>"
 """The filename agent code is compiled under; frames with it are agent frames."""
@@ -85,17 +88,22 @@ def split_program(source: str) -> tuple[CodeType, CodeType | None]:
     """Compile ``source`` as (body, final expression or None), under ``AGENT_FILENAME``.
 
     Line numbers are the agent's: both parts are compiled from nodes of one parse.
-    Raises ``SyntaxError`` exactly as ``compile`` does.
+    Raises ``SyntaxError`` exactly as ``compile`` does, and a source nested past CPython's
+    limits its ``RecursionError`` or ``MemoryError`` at the depth the Host's seal met them
+    (``occurrences._depth``): what the seal accepted, every Guest compiles.
     """
-    tree = ast.parse(source, AGENT_FILENAME, "exec")
+    tree = parse(source, AGENT_FILENAME)
     last: ast.expr | None = None
     if tree.body and isinstance(tree.body[-1], ast.Expr):
         last = tree.body[-1].value
         del tree.body[-1]
-    body = compile(tree, AGENT_FILENAME, "exec", dont_inherit=True)
+    body = compile_tree(source, tree, AGENT_FILENAME, "exec")
+    assert isinstance(body, CodeType)
     if last is None:
         return body, None
-    return body, compile(ast.Expression(last), AGENT_FILENAME, "eval", dont_inherit=True)
+    final = compile_tree(source, ast.Expression(last), AGENT_FILENAME, "eval")
+    assert isinstance(final, CodeType)
+    return body, final
 
 
 def error_line(exc: BaseException) -> int | None:

@@ -160,8 +160,10 @@ class Host:
 
     def isolation(self) -> Isolation | None:
         """The isolation this Host's Guests run at, known before any run: the level and
-        the mechanisms it consists of on this machine (a Guest reports what it applied in
-        ``RunResult.isolation``). None with a custom ``guest_factory``."""
+        the mechanisms it consists of on this machine, each of which the Host checks in
+        every Guest's ``/proc`` where the kernel shows it (a Guest without one is refused,
+        ``IsolationMismatch``; ``RunResult.isolation`` lists what was seen of the run's
+        Guest, docs/isolation.md). None with a custom ``guest_factory``."""
         if self._level is None:
             return None
         from ._guest import _isolation
@@ -283,9 +285,12 @@ class Host:
         threads of abandoned calls still running in each), refusals."""
         return self.threads.statistics()
 
-    def new_scope(self, trace: RunTrace | None = None, targets: Mapping[str, object] | None = None) -> RunScope:
+    def new_scope(
+        self, trace: RunTrace | None = None, targets: Mapping[str, object] | None = None, limits: GuestLimits | None = None
+    ) -> RunScope:
         """A fresh per-run scope (run-scoped objects, epochs, call log, its trace);
-        ``targets``: a session turn's objects (see ``RunScope``)."""
+        ``targets``: a session turn's objects (see ``RunScope``); ``limits``: the run's
+        (default: the Host's), whose ``max_host_bytes`` bounds what the scope holds."""
         return RunScope(
             self._registrations,
             threads=self.threads,
@@ -293,6 +298,7 @@ class Host:
             encode=self.encode,
             trace=trace or self.trace_run(),
             targets=targets,
+            max_bytes=(limits or self.limits).max_host_bytes,
         )
 
     # -- runs -----------------------------------------------------------------------------
@@ -383,7 +389,7 @@ class Host:
             return await self.run_stream(_once(source), policy=policy, limits=limits)
         trace = self.trace_run()
         trace.sealed(source_hash(source), statements=len(tree.body), chars=len(source))
-        scope = self.new_scope(trace)
+        scope = self.new_scope(trace, limits=limits)
         scope.start()
         try:
             guest = await self.guest_factory()(self.capabilities(), limits or self.limits)

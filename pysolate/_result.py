@@ -38,6 +38,23 @@ class RunStatus(enum.StrEnum):
     """The run was stopped: a limit, a crashed Guest, a protocol error, a cut stream."""
 
 
+@dataclass(frozen=True, slots=True)
+class ValueDigest:
+    """What a receipt holds in place of an argument or result past ``RECEIPT_INLINE_BYTES``.
+
+    ``kind``: ``"s"`` (a str: ``sha256`` of its UTF-8, ``size`` its characters), ``"y"``
+    (bytes: of its hex, ``size`` hex digits) or ``""`` (anything else: of its tagged text,
+    ``size`` its characters) — the digest call keys use (``occurrences._callkey``). Equal
+    values give equal digests, so receipts still compare exactly; the value itself is
+    where the run put it (the tool got it, the program holds it, a workspace write is in
+    the branch ``RunResult.workspaces`` returns).
+    """
+
+    kind: str
+    size: int
+    sha256: str
+
+
 Lane = Literal["direct", "claimed"]
 CallOutcome = Literal["ok", "error", "unknown"]
 
@@ -47,7 +64,8 @@ class CallRecord:
     """The receipt of one logical call the program made, in program order.
 
     ``outcome`` is ``unknown`` when a call that may write did not finish in time: it may or
-    may not have taken effect, and it is never retried. Times are seconds since the run
+    may not have taken effect, and it is never retried. An argument or a result past
+    ``RECEIPT_INLINE_BYTES`` is held as its ``ValueDigest`` (``pysolate._holding``). Times are seconds since the run
     started. ``occurrence_id``, ``lane``, ``observation_id`` and ``budget_charged`` are the
     speculation lane's; a call run by the broker itself is ``direct``.
 

@@ -145,7 +145,7 @@ class _Turn:
         self.reused = 0
 
     def new_scope(self, trace: RunTrace) -> RunScope:
-        return self._session._host.new_scope(trace, self.targets)
+        return self._session._host.new_scope(trace, self.targets, self._session._guest_limits)
 
     async def execute(self, program: str, handler: CallHandler) -> GuestOutcome:
         session = self._session

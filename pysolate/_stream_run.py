@@ -149,7 +149,7 @@ async def run_stream(
 ) -> RunResult:
     """See ``Host.run_stream``; ``turn``: the run is a turn of a session."""
     trace = host.trace_run()
-    scope = host.new_scope(trace) if turn is None else turn.new_scope(trace)
+    scope = host.new_scope(trace, limits=limits) if turn is None else turn.new_scope(trace)
     scope.start()
     t0 = scope.started_at
     timeline = TimelineRecorder()

@@ -81,7 +81,7 @@ class Workspace:
     ``PermissionError`` (writes belong to a run's branch, see ``for_run``).
     """
 
-    __slots__ = ("_deleted_or_written", "_dirs_added", "_seq", "_state", "_touched", "_tree", "_why_uncommittable")
+    __slots__ = ("_deleted_or_written", "_dirs_added", "_held", "_seq", "_state", "_touched", "_tree", "_why_uncommittable")
 
     def __init__(self, tree: Root, state: BranchState = BranchState.ROOT) -> None:
         self._tree = tree
@@ -89,6 +89,7 @@ class Workspace:
         # Branch-only; empty on a root. Invariant: the visible tree is the root's files
         # overridden by _deleted_or_written (None = deleted), plus _dirs_added.
         self._deleted_or_written: dict[str, bytes | None] = {}
+        self._held = 0  # bytes of content in _deleted_or_written (``held_bytes``)
         self._dirs_added: set[str] = set()
         self._touched: dict[str, int] = {}  # path -> _seq of the last write to it
         self._seq = 0
@@ -215,6 +216,7 @@ class Workspace:
         layer = copy.copy(self)
         Workspace.__init__(layer, self._tree, BranchState.OPEN)
         layer._deleted_or_written = dict(self._deleted_or_written)
+        layer._held = self._held
         layer._dirs_added = set(self._dirs_added)
         layer._touched = dict(self._touched)
         layer._seq = self._seq
@@ -232,9 +234,14 @@ class Workspace:
         if layer._tree is not self._tree:
             raise WorkspaceError("cannot adopt a layer of another root")
         self._deleted_or_written = dict(layer._deleted_or_written)
+        self._held = layer._held
         self._dirs_added = set(layer._dirs_added)
         self._touched = dict(layer._touched)
         self._seq = layer._seq
+
+    def held_bytes(self) -> int:
+        """Bytes of content this branch wrote beyond its root (``GuestLimits.max_host_bytes``)."""
+        return self._held
 
     def admits_early(self, method: str, arguments: Mapping[str, object]) -> bool:
         """Whether ``method(**arguments)`` may run early on a layer of this branch: the
@@ -349,6 +356,7 @@ class Workspace:
         uncommittable."""
         self._state = advance(self._state, BranchState.DISCARDED)
         self._deleted_or_written.clear()
+        self._held = 0
         self._dirs_added.clear()
 
     def _check_can_end(self, to: BranchState) -> None:
@@ -474,6 +482,8 @@ class Workspace:
     def _record(self, p: str, data: bytes | None) -> None:
         self._seq += 1
         self._touched[p] = self._seq
+        before = self._deleted_or_written.get(p)
+        self._held += (0 if data is None else len(data)) - (0 if before is None else len(before))
         self._deleted_or_written[p] = data
 
 

@@ -34,7 +34,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .._exceptions import NotKnown
-from .._plain import MAX_DEPTH
+from .._plain import MAX_DEPTH, MAX_EQUAL_HASHES, check_keys
 
 
 @dataclass(frozen=True, slots=True)
@@ -128,6 +128,15 @@ class Budget:
         """
         return self._measure(value, 0)[0]
 
+    def hashed(self, keys: list[Any]) -> None:
+        """Refuse to build a set or dict of ``keys`` when more than ``MAX_EQUAL_HASHES`` of
+        them share a hash (``_plain.check_keys``): each such key costs CPython a probe of
+        every other, so ``{k * (2**61 - 1): 0 for k in range(10_000)}`` would hold the Host
+        for seconds. Checked in linear time, before anything is inserted."""
+        if len(keys) > MAX_EQUAL_HASHES:
+            self.charge(len(keys))
+            check_keys(keys)
+
     def nan_free(self, *values: Any) -> None:
         """Refuse values holding a NaN where CPython would compare by identity.
 
@@ -182,6 +191,8 @@ class Budget:
         if n > lim.max_container_len:
             raise NotKnown("container too long")
         self.charge(n + 1)
+        if n > MAX_EQUAL_HASHES and t is not tuple and t is not list:
+            check_keys(value)  # made by an operation whose inputs were checked: never past twice the bound
         total = 2
         nan = False
         parts = (x for kv in value.items() for x in kv) if t is dict else value

@@ -114,6 +114,7 @@ def _set(b: Budget, args: tuple[Any, ...], kwargs: dict[str, Any]) -> object:
     for group in items:
         for x in group:
             b.nan_free(x)
+        b.hashed(list(group))
     return set(*items)
 
 
@@ -136,6 +137,7 @@ def _dict(b: Budget, args: tuple[Any, ...], kwargs: dict[str, Any]) -> object:
             pairs = b.items(src)
             for p in pairs:
                 b.nan_free(p)
+            b.hashed([p[0] if type(p) in (tuple, list) and len(p) == 2 else p for p in pairs])  # type: ignore[arg-type,index]
             out = dict(pairs)  # type: ignore[arg-type]
     for k, v in kwargs.items():
         b.size(v)

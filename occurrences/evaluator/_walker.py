@@ -216,27 +216,29 @@ class Walker:
         items = self.stored_all(self.elements(node.elts, scope))
         for item in items:
             self._budget.nan_free(item)
+        self._budget.hashed(items)
         return set(items)
 
     def _dict(self, node: ast.Dict, scope: Scope) -> object:
         if len(node.keys) != len(node.values):
             raise NotKnown("malformed dict display")
-        out: dict[object, object] = {}
+        pairs: list[tuple[object, object]] = []  # in order; built once its keys are checked
         for key_node, value_node in zip(node.keys, node.values, strict=True):
             if key_node is None:  # {**mapping}
                 mapping = self.eval(value_node, scope)
                 if type(mapping) is not dict:
                     raise NotKnown("** of a non-dict")
                 self._budget.nan_free(mapping)
-                out.update(mapping)
+                pairs.extend(mapping.items())
             else:
                 key = self.eval(key_node, scope)
                 value = self.stored(self.eval(value_node, scope))
                 self._budget.nan_free(key)
-                out[key] = value
-            if len(out) > self._limits.max_container_len:
+                pairs.append((key, value))
+            if len(pairs) > self._limits.max_container_len:
                 raise NotKnown("dict display too long")
-        return out
+        self._budget.hashed([key for key, _ in pairs])
+        return dict(pairs)
 
     def stored(self, value: object) -> object:
         """Refuse a drained iterator where a value is kept (element, comprehension item).
@@ -259,24 +261,26 @@ class Walker:
         return [self.stored(v) for v in self.comprehension(node.generators, (node.elt,), scope)]
 
     def _setcomp(self, node: ast.SetComp, scope: Scope) -> object:
-        out = set()
+        items = []
         for value in self.comprehension(node.generators, (node.elt,), scope):
             self._budget.nan_free(self.stored(value))
-            out.add(value)
-        return out
+            items.append(value)
+        self._budget.hashed(items)
+        return set(items)
 
     def _generatorexp(self, node: ast.GeneratorExp, scope: Scope) -> object:
         items = self.comprehension(node.generators, (node.elt,), scope)
         return Lazy([self.stored(v) for v in items])
 
     def _dictcomp(self, node: ast.DictComp, scope: Scope) -> object:
-        out: dict[object, object] = {}
+        pairs: list[tuple[object, object]] = []
         values = self.comprehension(node.generators, (node.key, node.value), scope)
         for key in values:  # the generator yields key, then value, for each iteration
             value = next(values)
             self._budget.nan_free(key)
-            out[key] = self.stored(value)
-        return out
+            pairs.append((key, self.stored(value)))
+        self._budget.hashed([key for key, _ in pairs])
+        return dict(pairs)
 
     def comprehension(
         self, generators: list[ast.comprehension], elts: tuple[ast.expr, ...], scope: Scope

@@ -13,8 +13,9 @@ would make a long stream quadratic).
 from __future__ import annotations
 
 import ast
-import warnings
 from typing import Final
+
+from .._depth import parse
 
 PREFIX_LINES: Final = 256
 """Most empty lines put before a piece (about 4 us); below it, the walk moves the nodes
@@ -24,14 +25,15 @@ PREFIX_LINES: Final = 256
 def parse_at(source: str, line: int) -> ast.Module:
     """``ast.parse(source)`` with ``source`` starting at line ``line`` of the whole source,
     its warnings suppressed independently of the warning filters (under ``-W error`` an
-    invalid escape would otherwise be a SyntaxError here)."""
+    invalid escape would otherwise be a SyntaxError here).
+
+    A source nested past CPython's limits raises what CPython raises (``SyntaxError``,
+    ``RecursionError``, ``MemoryError``), at the same depth from any caller (``occurrences._depth``)."""
     shift = line - 1
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        if shift <= PREFIX_LINES:
-            return ast.parse("\n" * shift + source if shift else source)
-        module = ast.parse(source)
-    shift_lines(module.body, shift)
+    text = "\n" * shift + source if 0 < shift <= PREFIX_LINES else source
+    module = parse(text, quiet=True)
+    if shift > PREFIX_LINES:
+        shift_lines(module.body, shift)
     return module
 
 

@@ -43,6 +43,7 @@ import re
 from dataclasses import dataclass
 from typing import Final
 
+from .._depth import LIMIT_ERRORS
 from .._exceptions import SealError
 from ._lines import parse_at
 from ._pending import Pending, pending
@@ -294,6 +295,8 @@ class PrefixParser:
             module = _parse(source)
         except SyntaxError as exc:
             raise SealError.from_syntax_error(exc) from exc
+        except LIMIT_ERRORS as exc:  # nested past CPython's limits: its verdict, at a fixed depth
+            raise SealError.from_limit(exc) from exc
         except (ValueError, UnicodeError) as exc:
             # NUL bytes (a ValueError on some 3.11 releases) and lone surrogates.
             raise SealError(str(exc)) from exc

@@ -54,6 +54,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, replace
 from typing import Final
 
+from .._depth import LIMIT_ERRORS
 from ._lines import parse_at, shift_lines
 
 MAX_PENDING_CHARS: Final = 20_000
@@ -155,7 +156,7 @@ def _parse(text: str, at_paren: bool, line: int, header: int = 0, gap: int = 0) 
     source, (row, col) = repaired
     try:
         module = parse_at(source, line)
-    except (SyntaxError, ValueError):
+    except (SyntaxError, ValueError, *LIMIT_ERRORS):
         return None
     if gap:
         if len(module.body) != 1 or not isinstance(module.body[0], _BODIED) or row <= header:

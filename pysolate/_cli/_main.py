@@ -18,11 +18,22 @@ from ._guests import GuestsUnavailable
 from ._inputs import positive
 
 
+def _version() -> str:
+    """The installed distribution's version (what ``pip`` installed, from pyproject.toml)."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("pysolate")
+    except PackageNotFoundError:  # run from a source tree that was never installed
+        return "unknown (not installed)"
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="pysolate",
         description="Run LLM-written Python while it streams; safe tool calls start early.",
     )
+    parser.add_argument("--version", action="version", version=f"%(prog)s {_version()}")
     sub = parser.add_subparsers(dest="command_name", required=True, metavar="COMMAND")
 
     def common(p: argparse.ArgumentParser, *, tools: bool = True, markdown: bool = True) -> None:

@@ -3,7 +3,9 @@
 Killing the child's process group misses a grandchild that called ``setsid()``. A cgroup
 does not: every process the child creates stays in it, and ``cgroup.kill`` (Linux 5.14)
 SIGKILLs them all at once. Where the Host's cgroup delegates the ``memory`` and ``pids``
-controllers, ``memory.max`` also counts what ``RLIMIT_AS`` cannot (tmpfs and memfd pages)
+controllers, ``memory.max`` also counts what ``RLIMIT_AS`` cannot (tmpfs and memfd pages,
+pipe and socket buffers: the kernel memory a Guest pins), with no swap to spill into
+(``memory.swap.max`` 0) and an OOM kill that takes the whole tree (``memory.oom.group``),
 and ``pids.max`` bounds the tree.
 
 The Host creates the cgroup beside itself (under its own cgroup v2 path) and moves the
@@ -12,8 +14,10 @@ child in *before* sending ``init`` — the child runs no program code before it 
 already ends the tree and bwrap forks before the Host could move it, so that level does
 not use one.)
 
-On a hybrid hierarchy (cgroup v2 without the ``pids`` controller, and the v1 ``pids``
-hierarchy mounted, as in many containers) the Guest also joins a v1 ``pids`` cgroup for its
+On a hybrid hierarchy (cgroup v2 without the ``pids`` or ``memory`` controller, and the v1
+hierarchy mounted, as in many containers) the Guest also joins a v1 ``memory`` cgroup for
+its ``memory.limit_in_bytes`` (v1 charges tmpfs, memfd and pipe pages and other kernel
+memory to it, but socket buffers only for TCP) and a v1 ``pids`` cgroup for its
 ``pids.max``: a root Host's Guest runs as the Host's kernel uid inside its user namespace,
 which ``RLIMIT_NPROC`` exempts, so a cgroup is the only bound on its threads there.
 
@@ -100,9 +104,10 @@ def _write(path: str, data: bytes) -> None:
 class GuestCgroup:
     """The cgroups holding one Guest's process tree (see module docstring)."""
 
-    def __init__(self, path: str, pids_v1: str | None, mechanisms: tuple[str, ...]) -> None:
+    def __init__(self, path: str, pids_v1: str | None, mechanisms: tuple[str, ...], memory_v1: str | None = None) -> None:
         self.path = path  # the v2 cgroup: kill, and memory/pids where delegated
         self._pids_v1 = pids_v1  # a v1 pids cgroup where v2 has no pids controller
+        self._memory_v1 = memory_v1  # a v1 memory cgroup where v2 has no memory controller
         self.mechanisms = mechanisms  # what they enforce: cgroup-kill, cgroup-memory, cgroup-pids
 
     @classmethod
@@ -115,8 +120,16 @@ class GuestCgroup:
             os.rmdir(path)
             return None  # before Linux 5.14: no atomic kill of the tree
         mechanisms = ["cgroup-kill"]
+        memory_v1 = None
         if _set(path, "memory.max", memory_bytes):
+            _set(path, "memory.swap.max", 0)  # else pages past memory.max go to swap, unbounded
+            _set(path, "memory.oom.group", 1)  # an OOM kill ends the whole tree, never a part of it
             mechanisms.append("cgroup-memory")
+        else:
+            memory_v1 = _make(_base("memory"))
+            if memory_v1 is not None and _set(memory_v1, "memory.limit_in_bytes", memory_bytes):
+                _set(memory_v1, "memory.memsw.limit_in_bytes", memory_bytes)  # (with swap accounting: no swap either)
+                mechanisms.append("cgroup-memory")
         pids_v1 = None
         if _set(path, "pids.max", max_processes):
             mechanisms.append("cgroup-pids")
@@ -124,18 +137,35 @@ class GuestCgroup:
             pids_v1 = _make(_base("pids"))
             if pids_v1 is not None and _set(pids_v1, "pids.max", max_processes):
                 mechanisms.append("cgroup-pids")
-        return cls(path, pids_v1, tuple(mechanisms))
+        return cls(path, pids_v1, tuple(mechanisms), memory_v1)
+
+    def _paths(self) -> tuple[str, ...]:
+        return tuple(path for path in (self.path, self._pids_v1, self._memory_v1) if path is not None)
 
     def add(self, pid: int) -> None:
         """Move ``pid`` in (raises ``OSError``; the caller then kills the child)."""
-        for path in (self.path, self._pids_v1):
-            if path is not None:
-                _write(os.path.join(path, "cgroup.procs"), str(pid).encode())
+        for path in self._paths():
+            _write(os.path.join(path, "cgroup.procs"), str(pid).encode())
 
     def kill(self) -> None:
         """SIGKILL every process in the cgroup (idempotent, never raises)."""
         with contextlib.suppress(OSError):
             _write(os.path.join(self.path, "cgroup.kill"), b"1")
+
+    def oom_killed(self) -> bool:
+        """Whether the kernel killed a process of the Guest for passing its memory bound
+        (v2 ``memory.events``, v1 ``memory.oom_control``: an ``oom_kill`` count above 0)."""
+        for path, name in ((self.path, "memory.events"), (self._memory_v1, "memory.oom_control")):
+            if path is None or "cgroup-memory" not in self.mechanisms:
+                continue
+            try:
+                with open(os.path.join(path, name)) as f:
+                    counts = dict(line.split() for line in f if line.count(" ") == 1)
+            except OSError:
+                continue
+            if int(counts.get("oom_kill", "0")) > 0:
+                return True
+        return False
 
     def populated(self) -> bool:
         """Whether any process is still in the cgroup (a killed one takes a moment to go)."""
@@ -152,10 +182,9 @@ class GuestCgroup:
 
     def remove(self) -> None:
         """Remove the (empty) cgroups; an error is left for the next boot, never raised."""
-        for path in (self.path, self._pids_v1):
-            if path is not None:
-                with contextlib.suppress(OSError):
-                    os.rmdir(path)
+        for path in self._paths():
+            with contextlib.suppress(OSError):
+                os.rmdir(path)
 
 
 def _killable(path: str) -> bool:
@@ -170,9 +199,9 @@ def _killable(path: str) -> bool:
 _KILLABLE: dict[str, bool] = {}
 
 
-async def enter_cgroup(pid: int, *, sandboxed: bool, memory_bytes: int, max_processes: int) -> GuestCgroup | None:
-    """Move a just-started child (the interpreter under bubblewrap when ``sandboxed``) into a
-    new ``GuestCgroup``; None where none may be made. Raises ``OSError`` if the move fails.
+async def enter_cgroup(pid: int, *, memory_bytes: int, max_processes: int) -> GuestCgroup | None:
+    """Move a just-started child (under bubblewrap, the interpreter: ``sandboxed_interpreter``)
+    into a new ``GuestCgroup``; None where none may be made. Raises ``OSError`` if the move fails.
 
     Both steps run on a worker thread: writing ``cgroup.procs`` waits for an RCU grace
     period (about 5 ms of wall time, 0.14 ms of CPU, measured), which on the event loop
@@ -180,8 +209,6 @@ async def enter_cgroup(pid: int, *, sandboxed: bool, memory_bytes: int, max_proc
     once the pid is known: each trip costs the Host about 55 µs of CPU (best of 5 x 500,
     idle thread pool).
     """
-    if sandboxed:
-        pid = await _sandboxed_interpreter(pid)
     return await anyio.to_thread.run_sync(functools.partial(_create_holding, pid, memory_bytes, max_processes))
 
 
@@ -197,7 +224,7 @@ def _create_holding(pid: int, memory_bytes: int, max_processes: int) -> GuestCgr
     return cgroup
 
 
-async def _sandboxed_interpreter(bwrap_pid: int) -> int:
+async def sandboxed_interpreter(bwrap_pid: int) -> int:
     """The pid of the interpreter bubblewrap starts (as the Host sees it), once it runs.
 
     bubblewrap forks before it could be moved into a cgroup, so the Host moves the

@@ -220,7 +220,11 @@ class Channel:
                     raise ProtocolViolation(f"frame of {length} bytes exceeds {self._max}")
                 end = HEADER.size + length
                 if len(buffer) >= end:
-                    payload = bytes(buffer[HEADER.size : end])
+                    if end <= _READ_CHUNK:
+                        payload = bytes(buffer[HEADER.size : end])
+                    else:
+                        with memoryview(buffer) as view:  # one copy of a large frame, not two
+                            payload = bytes(view[HEADER.size : end])
                     del buffer[:end]
                     return payload
             loop = self._loop

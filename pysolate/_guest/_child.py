@@ -365,8 +365,10 @@ def preload(root: str, seccomp_library: str | None) -> None:
         _landlock,
         _privileges,
         _seccomp,
+        _self_pipe,
         _turn_report,
         _unshare,
+        _view,
         _wire,
     )
 

@@ -4,17 +4,23 @@
 importing what it needs and before it reports ``ready``, and a forked Guest (a fork server)
 must call the same function with the same spec. The order matters:
 
-1. **rlimits** — CPU, address space, file size, no core dumps, and (in its own user
-   namespace, where the count is the Guest's alone) a bound on threads and processes.
-   Set first, while raising them is still possible, so none can be raised later.
+1. **rlimits** — CPU, address space, file size, no core dumps. Set first, so that
+   nothing after them runs unbounded (and, their hard limits lowered, none can be raised).
 2. **privileges** — outside bubblewrap, a private user + mount namespace as ``nobody``
-   with ``/proc`` and ``/dev/shm`` hidden and the scratch dir size-bounded
+   (to the kernel too, for a root Host) with every mount read-only, ``/proc`` and
+   ``/dev/shm`` hidden and the scratch dir size-bounded
    (``_privileges.enter_user_namespace``); always: no capabilities, ``no_new_privs``,
    not dumpable (``_privileges.drop``).
 3. **Landlock** — read only what the interpreter needs, write only scratch, no exec, no
    TCP, scoped signals and abstract sockets (``_landlock.restrict``). Needs 2.
-4. **seccomp** — the allow-list (``_seccomp.install``). Last, because it forbids the calls
-   1-3 make.
+4. **counts** — open files (``RLIMIT_NOFILE``) and threads and processes
+   (``RLIMIT_NPROC``). After 2: ``RLIMIT_NPROC`` counts per user namespace, and a
+   namespace made under a lowered limit would impose it on every process of the same
+   kernel uid (every Guest of the machine). After 3: a fork server's prepared Landlock
+   rules are a few hundred fds, closed only then.
+5. **seccomp** — the allow-list (``_seccomp.install``), and asyncio's self-pipe made a
+   pipe, since it refuses ``socketpair`` (``_self_pipe``). Last, because it forbids the
+   calls 1-4 make.
 
 Fail closed: any step that fails raises ``ConfinementFailed`` and the caller must exit
 without running the program; the Host then refuses the level (``IsolationUnavailable``)
@@ -23,7 +29,8 @@ instead of running weaker.
 The spec is plain JSON built by the Host (``_isolation.Plan.confinement``)::
 
     {"cpu_time": 10, "memory_bytes": ..., "scratch_bytes": ..., "max_processes": 64 | None,
-     "user_namespace": {"scratch": "/tmp/pysolate-guest-x"} | None,
+     "max_open_files": 64,
+     "user_namespace": {"scratch": "/tmp/pysolate-guest-x", "reveal": [["/root", [...]]]} | None,
      "landlock": {"abi": 7, "read": [...], "list": [...], "write": [...]}
                | {"abi": 7, "digest": "...", "write": [...]} | None,  (a fork server's prepared rules)
      "seccomp": {"library": "/usr/lib/.../libseccomp.so.2", "restrict_files": false} | None}
@@ -56,7 +63,8 @@ def confine(spec: dict[str, Any]) -> list[str]:
         if spec.get("user_namespace"):
             from . import _privileges
 
-            mechanisms += _privileges.enter_user_namespace(spec["user_namespace"]["scratch"], spec["scratch_bytes"])
+            namespace = spec["user_namespace"]
+            mechanisms += _privileges.enter_user_namespace(namespace["scratch"], spec["scratch_bytes"], namespace.get("reveal", ()))
         step = "privileges"
         from . import _privileges
 
@@ -65,14 +73,17 @@ def confine(spec: dict[str, Any]) -> list[str]:
             step = "landlock"
             mechanisms += _restrict(spec["landlock"])
         _release_prepared()  # a forked child of a server that prepared rules it does not use
+        step = "counts"
+        mechanisms += _apply_counts(spec)
         if spec.get("seccomp"):
             step = "seccomp"
-            from . import _seccomp
+            from . import _seccomp, _self_pipe
 
             filter_spec = spec["seccomp"]
             mechanisms += _seccomp.install(
                 filter_spec["library"], restrict_files=filter_spec["restrict_files"], strict=filter_spec.get("strict", False)
             )
+            _self_pipe.install()
     except (OSError, ValueError) as exc:
         raise ConfinementFailed(f"{step}: {exc}") from None
     return mechanisms
@@ -127,10 +138,19 @@ def _apply_rlimits(spec: dict[str, Any]) -> list[str]:
         (resource.RLIMIT_CORE, 0, 0),
         (resource.RLIMIT_FSIZE, spec["scratch_bytes"], spec["scratch_bytes"]),
     ]
-    mechanisms = ["rlimits"]
-    if spec.get("max_processes"):
-        settings.append((resource.RLIMIT_NPROC, spec["max_processes"], spec["max_processes"]))
-        mechanisms.append("process-count-bound")
     for which, soft, hard in settings:
         resource.setrlimit(which, (soft, hard))
+    return ["rlimits"]
+
+
+def _apply_counts(spec: dict[str, Any]) -> list[str]:
+    import resource
+
+    mechanisms = []
+    if spec.get("max_open_files"):
+        resource.setrlimit(resource.RLIMIT_NOFILE, (spec["max_open_files"], spec["max_open_files"]))
+        mechanisms.append("open-file-bound")
+    if spec.get("max_processes"):
+        resource.setrlimit(resource.RLIMIT_NPROC, (spec["max_processes"], spec["max_processes"]))
+        mechanisms.append("process-count-bound")
     return mechanisms

@@ -356,6 +356,17 @@ async def fork_child(plan: _isolation.Plan, cwd: str, broker: socket.socket, scr
     raise ForkServerFailed(f"the fork server did not start a Guest child: {failure!r}")
 
 
+async def fork_child_or_none(plan: _isolation.Plan, cwd: str, broker: socket.socket, scratch_bytes: int) -> ForkedProcess | None:
+    """``fork_child``, or None where the level must spawn or the server failed twice (the
+    caller then spawns the child: the same level, only slower)."""
+    if not plan.forkable:
+        return None
+    try:
+        return await fork_child(plan, cwd, broker, scratch_bytes)
+    except ForkServerFailed:
+        return None
+
+
 class _Dropped(Exception):
     """The server closed the request's status socket without forking (it died)."""
 

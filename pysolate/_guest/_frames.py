@@ -21,13 +21,17 @@ from typing import Annotated, Any, Literal, NamedTuple
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 
-from occurrences._plain import from_tagged
+from occurrences._plain import NotPlain, from_tagged
 
 from .._guest_api import ErrorInfo
 from ._turn_report import MAX_REPORTED_NAMES
 
 NAME_CHARS = 200
 """Longest capability, method, exception-type or mechanism name a Guest may send."""
+
+INLINE_FRAME_BYTES = 32 * 1024
+"""Largest frame decoded in one go (``parse_guest_frame``: about 3 ms at worst, 8 MiB of
+``[]`` scaled down); a larger one is decoded in steps (``_stepped.guest_frame``)."""
 
 Name = Annotated[str, Field(max_length=NAME_CHARS)]
 
@@ -92,12 +96,25 @@ _GUEST_FRAME: TypeAdapter[ReadyFrame | CallFrame | DoneFrame | TurnDoneFrame] = 
 
 class Call(NamedTuple):
     """A validated call: decoded plain arguments (a tuple: one per Guest call, built at
-    half a frozen dataclass's cost)."""
+    half a frozen dataclass's cost). ``tagged``: the canonical tagged forms of ``args``
+    and ``kwargs`` (bodies, as ``_crossing.owned_arguments`` returns them) when the
+    decoder made them (a large frame, ``_stepped``), else None."""
 
     capability: str
     method: str
     args: tuple[object, ...]
     kwargs: dict[str, object]
+    tagged: tuple[list[object], list[object]] | None = None
+
+
+class RefusedCall(NamedTuple):
+    """A well-formed call whose arguments are past a bound of plain data (``error``: the
+    ``NotPlain`` that says which): the program gets the error an honest Guest raises
+    before sending such a call (``arguments must be plain data (...)``), no tool runs."""
+
+    capability: str
+    method: str
+    error: Exception
 
 
 @dataclass(frozen=True, slots=True)
@@ -260,16 +277,20 @@ def _common_call(payload: bytes) -> Call | None:
         except ValueError:
             return None
     # ``Call(...)``'s own ``tuple.__new__``, without its Python ``__new__``.
-    return tuple.__new__(Call, (capability.decode("ascii"), method.decode("ascii"), tuple(values), {}))
+    return tuple.__new__(Call, (capability.decode("ascii"), method.decode("ascii"), tuple(values), {}, None))
 
 
-def parse_guest_frame(payload: bytes) -> ReadyFrame | Call | Done | TurnDone:
-    """Validate one frame payload from the Guest.
+def parse_guest_frame(payload: bytes) -> ReadyFrame | Call | RefusedCall | Done | TurnDone:
+    """Validate one frame payload from the Guest, of at most ``INLINE_FRAME_BYTES``.
 
     Raises ``ProtocolViolation`` for anything malformed: not JSON, an unknown message,
     extra or missing fields, a badly tagged value, positional args that are not a tuple,
-    keyword names that are not strings, an ``ok`` with an error or an error without one.
+    keyword names that are not strings, an ``ok`` with an error or an error without one;
+    and for a larger frame (decoding it at once would hold the loop: ``_stepped``). A call
+    whose arguments are past a bound of plain data is a ``RefusedCall``.
     """
+    if len(payload) > INLINE_FRAME_BYTES:
+        raise ProtocolViolation(f"a frame of {len(payload)} bytes where at most {INLINE_FRAME_BYTES} are decoded at once")
     common = _common_call(payload)
     if common is not None:
         return common
@@ -291,14 +312,17 @@ def parse_guest_frame(payload: bytes) -> ReadyFrame | Call | Done | TurnDone:
     try:
         if call is not None:
             capability, method, tagged_args, tagged_kwargs = call
-            args, kwargs = _arguments(tagged_args, tagged_kwargs)
+            try:
+                args, kwargs = _arguments(tagged_args, tagged_kwargs)
+            except NotPlain as exc:  # before ValueError: an ``Uncrossable`` is one
+                return RefusedCall(capability, method, exc)
             if type(args) is not tuple or type(kwargs) is not dict or (kwargs and any(type(k) is not str for k in kwargs)):
                 raise ProtocolViolation("call arguments must be a tuple and a dict with str keys")
             return Call(capability, method, args, kwargs)
         assert isinstance(frame, DoneFrame | TurnDoneFrame)
         value = None if frame.value is None else from_tagged(frame.value)
         known = {name: from_tagged(tagged) for name, tagged in frame.known.items()} if isinstance(frame, TurnDoneFrame) else {}
-    except (ValueError, RecursionError) as exc:
+    except (ValueError, RecursionError, NotPlain) as exc:
         raise ProtocolViolation(f"malformed plain value: {exc}") from None
     error = None if frame.error is None else ErrorInfo(frame.error.type, frame.error.message, frame.error.line)
     if (frame.status == "ok") != (error is None):

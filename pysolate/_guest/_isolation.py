@@ -15,8 +15,10 @@ Levels, weakest to strongest (each includes everything of the one before it)::
                 ``/tmp``), plus Landlock inside when the kernel has it, plus seccomp
 
 "No privileges" holds at every level: outside bubblewrap the child enters its own user +
-mount namespace as ``nobody`` (``_privileges``), so a root Host never lends its uid's
-privileges, ``/proc`` and ``/dev/shm`` are hidden and the scratch dir is a bounded tmpfs.
+mount namespace as ``nobody`` (``_privileges``; a root Host's child is the kernel's
+``nobody`` too, never uid 0), so a root Host never lends its uid's privileges, every mount
+is read-only, ``/proc`` and ``/dev/shm`` are hidden and the scratch dir is a bounded tmpfs.
+What the child applied is checked by the Host from outside (``_verify``).
 
 A Host asks for a level by name (``Host(isolation=...)``) and gets exactly that level or
 ``IsolationUnavailable`` — never a weaker one. ``"strongest"`` (the default) is the
@@ -48,7 +50,7 @@ from typing import Any, Literal, cast
 
 from .._exceptions import IsolationUnavailable
 from .._guest_api import GuestLimits
-from . import _landlock
+from . import _landlock, _view
 
 Level = Literal["rlimits", "seccomp", "landlock", "namespaces"]
 LEVELS: tuple[Level, ...] = ("rlimits", "seccomp", "landlock", "namespaces")
@@ -97,6 +99,9 @@ class Machine:
     """Whether the child can enter a user + mount namespace of its own."""
     root: bool
     """Whether the Host runs as root (then a Guest must not keep its uid)."""
+    unreadable: tuple[str, ...] = ()
+    """Paths a root Host's Guest must read that the kernel's ``nobody``, which it is
+    outside bubblewrap, may not (``reveals``: walking to them is fixed, reading is not)."""
 
     def missing(self, level: Level) -> list[str]:
         """What this machine lacks for ``level``: one "what, and how to get it" each."""
@@ -105,6 +110,11 @@ class Machine:
             needs.append(
                 "user namespaces (the Host runs as root and a Guest must not keep its uid): "
                 "enable them (sysctl user.max_user_namespaces=15000) or run the Host as an unprivileged user"
+            )
+        if self.root and self.unreadable and level != "namespaces":
+            needs.append(
+                "an interpreter and package sources the 'nobody' user may read (a root Host's Guest runs as "
+                f"nobody; not readable: {', '.join(self.unreadable)}); make them world-readable"
             )
         if level != "rlimits" and self.seccomp_library is None:
             needs.append("libseccomp (install the libseccomp2 package)")
@@ -141,6 +151,8 @@ class Plan:
     _read: tuple[str, ...]
     _seccomp_library: str | None
     _root: bool
+    _reveal: tuple[tuple[str, tuple[str, ...]], ...] = ()
+    """A root Host's ``_view.reveal`` covers: (directory nobody may not walk, paths beneath it to bind back)."""
 
     def confinement(self, scratch: str | None, limits: GuestLimits, scratch_bytes: int, *, prepared: str | None = None) -> dict[str, Any]:
         """The spec the child hands to ``_confine.confine`` (plain JSON); ``scratch`` is
@@ -156,21 +168,25 @@ class Plan:
                 landlock = {"abi": self.landlock_abi, "digest": prepared, "write": write}
             else:
                 landlock = {**_landlock_rules(self), "write": write}
-        max_processes = limits.max_processes
         return {
             "cpu_time": limits.cpu_time,
             "memory_bytes": limits.memory_bytes,
             "scratch_bytes": scratch_bytes,
-            # RLIMIT_NPROC counts per user namespace and uid, so it is this Guest's alone; but
-            # it exempts the kernel's root uid, which a root Host's Guest still is (``_cgroup``)
-            "max_processes": None if self._root else max_processes,
-            "user_namespace": {"scratch": scratch} if own_user_namespace else None,
+            "max_processes": self.max_processes(limits),
+            "max_open_files": limits.max_open_files,
+            "user_namespace": {"scratch": scratch, "reveal": self._reveal} if own_user_namespace else None,
             "landlock": landlock,
             "seccomp": (
                 {"library": self._seccomp_library, "restrict_files": self.level == "seccomp"}
                 if self.level != "rlimits" else None
             ),
         }
+
+    def max_processes(self, limits: GuestLimits) -> int | None:
+        """The Guest's ``RLIMIT_NPROC``, or None where it would not apply: it counts per user
+        namespace and uid, so it is this Guest's alone, but it exempts the kernel's root uid,
+        which a root Host's Guest still is under bubblewrap (``_cgroup`` bounds it there)."""
+        return None if self._root and self.namespaces else limits.max_processes
 
     @property
     def forkable(self) -> bool:
@@ -186,18 +202,23 @@ class Plan:
 
     def check_applied(self, mechanisms: Sequence[str], *, forked: bool = False) -> None:
         """Raise ``IsolationUnavailable`` unless the child reported every required mechanism."""
-        missing = [m for m in self.requires(forked=forked) if m not in mechanisms]
+        made_outside = ("not-traced", *(("own-namespaces", "userns-nobody") if self.namespaces and not forked else ()))  # (bubblewrap's)
+        missing = [m for m in self.requires(forked=forked) if m not in mechanisms and m not in made_outside]
         if missing:
             raise IsolationUnavailable(f"the Guest child did not apply {', '.join(missing)} (isolation={self.level!r})")
 
     def requires(self, *, forked: bool = False) -> tuple[str, ...]:
-        """Mechanisms the child must report, or the Host refuses to run it (a ``forked``
-        child at ``namespaces`` made its namespaces, /proc cover and /tmp itself)."""
-        needed = ["rlimits", "no-capabilities", "no-new-privs"]
-        if self.namespaces and forked:
-            needed += FORKED_NAMESPACES
-        if not self.namespaces:
-            needed.append("userns-nobody")
+        """Mechanisms a Guest must have, or the Host refuses to run it: the child reports them
+        (but ``not-traced``, and what bubblewrap makes for a spawned ``namespaces`` child;
+        a ``forked`` one made its namespaces, /proc cover and /tmp itself) and the Host
+        checks in ``/proc`` each one it can see (``_verify``)."""
+        needed = ["rlimits", "open-file-bound", "no-capabilities", "no-new-privs", "not-dumpable", "not-traced", "userns-nobody"]
+        if not (self._root and self.namespaces):
+            needed.append("process-count-bound")
+        if self.namespaces:
+            needed += FORKED_NAMESPACES if forked else ["own-namespaces"]
+        else:
+            needed += ["not-root", "readonly-fs", "private-proc", "bounded-scratch"]
         if self.landlock_abi:
             needed.append("landlock-fs")
         if self.level != "rlimits":
@@ -316,6 +337,25 @@ def landlock_reads(*, sandboxed: bool) -> tuple[str, ...]:
     return tuple(sorted(reads))
 
 
+def _guest_reads(python: str) -> list[str]:
+    """What a Guest outside bubblewrap must be able to read and walk to, at any level: the
+    interpreter, its standard library, the package sources, and where scratch dirs are made."""
+    import tempfile
+
+    needed = {*_interpreter_paths(python), sys.base_prefix, sys.base_exec_prefix, tempfile.gettempdir(),  # (one bind for an installation)
+              *(str(PACKAGE_ROOT / relative) for relative in _CHILD_SOURCES)}
+    return sorted(path for path in needed if not any(path.startswith(other + "/") for other in needed))
+
+
+@functools.cache
+def reveals(python: str) -> tuple[tuple[tuple[str, tuple[str, ...]], ...], tuple[str, ...]]:
+    """A root Host's Guest is the kernel's ``nobody``: the directories it may not walk
+    into on the way to what it must read (``/root`` for a pyenv), each with the paths
+    beneath it to bind back (``_view.reveal``); and what ``nobody`` could still not read
+    once there (then root Hosts refuse the levels outside bubblewrap: ``Machine``)."""
+    return _view.covers(_guest_reads(python))
+
+
 def _bwrap_argv(bwrap: str, python: str, scratch_bytes: int) -> list[str]:
     argv = [
         bwrap, "--unshare-all", "--unshare-user", "--uid", _NOBODY, "--gid", _NOBODY,
@@ -372,12 +412,14 @@ def _machine(hide_bwrap: bool) -> Machine:
         argv = _bwrap_argv(bwrap, python, 1 << 20)
         argv[-1:] = ["-c", "pass"]
         bwrap = bwrap if _works(argv) else None
+    root = os.geteuid() == 0
     return Machine(
         bwrap=bwrap,
         landlock_abi=_landlock.abi(),
         seccomp_library=seccomp_library(),
         user_namespaces=_works([python, "-I", "-S", "-c", _USERNS_PROBE]),
-        root=os.geteuid() == 0,
+        root=root,
+        unreadable=reveals(python)[1] if root else (),
     )
 
 
@@ -438,7 +480,8 @@ def _plan(level: Level, scratch_bytes: int, found: Machine) -> Plan:
         return Plan(level, argv, True, abi, tuple(mechanisms), landlock_reads(sandboxed=True), library, found.root)
     child = str(PACKAGE_ROOT / "pysolate" / "_guest" / "_child.py")
     reads = landlock_reads(sandboxed=False) if abi else ()
-    return Plan(level, (python, *INTERPRETER_FLAGS, child), False, abi, tuple(mechanisms), reads, library, found.root)
+    reveal = reveals(python)[0] if found.root else ()
+    return Plan(level, (python, *INTERPRETER_FLAGS, child), False, abi, tuple(mechanisms), reads, library, found.root, reveal)
 
 
 def planned(choice: IsolationChoice, scratch_bytes: int) -> Plan | None:

@@ -4,17 +4,31 @@ Called by the child (``_confine``) after its rlimits and before Landlock and sec
 
 ``enter_user_namespace``
     Outside bubblewrap, the child moves into a new user namespace and mount namespace of its
-    own, where it is ``nobody`` (65534). The Host's uid is mapped to it, so the
-    interpreter's files stay readable (a pyenv under ``/root`` is not readable by a real
-    ``nobody``), but the child holds no capability over anything outside its namespace and
-    a root Host's uid gives it no privilege: no ``CAP_DAC_OVERRIDE``, no ``CAP_KILL``, no
-    ``CAP_SYS_PTRACE``. In its private mount namespace it covers
+    own, where it is ``nobody`` (65534), and holds no capability over anything outside it.
+    Who it is *to the kernel* (outside its namespace) depends on the Host:
+
+    - a **root** Host's child becomes the kernel's ``nobody`` before it makes its user
+      namespace, and maps only ``nobody`` to ``nobody``: uid 0 is never mapped, so it owns
+      none of root's files (cgroupfs included), and no signal (``kill``, ``SIGIO``)
+      reaches a process of root's. While still root it makes every mount below in a mount
+      namespace of its own, which its user namespace (made after it) does not own and so
+      cannot change at all: the paths it must read but ``nobody`` may not reach revealed
+      (``_view.reveal``: a pyenv under ``/root``), every mount read-only
+      (``_view.read_only``) and the covers below. It writes its maps through ``/proc/self``
+      opened before ``/proc`` was covered (``nobody`` again may not: a uid change makes a
+      process not dumpable, and its ``/proc`` root's, until it says otherwise for the
+      moment of the writes).
+    - an **unprivileged** Host's child can only map the Host's own uid (to ``nobody``),
+      which it then is to the kernel; it makes the mounts in its new mount namespace, every
+      one read-only the same way.
+
+    The covers:
 
     - ``/proc`` with an empty read-only tmpfs (no other process's ``environ``, ``mem`` or
       ``cwd``; not even its own — nothing the program needs lives there),
     - ``/dev/shm`` with an empty read-only tmpfs (POSIX shared memory is unbounded memory),
     - its scratch directory with a size-bounded tmpfs (the scratch bound, as under
-      bubblewrap),
+      bubblewrap): the one place it may write,
 
     and those mounts vanish with it. Without user namespaces (``sysctl
     user.max_user_namespaces=0``) this step is impossible and the Host refuses levels that
@@ -30,11 +44,13 @@ from __future__ import annotations
 
 import ctypes
 import os
+from collections.abc import Sequence
 
 NOBODY = 65534
 
 _CLONE_NEWNS, _CLONE_NEWUSER = 0x00020000, 0x10000000
 _MS_RDONLY, _MS_NOSUID, _MS_NODEV, _MS_NOEXEC, _MS_REC, _MS_PRIVATE = 1, 2, 4, 8, 0x4000, 1 << 18
+_PR_SET_PDEATHSIG, _PR_GET_PDEATHSIG = 1, 2
 _PR_SET_DUMPABLE, _PR_CAPBSET_DROP, _PR_SET_NO_NEW_PRIVS, _PR_CAP_AMBIENT = 4, 24, 38, 47
 _PR_CAP_AMBIENT_CLEAR_ALL = 4
 
@@ -55,28 +71,62 @@ def _check(rc: int, what: str) -> None:
         raise OSError(code, f"{what}: {os.strerror(code)}")
 
 
-def _write(path: str, text: str) -> None:
-    fd = os.open(path, os.O_WRONLY)
+def _write(path: str, text: str, directory: int | None = None) -> None:
+    fd = os.open(path, os.O_WRONLY, dir_fd=directory)
     try:
         os.write(fd, text.encode())
     finally:
         os.close(fd)
 
 
-def enter_user_namespace(scratch: str, scratch_bytes: int) -> list[str]:
-    """Become ``nobody`` in a private user + mount namespace (see module docstring).
+def enter_user_namespace(scratch: str, scratch_bytes: int, reveal: Sequence[tuple[str, Sequence[str]]] = ()) -> list[str]:
+    """Become ``nobody`` in a private user + mount namespace (see module docstring);
+    ``reveal``: a root Host's ``_view.reveal`` covers.
 
     Raises ``OSError`` if any step fails; the program must then not run.
     """
+    from . import _view
+
     libc = _libc()
+    root = os.geteuid() == 0
     uid, gid = os.getuid(), os.getgid()
-    if os.geteuid() == 0:
+    if root:  # all mounts as root, in a mount namespace no user namespace of the Guest owns
         os.setgroups([])  # none of root's supplementary groups (an unprivileged Host cannot)
-    _check(libc.unshare(_CLONE_NEWUSER | _CLONE_NEWNS), "unshare(user, mount)")
-    _write("/proc/self/setgroups", "deny")  # no setgroups() can ever re-add a group
-    _write("/proc/self/uid_map", f"{NOBODY} {uid} 1")
-    _write("/proc/self/gid_map", f"{NOBODY} {gid} 1")
-    _check(libc.mount(None, b"/", None, _MS_REC | _MS_PRIVATE, None), "make mounts private")
+        _check(libc.unshare(_CLONE_NEWNS), "unshare(mount)")
+        _check(libc.mount(None, b"/", None, _MS_REC | _MS_PRIVATE, None), "make mounts private")
+        _view.reveal(reveal)
+        _view.read_only()
+        _view.writable("/proc")  # the maps are written through it below, once it is covered
+        proc = os.open("/proc/self", os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
+        _mount_private_view(libc, scratch, scratch_bytes)
+        _become_nobody(libc)
+        uid = gid = NOBODY
+        _check(libc.unshare(_CLONE_NEWUSER), "unshare(user)")
+        _check(libc.prctl(_PR_SET_DUMPABLE, 1, 0, 0, 0), "PR_SET_DUMPABLE")  # (the uid change cleared it: /proc/self was root's)
+    else:
+        _check(libc.unshare(_CLONE_NEWUSER | _CLONE_NEWNS), "unshare(user, mount)")
+        proc = os.open("/proc/self", os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        _write("setgroups", "deny", proc)  # no setgroups() can ever re-add a group
+        _write("uid_map", f"{NOBODY} {uid} 1", proc)
+        _write("gid_map", f"{NOBODY} {gid} 1", proc)
+    finally:
+        os.close(proc)
+    _check(libc.prctl(_PR_SET_DUMPABLE, 0, 0, 0, 0), "PR_SET_DUMPABLE")  # (again by ``drop``)
+    if not root:
+        _check(libc.mount(None, b"/", None, _MS_REC | _MS_PRIVATE, None), "make mounts private")
+        _view.read_only()
+        _mount_private_view(libc, scratch, scratch_bytes)
+    _empty_bounding_set(libc)  # while we still hold CAP_SETPCAP (in the new namespace)
+    os.setresgid(NOBODY, NOBODY, NOBODY)
+    os.setresuid(NOBODY, NOBODY, NOBODY)
+    _clear_capabilities(libc)  # the namespace's creator holds all of them (already as 65534)
+    return ["userns-nobody", "not-root", "readonly-fs", "private-proc", "no-dev-shm", "bounded-scratch"]
+
+
+def _mount_private_view(libc: ctypes.CDLL, scratch: str, scratch_bytes: int) -> None:
+    """Cover ``/proc`` and ``/dev/shm`` with empty read-only tmpfs, mount the scratch tmpfs
+    (the one writable place) and move into it."""
     hidden = _MS_RDONLY | _MS_NOSUID | _MS_NODEV | _MS_NOEXEC
     for path in ("/proc", "/dev/shm"):
         if os.path.isdir(path):
@@ -84,11 +134,24 @@ def enter_user_namespace(scratch: str, scratch_bytes: int) -> list[str]:
     options = f"size={scratch_bytes},mode=0700,uid={NOBODY},gid={NOBODY}".encode()
     _check(libc.mount(b"tmpfs", scratch.encode(), b"tmpfs", _MS_NOSUID | _MS_NODEV | _MS_NOEXEC, options), "mount scratch")
     os.chdir(scratch)  # the cwd was the directory under the new mount
-    _empty_bounding_set(libc)  # while we still hold CAP_SETPCAP (in the new namespace)
+
+
+def _become_nobody(libc: ctypes.CDLL) -> None:
+    """Be the kernel's ``nobody`` (no capability left). The kernel clears the parent-death
+    signal on a uid change: a forked Guest's (it dies with its fork server) is set again,
+    and if the parent died meanwhile the Guest fails instead of outliving it."""
+    parent = os.getppid()
+    _check(libc.prctl(_PR_GET_PDEATHSIG, ctypes.addressof(_DEATH_SIGNAL), 0, 0, 0), "PR_GET_PDEATHSIG")
     os.setresgid(NOBODY, NOBODY, NOBODY)
     os.setresuid(NOBODY, NOBODY, NOBODY)
-    _clear_capabilities(libc)  # the namespace's creator holds all of them (already as 65534)
-    return ["userns-nobody", "private-proc", "no-dev-shm", "bounded-scratch"]
+    if _DEATH_SIGNAL.value:
+        _check(libc.prctl(_PR_SET_PDEATHSIG, _DEATH_SIGNAL.value, 0, 0, 0), "PR_SET_PDEATHSIG")
+        if os.getppid() != parent:
+            raise OSError("the Guest's parent ended while it changed its uid")
+
+
+_DEATH_SIGNAL = ctypes.c_int(0)
+"""``PR_GET_PDEATHSIG``'s answer (made at import: a fork server's children inherit it)."""
 
 
 def drop() -> list[str]:

@@ -51,8 +51,9 @@ from .._guest_api import (
     GuestOutcome,
     GuestStatus,
     Isolation,
+    LimitExceeded,
 )
-from . import _confine, _forked, _isolation
+from . import _confine, _forked, _frames, _isolation, _verify
 from ._cgroup import GuestCgroup, enter_cgroup
 from ._channel import Channel as _Channel
 from ._channel import ChannelClosed as _ChannelClosed
@@ -62,6 +63,7 @@ from ._output import GuestOutput
 from ._reaper import REAP_DELAY, hang_up_and_reap, reap_later
 from ._replies import answer, granted
 from ._scratch import new_scratch, remove_scratch
+from ._stepped import guest_frame
 from ._wire import HEADER, encode_frame
 
 START_TIMEOUT = 20.0
@@ -92,10 +94,7 @@ class _State(enum.Enum):
     CLOSED = "closed"
 
 
-class _LimitHit(Exception):
-    def __init__(self, type_name: str, message: str) -> None:
-        super().__init__(message)
-        self.info = ErrorInfo(type_name, message, None)
+_LimitHit = LimitExceeded  # a limit the runner finds (calls, frames), or the handler's (bytes)
 
 
 @dataclass(frozen=True, slots=True)
@@ -263,6 +262,9 @@ class SubprocessGuest:
         code = self._process.returncode
         if code in (-signal.SIGXCPU, 128 + signal.SIGXCPU):
             return "limit", ErrorInfo("CPUTimeLimit", f"the program used more than {self._limits.cpu_time}s of CPU", None)
+        if code == -signal.SIGKILL and self._cgroup is not None and self._cgroup.oom_killed():  # its cgroup's memory bound
+            bound = self._limits.memory_bytes + SCRATCH_BYTES
+            return "limit", ErrorInfo("MemoryLimit", f"the Guest's memory, files in memory and kernel buffers passed {bound} bytes", None)
         detail = self._output.stderr.decode("utf-8", "replace").strip()
         message = f"the Guest exited with status {code} before the program finished"
         return "crashed", ErrorInfo("GuestCrashed", f"{message}: {detail}" if detail else message, None)
@@ -281,7 +283,8 @@ class SubprocessGuest:
             raise _ChannelClosed
         await sent
         while True:
-            frame = parse_guest_frame(await self._channel.receive())
+            payload = await self._channel.receive()  # a large frame: decoded in steps (``_stepped``)
+            frame = parse_guest_frame(payload) if len(payload) <= _frames.INLINE_FRAME_BYTES else await guest_frame(payload)
             if isinstance(frame, Done):
                 if not isinstance(self._process, _forked.ForkedProcess):
                     self._channel.close()  # the child waits for this to exit (``_child.finish``)
@@ -296,7 +299,7 @@ class SubprocessGuest:
                 raise _LimitHit("FrameLimit", f"the reply to {frame.capability}.{frame.method} exceeds {self._limits.max_frame_bytes} bytes")
             await self._channel.send(reply)
 
-    async def _serve(self, call: Call, handler: CallHandler) -> bytes:
+    async def _serve(self, call: Call | _frames.RefusedCall, handler: CallHandler) -> bytes:
         """Run one call; the child must stay silent until it gets its reply.
 
         A frame sent meanwhile is found when the handler returns (checking costs one
@@ -434,7 +437,7 @@ async def start_subprocess_guest(
         # Shielded: a cancellation landing after the fork but before we hold the process
         # would leave a live child nobody kills; once we hold it, cleanup below kills it.
         with anyio.CancelScope(shield=True):
-            child = await _forked_child(plan, scratch, child_end) if fork_server else None
+            child = await _forked.fork_child_or_none(plan, scratch or "/tmp", child_end, SCRATCH_BYTES) if fork_server else None
             forked = child is not None
             process = child or await anyio.open_process(
                 [*plan.argv, str(child_end.fileno())],
@@ -457,10 +460,8 @@ async def start_subprocess_guest(
     guest = SubprocessGuest(process, channel, capabilities, limits, Isolation("process"), scratch, 0.0)
     try:
         with anyio.fail_after(START_TIMEOUT):  # before init: the child runs nothing before it
-            guest._cgroup = await enter_cgroup(
-                process.guest_pid if isinstance(process, _forked.ForkedProcess) else process.pid, sandboxed=plan.namespaces and not forked,
-                memory_bytes=limits.memory_bytes + SCRATCH_BYTES, max_processes=limits.max_processes,
-            )
+            pid = await _verify.guest_pid(process, plan)
+            guest._cgroup = await enter_cgroup(pid, memory_bytes=limits.memory_bytes + SCRATCH_BYTES, max_processes=limits.max_processes)
         host_mechanisms = guest._cgroup.mechanisms if guest._cgroup is not None else ()
         init = {
             "t": "init",
@@ -474,6 +475,7 @@ async def start_subprocess_guest(
         if not isinstance(ready, ReadyFrame):
             raise ProtocolViolation("the child's first frame was not ready")
         plan.check_applied(ready.mechanisms, forked=forked)
+        applied = _verify.verify_started(process, pid, plan, limits, scratch, SCRATCH_BYTES, ready.mechanisms)
     except (_ChannelClosed, ProtocolViolation, TimeoutError, OSError) as exc:
         detail = await guest._stderr_after_death(isinstance(exc, _ChannelClosed))
         await guest.aclose()
@@ -484,16 +486,7 @@ async def start_subprocess_guest(
         await guest.aclose()
         raise
     forked_mechanism = ("fork-server",) if forked else ()
-    guest.isolation = Isolation(plan.level, (*plan.mechanisms, *forked_mechanism, *host_mechanisms, *ready.mechanisms))
+    guest.isolation = Isolation(plan.level, (*plan.mechanisms, *forked_mechanism, *host_mechanisms, *applied))
     guest._startup_seconds = time.perf_counter() - t0
     return guest
 
-
-async def _forked_child(plan: _isolation.Plan, scratch: str | None, child_end: socket.socket) -> anyio.abc.Process | None:
-    """A child from the fork server, or None where the level must spawn or the server failed."""
-    if not plan.forkable:
-        return None
-    try:
-        return await _forked.fork_child(plan, scratch or "/tmp", child_end, SCRATCH_BYTES)
-    except _forked.ForkServerFailed:
-        return None  # spawn instead: the same level, only slower

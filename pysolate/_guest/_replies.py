@@ -11,24 +11,38 @@ from collections.abc import Mapping
 
 from occurrences._plain import INT_BOUND, NotPlain, to_tagged
 
-from .._crossing import invalid_result
+from .._crossing import DECODED, invalid_result
 from .._guest_api import CallHandler, ToolFailure
-from ._frames import Call
+from .._guest_errors import arguments_not_plain
+from ._frames import Call, RefusedCall
 
 
-def granted(call: Call, grants: Mapping[str, frozenset[str]]) -> bool:
+def granted(call: Call | RefusedCall, grants: Mapping[str, frozenset[str]]) -> bool:
     """Whether the program was given ``call``'s method."""
     return call.method in grants.get(call.capability, ())
 
 
-async def answer(call_id: int, call: Call, grants: Mapping[str, frozenset[str]], handler: CallHandler) -> dict[str, object]:
+async def answer(
+    call_id: int, call: Call | RefusedCall, grants: Mapping[str, frozenset[str]], handler: CallHandler
+) -> dict[str, object]:
     """The ``result`` or ``failure`` message for ``call`` (the handler runs only for a
-    granted method). Exceptions other than ``ToolFailure`` propagate (Host bugs)."""
+    granted method whose arguments were not refused). Exceptions other than
+    ``ToolFailure`` propagate (Host bugs).
+
+    A call whose decoder made its arguments' tagged forms (``Call.tagged``) hands them to
+    the broker with the arguments (``_crossing.DECODED``), which then does not walk the
+    arguments again to key them.
+    """
     if call.method not in grants.get(call.capability, ()):  # granted(), without its call
         message = f"{call.capability!r} has no method {call.method!r} granted to this program"
         return failure_message(call_id, ToolFailure("AttributeError", message))
+    if type(call) is RefusedCall:
+        refused = arguments_not_plain(call.capability, call.method, call.error)
+        return failure_message(call_id, ToolFailure(type(refused).__name__, str(refused)))
+    if call.tagged is not None:  # type: ignore[union-attr]
+        return await _decoded(call_id, call, handler)  # type: ignore[arg-type]
     try:
-        value = await handler(call.capability, call.method, call.args, call.kwargs)
+        value = await handler(call.capability, call.method, call.args, call.kwargs)  # type: ignore[union-attr]
         if type(value) is int and -INT_BOUND < value < INT_BOUND:  # to_tagged's own int case, without its call
             return {"t": "result", "id": call_id, "value": ["i", str(value)]}
         return {"t": "result", "id": call_id, "value": to_tagged(value)}
@@ -36,6 +50,21 @@ async def answer(call_id: int, call: Call, grants: Mapping[str, frozenset[str]],
         return failure_message(call_id, failure)
     except NotPlain as exc:
         return failure_message(call_id, invalid_result(call.capability, call.method, exc))
+
+
+async def _decoded(call_id: int, call: Call, handler: CallHandler) -> dict[str, object]:
+    """``answer`` of a call whose tagged forms the decoder made, handed to the broker."""
+    assert call.tagged is not None
+    token = DECODED.set((call.args, call.kwargs, *call.tagged))
+    try:
+        value = await handler(call.capability, call.method, call.args, call.kwargs)
+        return {"t": "result", "id": call_id, "value": to_tagged(value)}
+    except ToolFailure as failure:
+        return failure_message(call_id, failure)
+    except NotPlain as exc:
+        return failure_message(call_id, invalid_result(call.capability, call.method, exc))
+    finally:
+        DECODED.reset(token)
 
 
 def failure_message(call_id: int, failure: ToolFailure) -> dict[str, object]:

@@ -32,13 +32,21 @@ import anyio
 
 from .._guest_api import CallHandler, GuestLimits, GuestOutcome, TurnOutcome
 from . import _isolation
-from ._frames import Done, ProtocolViolation, ReadyFrame, TurnDone, parse_guest_frame
+from ._frames import (
+    INLINE_FRAME_BYTES,
+    Done,
+    ProtocolViolation,
+    ReadyFrame,
+    TurnDone,
+    parse_guest_frame,
+)
 from ._process import (
     SubprocessGuest,
     _LimitHit,
     _State,
     start_subprocess_guest,
 )
+from ._stepped import guest_frame
 from ._wire import HEADER, encode_frame
 
 
@@ -93,7 +101,8 @@ class SubprocessTurns:
         await g._channel.send(encode_frame({"t": "turn", "source": source, "output_bytes": g._limits.output_bytes}))
         first = g._calls
         while True:
-            frame = parse_guest_frame(await g._channel.receive())
+            payload = await g._channel.receive()
+            frame = parse_guest_frame(payload) if len(payload) <= INLINE_FRAME_BYTES else await guest_frame(payload)
             if isinstance(frame, TurnDone | Done):
                 return frame
             if isinstance(frame, ReadyFrame):

@@ -33,18 +33,19 @@ from typing import Any
 
 import anyio
 import anyio.abc
+import anyio.streams.stapled
 import ray
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
 from .._guest import GuestStartError
-from .._guest._frames import Call, ProtocolViolation, parse_guest_frame
+from .._guest._frames import INLINE_FRAME_BYTES, Call, ProtocolViolation, RefusedCall
 from .._guest._replies import answer
-from .._guest_api import CallHandler, ErrorInfo, GuestLimits, GuestOutcome, Isolation
+from .._guest._stepped import envelope_steps, guest_frame, stepped
+from .._guest_api import CallHandler, ErrorInfo, GuestLimits, GuestOutcome, Isolation, LimitExceeded
 from ._agent import AGENT_RESOURCE, GuestNode
 from ._cluster import ensure_connected
 from ._link import (
     HELLO_BYTES,
-    HELLO_TIMEOUT,
     Link,
     LinkClosed,
     outcome_bound,
@@ -52,6 +53,7 @@ from ._link import (
     parse_json,
     parse_outcome,
 )
+from ._listen import HelloListener, ListenerStatistics
 
 START_TIMEOUT = 30.0
 """Seconds from asking an agent for a Guest to its hello on the link."""
@@ -109,6 +111,7 @@ class RayGuestFactory:
         self._agents: list[Any] = []
         self._next_agent: itertools.cycle[Any] | None = None
         self._listener: anyio.abc.Listener[anyio.abc.SocketStream] | None = None
+        self._hellos: HelloListener | None = None  # accepts and bounds connections (``_listen``)
         self._task_group: anyio.abc.TaskGroup | None = None
         self._pending: dict[str, _Pending] = {}
         self.rejected_hellos = 0
@@ -124,7 +127,9 @@ class RayGuestFactory:
         self._port = self._listener.extra(anyio.abc.SocketAttribute.local_port)
         self._task_group = anyio.create_task_group()
         await self._task_group.__aenter__()
-        self._task_group.start_soon(self._listener.serve, self._greet)
+        assert isinstance(self._listener, anyio.streams.stapled.MultiListener)
+        self._hellos = HelloListener(self._listener.listeners, self._greet)
+        self._task_group.start_soon(self._hellos.serve)
         return self
 
     async def __aexit__(
@@ -137,6 +142,10 @@ class RayGuestFactory:
         finally:
             await self._listener.aclose()
             self._task_group = None
+
+    def listener_statistics(self) -> ListenerStatistics | None:
+        """What the listener has accepted and dropped (``_listen``); None outside ``async with``."""
+        return None if self._hellos is None else self._hellos.statistics()
 
     @property
     def agents(self) -> list[Any]:
@@ -177,11 +186,10 @@ class RayGuestFactory:
         ray.get([agent.stats.remote() for agent in self._agents])  # placed and alive
 
     async def _greet(self, stream: anyio.abc.SocketStream) -> None:
-        """A new connection: hand it to the Guest its hello names, or drop it."""
+        """A new connection: hand it to the Guest its hello names, or drop it. (The listener
+        bounds how long, and how many, connections wait here: ``_listen``.)"""
         link = Link(stream, HELLO_BYTES)
-        pending = None
-        with anyio.move_on_after(HELLO_TIMEOUT):
-            pending = await self._claimed_by(link)
+        pending = await self._claimed_by(link)
         if pending is None:
             self.rejected_hellos += 1
             await link.aclose()
@@ -284,6 +292,8 @@ class RayGuest:
                             outcome = await self._converse(handler)
                         except ProtocolViolation as exc:
                             outcome = self._ended("protocol_error", "ProtocolError", str(exc))
+                        except LimitExceeded as exc:  # the handler's (the Host's byte budget)
+                            outcome = self._ended("limit", exc.info.type, exc.info.message)
                         except LinkClosed:
                             outcome = None
                 tg.cancel_scope.cancel()
@@ -323,9 +333,12 @@ class RayGuest:
             # The agent encodes with the broker's encoder, "t" first: one look at the prefix
             # spares every call a second JSON parse (an outcome spelled otherwise fails closed).
             if payload.startswith(OUTCOME_PREFIX):
-                return parse_outcome(parse_json(payload))
-            frame = parse_guest_frame(payload)
-            if not isinstance(frame, Call):
+                if len(payload) <= INLINE_FRAME_BYTES:
+                    return parse_outcome(parse_json(payload))
+                raw, value = await stepped(envelope_steps(payload))  # a large outcome, decoded in steps
+                return parse_outcome(raw, value)
+            frame = await guest_frame(payload)
+            if not isinstance(frame, Call | RefusedCall):
                 raise ProtocolViolation(f"unexpected {type(frame).__name__} on the link")
             calls += 1
             if calls > self._limits.max_calls:  # the node enforces it too; never trust one side

@@ -38,11 +38,12 @@ from .._guest_api import ErrorInfo, GuestOutcome, Isolation
 HELLO_BYTES = 512
 """Largest hello frame the Host reads from a connection it does not know yet."""
 
-HELLO_TIMEOUT = 5.0
-"""Seconds a new connection has to send its hello before the Host drops it."""
-
 TOKEN_BYTES = 32
 """Random bytes of a Guest's token (sent as hex)."""
+
+
+_TAGGED = object()
+"""``parse_outcome``'s default: the value is still tagged in ``raw``."""
 
 
 class LinkClosed(Exception):
@@ -109,7 +110,7 @@ def parse_hello(payload: bytes) -> Hello:
         raise ProtocolViolation("the first frame was not a valid hello") from None
 
 
-def parse_outcome(raw: object) -> GuestOutcome:
+def parse_outcome(raw: object, value: object = _TAGGED) -> GuestOutcome:
     """A validated outcome frame (``ProtocolViolation`` otherwise).
 
     Checked by hand rather than by a pydantic model: stdout and error messages may hold
@@ -121,10 +122,13 @@ def parse_outcome(raw: object) -> GuestOutcome:
     status, stdout, error, isolation = raw["status"], raw["stdout"], raw["error"], raw["isolation"]
     if status not in _STATUSES or type(stdout) is not str:
         raise ProtocolViolation("malformed outcome: status or stdout")
-    try:
-        value = None if raw["value"] is None or status != "ok" else from_tagged(raw["value"])
-    except (ValueError, RecursionError, TypeError) as exc:
-        raise ProtocolViolation(f"malformed outcome value: {type(exc).__name__}") from None
+    if value is _TAGGED:  # else decoded already (a large frame: ``_stepped.envelope_steps``)
+        try:
+            value = None if raw["value"] is None or status != "ok" else from_tagged(raw["value"])
+        except (ValueError, RecursionError, TypeError) as exc:
+            raise ProtocolViolation(f"malformed outcome value: {type(exc).__name__}") from None
+    elif status != "ok":
+        value = None
     info = None
     if error is not None:
         if not (

@@ -20,14 +20,18 @@ from __future__ import annotations
 import os
 from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 
-from ._reader import CodedStream
-from ._recording import Recording, read_recording, replay_recording
+if TYPE_CHECKING:
+    from ._reader import CodedStream
+    from ._recording import Recording
 
-ReplayFactory = Callable[..., CodedStream]
-RecordingFactory = Callable[[str | os.PathLike[str]], Recording]
+# Loaded by every pytest run in an environment that has Pysolate installed: it imports
+# nothing of Pysolate until a fixture is used (``pysolate._lazy``).
+ReplayFactory = Callable[..., "CodedStream"]
+RecordingFactory = Callable[[str | os.PathLike[str]], "Recording"]
 
 
 def _resolver(request: pytest.FixtureRequest) -> Callable[[str | os.PathLike[str]], Path]:
@@ -45,6 +49,8 @@ def pysolate_recording(request: pytest.FixtureRequest) -> RecordingFactory:
 
     Raises ``RecordingError`` (file and line) for a missing or malformed file.
     """
+    from ._recording import read_recording
+
     resolve = _resolver(request)
     return lambda path: read_recording(resolve(path))
 
@@ -59,6 +65,8 @@ def pysolate_replay(request: pytest.FixtureRequest) -> ReplayFactory:
     stream carries the recording's code format (``host.run_stream(pysolate_replay(p))``
     runs a markdown or tool-call recording as such) and its cut, as ``replay`` does.
     """
+    from ._recording import read_recording, replay_recording
+
     resolve = _resolver(request)
 
     def replay(path: str | os.PathLike[str], *, speed: float | None = None) -> CodedStream:

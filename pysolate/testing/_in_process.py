@@ -24,6 +24,7 @@ from .._guest_api import (
     GuestLimits,
     GuestOutcome,
     Isolation,
+    LimitExceeded,
     ToolFailure,
     TurnOutcome,
 )
@@ -73,6 +74,9 @@ class _Program:
     # program thread): ``stop`` cancels it and waits, so its receipt exists when ``run`` ends.
     in_call: anyio.CancelScope | None = None
     call_done: anyio.Event | None = None
+    # A limit the handler raised (the Host's byte budget): the run ends with it, whatever
+    # the program caught; later calls raise it again.
+    limit: LimitExceeded | None = None
 
     async def stop(self) -> None:
         """Abandon the program and interrupt the call it is waiting on, if any."""
@@ -103,7 +107,11 @@ class _Program:
         except _Abort as abort:
             return self.outcome("limit", error=ErrorInfo(abort.type_name, abort.message, None))
         except BaseException as exc:
+            if self.limit is not None:
+                return self.outcome("limit", error=self.limit.info)
             return self.outcome("error", error=ErrorInfo(type(exc).__name__, safe_str(exc), error_line(exc)))
+        if self.limit is not None:
+            return self.outcome("limit", error=self.limit.info)
         return self.outcome("ok", value=_final_value(value))
 
     def outcome(self, status: Literal["ok", "error", "limit"], value: object = None, error: ErrorInfo | None = None) -> GuestOutcome:
@@ -138,10 +146,15 @@ class _Program:
             self.call_count += 1
             if self.call_count > self.limits.max_calls:
                 raise _Abort("CallLimit", f"the program made more than {self.limits.max_calls} calls")
+            if self.limit is not None:
+                raise _Abort(self.limit.info.type, self.limit.info.message)
             try:
                 return anyio.from_thread.run(self._call_handler, capability_name, method, args, kwargs)
             except ToolFailure as failure:
                 raise rebuild_exception(failure.type_name, failure.message, failure.exc_args) from None
+            except LimitExceeded as exc:
+                self.limit = exc
+                raise _Abort(exc.info.type, exc.info.message) from None
 
         call.__name__ = call.__qualname__ = method
         return call
@@ -242,6 +255,7 @@ class InProcessSession:
             raise RuntimeError("this session's Guest was stopped")
         program = self._program
         program.handler, program.output, program.output_bytes, program.call_count = handler, [], 0, 0
+        program.limit = None
         try:
             with anyio.move_on_after(wall_time) as deadline:
                 outcome = await anyio.to_thread.run_sync(program.execute, source, self._namespace, abandon_on_cancel=True)

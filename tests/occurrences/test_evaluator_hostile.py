@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import ast
 import sys
+import time
 from collections.abc import Mapping
 
 import pytest
@@ -254,3 +255,35 @@ def test_unsupported_or_malformed_nodes_are_not_known(node: ast.expr) -> None:
     with pytest.raises(NotKnown):
         evaluate(node, {})
     assert not Tripwire.fired
+
+
+COLLIDING = [
+    "{k * (2**61 - 1): 0 for k in range(10_000)}",
+    "{k * (2**61 - 1) for k in range(10_000)}",
+    "set([k * (2**61 - 1) for k in range(10_000)])",
+    "dict([(k * (2**61 - 1), 0) for k in range(10_000)])",
+    "{(k * (2**61 - 1),): 0 for k in range(10_000)}",
+    "{**{k * (2**61 - 1): 0 for k in range(20)}, **{(k + 20) * (2**61 - 1): 0 for k in range(20)}}",
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("source", COLLIDING)
+def test_colliding_keys_are_refused_before_a_dict_or_set_is_built(source: str) -> None:
+    """Keys of one hash (``k * (2**61 - 1)`` are all 0) cost CPython a probe of each other
+    per insertion: 10,000 of them held the Host's loop for seconds while the argument was
+    evaluated. More than ``MAX_EQUAL_HASHES`` of one hash are refused, in linear time: the
+    refusal costs what building the keys cost: steps and CPU time grow 10x for 10x the keys
+    (with room for noise; building the dict first grows 100x)."""
+    spent, seconds = [], []
+    for scale in ("", "0"):
+        SpyBudget.peak = 0
+        best = float("inf")
+        for _ in range(3):
+            t0 = time.process_time()
+            with pytest.raises(NotKnown, match="keys of one hash"):
+                ev(source.replace("range(10_000)", f"range(1_000{scale})"))
+            best = min(best, time.process_time() - t0)
+        spent.append(SpyBudget.peak)
+        seconds.append(best)
+    assert spent[1] <= 12 * spent[0]
+    assert seconds[1] <= 30 * max(seconds[0], 1e-3)

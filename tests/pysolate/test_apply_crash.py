@@ -83,13 +83,12 @@ def _no_leftovers(path: Path) -> None:
 def _one_apply_seconds(template: Path, tmp_path: Path, kind: str) -> float:
     target = tmp_path / f"calibrate-{kind}"
     shutil.copytree(template, target, symlinks=True)
-    child = subprocess.Popen([sys.executable, str(CHILD), str(target), kind], stdout=subprocess.PIPE, text=True)
-    assert child.stdout is not None
-    assert child.stdout.readline().strip() == "go"
-    start = time.perf_counter()
-    assert child.stdout.readline().strip() == "done"
-    took = time.perf_counter() - start
-    child.wait()
+    with subprocess.Popen([sys.executable, str(CHILD), str(target), kind], stdout=subprocess.PIPE, text=True) as child:
+        assert child.stdout is not None
+        assert child.stdout.readline().strip() == "go"
+        start = time.perf_counter()
+        assert child.stdout.readline().strip() == "done"
+        took = time.perf_counter() - start
     return took
 
 
@@ -102,12 +101,11 @@ def _kill_and_recover(tmp_path: Path, kind: str, kills: int) -> dict[str, int]:
         target = tmp_path / f"{kind}-{n}"
         shutil.copytree(template, target, symlinks=True)
         base = root(target, kind)  # the root the killed process froze too
-        child = subprocess.Popen([sys.executable, str(CHILD), str(target), kind], stdout=subprocess.PIPE, text=True)
-        assert child.stdout is not None
-        assert child.stdout.readline().strip() == "go"
-        time.sleep(rng.uniform(0, window))
-        child.send_signal(signal.SIGKILL)
-        child.wait()
+        with subprocess.Popen([sys.executable, str(CHILD), str(target), kind], stdout=subprocess.PIPE, text=True) as child:
+            assert child.stdout is not None
+            assert child.stdout.readline().strip() == "go"
+            time.sleep(rng.uniform(0, window))
+            child.send_signal(signal.SIGKILL)
         finished = _check_old_or_new(target)
         if finished and not journal_path(target).exists():
             outcomes["finished by the killed process"] += 1

@@ -50,7 +50,7 @@ async def test_enter_cgroup_leaves_the_loop_free(monkeypatch: pytest.MonkeyPatch
     got: list[object] = []
 
     async def enter() -> None:
-        got.append(await _cgroup.enter_cgroup(4242, sandboxed=False, memory_bytes=1 << 20, max_processes=8))
+        got.append(await _cgroup.enter_cgroup(4242, memory_bytes=1 << 20, max_processes=8))
 
     async with anyio.create_task_group() as tg:
         tg.start_soon(enter)
@@ -70,5 +70,5 @@ async def test_a_failed_move_removes_the_cgroup(monkeypatch: pytest.MonkeyPatch)
     fake.add = failing_add  # type: ignore[method-assign]
     monkeypatch.setattr(_cgroup.GuestCgroup, "create", staticmethod(lambda **_: fake))
     with pytest.raises(OSError, match="no such process"):
-        await _cgroup.enter_cgroup(4242, sandboxed=False, memory_bytes=1 << 20, max_processes=8)
+        await _cgroup.enter_cgroup(4242, memory_bytes=1 << 20, max_processes=8)
     assert fake.removed

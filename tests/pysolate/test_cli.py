@@ -397,3 +397,11 @@ def test_quickstart_doc_shows_the_example_file() -> None:
     assert example.split('"""\n\n', 1)[1].strip() == snippet.strip()
     wrapping = snippet[snippet.index("class Weather") : snippet.index("# A stand-in")]
     assert len([line for line in wrapping.splitlines() if line.strip()]) <= 15
+
+
+def test_version_prints_the_installed_distributions_version() -> None:
+    from importlib.metadata import version
+
+    done = pysolate("--version")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == f"pysolate {version('pysolate')}"

@@ -138,7 +138,7 @@ def test_the_child_exits_only_once_the_host_hung_up_after_done() -> None:
 async def test_the_host_hangs_up_at_done_so_the_child_exits_by_itself(level: str, monkeypatch: pytest.MonkeyPatch) -> None:
     """A spawned child is awaited, not killed, after ``done``: without the Host's hang-up it
     would wait for it until killed (``-SIGKILL``)."""
-    monkeypatch.setattr(_process, "_forked_child", _spawn_instead)
+    monkeypatch.setattr(_forked, "fork_child_or_none", _spawn_instead)
     guest, outcome = await _ran(level, monkeypatch, "print('hi')\n6 * 7\n")
     assert (outcome.status, outcome.value, outcome.stdout) == ("ok", 42, "hi\n")
     assert guest.statistics().calls == 0

@@ -95,6 +95,42 @@ def test_root_without_user_namespaces_refuses_every_level(monkeypatch: pytest.Mo
             Host(isolation=level)  # type: ignore[arg-type]
 
 
+def test_a_root_host_whose_interpreter_nobody_may_not_read_refuses_the_levels_outside_bubblewrap(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Outside bubblewrap a root Host's Guest is the kernel's ``nobody``: directories on the
+    way are covered (``_view.reveal``), but a file nobody may not read stays unreadable."""
+    found = dataclasses.replace(_isolation.machine(), root=True, unreadable=("/opt/python/lib/python3.11",))
+    monkeypatch.setattr(_isolation, "machine", lambda: found)
+    for level in ("landlock", "seccomp", "rlimits"):
+        with pytest.raises(IsolationUnavailable, match="nobody"):
+            Host(isolation=level)  # type: ignore[arg-type]
+    assert not any("nobody" in need for need in found.missing("namespaces"))  # bubblewrap binds them itself
+
+
+def test_the_covers_reach_what_nobody_must_read() -> None:
+    """The topmost directory nobody may not enter is covered, with the paths beneath it;
+    a file nobody may not read is named (a bind cannot change its mode)."""
+    import shutil
+    import tempfile
+
+    from pysolate._guest import _view
+
+    top = tempfile.mkdtemp(dir="/tmp")  # (pytest's tmp_path lies beneath a 0700 directory)
+    os.chmod(top, 0o755)
+    closed = os.path.join(top, "home")
+    os.makedirs(os.path.join(closed, "py", "lib"))
+    os.chmod(closed, 0o700)
+    secret = os.path.join(closed, "py", "secret.txt")
+    with open(secret, "w") as f:
+        f.write("x")
+    os.chmod(secret, 0o600)
+    covers, unreadable = _view.covers([os.path.join(closed, "py", "lib"), secret, "/usr/lib"])
+    try:
+        assert covers == ((closed, (os.path.join(closed, "py", "lib"), secret)),)
+        assert unreadable == (secret,)
+    finally:
+        shutil.rmtree(top)
+
+
 @pytest.mark.parametrize("level", params("rlimits", hidden_bwrap=False))
 async def test_the_level_is_known_before_a_run_and_is_the_level_that_ran(level: str) -> None:
     host = Host(isolation=level)  # type: ignore[arg-type]

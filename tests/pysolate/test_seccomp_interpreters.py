@@ -21,24 +21,25 @@ from pysolate._guest import _isolation, _landlock
 GUEST = Path(_isolation.PACKAGE_ROOT) / "pysolate" / "_guest"
 
 CONFINE_AND_WORK = r"""
-import importlib.util, os, sys, sysconfig
-def load(name):
-    spec = importlib.util.spec_from_file_location(name, os.path.join(GUEST, name + '.py'))
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-landlock, seccomp, privileges = load('_landlock'), load('_seccomp'), load('_privileges')
+import importlib, os, sys, sysconfig, types
+guest = types.ModuleType('guest')
+guest.__path__ = [GUEST]
+sys.modules['guest'] = guest
+landlock, seccomp, privileges, view, self_pipe = (importlib.import_module('guest.' + name) for name in ('_landlock', '_seccomp', '_privileges', '_view', '_self_pipe'))
 import ctypes, json, re, decimal, hashlib, zlib, asyncio, socket, datetime, tempfile, threading, select
 import mmap, random, uuid, sqlite3, unicodedata, pickle, struct, concurrent.futures, queue, gc, resource
-import signal, shutil, pathlib, csv, io, textwrap, locale, time, math, statistics, fractions, itertools
+import fcntl, signal, shutil, pathlib, csv, io, textwrap, locale, time, math, statistics, fractions, itertools
 stdlib = sysconfig.get_paths()['stdlib']
 site = {sysconfig.get_paths()['purelib'], sysconfig.get_paths()['platlib']}
 reads = [os.path.join(stdlib, e) for e in os.listdir(stdlib) if os.path.join(stdlib, e) not in site]
 reads += [d for d in ('/usr/lib', '/lib', '/usr/lib64', '/lib64') if os.path.isdir(d)] + ['/dev/urandom']
-privileges.enter_user_namespace(SCRATCH, 64 << 20)
+covers, _ = view.covers([sys.base_prefix, os.path.dirname(GUEST), SCRATCH])
+privileges.enter_user_namespace(SCRATCH, 64 << 20, covers if os.geteuid() == 0 else ())
 privileges.drop()
 landlock.restrict(reads, [SCRATCH, '/dev/null'], version=landlock.abi(), list_only=[stdlib])
+resource.setrlimit(resource.RLIMIT_NOFILE, (64, 64))
 seccomp.install(LIBRARY, restrict_files=False, strict=True)
+self_pipe.install()
 
 import email.parser, html.parser, xml.etree.ElementTree, urllib.parse, base64, difflib, heapq, bisect
 def work(n):
@@ -63,10 +64,21 @@ db.executemany('insert into t values (?)', [(i,) for i in range(100)])
 assert db.execute('select sum(x) from t').fetchone() == (4950,)
 with mmap.mmap(-1, 4096) as m:
     m.write(b'abc')
-a, b = socket.socketpair()
-a.sendall(b'ping')
-assert b.recv(4) == b'ping'
-select.select([b], [], [], 0)
+try:
+    socket.socketpair()
+    raise SystemExit('made a socketpair')
+except PermissionError:
+    pass
+a, b = os.pipe()
+os.write(b, b'ping')
+assert select.select([a], [], [], 0)[0] == [a] and os.read(a, 4) == b'ping'
+fcntl.fcntl(a, fcntl.F_SETFL, os.O_NONBLOCK)
+for command in (fcntl.F_SETOWN, fcntl.F_SETSIG, fcntl.F_SETPIPE_SZ):
+    try:
+        fcntl.fcntl(a, command, os.getppid())
+        raise SystemExit(f'fcntl {command} allowed')
+    except PermissionError:
+        pass
 signal.setitimer(signal.ITIMER_REAL, 0)
 time.sleep(0.001)
 q = queue.Queue()

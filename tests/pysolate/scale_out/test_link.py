@@ -219,3 +219,14 @@ async def test_guests_go_round_robin_over_agents() -> None:
             assert (await _remote(factory, "1")).status == "ok"
     assert [(await h.node.stats())["runs"] for h in (first, second)] == [2, 2]
 
+
+
+async def test_a_large_outcome_is_decoded_in_steps_and_equals_the_local_one() -> None:
+    """An outcome frame past ``INLINE_FRAME_BYTES`` (a 40,000-item value, a long stdout)
+    takes the stepped decoder (``_stepped.envelope_steps``): the same outcome as locally."""
+    source = "print('y' * 1500)\n[[i, str(i), i / 3] for i in range(14000)]"
+    async with _factory(LocalHandle()) as factory:
+        remote = await _remote(factory, source)
+    local = await _local(source)
+    assert remote.status == local.status == "ok"
+    assert (remote.value, remote.stdout) == (local.value, local.stdout)
