@@ -74,8 +74,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import replace
 from typing import Any
 
-from ..evaluator import UNKNOWN
-from ..evaluator._free_names import walk
+from ..evaluator import UNKNOWN, walk
 from ._bindings import (
     CapabilityRef,
     FunctionRef,

@@ -15,10 +15,8 @@ import contextlib
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
 
-from .._plain import fresh_copy
-from ..evaluator import UNKNOWN, free_names
-from ..evaluator._builtins import BUILTINS
-from ..evaluator._free_names import walk
+from ..evaluator import BUILTINS, UNKNOWN, free_names, walk
+from ..plain import fresh_copy
 from ._bindings import (
     Binding,
     CapabilityRef,
