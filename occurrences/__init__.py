@@ -38,6 +38,7 @@ from .discovery import provisional_generation as provisional_generation
 from .discovery import tool_name as tool_name
 from .evaluator import UNKNOWN as UNKNOWN
 from .evaluator import Limits as Limits
+from .evaluator import bound_names as bound_names
 from .evaluator import evaluate as evaluate
 from .evaluator import evaluate_call_arguments as evaluate_call_arguments
 from .evaluator import free_names as free_names
@@ -82,6 +83,7 @@ __all__ = [
     "Snapshot",
     "Uncrossable",
     "argument_text",
+    "bound_names",
     "canonical",
     "canonical_arguments",
     "check_plain",

@@ -18,6 +18,7 @@ from ._builtins import BUILTINS as BUILTINS
 from ._builtins import TYPE_NAMES as TYPE_NAMES
 from ._evaluator import evaluate as evaluate
 from ._evaluator import evaluate_call_arguments as evaluate_call_arguments
+from ._free_names import bound_names as bound_names
 from ._free_names import child_nodes as child_nodes
 from ._free_names import free_names as free_names
 from ._free_names import walk as walk
@@ -28,6 +29,7 @@ __all__ = [
     "TYPE_NAMES",
     "UNKNOWN",
     "Limits",
+    "bound_names",
     "child_nodes",
     "evaluate",
     "evaluate_call_arguments",
