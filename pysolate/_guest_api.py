@@ -2,7 +2,7 @@
 
 The Host (``_host.py``) talks to a Guest only through these types, so the isolated
 subprocess Guest (``_guest/``) and the in-process Guest for fast tests
-(``pysolate.testing``) are interchangeable. Only plain data crosses (``occurrences._plain``).
+(``pysolate.testing``) are interchangeable. Only plain data crosses (``occurrences.plain``).
 
 Lifecycle of one Guest: ``start`` (may happen while tokens still stream) → ``run(source,
 handler)`` exactly once → ``aclose``. A session's Guest (``SessionGuest``) instead takes
