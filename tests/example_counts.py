@@ -3,8 +3,8 @@
 The default run (the README's test command, CI) gives each generated differential suite a
 share of its cases; ``PYSOLATE_HYPOTHESIS_PROFILE=full`` runs every suite at its full count
 (the counts the suites had before the default run was trimmed, issue 39). The suites are
-derandomized, so each count is a fixed prefix of the same programs, and the ``soak`` marker
-still runs the 10,000-program versions. The profiles are registered in ``conftest.py``.
+derandomized, so a default run checks the same programs every time, and the ``soak``
+marker still runs the 10,000-program versions. The profiles are registered in ``conftest.py``.
 """
 
 from __future__ import annotations
