@@ -276,7 +276,7 @@ class Reader:
             return data
         except NotPlain:
             raise
-        except ValueError as exc:
+        except (ValueError, OverflowError) as exc:  # float.fromhex past the double range
             raise malformed(str(exc)) from None
 
     def _escaped(self, body: str) -> Steps:
@@ -436,7 +436,7 @@ class Reader:
             return data, sep
         except NotPlain:
             raise
-        except ValueError as exc:
+        except (ValueError, OverflowError) as exc:  # float.fromhex past the double range
             raise malformed(str(exc)) from None
 
     # -- call keys ---------------------------------------------------------------------------
