@@ -250,7 +250,7 @@ def sequential_report(calls: Sequence[CallRecord], physical: int, *, wall: float
 
 @dataclass(frozen=True, slots=True)
 class RunResult:
-    """The outcome of one run; see DESIGN.md, "Public API"."""
+    """The outcome of one run; see docs/quickstart.md."""
 
     status: RunStatus
     value: object = None
