@@ -29,6 +29,8 @@ import enum
 
 
 class State(enum.StrEnum):
+    """One occurrence's lifecycle (the diagram above); every move goes through ``transition``."""
+
     DISCOVERED = "discovered"
     BLOCKED = "blocked"
     READY = "ready"

@@ -4,7 +4,7 @@ These values are built for every call site of every accepted statement, on the p
 a streamed chunk to a ready occurrence (target: well under a millisecond). They are
 therefore frozen slots dataclasses, not pydantic models as the first design sketched:
 pydantic construction costs microseconds per value and buys nothing here, because nothing
-in this module crosses a trust boundary (STYLE.md: hot per-chunk paths avoid pydantic).
+in this module crosses a trust boundary (the house style: hot per-chunk paths avoid pydantic).
 
 Identity follows docs/glossary.md: a *site* is a source position (plus the capability method it
 targets and its lexical control context); an *occurrence* is one arrival at a site, told

@@ -57,6 +57,7 @@ class NotApplicable:
 
 
 PassOutcome = Applied | NotApplicable
+"""What one pass did to one run: ``Applied`` or ``NotApplicable`` (``RunReport.passes``)."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -53,6 +53,7 @@ class _NoResult:
 
 
 NO_RESULT: Final = _NoResult()
+"""The ``result`` of a hook that has no result to record (``None`` is a result)."""
 
 
 class ClaimTrace(Protocol):

@@ -106,3 +106,4 @@ NULL_CLAIM: ClaimTrace = _NullClaim()
 NULL_OBSERVATION: ObservationTrace = _NullObservation()
 NULL_RUN: RunTrace = _NullRun()
 NULL_INSTRUMENT: Instrument = NullInstrument()
+"""The shared ``NullInstrument``: pass it as ``Host(instrument=...)`` to record nothing."""
