@@ -45,8 +45,7 @@ from ._guest_api import GuestLimits, Isolation
 from ._host import Host
 from ._result import RunResult
 from ._session import Session, SessionLimits, SessionState, SessionStatistics
-from .streams import DEFAULT_DEADLINE, DEFAULT_IDLE_TIMEOUT, Code
-from .streams._events import blocking_events
+from .streams import DEFAULT_DEADLINE, DEFAULT_IDLE_TIMEOUT, Code, blocking_events
 
 if TYPE_CHECKING:
     from occurrences import MethodSpec

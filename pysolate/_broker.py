@@ -49,10 +49,9 @@ from ._execute import (
 )
 from ._guest_api import ErrorInfo, LimitExceeded, ToolFailure
 from ._holding import HOST_BYTES_LIMIT, RECEIPT_BYTES, SMALL_KEY_CHARS, held, held_arguments, weight
-from ._result import CallOutcome, CallRecord, Lane
+from ._result import CallOutcome, CallRecord, Served
 from ._threads import WorkerThreads
-from .tracing import ObservationTrace, RunTrace
-from .tracing._null import NULL_RUN
+from .tracing import NULL_RUN, ObservationTrace, RunTrace
 
 __all__ = [
     "CALL_TIMEOUT", "BoundCall", "Claims", "OutcomeUnknown", "Registration", "RunScope", "RunScoped", "Viewed",
@@ -417,7 +416,7 @@ class RunScope:
         failure: ToolFailure | None,
         started: float,
         *,
-        lane: Lane = "direct",
+        lane: Served = "direct",
         observation_id: int | None = None,
     ) -> None:
         if call is not None:

@@ -35,6 +35,7 @@ import anyio.abc
 
 from occurrences import (
     CallKey,
+    Pending,
     PrefixParser,
     PriorGlobals,
     SealError,
@@ -42,7 +43,6 @@ from occurrences import (
     fresh_copy,
     tool_name,
 )
-from occurrences.parser._pending import Pending
 from scheduler import (
     BranchSpeculation,
     EventGraph,
@@ -61,8 +61,13 @@ from ._result import ObservationRecord, RunReport, RunResult, RunStatus
 from ._run_host import RunHost
 from ._seal import rejection, seal
 from ._timeline import TimelineRecorder
-from .passes import BatchFusion, PassConfig, PassOutcome, apply_source_passes
-from .passes._projection import speculative_statements
+from .passes import (
+    BatchFusion,
+    PassConfig,
+    PassOutcome,
+    apply_source_passes,
+    speculative_statements,
+)
 from .streams import CodeReader, StreamError
 from .tracing import RunTrace, source_hash
 

@@ -49,10 +49,17 @@ from types import MappingProxyType
 
 import networkx as nx
 
-from occurrences import CallKey, PriorGlobals, fresh_copy
-from occurrences.discovery._model import MethodSpec, Occurrence, OccurrenceId
-from occurrences.discovery._provisional import ProvisionalDiscovery, provisional_generation
-from occurrences.parser._pending import Pending
+from occurrences import (
+    CallKey,
+    MethodSpec,
+    Occurrence,
+    OccurrenceId,
+    Pending,
+    PriorGlobals,
+    ProvisionalDiscovery,
+    fresh_copy,
+    provisional_generation,
+)
 
 from ._node import GraphStatistics as GraphStatistics
 from ._node import Node as Node

@@ -9,8 +9,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from occurrences import CallKey, Effect
-from occurrences.discovery._model import OccurrenceId, Site
+from occurrences import CallKey, Effect, OccurrenceId, Site
 
 from ._state import State
 

@@ -24,8 +24,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from occurrences import CallKey, OccurrenceId
-from occurrences.discovery._provisional import provisional_generation
+from occurrences import CallKey, OccurrenceId, provisional_generation
 
 from ._node import Node
 from ._state import State

@@ -28,8 +28,7 @@ from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 
 from .._exceptions import NotKnown
-from ..evaluator import UNKNOWN, Limits, evaluate
-from ..evaluator._free_names import walk
+from ..evaluator import UNKNOWN, Limits, evaluate, walk
 from ._model import OccurrenceId
 
 Origins = frozenset[object] | None

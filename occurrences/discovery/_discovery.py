@@ -74,8 +74,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import replace
 from typing import Any
 
-from ..evaluator import UNKNOWN
-from ..evaluator._free_names import walk
+from ..evaluator import UNKNOWN, bound_names, walk
 from ._bindings import (
     CapabilityRef,
     FunctionRef,
@@ -272,13 +271,8 @@ class Discovery(_ControlFlow):
             ctx, scope=overlay, globals=overlay if ctx.globals is ctx.scope else ctx.globals, emit=False
         )
         self._repeatedly(lambda: self._dry_children(node, dry), overlay, dry, [node])
-        for stored in walk(node):
-            if isinstance(stored, ast.Name) and isinstance(stored.ctx, ast.Store | ast.Del):
-                overlay.bind(stored.id, UNKNOWN)
-            elif isinstance(stored, ast.MatchAs | ast.MatchStar) and stored.name:
-                overlay.bind(stored.name, UNKNOWN)
-            elif isinstance(stored, ast.MatchMapping) and stored.rest:
-                overlay.bind(stored.rest, UNKNOWN)
+        for name in bound_names([node]):
+            overlay.bind(name, UNKNOWN)
         self._merge(overlay, ctx)
 
     def _dry_children(self, node: ast.AST, dry: _Context) -> None:

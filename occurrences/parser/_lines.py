@@ -15,7 +15,7 @@ from __future__ import annotations
 import ast
 from typing import Final
 
-from .._depth import parse
+from ..depth import parse
 
 PREFIX_LINES: Final = 256
 """Most empty lines put before a piece (about 4 us); below it, the walk moves the nodes
@@ -28,7 +28,7 @@ def parse_at(source: str, line: int) -> ast.Module:
     invalid escape would otherwise be a SyntaxError here).
 
     A source nested past CPython's limits raises what CPython raises (``SyntaxError``,
-    ``RecursionError``, ``MemoryError``), at the same depth from any caller (``occurrences._depth``)."""
+    ``RecursionError``, ``MemoryError``), at the same depth from any caller (``occurrences.depth``)."""
     shift = line - 1
     text = "\n" * shift + source if 0 < shift <= PREFIX_LINES else source
     module = parse(text, quiet=True)

@@ -43,8 +43,8 @@ import re
 from dataclasses import dataclass
 from typing import Final
 
-from .._depth import LIMIT_ERRORS
 from .._exceptions import SealError
+from ..depth import LIMIT_ERRORS
 from ._lines import parse_at
 from ._pending import Pending, pending
 from ._scanner import LineScanner

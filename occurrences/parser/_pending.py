@@ -54,7 +54,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, replace
 from typing import Final
 
-from .._depth import LIMIT_ERRORS
+from ..depth import LIMIT_ERRORS
 from ._lines import parse_at, shift_lines
 
 MAX_PENDING_CHARS: Final = 20_000

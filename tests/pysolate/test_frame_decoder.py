@@ -21,7 +21,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from occurrences._callkey import argument_text
-from occurrences._plain import (
+from occurrences.plain import (
     MAX_EQUAL_HASHES,
     MAX_ITEMS,
     NotPlain,
