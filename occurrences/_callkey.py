@@ -1,7 +1,7 @@
 """Call keys: the exact identity a claim is checked against.
 
 A Guest call claims an early result only when its key equals the early work's key
-(DESIGN.md, contract 3). The key must therefore distinguish everything a tool could tell
+(docs/contract.md, rule 3). The key must therefore distinguish everything a tool could tell
 apart: ``1``, ``1.0`` and ``True`` compare equal in Python but are different arguments, as
 are ``(1, 2)`` and ``[1, 2]``, and ``0.0`` and ``-0.0``. The tagged plain form
 (``plain.dumps``) has exactly that resolution.

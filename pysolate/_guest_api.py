@@ -98,6 +98,8 @@ class Isolation:
 
 
 GuestStatus = Literal["ok", "error", "limit", "crashed", "protocol_error"]
+"""How a Guest's run ended: the program finished (``ok``) or raised (``error``), a limit
+stopped it, the process died, or it broke the protocol."""
 
 
 @dataclass(frozen=True, slots=True)

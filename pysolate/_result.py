@@ -63,6 +63,7 @@ class NotApplicable:
 
 
 PassOutcome = Applied | NotApplicable
+"""What one pass did to one run: ``Applied`` or ``NotApplicable`` (``RunReport.passes``)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -280,7 +281,7 @@ def sequential_report(calls: Sequence[CallRecord], physical: int, *, wall: float
 
 @dataclass(frozen=True, slots=True)
 class RunResult:
-    """The outcome of one run; see DESIGN.md, "Public API"."""
+    """The outcome of one run; see docs/quickstart.md."""
 
     status: RunStatus
     value: object = None

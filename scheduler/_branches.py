@@ -4,7 +4,7 @@ A capability whose writes land in a run-private copy-on-write branch (the built-
 ``Workspace``, or anything implementing the branch protocol of ``pysolate._layers``) makes
 a write discardable work, like a read: performed on a *speculative layer* of the branch, it
 reaches nothing until a Guest call claims it, and the layer is simply dropped otherwise.
-DESIGN.md, contract 2, allows exactly this, under the rules this module enforces:
+docs/contract.md, rule 2, allows exactly this, under the rules this module enforces:
 
 - **Program order.** Per capability, the speculative writes are its write occurrences in
   program order: the accepted statements' (discovery order), then those of the newest

@@ -18,7 +18,7 @@ Exactness over coverage: whenever discovery cannot be sure what a name holds, it
 name to ``UNKNOWN``; whenever it cannot be sure a capability name still means the Host's
 capability (rebound, deleted, declared ``global`` in a function, passed to other code), it
 stops treating calls through that name as occurrences. A wrong guess could only cost a
-wasted early read - the claim is the gate (DESIGN.md) - but a guess we know to be shaky
+wasted early read - the claim is the gate (docs/contract.md) - but a guess we know to be shaky
 is not made.
 
 The rules, each with a test in ``tests/occurrences/test_discovery.py``:

@@ -16,7 +16,7 @@ What stays exact and what is approximated:
   point, which did not see what the *new* statements did in iteration ``i`` (a name they
   rebind for the next iteration, a write). That can only make an early call's arguments
   wrong or its read early where the program reads after a write - work that no Guest call
-  claims, because the claim is by exact key on the exact view (DESIGN.md). Provisional
+  claims, because the claim is by exact key on the exact view (docs/contract.md, rule 3). Provisional
   occurrences are tentative anyway, and the accepted loop is discovered afresh, exactly.
 - A ``break`` a new statement makes certain in iteration ``i`` ends the loop there: every
   later iteration's occurrences are declared dead (each iteration runs under a branch of
