@@ -21,6 +21,16 @@ every ready occurrence completed at once by the tool's own behaviour (a 0-latenc
 No Guest, no broker, no lane: the parser, the provisional repair and discovery only.
 ``--baseline REV`` measures the same in a ``git archive`` of revision REV (main, say), in
 alternating subprocesses so both see the same machine load.
+
+``--lines`` (issue 36, items 5 and 7) measures what an unfinished block costs per new line:
+a ``for`` over three known items whose body of N lines (one read each) streams in
+5-character chunks, through the same pipeline as ``--stream``, against discovering the
+whole program once as ``run_source`` does (the parser on the whole text, every statement
+discovered, tools answering at once). Printed per body length: the streamed CPU per body
+line (flat when each line costs that line), and streamed / whole. Then the worst hold of
+the event loop while ``Host.run_stream`` runs (a heartbeat task sleeping 1 ms, its
+lateness, from the first chunk to the result, with a subprocess Guest): for the 400-line
+loop in 5-character chunks, and for 60 lines of heavy argument expressions in two chunks. ``--baseline REV`` as above (before vs after, side by side).
 """
 
 from __future__ import annotations
@@ -36,14 +46,15 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 
 # ``--root DIR`` (the baseline's subprocess): import the code under test from DIR instead.
 sys.path.insert(0, sys.argv[sys.argv.index("--root") + 1] if "--root" in sys.argv else str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from bench_tools import public_methods, tool_specs
+import anyio
+from bench_tools import make_host, public_methods, tool_specs
 from make_scenarios import SCENARIOS
 
 import occurrences
@@ -97,23 +108,28 @@ def best_microseconds(work: object, count: int, repeats: int) -> float:
     return best / count / 1e3
 
 
+def answer(graph: EventGraph) -> None:
+    """Run every ready occurrence at once with the tool's own behaviour (a 0-latency tool)."""
+    while batch := graph.take_ready():
+        for node in batch:
+            if node.state is not State.READY:
+                continue
+            graph.mark_dispatched(node.id)
+            try:
+                result = BEHAVIOURS[node.site.capability][node.site.method](*node.args, **node.kwargs)
+            except Exception:
+                graph.fail(node.id)
+            else:
+                graph.complete(node.id, result)
+
+
 def stream(chunks: list[str]) -> None:
     """One streamed run as ``pysolate._stream_run._seal`` drives it, tools answering at once."""
     parser = PrefixParser()
     graph = EventGraph(CAPABILITIES, key_for)
 
     def pump() -> None:
-        while batch := graph.take_ready():
-            for node in batch:
-                if node.state is not State.READY:
-                    continue
-                graph.mark_dispatched(node.id)
-                try:
-                    result = BEHAVIOURS[node.site.capability][node.site.method](*node.args, **node.kwargs)
-                except Exception:
-                    graph.fail(node.id)
-                else:
-                    graph.complete(node.id, result)
+        answer(graph)
 
     for text in chunks:
         snapshot = parser.feed(text)
@@ -169,17 +185,136 @@ def compare_stream(baseline: str | None, repeats: int, rounds: int = 3) -> None:
     print(f"{'mean per run':24}" + "".join(f"{v:14.0f}" for v in means) + (f"{means[-1] / means[0]:15.2f}" if baseline else ""))
 
 
+BODY_LINES = (25, 50, 100, 200, 400)
+
+
+def loop_program(lines: int) -> str:
+    """A ``for`` over three known items with a body of ``lines`` reads."""
+    body = "".join(f'    v{i} = docs.search(query=d + "{i}")\n' for i in range(lines))
+    return 'items = ["a", "b", "c"]\nfor d in items:\n' + body + "done = 1\n"
+
+
+def heavy_program() -> list[str]:
+    """60 lines of heavy (bounded) argument expressions, in two chunks (issue 36, case 4)."""
+    heavy = "sum(x % 7 for x in range(9999)) + sum(x % 5 for x in range(9999))"
+    lines = [f"v{i} = docs.search(query=str({heavy} + {i}))\n" for i in range(60)]
+    return ["".join(lines[:30]), "".join(lines[30:]) + "v59\n"]
+
+
+def chunks_of(source: str, size: int = 5) -> list[str]:
+    return [source[i : i + size] for i in range(0, len(source), size)]
+
+
+def whole(source: str) -> None:
+    """What ``run_source`` discovers: the parser on the whole text, then every statement."""
+    parser = PrefixParser()
+    parser.feed(source)
+    graph = EventGraph(CAPABILITIES, key_for)
+    graph.add_statements(parser.close().statements)
+    answer(graph)
+
+
+def measure_lines(repeats: int) -> dict[str, object]:
+    """Per body length: best CPU µs of the whole program discovered once and streamed;
+    and the worst event-loop holds (ms) of real streamed runs."""
+    per: dict[str, tuple[float, float]] = {}
+    for lines in BODY_LINES:
+        source = loop_program(lines)
+        chunks = chunks_of(source)
+        once = best_microseconds(lambda s=source: whole(s), 1, repeats)
+        streamed = best_microseconds(lambda c=chunks: stream(c), 1, max(1, repeats // (1 + lines // 100)))
+        per[str(lines)] = (once, streamed)
+    holds = {
+        "loop400": anyio.run(worst_hold, chunks_of(loop_program(400))),
+        "heavy60": anyio.run(worst_hold, heavy_program()),
+    }
+    return {"lines": per, "holds": holds}
+
+
+async def worst_hold(chunks: list[str]) -> float:
+    """The longest the event loop was held (ms) while ``Host.run_stream`` ran ``chunks``,
+    from the first chunk to the result (the seal's discovery included, where the Host used
+    to do it all at once): a heartbeat sleeping 1 ms at a time, its worst lateness. The
+    Guest is a subprocess, so the program's own work is not on the Host's loop."""
+    host, _ = make_host(0.0)
+    worst = 0.0
+    running = False
+
+    async def chunks_paced() -> AsyncIterator[str]:
+        for text in chunks:
+            yield text
+            await anyio.sleep(0)
+
+    async def heartbeat() -> None:
+        nonlocal worst
+        while True:
+            start = anyio.current_time()
+            await anyio.sleep(0.001)
+            if running:
+                worst = max(worst, anyio.current_time() - start - 0.001)
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(heartbeat)
+        await anyio.sleep(0.01)
+        running = True
+        result = await host.run_stream(chunks_paced())
+        running = False
+        tg.cancel_scope.cancel()
+    assert result.status.value == "ok", result.error
+    return worst * 1e3
+
+
+def compare_lines(baseline: str | None, repeats: int) -> None:
+    """``measure_lines`` of this tree beside ``baseline``'s (subprocesses, one after the other)."""
+    with tempfile.TemporaryDirectory() as tmp:
+        roots = {"this tree": _ROOT}
+        if baseline is not None:
+            archive = subprocess.run(["git", "-C", _ROOT, "archive", baseline], check=True, capture_output=True).stdout
+            subprocess.run(["tar", "-x", "-C", tmp], input=archive, check=True)
+            roots = {baseline: tmp, **roots}
+        got = {}
+        for label, root in roots.items():
+            out = subprocess.run(
+                [sys.executable, __file__, "--lines-json", "--repeats", str(repeats), "--root", root],
+                check=True, capture_output=True, text=True,
+            ).stdout
+            got[label] = json.loads(out)
+    labels = list(roots)
+    print("an unfinished for-body of N lines in 5-character chunks: CPU per body line (µs), streamed / whole")
+    print(f"{'lines':>6}" + "".join(f"{label + ' µs/line':>24}{'ratio':>8}" for label in labels))
+    for lines in BODY_LINES:
+        row = ""
+        for label in labels:
+            once, streamed = got[label]["lines"][str(lines)]
+            row += f"{streamed / lines:24.0f}{streamed / once:8.1f}"
+        print(f"{lines:6}" + row)
+    print("worst event-loop hold during Host.run_stream (ms)")
+    for name in ("loop400", "heavy60"):
+        print(f"{name:>10}" + "".join(f"{got[label]['holds'][name]:14.1f}" for label in labels))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=20)
     parser.add_argument("--profile", action="store_true")
     parser.add_argument("--stream", action="store_true", help="per-run CPU of the streaming pipeline")
-    parser.add_argument("--baseline", help="with --stream: a git revision measured side by side")
+    parser.add_argument("--baseline", help="with --stream or --lines: a git revision measured side by side")
+    parser.add_argument("--lines", action="store_true", help="cost per new line of an unfinished block; loop holds")
+    parser.add_argument("--lines-json", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--stream-json", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--root", help=argparse.SUPPRESS)
     options = parser.parse_args()
     if options.stream_json:
         print(json.dumps(measure_stream(options.repeats)))
+        return
+    if options.lines_json:
+        print(json.dumps(measure_lines(options.repeats)))
+        return
+    if options.lines:
+        compare_lines(options.baseline, options.repeats)
+        if options.profile:
+            chunks = chunks_of(loop_program(200))
+            print_profile(lambda: stream(chunks), rounds=1, rows=30)
         return
     if options.stream:
         compare_stream(options.baseline, options.repeats)

@@ -1,10 +1,10 @@
 """Call keys: the exact identity a claim is checked against.
 
 A Guest call claims an early result only when its key equals the early work's key
-(DESIGN.md, contract 3). The key must therefore distinguish everything a tool could tell
+(docs/contract.md, rule 3). The key must therefore distinguish everything a tool could tell
 apart: ``1``, ``1.0`` and ``True`` compare equal in Python but are different arguments, as
 are ``(1, 2)`` and ``[1, 2]``, and ``0.0`` and ``-0.0``. The tagged plain form
-(``_plain.dumps``) has exactly that resolution.
+(``plain.dumps``) has exactly that resolution.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import hashlib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
-from ._plain import ENCODER, dumps, to_tagged
+from .plain import ENCODER, dumps, to_tagged
 
 KEY_INLINE_CHARS = 4096
 """Longest tagged text of one argument a call key holds as it is. A longer one is held as

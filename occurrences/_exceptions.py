@@ -1,8 +1,9 @@
 """Exceptions of the source side.
 
     OccurrencesError
-    ├── SealError (also a SyntaxError)    the sealed source does not parse
-    └── StreamError                       the stream itself is malformed (e.g. NUL, bad text)
+    └── SealError (also a SyntaxError)    the sealed source does not parse
+
+(A stream that gives no program is the Host's business: ``pysolate.streams.StreamError``.)
 
 ``NotKnown`` is deliberately *not* in this tree: it is the argument evaluator's ordinary
 "cannot compute this exactly" signal, not a failure.
@@ -37,10 +38,6 @@ class SealError(OccurrencesError, SyntaxError):
         err = cls(str(exc) or "the source is nested too deeply for CPython's parser")
         err.__cause__ = exc
         return err
-
-
-class StreamError(OccurrencesError):
-    """The streamed text cannot be source code at all (not a syntax error in it)."""
 
 
 class NotKnown(Exception):

@@ -20,6 +20,7 @@ if TYPE_CHECKING:
     from ._code_tool import CodeTool as CodeTool
     from ._exceptions import ApplyConflict as ApplyConflict
     from ._exceptions import CommitError as CommitError
+    from ._exceptions import GuestStartError as GuestStartError
     from ._exceptions import IsolationMismatch as IsolationMismatch
     from ._exceptions import IsolationUnavailable as IsolationUnavailable
     from ._exceptions import NotStreamingWarning as NotStreamingWarning
@@ -65,6 +66,7 @@ __all__ = [
     "EffectProposal",
     "ErrorInfo",
     "GuestLimits",
+    "GuestStartError",
     "Host",
     "Isolation",
     "IsolationMismatch",

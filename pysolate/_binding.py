@@ -15,7 +15,7 @@ against the reference on generated signatures and calls).
 
 Call keys are made of the bound arguments (``occurrences.canonical_arguments``: their
 tagged form, sorted by name). ``Binder.key_text`` builds the same text from tagged forms
-the caller already has (``occurrences._plain.own`` makes both a copy and the tagged form
+the caller already has (``occurrences.plain.own`` makes both a copy and the tagged form
 in one walk), so no argument is walked twice.
 """
 
@@ -25,9 +25,8 @@ import inspect
 import json.encoder
 from collections.abc import Mapping
 
-from occurrences import canonical_arguments, fresh_copy
-from occurrences._callkey import KEY_INLINE_CHARS, argument_text
-from occurrences._plain import INT_BOUND, to_tagged
+from occurrences import KEY_INLINE_CHARS, argument_text, canonical_arguments, fresh_copy
+from occurrences.plain import INT_BOUND, to_tagged
 
 from ._compact import compact
 

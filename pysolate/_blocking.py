@@ -25,7 +25,7 @@ to another thread, and Python runs its handler only in the main thread's interpr
 Prior art: httpx's ``Client``/``AsyncClient`` (one API, two calling conventions); the
 ``Sync``/``Async`` prefixes of the OpenAI and Anthropic SDKs' own twins (``SyncPage``,
 ``AsyncPage``). The async class keeps the plain name here because it came first and
-DESIGN.md names it.
+the documentation names it.
 """
 
 from __future__ import annotations
@@ -45,8 +45,7 @@ from ._guest_api import GuestLimits, Isolation
 from ._host import Host
 from ._result import RunResult
 from ._session import Session, SessionLimits, SessionState, SessionStatistics
-from .streams import DEFAULT_DEADLINE, DEFAULT_IDLE_TIMEOUT, Code
-from .streams._events import blocking_events
+from .streams import DEFAULT_DEADLINE, DEFAULT_IDLE_TIMEOUT, Code, blocking_events
 
 if TYPE_CHECKING:
     from occurrences import MethodSpec

@@ -50,10 +50,9 @@ from ._execute import (
 )
 from ._guest_api import ErrorInfo, LimitExceeded, ToolFailure
 from ._holding import HOST_BYTES_LIMIT, RECEIPT_BYTES, SMALL_KEY_CHARS, held, held_arguments, weight
-from ._result import CallOutcome, CallRecord, Lane
+from ._result import CallOutcome, CallRecord, Served
 from ._threads import WorkerThreads
-from .tracing import ObservationTrace, RunTrace
-from .tracing._null import NULL_RUN
+from .tracing import NULL_RUN, ObservationTrace, RunTrace
 
 if TYPE_CHECKING:
     from ._sharing import HostSharing, RunSharing
@@ -434,7 +433,7 @@ class RunScope:
         failure: ToolFailure | None,
         started: float,
         *,
-        lane: Lane = "direct",
+        lane: Served = "direct",
         observation_id: int | None = None,
         shared_from: str | None = None,
     ) -> None:

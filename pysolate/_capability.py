@@ -1,6 +1,6 @@
 """Capabilities: Host methods the Guest may call, each with a declared effect.
 
-Only the Host qualifies a method (DESIGN.md, contract 2). The ``capability`` decorator
+Only the Host qualifies a method (docs/contract.md, rule 2). The ``capability`` decorator
 records the declaration on the function; ``capability_methods`` reads the declarations of
 an object once, at registration, and refuses anything the broker could not call exactly
 (a private name, a default that is not plain data, since defaults become part of the call

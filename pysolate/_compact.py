@@ -9,7 +9,7 @@ reply frame per call, that construction is most of what encoding a small value c
 
 The one option it cannot share across calls is the circular-reference check (its table of
 containers being encoded is per call, and is left dirty by an exception), so the shared
-encoder has none. Every value given to ``compact`` is a tagged form (``occurrences._plain``)
+encoder has none. Every value given to ``compact`` is a tagged form (``occurrences.plain``)
 or a message built of them and of the Host's own constants: freshly built trees, which
 cannot contain a cycle. (``_guest._wire`` makes the same encoder for frames: the Guest child
 reads only its own sources, so it cannot import this module.)

@@ -1,6 +1,6 @@
 """Rich values: what tools commonly return, turned into the plain data the program sees.
 
-Only plain data crosses the broker (``occurrences._plain``). Tools written for other
+Only plain data crosses the broker (``occurrences.plain``). Tools written for other
 frameworks return pydantic models, dataclasses, datetimes, ``Decimal``, ``UUID``, enums,
 sets; refusing them all would make every such tool need a wrapper. ``to_plain`` converts a
 tool's result once, in the Host, on the one path both lanes share (``_broker.execute``,
@@ -27,7 +27,7 @@ A Host may add its own rules: ``Host(encode=fn)``. ``fn(value)`` is asked first 
 value that is not of an exact plain type, and returns its replacement (converted again,
 so it may contain rich values) or ``NotImplemented`` for the built-in rules. A conversion
 that raises is a failure of the call (``ToolError`` ``InvalidResult``), the same in both
-lanes. Conversion depth is bounded by ``occurrences._plain.MAX_DEPTH`` (a deeper or
+lanes. Conversion depth is bounded by ``occurrences.plain.MAX_DEPTH`` (a deeper or
 cyclic value is left for the crossing check to refuse).
 
 Prior art: Pydantic AI code mode gives the program a JSON shape (``to_jsonable_python``);
@@ -49,7 +49,7 @@ from collections.abc import Callable
 
 import pydantic
 
-from occurrences._plain import MAX_DEPTH, NotPlain, dumps
+from occurrences.plain import MAX_DEPTH, NotPlain, dumps
 
 Encoder = Callable[[object], object]
 """A Host's own conversion: ``fn(value)`` → replacement, or ``NotImplemented``."""

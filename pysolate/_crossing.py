@@ -5,7 +5,7 @@ keyword names, a tool's result, a tool's error — is checked here before anythi
 hashes, encodes, traces or stores it, so a value that cannot cross fails the same way
 whichever lane (early or formal) and whichever Guest (subprocess or in-process) meets it:
 
-- **arguments** (``check_arguments``): plain data that can cross (``occurrences._plain``:
+- **arguments** (``check_arguments``): plain data that can cross (``occurrences.plain``:
   exact plain types, valid Unicode text, ints within ``MAX_INT_DIGITS``). Otherwise the
   program gets ``_guest_errors.arguments_not_plain`` at the call — ``TypeError`` for a
   wrong type, ``ValueError`` for a lone surrogate or an over-long int — and no tool runs.
@@ -35,7 +35,7 @@ from collections.abc import Callable, Mapping
 import anyio
 
 from occurrences import NotPlain, check_plain, fresh_copy, tool_name
-from occurrences._plain import INT_BOUND, MAX_INT_DIGITS, MAX_ITEMS, own, to_tagged
+from occurrences.plain import INT_BOUND, MAX_INT_DIGITS, MAX_ITEMS, own, to_tagged
 
 from ._compact import compact
 from ._guest_api import ToolFailure
@@ -83,7 +83,7 @@ def owned_arguments(
     ``(args copy, tagged args, kwargs copy, tagged kwargs)``: the tagged lists are the
     bodies of ``to_tagged(args)`` / ``to_tagged(kwargs)`` (what the call key is made of).
     Raises exactly what ``check_arguments`` raises, for the same first offender
-    (``_plain.own`` walks in ``to_tagged``'s order and tags scalars with it).
+    (``plain.own`` walks in ``to_tagged``'s order and tags scalars with it).
 
     The common call, scalars only and no keywords, is tagged item by item by ``to_tagged``
     itself (what ``own`` does for a scalar) and keeps its tuple: immutable, of immutable
@@ -122,8 +122,8 @@ def owned_arguments(
 def checked_result(capability: str, method: str, raw: object) -> object:
     """A fresh copy of a tool's result ``raw``; ``ToolFailure`` when it cannot cross.
 
-    One walk (``_plain.own``) checks, copies and tags it; its size is that of the tagged
-    text (``_plain.dumps``, without walking the value again), which is only encoded when
+    One walk (``plain.own``) checks, copies and tags it; its size is that of the tagged
+    text (``plain.dumps``, without walking the value again), which is only encoded when
     its bound (``_size_bound``) does not already show it small enough. ``None``, a bool, an
     int or a float is immutable (its own copy) and only needs ``to_tagged``'s check.
     """

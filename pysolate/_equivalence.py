@@ -1,6 +1,6 @@
 """What the correctness contract says two runs must agree on, and where they differ.
 
-A speculating run must equal the sequential run of the same sealed source (DESIGN.md):
+A speculating run must equal the sequential run of the same sealed source (docs/contract.md):
 outcome (status, value, stdout, error), the ordered log of logical calls (capability,
 method, arguments, outcome, result or error) and the final workspace state. Timings,
 lanes, observation ids and the report may differ, so ``RunResult.__eq__`` (which compares

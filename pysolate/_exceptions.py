@@ -19,6 +19,9 @@ Raised in the Host, to the code that embeds Pysolate::
     │   └── SessionBroken                      its Guest was stopped: a turn aborted after
     │       └── SessionExpired                 the Guest got its source, a crash; or the
     │                                          idle or session time limit passed
+    ├── GuestStartError (also RuntimeError)    a Guest could not be started (its child died
+    │                                          or never reported ready; a remote one never
+    │                                          dialled back): raised by the run's call
     └── IsolationUnavailable                   this machine cannot isolate a Guest at the
         │                                      level the Host asked for (nothing ran)
         └── IsolationMismatch                  a Guest child's confinement, read by the
@@ -59,6 +62,11 @@ from ._guest_errors import ToolError as ToolError
 
 class PysolateError(Exception):
     """Root of every error the ``pysolate`` package raises in the Host."""
+
+
+class GuestStartError(PysolateError, RuntimeError):
+    """A Guest could not be started (its child died or never reported ready; a remote
+    Guest never dialled back). Also a ``RuntimeError``, as it was before it joined the tree."""
 
 
 class RegistrationError(PysolateError, TypeError):

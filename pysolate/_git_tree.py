@@ -2,7 +2,7 @@
 
 A commit is the frozen root the contract asks for, ready made: immutable and
 content-addressed, so its id can be the root's (``git-<commit id>``) and every run of every
-Host that freezes the same commit shares its early reads (DESIGN.md, contract 8). Freezing
+Host that freezes the same commit shares its early reads (docs/glossary.md, "Root"). Freezing
 resolves ``rev`` to a commit and nothing more; a path is resolved when a run first uses it,
 through the tree objects it crosses (each read once, then cached), and a file's content is
 its blob, read from the object store. Nothing is checked out, so neither the work tree nor

@@ -2,7 +2,7 @@
 
 The Host (``_host.py``) talks to a Guest only through these types, so the isolated
 subprocess Guest (``_guest/``) and the in-process Guest for fast tests
-(``pysolate.testing``) are interchangeable. Only plain data crosses (``occurrences._plain``).
+(``pysolate.testing``) are interchangeable. Only plain data crosses (``occurrences.plain``).
 
 Lifecycle of one Guest: ``start`` (may happen while tokens still stream) → ``run(source,
 handler)`` exactly once → ``aclose``. A session's Guest (``SessionGuest``) instead takes
@@ -98,6 +98,8 @@ class Isolation:
 
 
 GuestStatus = Literal["ok", "error", "limit", "crashed", "protocol_error"]
+"""How a Guest's run ended: the program finished (``ok``) or raised (``error``), a limit
+stopped it, the process died, or it broke the protocol."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -161,12 +163,20 @@ class SessionGuest(Protocol):
 
 
 class SessionGuestFactory(Protocol):
+    """Starts the Guests of sessions (``Host(session_factory=...)``): any async callable of
+    this signature, e.g. ``start_subprocess_session`` or ``pysolate.testing.in_process_session``."""
+
     async def __call__(self, capabilities: Mapping[str, Sequence[str]], limits: GuestLimits) -> SessionGuest:
         """Start a Guest for a session that will expose ``capabilities``."""
         ...
 
 
 class GuestFactory(Protocol):
+    """Starts the Guest of one run (``Host(guest_factory=...)``): any async callable of this
+    signature, e.g. ``start_subprocess_guest`` (the default), ``pysolate.testing.in_process_guest``
+    or ``pysolate.ray.RayGuestFactory``. It is called before the source is sealed, so the
+    Guest's start overlaps the stream."""
+
     async def __call__(self, capabilities: Mapping[str, Sequence[str]], limits: GuestLimits) -> Guest:
         """Start a Guest that will expose ``capabilities`` (name → method names)."""
         ...

@@ -14,7 +14,7 @@ Guest would test a different contract. So the few rules that decide it live here
 - ``arguments_not_plain``: a call whose arguments cannot cross (not plain data, a lone
   surrogate, an over-long int) fails in the Guest, before it reaches the Host.
 
-Standard library only, and nothing from the rest of ``pysolate`` (``occurrences._depth``,
+Standard library only, and nothing from the rest of ``pysolate`` (``occurrences.depth``,
 the nesting limits, is standard library only too): the subprocess Guest imports this
 module without the Host's dependencies.
 """
@@ -25,7 +25,7 @@ import ast
 import builtins
 from types import CodeType, TracebackType
 
-from occurrences._depth import compile_tree, parse
+from occurrences.depth import compile_tree, parse
 
 AGENT_FILENAME = "<agent>"
 """The filename agent code is compiled under; frames with it are agent frames."""
@@ -90,7 +90,7 @@ def split_program(source: str) -> tuple[CodeType, CodeType | None]:
     Line numbers are the agent's: both parts are compiled from nodes of one parse.
     Raises ``SyntaxError`` exactly as ``compile`` does, and a source nested past CPython's
     limits its ``RecursionError`` or ``MemoryError`` at the depth the Host's seal met them
-    (``occurrences._depth``): what the seal accepted, every Guest compiles.
+    (``occurrences.depth``): what the seal accepted, every Guest compiles.
     """
     tree = parse(source, AGENT_FILENAME)
     last: ast.expr | None = None

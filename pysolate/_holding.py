@@ -22,8 +22,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from occurrences._callkey import argument_text
-from occurrences._plain import to_tagged
+from occurrences import argument_text
+from occurrences.plain import to_tagged
 
 from ._compact import compact
 from ._result import ValueDigest

@@ -9,7 +9,7 @@ its identity (and whose content, if it was read before, is not the same either) 
 part of the identity because no one can set it: a change that put the old mtime back is
 still seen. The root id hashes the listing and the identities, so it changes whenever the
 directory did before the freeze, and two freezes of an untouched directory share early
-reads (DESIGN.md, contract 8).
+reads (docs/glossary.md, "Root").
 
 No size limit applies (``MAX_FROZEN_BYTES`` is the eager mode's): memory grows only with
 the hashes of the files read and the listing.

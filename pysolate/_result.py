@@ -22,7 +22,6 @@ from ._timeline import Timeline
 
 if TYPE_CHECKING:
     from ._workspace import Workspace
-    from .passes._framework import PassOutcome
 
 
 class RunStatus(enum.StrEnum):
@@ -36,6 +35,35 @@ class RunStatus(enum.StrEnum):
     """The source does not compile; nothing ran."""
     ABORTED = "aborted"
     """The run was stopped: a limit, a crashed Guest, a protocol error, a cut stream."""
+
+
+
+@dataclass(frozen=True, slots=True)
+class Applied:
+    """A pass changed the program (source passes) or its physical calls (lane passes)."""
+
+    name: str
+    original_hash: str
+    derived_hash: str  # equal to ``original_hash`` for lane passes
+    law: str
+    versions: tuple[str, ...] = ()  # "capability.method@version" (and laws) relied on
+    detail: str = ""
+
+    applied: bool = field(default=True, init=False)
+
+
+@dataclass(frozen=True, slots=True)
+class NotApplicable:
+    """A pass left the program alone, and why."""
+
+    name: str
+    reason: str
+
+    applied: bool = field(default=False, init=False)
+
+
+PassOutcome = Applied | NotApplicable
+"""What one pass did to one run: ``Applied`` or ``NotApplicable`` (``RunReport.passes``)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,7 +83,10 @@ class ValueDigest:
     sha256: str
 
 
-Lane = Literal["direct", "claimed"]
+Served = Literal["direct", "claimed"]
+"""How the program's call got its outcome (``CallRecord.lane``): its own physical call, or
+an early observation it claimed. (The lane that *ran* an observation is ``tracing.Lane``.)"""
+
 CallOutcome = Literal["ok", "error", "unknown"]
 
 
@@ -92,7 +123,7 @@ class CallRecord:
     ended: float = 0.0
     key: CallKey | None = None  # None when the call could not be bound
     occurrence_id: str | None = None
-    lane: Lane = "direct"
+    lane: Served = "direct"
     observation_id: int | None = None
     budget_charged: float = 0.0
     shared_from: str | None = None  # the run whose physical call served it (None: this run's own)
@@ -113,7 +144,7 @@ class CallRecord:
         ended: float = 0.0,
         key: CallKey | None = None,
         occurrence_id: str | None = None,
-        lane: Lane = "direct",
+        lane: Served = "direct",
         observation_id: int | None = None,
         budget_charged: float = 0.0,
         shared_from: str | None = None,
@@ -261,7 +292,7 @@ def sequential_report(calls: Sequence[CallRecord], physical: int, *, wall: float
 
 @dataclass(frozen=True, slots=True)
 class RunResult:
-    """The outcome of one run; see DESIGN.md, "Public API"."""
+    """The outcome of one run; see docs/quickstart.md."""
 
     status: RunStatus
     value: object = None

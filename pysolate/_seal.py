@@ -5,7 +5,7 @@ from __future__ import annotations
 import ast
 
 from occurrences import SealError
-from occurrences._depth import LIMIT_ERRORS, compile_tree, parse
+from occurrences.depth import LIMIT_ERRORS, compile_tree, parse
 
 from ._guest_api import ErrorInfo
 from ._guest_errors import AGENT_FILENAME
@@ -23,7 +23,7 @@ def seal(source: str, tree: ast.Module | None = None) -> ast.Module:
 
     A source nested past CPython's limits (``RecursionError``, the parser's
     ``MemoryError``) is rejected with CPython's class and message, at the same depth for
-    every caller (``occurrences._depth``): ``run_source``, ``run_stream`` and a
+    every caller (``occurrences.depth``): ``run_source``, ``run_stream`` and a
     session draw the line in the same place.
     """
     try:

@@ -72,12 +72,11 @@ from ._setup_warnings import noted
 from ._sharing import RunSharing, release
 
 if TYPE_CHECKING:
-    from scheduler._shared import ObservationTable, SharedCall
+    from scheduler import ObservationTable, SharedCall
 from ._stream_run import run_stream
 from ._workspace import Workspace
 from .streams import DEFAULT_DEADLINE, DEFAULT_IDLE_TIMEOUT, Code, CodeReader
-from .tracing import RunTrace, source_hash
-from .tracing._context import session_turn
+from .tracing import RunTrace, session_turn, source_hash
 
 if TYPE_CHECKING:
     from ._guest._isolation import IsolationChoice

@@ -41,8 +41,15 @@ import anyio
 import anyio.lowlevel
 
 from occurrences import CallKey, Effect, fresh_copy
-from scheduler import LaneStopped, Observation, Probe
-from scheduler._shared import EntryState, ObservationTable, SharedCall, TableStatistics
+from scheduler import (
+    EntryState,
+    LaneStopped,
+    Observation,
+    ObservationTable,
+    Probe,
+    SharedCall,
+    TableStatistics,
+)
 
 from ._execute import BoundCall, Registration
 from ._guest_api import ToolFailure

@@ -35,13 +35,13 @@ import anyio.abc
 
 from occurrences import (
     CallKey,
+    Pending,
     PrefixParser,
     PriorGlobals,
     SealError,
     Snapshot,
     fresh_copy,
 )
-from occurrences.parser._pending import Pending
 from scheduler import (
     BranchSpeculation,
     EventGraph,
@@ -56,14 +56,20 @@ from scheduler import (
 from ._broker import BoundCall, RunScope
 from ._guest_api import CallHandler, ErrorInfo, Guest, GuestFactory, GuestLimits, GuestOutcome
 from ._layers import RunLayers, call_on_layer
+from ._pace import Pacer
 from ._result import RunReport, RunResult, RunStatus
 from ._run_host import RunHost, new_run_id
 from ._run_record import account_interrupted, draw, observations, settle_traces
 from ._seal import rejection, seal
 from ._sharing import RunSharing
 from ._timeline import TimelineRecorder
-from .passes import BatchFusion, PassConfig, PassOutcome, apply_source_passes
-from .passes._projection import speculative_statements
+from .passes import (
+    BatchFusion,
+    PassConfig,
+    PassOutcome,
+    apply_source_passes,
+    speculative_statements,
+)
 from .streams import CodeReader, StreamError
 from .tracing import RunTrace, source_hash
 
@@ -343,12 +349,19 @@ async def _seal(
     for it to return."""
     parser = PrefixParser()
     first: float | None = None
+    pacer = Pacer()
 
-    def accept(snapshot: Snapshot | None) -> None:
+    async def discover(statements: Sequence[ast.stmt]) -> None:
+        """One statement at a time, the loop let run between them once a slice is spent."""
+        for statement in statements:
+            graph.add_statements([statement])
+            lane.pump()
+            await pacer.pace()
+
+    async def accept(snapshot: Snapshot | None) -> None:
         if snapshot is not None:
             new = snapshot.new_statements
-            graph.add_statements(lens(new) if lens is not None else new)
-            lane.pump()
+            await discover(lens(new) if lens is not None else new)
             total = snapshot.first_new + len(new)  # len(statements) would materialize them all
             trace.snapshot_accepted(statements=total, new_statements=len(new), chars=snapshot.end)
             timeline.mark("stream", f"{total} statements", anyio.current_time() - t0, "snapshot")
@@ -364,9 +377,10 @@ async def _seal(
     try:
         async with reader.watched(task_group):
             while (text := await reader.read()) is not None:
+                pacer.resumed()
                 if first is None and text:
                     first = anyio.current_time() - t0
-                accept(parser.feed(text))
+                await accept(parser.feed(text))
     except StreamError as exc:
         raise _Aborted(RunStatus(exc.status), ErrorInfo(type(exc).__name__, str(exc), None)) from exc
     except Exception as exc:
@@ -380,8 +394,7 @@ async def _seal(
         seal(final.source, _tree(final))
     except SealError as exc:
         raise _Aborted(RunStatus.REJECTED, rejection(exc)) from exc
-    graph.add_statements(lens(final.new_statements) if lens is not None else final.new_statements)
-    lane.pump()
+    await discover(lens(final.new_statements) if lens is not None else final.new_statements)
     trace.sealed(source_hash(final.source), statements=len(final.statements), chars=final.end)
     timeline.mark("stream", "sealed", end, "seal")
     return final

@@ -30,6 +30,7 @@ import math
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import anyio
 import anyio.from_thread
@@ -274,10 +275,16 @@ async def _queued(slots: Slots, probe: Probe | None) -> None:
 
 
 def _release_from_thread(pools: _Pools) -> None:
-    """An abandoned early thread returned: its slot goes back, on the slots' own loop. A
-    loop that has ended has no slots to give back."""
-    with contextlib.suppress(Exception):  # the loop is gone, and its slots with it
-        anyio.from_thread.run_sync(pools.early.release, token=pools.token)
+    """An abandoned early thread returned: its slot goes back, on the slots' own loop.
+
+    Scheduled, never waited for: a loop that has stopped running without being closed (a
+    test runner's between tests, any loop at interpreter exit) would never answer, and a
+    thread blocked on it keeps the process from exiting. A closed loop has no slots to give
+    back (``RuntimeError``: asyncio's closed loop, trio's finished run)."""
+    native: Any = pools.token.native_token  # an asyncio loop or a trio token
+    schedule = native.call_soon_threadsafe if hasattr(native, "call_soon_threadsafe") else native.run_sync_soon
+    with contextlib.suppress(RuntimeError):
+        schedule(pools.early.release)
 
 
 def _current_token() -> anyio.lowlevel.EventLoopToken | None:

@@ -61,6 +61,8 @@ class Mark:
 
 @dataclass(frozen=True, slots=True)
 class Timeline:
+    """A finished run's picture as data (``RunResult.timeline``); ``render_svg`` draws it."""
+
     bars: tuple[Bar, ...] = ()
     marks: tuple[Mark, ...] = ()
     end: float = 0.0

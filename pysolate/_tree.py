@@ -67,7 +67,7 @@ class Root(Protocol):
 
     @property
     def root_id(self) -> str:
-        """The identity of the content: equal ids, equal content (DESIGN.md, contract 8)."""
+        """The identity of the content: equal ids, equal content (docs/glossary.md, "Root")."""
         ...
 
     @property

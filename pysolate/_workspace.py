@@ -4,7 +4,7 @@ The root is one of three kinds (``_tree``): ``Workspace.frozen(path)`` reads a d
 into memory, ``Workspace.frozen(path, lazy=True)`` records its listing and file identities
 and reads on demand (a changed file fails its read), ``Workspace.git(repo, rev)`` is a git
 commit read lazily from the object store. Reads of a root are ``immutable_read``
-(DESIGN.md): nothing can change what they return during a run, so the speculative lane
+(docs/contract.md, rule 2): nothing can change what they return during a run, so the speculative lane
 may run them early and a claim keyed by the root id is exact. The root id names the
 content (a hash of it, of the file identities, or the commit id), so it changes exactly
 when the content does.

@@ -4,7 +4,7 @@ A capability whose writes land in a run-private copy-on-write branch (the built-
 ``Workspace``, or anything implementing the branch protocol of ``pysolate._layers``) makes
 a write discardable work, like a read: performed on a *speculative layer* of the branch, it
 reaches nothing until a Guest call claims it, and the layer is simply dropped otherwise.
-DESIGN.md, contract 2, allows exactly this, under the rules this module enforces:
+docs/contract.md, rule 2, allows exactly this, under the rules this module enforces:
 
 - **Program order.** Per capability, the speculative writes are its write occurrences in
   program order: the accepted statements' (discovery order), then those of the newest
@@ -80,7 +80,6 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Protocol
 
 from occurrences import CallKey, Effect, OccurrenceId
-from occurrences.discovery._provisional import provisional_generation
 
 from ._observation import Observation
 from ._state import State
@@ -206,7 +205,7 @@ class BranchSpeculation:
         for node in itertools.islice(self._graph.nodes(), self._seen, None):
             chain = self._chains.get(node.site.capability)
             if chain is not None:
-                _sort(chain, node)
+                _sort(chain, node, self._graph.provisional_parse(node))
             self._seen += 1
         live = self._graph.provisional_generation if self._allow_provisional else None
         for chain in self._chains.values():
@@ -424,14 +423,13 @@ class BranchSpeculation:
         )
 
 
-def _sort(chain: _Chain, node: Node) -> None:
-    """File a node of ``chain``'s capability: accepted, or of a provisional parse (only the
-    newest parse's are kept: each parse describes the whole statement still streaming)."""
-    if not node.provisional:
+def _sort(chain: _Chain, node: Node, generation: int | None) -> None:
+    """File a node of ``chain``'s capability: accepted, or of provisional parse
+    ``generation`` (only the newest parse's are kept: a parse that may write describes the
+    whole statement still streaming, ``occurrences.discovery._resume``)."""
+    if generation is None:
         bisect.insort(chain.nodes, node, key=_order)
         return
-    generation = provisional_generation(node.id)
-    assert generation is not None
     if generation > chain.generation:
         chain.pending, chain.generation = [node], generation
     elif generation == chain.generation:

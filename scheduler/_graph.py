@@ -26,10 +26,15 @@ Invariants:
 - *provisional* nodes come from a statement that is still streaming
   (``add_provisional``): found in its complete inner statements and elements, they are
   tentative - the rest of the statement may still change what encloses them - and they are
-  superseded when the next statements are accepted: those not dispatched are ``DROPPED``,
-  dispatched ones keep their observation, which the real occurrence with the same key
-  joins in the lane (or which ends ``cancelled``/``orphaned``). A provisional call that
-  ends after the text the model wrote (closed by the repair) is ``INELIGIBLE``;
+  superseded by a newer parse of the statement or when the next statements are accepted:
+  those not dispatched are ``DROPPED``, dispatched ones keep their observation, which an
+  equal-key occurrence of the newer description joins (a follower here, or in the lane).
+  A provisional call that ends after the text the model wrote (closed by the repair) is
+  ``INELIGIBLE``;
+- *dead work is released at once*: a dispatched node that can no longer be reached (its
+  branch died, or it was superseded and nothing newer wants its call: ``_release``) is
+  *withdrawn*, handed to the lane (``take_withdrawn``) in the same update, which cancels
+  its early call so it stops holding a slot;
 - a result reaches discovery once per node (leader and followers alike), after which the
   dependents' arguments are evaluated again.
 """
@@ -40,16 +45,25 @@ import ast
 import weakref
 from collections import deque
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
 from types import MappingProxyType
 
 import networkx as nx
 
-from occurrences import CallKey, Effect, PriorGlobals, fresh_copy
-from occurrences.discovery._model import MethodSpec, Occurrence, OccurrenceId, Site
-from occurrences.discovery._provisional import ProvisionalDiscovery, provisional_generation
-from occurrences.parser._pending import Pending
+from occurrences import (
+    CallKey,
+    MethodSpec,
+    Occurrence,
+    OccurrenceId,
+    Pending,
+    PriorGlobals,
+    ProvisionalDiscovery,
+    fresh_copy,
+    provisional_generation,
+)
 
+from ._node import GraphStatistics as GraphStatistics
+from ._node import Node as Node
+from ._release import DeadWork
 from ._state import DISPOSITIONS, State, transition
 
 KeyFn = Callable[[str, str, tuple[object, ...], dict[str, object]], CallKey | None]
@@ -57,53 +71,6 @@ KeyFn = Callable[[str, str, tuple[object, ...], dict[str, object]], CallKey | No
 cannot be bound to the method's signature (then it is never eligible)."""
 
 _FAILED = object()  # outcome of a node that failed
-
-
-@dataclass(slots=True, eq=False)
-class Node:
-    """One occurrence in the graph (mutable identity; compare by ``id``)."""
-
-    id: OccurrenceId
-    effect: Effect
-    pre_write: bool
-    discardable: bool  # under a branch not (yet) known to be taken
-    dead: bool  # under a branch known not to be taken
-    order: int  # program order of discovery
-    state: State = State.DISCOVERED
-    args: tuple[object, ...] | None = None
-    kwargs: dict[str, object] | None = None
-    key: CallKey | None = None
-    leader: OccurrenceId | None = None  # set while FOLLOWING (and after)
-    followers: list[OccurrenceId] = field(default_factory=list)
-    provisional: bool = False  # found in a statement still streaming (see the module docstring)
-    # A later iteration of a loop whose body is still streaming: a ``break`` may still
-    # follow in the body. Tentative like every provisional node (the rest of the statement
-    # may change what encloses it) and run under the same policy (``LanePolicy.provisional``),
-    # not as discardable: its own text and the loop's items are final.
-    unsure: bool = False
-    # Provisional, and ending after the model's text (closed by the repair): never run,
-    # not even as a branch write (``scheduler._branches``), whose state says nothing.
-    synthetic: bool = False
-
-    @property
-    def site(self) -> Site:
-        return self.id.site
-
-    @property
-    def tentative(self) -> bool:
-        """Early work for it may be wasted: under an undecided branch, or provisional."""
-        return self.discardable or self.provisional
-
-
-@dataclass(frozen=True, slots=True)
-class GraphStatistics:
-    """An immutable snapshot of the graph's size and lifecycle counts."""
-
-    nodes: int
-    edges: int
-    states: Mapping[State, int]
-    queued: int  # ready, not yet handed out
-    handed_out: int
 
 
 class EventGraph:
@@ -134,35 +101,61 @@ class EventGraph:
         self._discovery = ProvisionalDiscovery(capabilities, _Sink(self), prior)
         self._generation = 0  # provisional parses discovered so far
         self._limits: dict[int, tuple[int, int]] = {}  # generation -> end of the model's text
-        self._provisional: list[Node] = []  # provisional nodes not yet superseded
-        self._superseded = 0  # generations up to this one are superseded
+        self._limit = (0, 0)  # the end of the model's text in the parse being discovered
+        self._parses = 0  # provisional parses discovered so far
+        self._parse_of: dict[int, int] = {}  # generation -> the parse that handed it out
+        # Live (not superseded) provisional generations and their nodes. A generation not
+        # here and not above ``_generation`` is superseded for good.
+        self._live: dict[int, list[Node]] = {}
+        self._release = DeadWork(self._nodes, self._leaders, self._live)  # dispatched work gone dead
 
     # -- feeding ------------------------------------------------------------------------
 
     def add_statements(self, statements: Sequence[ast.stmt]) -> None:
         """Discover the occurrences of newly accepted top-level statements (in order); the
         provisional nodes found so far are superseded first."""
-        self._supersede()
+        self._supersede(list(self._live))
         self._discovery.add_statements(statements)
         self._flush()
+        self._release.review()
 
     def add_provisional(self, pending: Pending) -> None:
         """Discover the occurrences of a provisional parse of the statement still streaming
-        (``PrefixParser.pending``). Nothing of it is accepted; see the module docstring."""
-        self._generation += 1
-        self._limits[self._generation] = pending.limit
-        self._discovery.add_provisional(pending.statements, self._generation)
+        (``PrefixParser.pending``). Nothing of it is accepted; see the module docstring.
+        The parses it supersedes (all earlier ones, or when an unfinished loop is resumed
+        only its last tail's: ``occurrences.discovery._resume``) are superseded once it is
+        discovered, so its occurrences follow the earlier equal-key ones (and take over
+        from those never dispatched)."""
+        self._limit = pending.limit
+        self._parses += 1
+        superseded = self._discovery.add_provisional(pending.statements, self._new_generation, pending.limit)
         self._flush()
+        self._supersede(superseded)
+        self._flush()
+        self._release.review()
 
-    def _supersede(self) -> None:
-        """Statements are being accepted: what was provisional and never ran is dropped."""
-        for node in self._provisional:
-            if node.state in (State.DISCOVERED, State.BLOCKED, State.READY, State.FOLLOWING):
-                self._move(node, State.DROPPED)
-                self._never(node)
-                self._promote(node)
-        self._provisional.clear()
-        self._superseded = self._generation
+    def _new_generation(self) -> int:
+        self._generation += 1
+        self._limits[self._generation] = self._limit
+        self._parse_of[self._generation] = self._parses
+        self._live[self._generation] = []
+        return self._generation
+
+    def _supersede(self, generations: Sequence[int]) -> None:
+        """A newer description of the statement exists: what those provisional parses
+        found and never ran is dropped (all first, then their followers take over, so an
+        heir is never one dropped in the same step); what they ran is reviewed."""
+        dropped: list[Node] = []
+        for generation in generations:
+            for node in self._live.pop(generation, ()):
+                if node.state in (State.DISCOVERED, State.BLOCKED, State.READY, State.FOLLOWING):
+                    self._move(node, State.DROPPED)
+                    self._never(node)
+                    dropped.append(node)
+                elif node.state is State.DISPATCHED:
+                    self._release.suspect(node)
+        for node in dropped:
+            self._promote(node, superseded=True)
 
     def take_ready(self) -> list[Node]:
         """Nodes that became ready since the last call, in program order.
@@ -202,6 +195,7 @@ class EventGraph:
                 self._move(follower, State.COMPLETED)
                 self._deliver(follower, value)
         self._flush()
+        self._release.review()
 
     def fail(self, node_id: OccurrenceId) -> None:
         """The node's early execution raised: it and its followers failed; what reads their
@@ -219,6 +213,7 @@ class EventGraph:
                 self._move(follower, State.FAILED)
                 self._deliver(follower, _FAILED)
         self._flush()
+        self._release.review()
 
     def settle(self, node_id: OccurrenceId, disposition: State | str) -> None:
         """Record the end of the node's early work: claimed, cancelled, late or orphaned.
@@ -235,6 +230,12 @@ class EventGraph:
         if target is State.CANCELLED:
             self._promote(node)
 
+    def take_withdrawn(self) -> list[OccurrenceId]:
+        """Dispatched nodes found unreachable since the last call (see the module
+        docstring), each once: their early work may stop. They stay ``DISPATCHED``; the
+        lane settles them with their observation's disposition."""
+        return self._release.take()
+
     # -- reading ------------------------------------------------------------------------
 
     def node(self, node_id: OccurrenceId) -> Node:
@@ -247,10 +248,16 @@ class EventGraph:
 
     @property
     def provisional_generation(self) -> int | None:
-        """The latest provisional parse (``add_provisional``), whose nodes describe the
-        statement still streaming; None once statements were accepted after it (its nodes
-        are superseded)."""
-        return self._generation if self._generation > self._superseded else None
+        """The latest provisional parse (``add_provisional``, numbered from 1), whose nodes
+        describe the statement still streaming; None once statements were accepted after it
+        (its nodes are superseded)."""
+        return self._parses if self._generation in self._live else None
+
+    def provisional_parse(self, node: Node) -> int | None:
+        """The provisional parse that found ``node`` (None for an accepted one). One parse
+        may hand out several generations (``occurrences.discovery._provisional``)."""
+        generation = provisional_generation(node.id)
+        return None if generation is None else self._parse_of[generation]
 
     @property
     def graph(self) -> nx.DiGraph:
@@ -308,7 +315,11 @@ class EventGraph:
             node.unsure = any(type(p) is int and p > 0 for p in node.id.path[1:])
             site = node.site
             synthetic = node.synthetic = (site.end_lineno, site.end_col_offset) > self._limits[generation]
-            self._provisional.append(node)
+            live = self._live.get(generation)
+            if live is not None:
+                live.append(node)
+        if generation is None or generation in self._live:
+            self._release.place(node)
         self._nodes[node.id] = node
         self._counts[State.DISCOVERED] += 1
         self._graph.add_node(node.id)
@@ -316,7 +327,7 @@ class EventGraph:
             self._graph.add_edge(producer, node.id, kind="control")
         for producer in occurrence.data_deps:
             self._graph.add_edge(producer, node.id, kind="data")
-        if occurrence.dead or (generation is not None and generation <= self._superseded):
+        if occurrence.dead or (generation is not None and generation not in self._live):
             self._move(node, State.DROPPED)  # (or found late, by a superseded parse)
             if not occurrence.dead:
                 self._never(node)
@@ -372,6 +383,8 @@ class EventGraph:
                 self._move(node, State.DROPPED)
                 self._never(node)
                 self._promote(node)
+            elif node.state is State.DISPATCHED:
+                self._release.suspect(node)
         elif was_discardable and not discardable and node.state is State.READY and node.id in self._handed:
             # Handed out as discardable and not dispatched (the policy may refuse
             # discardable work): now certain, it is offered once more.
@@ -399,8 +412,14 @@ class EventGraph:
         self._handed.discard(leader.id)
         self._queue.append(node)
 
-    def _promote(self, node: Node) -> None:
-        """``node`` will produce nothing: its first live follower takes over as leader."""
+    def _promote(self, node: Node, superseded: bool = False) -> None:
+        """``node`` will produce nothing: its first live follower takes over as leader.
+
+        ``superseded``: ``node`` was dropped for a newer parse of its statement, which
+        ``heir`` is part of. If ``node`` was handed out and not dispatched (the lane
+        declined it), ``heir`` is taken as handed out too, unless it is less tentative
+        (it is certain where ``node`` was discardable): offering the same call again per
+        parse would cost the lane a refusal per parse for nothing."""
         if node.key is None or self._leaders.get(node.key) is not node:
             return
         del self._leaders[node.key]
@@ -414,7 +433,14 @@ class EventGraph:
         for f in rest:
             f.leader = heir.id
         self._leaders[node.key] = heir
-        self._queue.append(heir)
+        if superseded and node.id in self._handed and heir.discardable >= node.discardable:
+            self._handed.add(heir.id)
+        else:
+            self._queue.append(heir)
+
+    def _current(self, node: Node) -> bool:
+        """Not superseded: accepted, or of a live provisional parse."""
+        return not node.provisional or provisional_generation(node.id) in self._live
 
 
 class _Sink:

@@ -27,7 +27,7 @@ end). Differences that matter for the correctness contract:
 from __future__ import annotations
 
 import functools
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
 from types import TracebackType
 from typing import TYPE_CHECKING, Self
@@ -130,6 +130,7 @@ class SpeculativeLane:
         # Called when the lane closes, before dispositions are fixed (branch layers).
         self._closers: list[Callable[[], None]] = []
         self._pumps: list[Callable[[], None]] = []  # also run by every ``pump``
+        self._withdrawn: set[OccurrenceId] = set()  # occurrences the graph withdrew (``withdraw``)
 
     @property
     def policy(self) -> LanePolicy:
@@ -196,6 +197,7 @@ class SpeculativeLane:
         """Dispatch every newly ready occurrence the policy admits (source order)."""
         if self._closed or self._tg is None:
             return
+        self.withdraw(self._graph.take_withdrawn())
         for node in self._graph.take_ready():
             self._consider(node)
         for pump in self._pumps:
@@ -231,6 +233,22 @@ class SpeculativeLane:
         self._early.append(obs)
         self._graph.mark_dispatched(node.id)
         self._start(obs, functools.partial(self._execute, node, obs))
+
+    def withdraw(self, node_ids: Iterable[OccurrenceId]) -> None:
+        """The graph found these dispatched occurrences unreachable (``take_withdrawn``:
+        a ``break``, a branch not taken, a superseded parse nothing newer wants). An early
+        observation all of whose occurrences are withdrawn is stopped now (``_stop``: out
+        of the claim table, so a Guest call with its key runs itself; its task cancelled,
+        so its concurrency slot is free in the same step), accounted ``cancelled``
+        (``late`` for a thread that cannot be interrupted). One that ended is left as it is."""
+        for node_id in node_ids:
+            self._withdrawn.add(node_id)
+            key = self._graph.node(node_id).key
+            obs = self._table.get(key) if key is not None else None
+            if obs is None or obs.lane != "speculative" or node_id not in obs.node_ids or obs.done.is_set():
+                continue
+            if all(n in self._withdrawn for n in obs.node_ids):
+                self._stop(obs)
 
     def start_on_view(self, key: CallKey, run: Callable[[Observation], Awaitable[object]]) -> Observation | None:
         """Start early work the graph does not offer: a read after a write, on the view the

@@ -24,6 +24,8 @@ from occurrences import CallKey, OccurrenceId
 
 
 class ObservationState(enum.StrEnum):
+    """Where one physical execution is in its lifecycle; ``_MOVES`` lists the legal moves."""
+
     QUEUED = "queued"
     """Dispatched, waiting for a concurrency slot; nothing has executed yet."""
     RUNNING = "running"
@@ -57,6 +59,8 @@ class IllegalObservationMove(RuntimeError):
 
 
 class Disposition(enum.StrEnum):
+    """How one early observation ended: exactly one per observation (the invariant above)."""
+
     CLAIMED = "claimed"
     CANCELLED = "cancelled"
     LATE = "late"

@@ -16,7 +16,7 @@
   possible write, or its key could not be computed). It stays in the graph: it still
   orders views, and the Guest's formal call will run it.
 - ``DROPPED``: never dispatched, and its branch turned out dead.
-- ``CLAIMED``/``CANCELLED``/``LATE``/``ORPHANED``: the dispositions (DESIGN.md glossary);
+- ``CLAIMED``/``CANCELLED``/``LATE``/``ORPHANED``: the dispositions (docs/glossary.md);
   ``LATE`` also follows ``CANCELLED`` when the work completed after cancellation was asked,
   and ``FOLLOWING`` when the leader's work is ``LATE`` (a follower ends as its leader does).
 
@@ -29,6 +29,8 @@ import enum
 
 
 class State(enum.StrEnum):
+    """One occurrence's lifecycle (the diagram above); every move goes through ``transition``."""
+
     DISCOVERED = "discovered"
     BLOCKED = "blocked"
     READY = "ready"

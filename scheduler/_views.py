@@ -6,7 +6,7 @@ such reads always waited for the Guest to reach them, one after the other. But o
 Guest's write has *returned*, the state those reads will see exists: the run's own object
 at the capability's current view. A read whose arguments are known can start right then,
 keyed on that view; the Guest's call claims it only if its own key - computed when it
-makes the call - is identical (DESIGN.md, contract 3). If another write intervenes, the
+makes the call - is identical (docs/contract.md, rule 3). If another write intervenes, the
 view moves on and the early read is never claimed: a wasted read, accounted ``orphaned``
 or ``cancelled``, never a different result.
 

@@ -8,9 +8,11 @@ run stopping at collection: the rest of the suite still runs in a smaller enviro
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, settings
 
 OPTIONAL_PACKAGES = {
     "agents": "openai-agents",
@@ -49,6 +51,28 @@ def pytest_pycollect_makemodule(module_path: Path, parent: pytest.Collector) -> 
     if module_path.name == "conftest.py":
         return None
     return _OptionalModule.from_parent(parent, path=module_path)
+
+
+PROFILE_VARIABLE = "PYSOLATE_HYPOTHESIS_PROFILE"
+"""Names the hypothesis profile of a run: ``default`` (the README's test command, CI) or
+``full`` (every generated suite at its full example count: ``example_counts.examples``)."""
+
+settings.register_profile("default")
+settings.register_profile("full")
+settings.register_profile(
+    "differential",
+    derandomize=True,
+    database=None,
+    deadline=None,
+    print_blob=True,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
+"""The settings of the generated differential suites (``tests/equivalence``): the same
+programs every run, so a red CI run reproduces anywhere; no deadline, as a program streams
+for a while on purpose; the failing case printed as a blob to replay. Used as the parent of
+each test's own ``settings`` (``example_counts.DIFFERENTIAL``), never loaded as a whole."""
+
+settings.load_profile(os.environ.get(PROFILE_VARIABLE, "default"))
 
 
 @pytest.fixture

@@ -70,3 +70,32 @@ def test_imports_flow_from_occurrences_to_scheduler_to_pysolate() -> None:
         (a, b) for a, b in import_graph().edges if rank[b.split(".")[0]] > rank[a.split(".")[0]]
     ]
     assert upward == []
+
+
+def _owner(module: str) -> str | None:
+    """The package a private module belongs to (``a.b`` of ``a.b._c`` or ``a.b._c.d``),
+    None for a public module."""
+    parts = module.split(".")
+    for i, part in enumerate(parts):
+        if part.startswith("_"):
+            return ".".join(parts[:i])
+    return None
+
+
+def test_no_private_import_from_outside_its_package() -> None:
+    """A package's private modules are its own: a neighbour imports what the package
+    exports (its ``__init__`` or a public module), so the package can reshape its insides."""
+    leaks = []
+    for importer, imported in import_graph().edges:
+        owner = _owner(imported)
+        if owner is not None and importer != owner and not importer.startswith(owner + "."):
+            leaks.append(f"{importer} -> {imported}")
+    assert sorted(leaks) == []
+
+
+def test_the_private_import_check_sees_a_leak() -> None:
+    assert _owner("occurrences.evaluator._free_names") == "occurrences.evaluator"
+    assert _owner("pysolate._guest._child") == "pysolate"
+    assert _owner("occurrences.plain") is None
+    graph = import_graph()
+    assert graph.has_edge("pysolate._guest._child", "occurrences.plain")

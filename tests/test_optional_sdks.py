@@ -16,7 +16,7 @@ def test_a_missing_sdk_skips_its_modules_with_a_reason_and_the_rest_still_runs(t
     (fake / "__init__.py").write_text('raise ModuleNotFoundError("No module named \'smolagents\'", name="smolagents")\n')
     done = subprocess.run(
         [
-            sys.executable, "-m", "pytest", "-q", "-rs", "-p", "no:cacheprovider",
+            sys.executable, "-m", "pytest", "-q", "-rs", "-p", "no:cacheprovider", "-n", "0",
             "tests/pysolate/integrations/test_smolagents.py", "tests/pysolate/test_capability.py",
         ],
         cwd=ROOT,

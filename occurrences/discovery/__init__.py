@@ -29,6 +29,8 @@ from ._model import OccurrenceId as OccurrenceId
 from ._model import Site as Site
 from ._model import tool_name as tool_name
 from ._prior import PriorGlobals as PriorGlobals
+from ._provisional import ProvisionalDiscovery as ProvisionalDiscovery
+from ._provisional import provisional_generation as provisional_generation
 
 __all__ = [
     "FUNCTIONS",
@@ -41,6 +43,8 @@ __all__ = [
     "Occurrence",
     "OccurrenceId",
     "PriorGlobals",
+    "ProvisionalDiscovery",
     "Site",
+    "provisional_generation",
     "tool_name",
 ]

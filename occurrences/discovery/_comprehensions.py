@@ -11,8 +11,7 @@ from __future__ import annotations
 import ast
 from dataclasses import replace
 
-from ..evaluator import UNKNOWN
-from ..evaluator._free_names import walk
+from ..evaluator import UNKNOWN, walk
 from ._bindings import (
     Binding,
     CapabilityRef,

@@ -16,9 +16,7 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from .._exceptions import NotKnown
-from ..evaluator import UNKNOWN
-from ..evaluator._budget import truth
-from ..evaluator._free_names import walk
+from ..evaluator import UNKNOWN, truth, walk
 from ._bindings import Binding, Scope
 from ._model import ControlFrame, ControlKind, Occurrence, OccurrenceId, PathItem
 from ._scopes import Written

@@ -18,7 +18,7 @@ Exactness over coverage: whenever discovery cannot be sure what a name holds, it
 name to ``UNKNOWN``; whenever it cannot be sure a capability name still means the Host's
 capability (rebound, deleted, declared ``global`` in a function, passed to other code), it
 stops treating calls through that name as occurrences. A wrong guess could only cost a
-wasted early read - the claim is the gate (DESIGN.md) - but a guess we know to be shaky
+wasted early read - the claim is the gate (docs/contract.md) - but a guess we know to be shaky
 is not made.
 
 The rules, each with a test in ``tests/occurrences/test_discovery.py``:
@@ -74,8 +74,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import replace
 from typing import Any
 
-from ..evaluator import UNKNOWN
-from ..evaluator._free_names import walk
+from ..evaluator import UNKNOWN, bound_names, walk
 from ._bindings import (
     CapabilityRef,
     FunctionRef,
@@ -272,13 +271,8 @@ class Discovery(_ControlFlow):
             ctx, scope=overlay, globals=overlay if ctx.globals is ctx.scope else ctx.globals, emit=False
         )
         self._repeatedly(lambda: self._dry_children(node, dry), overlay, dry, [node])
-        for stored in walk(node):
-            if isinstance(stored, ast.Name) and isinstance(stored.ctx, ast.Store | ast.Del):
-                overlay.bind(stored.id, UNKNOWN)
-            elif isinstance(stored, ast.MatchAs | ast.MatchStar) and stored.name:
-                overlay.bind(stored.name, UNKNOWN)
-            elif isinstance(stored, ast.MatchMapping) and stored.rest:
-                overlay.bind(stored.rest, UNKNOWN)
+        for name in bound_names([node]):
+            overlay.bind(name, UNKNOWN)
         self._merge(overlay, ctx)
 
     def _dry_children(self, node: ast.AST, dry: _Context) -> None:

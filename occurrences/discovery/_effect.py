@@ -6,7 +6,7 @@ import enum
 
 
 class Effect(enum.StrEnum):
-    """The effect class of a capability method (DESIGN.md, contract 2).
+    """The effect class of a capability method (docs/contract.md, rule 2).
 
     Only the Host qualifies a method; nothing in the Guest's source or in AST analysis
     grants an effect. The default is ``UNKNOWN``.

@@ -15,10 +15,8 @@ import contextlib
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
 
-from .._plain import fresh_copy
-from ..evaluator import UNKNOWN, free_names
-from ..evaluator._builtins import BUILTINS
-from ..evaluator._free_names import walk
+from ..evaluator import BUILTINS, UNKNOWN, bound_names, free_names, walk
+from ..plain import fresh_copy
 from ._bindings import (
     Binding,
     CapabilityRef,
@@ -305,7 +303,7 @@ class _Effects:
                         return
                     state = now
             self._mutated(dry)
-            for name in _bound_names(nodes):
+            for name in bound_names(nodes):
                 if isinstance(dry.scope.lookup(name), CapabilityRef | MethodRef | ModuleRef | FunctionRef):
                     self._opaque(dry)
                 dry.scope.bind(name, UNKNOWN)
@@ -376,24 +374,6 @@ def _unknown_value(
         elif data_origins(b) is None:
             return UNKNOWN
     return Mutated(origins)
-
-
-def _bound_names(nodes: Iterable[ast.AST]) -> set[str]:
-    """Every name the code in ``nodes`` may bind (or delete), wherever it sits in it."""
-    names: set[str] = set()
-    for node in nodes:
-        for inner in walk(node):
-            if isinstance(inner, ast.Name) and not isinstance(inner.ctx, ast.Load):
-                names.add(inner.id)
-            elif isinstance(inner, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
-                names.add(inner.name)
-            elif isinstance(inner, ast.alias):
-                names.add((inner.asname or inner.name).split(".")[0])
-            elif isinstance(inner, ast.ExceptHandler | ast.MatchAs | ast.MatchStar) and inner.name:
-                names.add(inner.name)
-            elif isinstance(inner, ast.MatchMapping) and inner.rest:
-                names.add(inner.rest)
-    return names
 
 
 def _within(now: Mapping[str, Origins], before: Mapping[str, Origins]) -> bool:

@@ -15,9 +15,7 @@ import ast
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import replace
 
-from ..evaluator import UNKNOWN, free_names
-from ..evaluator._builtins import BUILTINS, TYPE_NAMES
-from ..evaluator._free_names import child_nodes, walk
+from ..evaluator import BUILTINS, TYPE_NAMES, UNKNOWN, child_nodes, free_names, walk
 from ._bindings import (
     Binding,
     CapabilityRef,

@@ -2,11 +2,11 @@
 
 These values are built for every call site of every accepted statement, on the path from
 a streamed chunk to a ready occurrence (target: well under a millisecond). They are
-therefore frozen slots dataclasses, not pydantic models as DESIGN.md first sketched:
+therefore frozen slots dataclasses, not pydantic models as the first design sketched:
 pydantic construction costs microseconds per value and buys nothing here, because nothing
-in this module crosses a trust boundary (STYLE.md: hot per-chunk paths avoid pydantic).
+in this module crosses a trust boundary (the house style: hot per-chunk paths avoid pydantic).
 
-Identity follows DESIGN.md: a *site* is a source position (plus the capability method it
+Identity follows docs/glossary.md: a *site* is a source position (plus the capability method it
 targets and its lexical control context); an *occurrence* is one arrival at a site, told
 apart from other arrivals by its path of iteration indices (and, for calls inside an
 expanded function body, the position of the call that expanded it).

@@ -16,6 +16,7 @@ from collections.abc import Callable
 from .._exceptions import NotKnown
 from ..evaluator import UNKNOWN, evaluate_call_arguments, free_names
 from ._bindings import (
+    EVALUATION_LIMITS,
     Binding,
     CapabilityRef,
     FunctionRef,
@@ -153,7 +154,7 @@ class _Occurrences(_Effects):
         finds that a write before it may have changed what it reads (it is not pre-write:
         it must never run early, and what reads its result is unknown)."""
         try:
-            args, kwargs = evaluate_call_arguments(call, evaluator_env(captured, self._results))
+            args, kwargs = evaluate_call_arguments(call, evaluator_env(captured, self._results), limits=EVALUATION_LIMITS)
         except (NotKnown, RecursionError):
             self._sink.arguments_unknown(oid)
             return

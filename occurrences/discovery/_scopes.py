@@ -12,7 +12,7 @@ Scope values are compared as relative POSIX paths: normalized the way the worksp
 is a directory prefix of the other (so a directory scope overlaps every path under it).
 Anything odd - not a str, empty, the root, absolute, a ``..`` component, a trailing
 slash, a backslash or a NUL - overlaps everything. Erring towards "overlaps" only costs
-a read that is not tried early; the claim is the gate (DESIGN.md, contract 3).
+a read that is not tried early; the claim is the gate (docs/contract.md, rule 3).
 """
 
 from __future__ import annotations

@@ -13,9 +13,27 @@ reads) and ``_unknown`` (the ``UNKNOWN`` sentinel).
 """
 
 from ._budget import Limits as Limits
+from ._budget import truth as truth
+from ._builtins import BUILTINS as BUILTINS
+from ._builtins import TYPE_NAMES as TYPE_NAMES
 from ._evaluator import evaluate as evaluate
 from ._evaluator import evaluate_call_arguments as evaluate_call_arguments
+from ._free_names import bound_names as bound_names
+from ._free_names import child_nodes as child_nodes
 from ._free_names import free_names as free_names
+from ._free_names import walk as walk
 from ._unknown import UNKNOWN as UNKNOWN
 
-__all__ = ["UNKNOWN", "Limits", "evaluate", "evaluate_call_arguments", "free_names"]
+__all__ = [
+    "BUILTINS",
+    "TYPE_NAMES",
+    "UNKNOWN",
+    "Limits",
+    "bound_names",
+    "child_nodes",
+    "evaluate",
+    "evaluate_call_arguments",
+    "free_names",
+    "truth",
+    "walk",
+]

@@ -34,7 +34,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .._exceptions import NotKnown
-from .._plain import MAX_DEPTH, MAX_EQUAL_HASHES, check_keys
+from ..plain import MAX_DEPTH, MAX_EQUAL_HASHES, check_keys
 
 
 @dataclass(frozen=True, slots=True)
@@ -130,7 +130,7 @@ class Budget:
 
     def hashed(self, keys: list[Any]) -> None:
         """Refuse to build a set or dict of ``keys`` when more than ``MAX_EQUAL_HASHES`` of
-        them share a hash (``_plain.check_keys``): each such key costs CPython a probe of
+        them share a hash (``plain.check_keys``): each such key costs CPython a probe of
         every other, so ``{k * (2**61 - 1): 0 for k in range(10_000)}`` would hold the Host
         for seconds. Checked in linear time, before anything is inserted."""
         if len(keys) > MAX_EQUAL_HASHES:

@@ -19,6 +19,8 @@ from ._sizes import check_format_spec, check_power
 
 Handler = Callable[[Budget, tuple[Any, ...], dict[str, Any]], object]
 BUILTINS: dict[str, Handler] = {}
+"""The builtins the evaluator runs exactly, by name: each handler checks its arguments and
+spends the budget; a call of any other name has no known value (``NotKnown``)."""
 
 TYPE_NAMES: dict[str, type] = {
     "str": str, "int": int, "float": float, "bool": bool, "bytes": bytes, "tuple": tuple,

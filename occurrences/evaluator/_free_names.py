@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import ast
 from collections import deque
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from typing import Final
 
 NAMELESS: Final = (ast.expr_context, ast.operator, ast.boolop, ast.unaryop, ast.cmpop, ast.Constant)
@@ -75,6 +75,36 @@ def target_names(target: ast.AST) -> Iterator[str]:
             stack.extend(node.elts)
         elif isinstance(node, ast.Starred):
             stack.append(node.value)
+
+
+def bound_names(nodes: Iterable[ast.AST], *, parameters: bool = False) -> set[str]:
+    """Every name the code in ``nodes`` may bind or delete, wherever it sits in it (nested
+    functions and classes included): assignment and ``for``/``with``/walrus targets, ``del``,
+    ``def``/``class`` names, imports, ``except ... as``, ``match`` captures, and the names a
+    ``global``/``nonlocal`` declares. With ``parameters``, function and lambda parameters
+    too (names bound in *some* scope, as a pass that renames must know); without, only
+    names that a scope of the code itself or the one around it may see rebound.
+
+    The one copy of this idea: discovery forgets what these names held when it cannot follow
+    the code, and the projection pass refuses a capability name the program may rebind."""
+    names: set[str] = set()
+    for node in nodes:
+        for inner in walk(node):
+            if isinstance(inner, ast.Name) and not isinstance(inner.ctx, ast.Load):
+                names.add(inner.id)
+            elif isinstance(inner, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+                names.add(inner.name)
+            elif isinstance(inner, ast.alias):
+                names.add((inner.asname or inner.name).split(".")[0])
+            elif isinstance(inner, ast.ExceptHandler | ast.MatchAs | ast.MatchStar) and inner.name:
+                names.add(inner.name)
+            elif isinstance(inner, ast.MatchMapping) and inner.rest:
+                names.add(inner.rest)
+            elif isinstance(inner, ast.Global | ast.Nonlocal):
+                names.update(inner.names)
+            elif parameters and isinstance(inner, ast.arg):
+                names.add(inner.arg)
+    return names
 
 
 def free_names(node: ast.AST) -> frozenset[str]:

@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Final, TypeVar
 
 from .._exceptions import NotKnown
-from .._plain import fresh_copy
+from ..plain import fresh_copy
 from ._budget import Budget, BuiltinRef, Closure, Lazy, Limits, truth
 from ._builtins import BUILTINS, TYPE_NAMES, call_builtin, format_value
 from ._free_names import target_names

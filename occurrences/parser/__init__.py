@@ -9,6 +9,13 @@ capabilities, discovery or values.
 from ._fences import FenceExtractor as FenceExtractor
 from ._parser import ParserStatistics as ParserStatistics
 from ._parser import PrefixParser as PrefixParser
+from ._pending import Pending as Pending
 from ._snapshot import Snapshot as Snapshot
 
-__all__ = ["FenceExtractor", "ParserStatistics", "PrefixParser", "Snapshot"]
+__all__ = [
+    "FenceExtractor",
+    "ParserStatistics",
+    "Pending",
+    "PrefixParser",
+    "Snapshot",
+]

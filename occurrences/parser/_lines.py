@@ -2,7 +2,7 @@
 
 The prefix parser parses each group (and each provisional parse) on its own text, so its
 nodes start at line 1 and must be moved to where the group stands in the whole source.
-Moving them is a walk over every node in Python (``_shift_lines``); giving ``ast.parse``
+Moving them is a walk over every node in Python (``shift_lines``); giving ``ast.parse``
 that many empty lines first costs about 16 ns a line in C instead. The two give the same
 nodes (an empty line changes nothing but the line numbers after it; a ``str`` source has no
 coding cookie to displace), so each is used where it is cheaper: empty lines before the
@@ -15,7 +15,7 @@ from __future__ import annotations
 import ast
 from typing import Final
 
-from .._depth import parse
+from ..depth import parse
 
 PREFIX_LINES: Final = 256
 """Most empty lines put before a piece (about 4 us); below it, the walk moves the nodes
@@ -28,12 +28,12 @@ def parse_at(source: str, line: int) -> ast.Module:
     invalid escape would otherwise be a SyntaxError here).
 
     A source nested past CPython's limits raises what CPython raises (``SyntaxError``,
-    ``RecursionError``, ``MemoryError``), at the same depth from any caller (``occurrences._depth``)."""
+    ``RecursionError``, ``MemoryError``), at the same depth from any caller (``occurrences.depth``)."""
     shift = line - 1
     text = "\n" * shift + source if 0 < shift <= PREFIX_LINES else source
     module = parse(text, quiet=True)
     if shift > PREFIX_LINES:
-        _shift_lines(module.body, shift)
+        shift_lines(module.body, shift)
     return module
 
 
@@ -49,7 +49,7 @@ operator singletons), so the shift does not visit them. Not ``name`` or ``arg``:
 in most nodes, but ``TypeAlias.name`` (3.12+) is a ``Name``."""
 
 
-def _shift_lines(nodes: list[ast.stmt], shift: int) -> None:
+def shift_lines(nodes: list[ast.stmt], shift: int) -> None:
     """``ast.increment_lineno`` for a list of statements, without ``ast.walk``'s
     generator overhead (it dominated streaming time).
 

@@ -43,8 +43,8 @@ import re
 from dataclasses import dataclass
 from typing import Final
 
-from .._depth import LIMIT_ERRORS
 from .._exceptions import SealError
+from ..depth import LIMIT_ERRORS
 from ._lines import parse_at
 from ._pending import Pending, pending
 from ._scanner import LineScanner
@@ -52,6 +52,10 @@ from ._snapshot import Snapshot
 
 _EOL = re.compile(r"\r\n|\r|\n")
 _WORD = re.compile(r"\w*")
+_EXIT = re.compile(r"\b(?:break|continue|return|raise)\b")
+"""A line that may leave a loop or the program: it can end what encloses earlier calls
+(``break`` after a loop's call leaves the later iterations unreachable), so it is parsed
+provisionally though it brings no ``)`` (in a string or comment it only costs a parse)."""
 _CONTINUATIONS: Final = ("elif", "else", "except", "finally")
 _HEADERS: Final = frozenset({"if", "for", "while", "with", "try", "def", "class", "async"})
 """First tokens of a column-0 logical line that is a compound statement's header (never
@@ -100,11 +104,13 @@ class PrefixParser:
         "_code",
         "_decided",
         "_end",
+        "_exit_at",
         "_found",
         "_group",
         "_group_len",
         "_group_line",
         "_groups",
+        "_last_pending",
         "_parts",
         "_pending_at",
         "_phase",
@@ -133,7 +139,10 @@ class PrefixParser:
         self._at_newline = 0  # groups accepted at the end of their logical line
         self._pending_at = (0, 0, 0)  # (group line, complete lines, tail used) of the last pending() parse
         self._changed = False  # feed() changed what pending() reads since it last looked
-        self._found = (0, 0)  # (group line, ")" in the text it used) of the last provisional parse found
+        # (group line, ")" in the text it used, complete lines it used) of the last provisional parse found
+        self._found = (0, 0, 0)
+        self._last_pending: Pending | None = None  # the last provisional parse found, of group ``_found[0]``
+        self._exit_at = (0, 0)  # (group line, complete lines) up to the group's last ``_EXIT`` line
         self._statements: list[ast.stmt] = []  # accepted statements; append-only
         self._end = 0  # characters covered by _statements (the groups parsed so far)
         self._groups = 0  # groups parsed successfully
@@ -215,9 +224,11 @@ class PrefixParser:
         every call it could offer ends there, so that parse already offered it, at the same
         position. Such text (a header, ``else:``, a plain assignment, a ``,`` after a literal)
         is not parsed again, and that parse's occurrences stay. What it could still change
-        is only how those calls are enclosed (a later ``break``, a rebinding in a loop body),
-        which provisional occurrences never promise: they are discardable early work,
-        claimed only by exact key.
+        is only how those calls are enclosed (a rebinding in a loop body), which
+        provisional occurrences never promise: they are discardable early work, claimed
+        only by exact key. The exception is a complete line that may leave (``_EXIT``: a
+        ``break`` after a loop's calls): it is parsed, so that the work it makes
+        unreachable (the later iterations) is released at once (``EventGraph``).
         """
         if self._phase is not _Phase.OPEN or not self._changed:
             return None
@@ -235,13 +246,18 @@ class PrefixParser:
         self._pending_at = at
         text = "".join(self._group) + tail
         parens = text.count(")")  # also those in strings and comments: never too few
-        line, seen = self._found
-        if parens <= (seen if line == self._group_line else 0):
+        line, seen, used = self._found
+        if line != self._group_line:
+            seen = used = 0
+        exits = self._exit_at[1] if self._exit_at[0] == self._group_line else 0
+        if parens <= seen and exits <= used:
             return None
-        found = pending(text, at_paren=at_paren, line=self._group_line)
+        reuse = self._last_pending if line == self._group_line else None
+        found = pending(text, at_paren=at_paren, line=self._group_line, reuse=reuse)
         if found is not None:
+            self._last_pending = found
             row, col = found.limit
-            self._found = (self._group_line, _parens_before(text, (row - self._group_line + 1, col)))
+            self._found = (self._group_line, _parens_before(text, (row - self._group_line + 1, col)), len(self._group))
         return found
 
     def close(self) -> Snapshot:
@@ -306,6 +322,8 @@ class PrefixParser:
                     return
             self._group.append(line)
             self._group_len += end - pos
+            if _EXIT.search(line) is not None:
+                self._exit_at = (self._group_line, len(self._group))
             if not self._code and line.lstrip(_BLANK)[:1] not in ("", "#", "\r", "\n"):
                 self._code = True
             scanner.scan(line)
@@ -410,14 +428,29 @@ def _parens_before(text: str, limit: tuple[int, int]) -> int:
     """How many ``)`` ``text`` holds before ``limit`` (line, UTF-8 column; lines end as the
     tokenizer ends them)."""
     row, col = limit
-    start = 0
-    if row > 1:
-        for number, m in enumerate(_EOL.finditer(text), 2):
-            if number == row:
-                start = m.end()
-                break
+    start = _line_start(text, row)
     # (A lone surrogate after the limit is no error here: the source will not compile.)
     return text.count(")", 0, start) + text[start:].encode("utf-8", "surrogatepass")[:col].count(b")")
+
+
+def _line_start(text: str, row: int) -> int:
+    """Where line ``row`` (1-based) of ``text`` starts. The limit is on one of the last
+    lines, so without ``\r`` it is found from the end, in time for those lines only (a long
+    block's every line was a walk over all its lines before)."""
+    if row <= 1:
+        return 0
+    if "\r" not in text:
+        back = text.count("\n") - (row - 1)  # line ends after the one that starts ``row``
+        if back < 0:
+            return len(text)
+        end = len(text)
+        for _ in range(back + 1):
+            end = text.rfind("\n", 0, end)
+        return end + 1
+    for number, m in enumerate(_EOL.finditer(text), 2):
+        if number == row:
+            return m.end()
+    return len(text)
 
 
 def _ends_a_call(tail: str, mark: int) -> bool:

@@ -31,6 +31,15 @@ as discardable early work.
 
 The repair is best effort: when the tokenizer or the parser refuses the repaired text,
 there is simply no provisional parse this time.
+
+*Incremental* (issue 36, item 7): a long block streams one line at a time, and each new
+line used to re-tokenize and re-parse the whole statement. Given the previous parse of the
+same group (``reuse``), the statements of its first body that are already followed by
+another (final: nothing later can change them) are not parsed again: their lines are taken
+out of the text (what follows them is moved down by as many lines afterwards) and the
+statement objects of the previous parse are spliced back in front of the body. The result is the parse of the whole text, node for node and position for position,
+with those leading statements shared with the previous parse (``Pending.reused``), so that
+discovery, too, can tell what it already read.
 """
 
 from __future__ import annotations
@@ -42,11 +51,11 @@ import sys
 import token
 import tokenize
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Final
 
-from .._depth import LIMIT_ERRORS
-from ._lines import parse_at
+from ..depth import LIMIT_ERRORS
+from ._lines import parse_at, shift_lines
 
 MAX_PENDING_CHARS: Final = 20_000
 """Longest unfinished statement parsed provisionally. Each new complete line re-tokenizes
@@ -104,6 +113,9 @@ class Pending:
     statements: list[ast.stmt]
     limit: tuple[int, int]
     """(line, UTF-8 column) where the model's text ends: a call ending after it is synthetic."""
+    reused: int = 0
+    """How many leading statements of the (single) statement's first body are the very
+    objects of the parse it was given to reuse."""
 
 
 @dataclass(slots=True)
@@ -112,15 +124,31 @@ class _Block:
     indent: str  # the header line's leading whitespace
 
 
-def pending(text: str, *, at_paren: bool = True, line: int = 1) -> Pending | None:
+def pending(
+    text: str, *, at_paren: bool = True, line: int = 1, reuse: Pending | None = None
+) -> Pending | None:
     """The provisional parse of ``text`` (complete physical lines of one unfinished group
     that starts at line ``line`` of the whole source, where its positions are), or None when
-    nothing can be taken from it yet."""
+    nothing can be taken from it yet. ``reuse``: the previous parse of the same group, on a
+    prefix of ``text`` (see the module docstring)."""
     if not text or len(text) > MAX_PENDING_CHARS:
         return None
     # Lines end as the tokenizer ends them; string values and positions do not change.
+    text = _EOL.sub("\n", text)
+    kept = _final_body(reuse, line) if reuse is not None else None
+    if kept is not None:
+        rest, header, gap = _without(text, kept, line)
+        found = _parse(rest, at_paren, line, header, gap)
+        if found is not None and _splice(found, reuse, kept):
+            return replace(found, reused=len(kept))
+    return _parse(text, at_paren, line)
+
+
+def _parse(text: str, at_paren: bool, line: int, header: int = 0, gap: int = 0) -> Pending | None:
+    """The repair and parse of ``text``; ``gap`` lines were taken out of it after its first
+    ``header`` lines (``_without``), so what follows them is moved down by ``gap``."""
     try:
-        repaired = _repair(_EOL.sub("\n", text), at_paren)
+        repaired = _repair(text, at_paren)
     except UnicodeEncodeError:
         return None  # a lone surrogate: no source holding one compiles
     if repaired is None:
@@ -130,7 +158,71 @@ def pending(text: str, *, at_paren: bool = True, line: int = 1) -> Pending | Non
         module = parse_at(source, line)
     except (SyntaxError, ValueError, *LIMIT_ERRORS):
         return None
+    if gap:
+        if len(module.body) != 1 or not isinstance(module.body[0], _BODIED) or row <= header:
+            return None
+        top = module.body[0]
+        shift_lines([*top.body, *getattr(top, "orelse", ())], gap)
+        top.end_lineno = (top.end_lineno or 0) + gap
+        row += gap
     return Pending(module.body, (row + line - 1, col))
+
+
+_BODIED: Final = (ast.For, ast.While, ast.If, ast.With)
+"""Statements whose first body the previous parse's final statements are reused from
+(``try`` is not: the repair gives it a ``finally``)."""
+
+
+def _final_body(reuse: Pending, line: int) -> list[ast.stmt] | None:
+    """The final leading statements of ``reuse``'s first body, when they can be blanked:
+    every one but the last, on lines of their own, below the header, with no clause after
+    the body yet."""
+    if len(reuse.statements) != 1:
+        return None
+    top = reuse.statements[0]
+    if not isinstance(top, _BODIED) or getattr(top, "orelse", None) or len(top.body) < 2:
+        return None
+    kept, last = top.body[:-1], top.body[-1]
+    end = kept[-1].end_lineno
+    if end is None or end >= _first_line(last) or _first_line(kept[0]) <= top.lineno:
+        return None
+    return kept
+
+
+def _first_line(node: ast.stmt) -> int:
+    """A statement's first line: its first decorator's, if it has any."""
+    decorators = getattr(node, "decorator_list", None)
+    return min([node.lineno, *(d.lineno for d in decorators)]) if decorators else node.lineno
+
+
+def _without(text: str, kept: list[ast.stmt], line: int) -> tuple[str, int, int]:
+    """``text`` without the lines of ``kept`` (they follow the header and end before the
+    last few lines, so both ends are found in time for those lines only); the number of
+    lines before them and of theirs."""
+    first, last = _first_line(kept[0]) - line, (kept[-1].end_lineno or 0) - line + 1  # 0-based, end exclusive
+    start = 0
+    for _ in range(first):
+        start = text.index("\n", start) + 1
+    end = len(text)
+    for _ in range(text.count("\n") - last + 1):
+        end = text.rindex("\n", 0, end)
+    return text[:start] + text[end + 1 :], first, last - first
+
+
+def _splice(found: Pending, reuse: Pending | None, kept: list[ast.stmt]) -> bool:
+    """Put ``kept`` back in front of ``found``'s body; False if ``found`` is not the same
+    statement continued (then the whole text is parsed)."""
+    assert reuse is not None
+    if len(found.statements) != 1:
+        return False
+    top, old = found.statements[0], reuse.statements[0]
+    if type(top) is not type(old) or (top.lineno, top.col_offset) != (old.lineno, old.col_offset):
+        return False
+    assert isinstance(top, _BODIED)
+    if not top.body or top.body[0].lineno <= (kept[-1].end_lineno or 0):
+        return False
+    top.body[0:0] = kept
+    return True
 
 
 def _repair(text: str, at_paren: bool) -> tuple[str, tuple[int, int]] | None:

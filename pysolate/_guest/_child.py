@@ -3,7 +3,7 @@
 Run as ``python -I -S -B -X utf8 .../pysolate/_guest/_child.py FD`` with its end of the
 broker socket at fd ``FD``. Standard library only, and it never imports the ``pysolate``
 or ``occurrences`` packages' ``__init__`` (which pull in pydantic and anyio): it registers
-bare package objects for them and imports just ``occurrences._plain`` (the codec),
+bare package objects for them and imports just ``occurrences.plain`` (the codec),
 ``pysolate._guest_errors`` (what the program sees) and ``pysolate._guest._wire`` (framing).
 That keeps start-up at the cost of a bare interpreter.
 
@@ -91,11 +91,11 @@ class _Guest:
     """The child's state between ``init`` and ``done``."""
 
     def __init__(self, channel: _Channel, init: dict[str, Any]) -> None:
-        from occurrences import _plain
+        from occurrences import plain
         from pysolate import _guest_errors
 
         self._channel = channel
-        self._plain = _plain
+        self._plain = plain
         self._errors = _guest_errors
         self._limits: dict[str, Any] = init["limits"]
         self._capabilities: dict[str, list[str]] = init["capabilities"]
@@ -358,7 +358,7 @@ def preload(root: str, seccomp_library: str | None) -> None:
     import math  # noqa: F401
     import resource  # noqa: F401
 
-    from occurrences import _plain  # noqa: F401
+    from occurrences import plain  # noqa: F401
     from pysolate import _guest_errors  # noqa: F401
     from pysolate._guest import (  # noqa: F401
         _confine,

@@ -21,7 +21,7 @@ from typing import Annotated, Any, Literal, NamedTuple
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 
-from occurrences._plain import NotPlain, from_tagged
+from occurrences.plain import NotPlain, from_tagged
 
 from .._guest_api import ErrorInfo
 from ._turn_report import MAX_REPORTED_NAMES

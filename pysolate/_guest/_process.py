@@ -43,7 +43,7 @@ from typing import TypeVar
 import anyio
 import anyio.abc
 
-from .._exceptions import IsolationUnavailable
+from .._exceptions import GuestStartError, IsolationUnavailable
 from .._guest_api import (
     CallHandler,
     ErrorInfo,
@@ -81,10 +81,6 @@ CGROUP_GRACE = 2.0
 
 _Ending = TypeVar("_Ending")
 """What a conversation ends with: ``done`` (a run), ``turn_done`` or ``done`` (a turn)."""
-
-
-class GuestStartError(RuntimeError):
-    """The Guest child could not be started (it died, or never reported ready)."""
 
 
 class _State(enum.Enum):

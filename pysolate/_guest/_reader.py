@@ -5,7 +5,7 @@ method that can take long is a generator that stops every ``STEP_UNITS`` units o
 token, or ``UNIT_CHARS`` characters of a string) so the caller can let the event loop run.
 
 A tagged value is read by the tagged grammar directly and built once (no JSON tree first),
-with the bounds of plain data enforced as it is read (``occurrences._plain``: ``MAX_DEPTH``,
+with the bounds of plain data enforced as it is read (``occurrences.plain``: ``MAX_DEPTH``,
 ``MAX_ITEMS``, ``MAX_VALUE_ITEMS``, ``MAX_EQUAL_HASHES``; a dict's keys are checked before
 the dict is built), so work and memory stay linear in the frame. With ``render`` on, the
 reader also writes the value's canonical tagged text, as ``to_tagged`` + the broker's
@@ -24,8 +24,8 @@ import re
 from collections.abc import Generator
 from typing import Any
 
-from occurrences._callkey import KEY_INLINE_CHARS, KeyPiece
-from occurrences._plain import (
+from occurrences import KEY_INLINE_CHARS, KeyPiece
+from occurrences.plain import (
     INT_BOUND,
     MAX_DEPTH,
     MAX_EQUAL_HASHES,
@@ -276,7 +276,7 @@ class Reader:
             return data
         except NotPlain:
             raise
-        except ValueError as exc:
+        except (ValueError, OverflowError) as exc:  # float.fromhex past the double range
             raise malformed(str(exc)) from None
 
     def _escaped(self, body: str) -> Steps:
@@ -436,7 +436,7 @@ class Reader:
             return data, sep
         except NotPlain:
             raise
-        except ValueError as exc:
+        except (ValueError, OverflowError) as exc:  # float.fromhex past the double range
             raise malformed(str(exc)) from None
 
     # -- call keys ---------------------------------------------------------------------------

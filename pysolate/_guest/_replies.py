@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from occurrences._plain import INT_BOUND, NotPlain, to_tagged
+from occurrences.plain import INT_BOUND, NotPlain, to_tagged
 
 from .._crossing import DECODED, invalid_result
 from .._guest_api import CallHandler, ToolFailure

@@ -30,7 +30,7 @@ from typing import Any
 
 import anyio.lowlevel
 
-from occurrences._plain import MAX_ITEMS, MAX_VALUE_ITEMS, NotPlain, Uncrossable
+from occurrences.plain import MAX_ITEMS, MAX_VALUE_ITEMS, NotPlain, Uncrossable
 
 from .._guest_api import ErrorInfo
 from ._frames import (

@@ -42,7 +42,7 @@ _SCALARS = (type(None), bool, int, float)
 def _size(value: object, budget: int, depth: int = 0) -> int:
     """The plain size of ``value`` if it is plain data within ``budget``, else -1.
 
-    Exact types only, as ``occurrences._plain`` requires (a subclass may carry behaviour).
+    Exact types only, as ``occurrences.plain`` requires (a subclass may carry behaviour).
     """
     if depth > MAX_VALUE_DEPTH or budget < 1:
         return -1

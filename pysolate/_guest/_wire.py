@@ -3,7 +3,7 @@
 Both ends import this module, so it is stdlib-only and cheap to import: the Guest child
 loads it before anything else. A frame is a 4-byte big-endian unsigned length followed by
 that many bytes of JSON in UTF-8 (lone surrogates passed through; an object with a ``"t"`` field naming the message). Plain
-values inside messages travel in the tagged form of ``occurrences._plain``. Never pickle:
+values inside messages travel in the tagged form of ``occurrences.plain``. Never pickle:
 decoding a frame must not be able to run code.
 
 Messages (H = Host, G = Guest child)::

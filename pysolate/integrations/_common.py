@@ -2,7 +2,7 @@
 
 An agent framework's tools (a smolagents ``Tool``, a Pydantic AI tool definition) carry no
 Pysolate effect: a framework's ``read_only`` flag or an MCP hint is the tool author's
-claim, not the Host's decision (DESIGN.md, contract 2). So every tool is ``unknown`` —
+claim, not the Host's decision (docs/contract.md, rule 2). So every tool is ``unknown`` —
 never run early — unless the builder names it in an ``effects`` mapping; nothing is
 inferred. ``tool_function`` wraps a tool's call in a plain function with an exact
 signature (call keys bind against it) and the declared effect, which the Host registers

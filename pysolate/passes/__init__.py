@@ -19,6 +19,7 @@ from ._framework import Rewrite as Rewrite
 from ._framework import SourcePass as SourcePass
 from ._framework import apply_source_passes as apply_source_passes
 from ._projection import ProjectionPushdown as ProjectionPushdown
+from ._projection import speculative_statements as speculative_statements
 from ._scalar import PureScalarCSE as PureScalarCSE
 from ._scalar import PureScalarFold as PureScalarFold
 
@@ -38,4 +39,5 @@ __all__ = [
     "Rewrite",
     "SourcePass",
     "apply_source_passes",
+    "speculative_statements",
 ]

@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 import anyio
 
 from occurrences import NotPlain, canonical_arguments, fresh_copy
-from occurrences._plain import dumps
+from occurrences.plain import dumps
 from scheduler import Probe
 
 from .._broker import BoundCall, bind

@@ -16,6 +16,9 @@ A rewrite failing any check is dropped (``NotApplicable`` with the reason) and t
 stays as it was: the unchanged program is always the fallback. Lane passes (batch fusion)
 change physical calls only and report through the same ``Applied`` record.
 
+The outcomes themselves (``Applied``, ``NotApplicable``) are part of the run's report
+(``pysolate._result``), which lists them.
+
 Prior art: stratum's exact logical rewrites (constant folding, CSE, projection pushdown,
 vectorization), admitted here only under the rules of ``seeds/001``.
 """
@@ -24,39 +27,13 @@ from __future__ import annotations
 
 import ast
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Protocol
 
 from .._capability import CapabilityMethod
 from .._guest_errors import AGENT_FILENAME
+from .._result import Applied, NotApplicable, PassOutcome
 from ..tracing import source_hash
-
-
-@dataclass(frozen=True, slots=True)
-class Applied:
-    """A pass changed the program (source passes) or its physical calls (lane passes)."""
-
-    name: str
-    original_hash: str
-    derived_hash: str  # equal to ``original_hash`` for lane passes
-    law: str
-    versions: tuple[str, ...] = ()  # "capability.method@version" (and laws) relied on
-    detail: str = ""
-
-    applied: bool = field(default=True, init=False)
-
-
-@dataclass(frozen=True, slots=True)
-class NotApplicable:
-    """A pass left the program alone, and why."""
-
-    name: str
-    reason: str
-
-    applied: bool = field(default=False, init=False)
-
-
-PassOutcome = Applied | NotApplicable
 
 
 @dataclass(frozen=True, slots=True)

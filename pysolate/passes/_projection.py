@@ -27,31 +27,10 @@ import copy
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from occurrences import bound_names
+
 from .._capability import ProjectionLaw
 from ._framework import Capabilities, Edit, NotApplicable, Offsets, Rewrite
-
-
-def _bound_anywhere(tree: ast.Module) -> set[str]:
-    """Every name the program could bind, in any scope (a capability name among them may
-    no longer be the capability)."""
-    names: set[str] = set()
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Name) and not isinstance(node.ctx, ast.Load):
-            names.add(node.id)
-        elif isinstance(node, ast.arg):
-            names.add(node.arg)
-        elif isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
-            names.add(node.name)
-        elif isinstance(node, ast.alias):
-            names.add((node.asname or node.name).split(".")[0])
-        elif isinstance(node, ast.ExceptHandler | ast.MatchAs | ast.MatchStar) and node.name:
-            names.add(node.name)
-        elif isinstance(node, ast.MatchMapping) and node.rest:
-            names.add(node.rest)
-        elif isinstance(node, ast.Global | ast.Nonlocal):
-            names.update(node.names)
-    return names
-
 
 _REBINDERS = frozenset(
     {
@@ -129,7 +108,7 @@ class ProjectionPushdown:
             return NotApplicable(
                 self.name, "no capability call used only through .splitlines()[:n]"
             )
-        bound = _bound_anywhere(tree)
+        bound = bound_names([tree], parameters=True)
         why = _reaches_globals(tree)
         if why is not None:
             return NotApplicable(self.name, why)

@@ -128,18 +128,30 @@ def _literal(value: object) -> str:
     return f"({text})" if text.startswith("-") else text
 
 
+class _ScalarPass:
+    """What the scalar passes share: each applies to a closed int64 scalar program only
+    (``closed_scalar_program``), and says why not otherwise; ``_closed`` is the pass."""
+
+    __slots__ = ()
+    name: str
+
+    def rewrite(self, source: str, tree: ast.Module, capabilities: Capabilities) -> Rewrite | NotApplicable:
+        why = closed_scalar_program(tree)
+        if why is not None:
+            return NotApplicable(self.name, f"not a closed scalar program: {why}")
+        return self._closed(source, tree)
+
+    def _closed(self, source: str, tree: ast.Module) -> Rewrite | NotApplicable:
+        raise NotImplementedError
+
+
 @dataclass(frozen=True, slots=True)
-class PureScalarFold:
+class PureScalarFold(_ScalarPass):
     """Fold every expression of a closed int64 scalar program to its literal."""
 
     name: str = "pure_scalar_fold"
 
-    def rewrite(
-        self, source: str, tree: ast.Module, capabilities: Capabilities
-    ) -> Rewrite | NotApplicable:
-        why = closed_scalar_program(tree)
-        if why is not None:
-            return NotApplicable(self.name, f"not a closed scalar program: {why}")
+    def _closed(self, source: str, tree: ast.Module) -> Rewrite | NotApplicable:
         offsets, env, edits = Offsets(source), dict[str, object](), list[Edit]()
         for stmt in tree.body:
             names, expr = _value_parts(stmt)
@@ -192,17 +204,12 @@ def _names(expr: ast.expr) -> set[str]:
 
 
 @dataclass(frozen=True, slots=True)
-class PureScalarCSE:
+class PureScalarCSE(_ScalarPass):
     """Reuse a name that already holds an identical pure scalar subexpression."""
 
     name: str = "pure_scalar_cse"
 
-    def rewrite(
-        self, source: str, tree: ast.Module, capabilities: Capabilities
-    ) -> Rewrite | NotApplicable:
-        why = closed_scalar_program(tree)
-        if why is not None:
-            return NotApplicable(self.name, f"not a closed scalar program: {why}")
+    def _closed(self, source: str, tree: ast.Module) -> Rewrite | NotApplicable:
         offsets = Offsets(source)
         available: dict[str, tuple[str, set[str]]] = {}  # shape → (name holding it, names it reads)
         edits: list[Edit] = []

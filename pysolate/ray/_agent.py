@@ -26,7 +26,7 @@ from typing import Any
 
 import anyio
 
-from occurrences._plain import NotPlain, from_tagged, to_tagged
+from occurrences.plain import NotPlain, from_tagged, to_tagged
 
 from .._guest import SubprocessGuest, start_subprocess_guest
 from .._guest._frames import ProtocolViolation

@@ -29,7 +29,7 @@ import anyio.abc
 from anyio.streams.buffered import BufferedByteReceiveStream
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from occurrences._plain import from_tagged
+from occurrences.plain import from_tagged
 
 from .._guest._frames import NAME_CHARS, ProtocolViolation
 from .._guest._wire import HEADER, encode_frame

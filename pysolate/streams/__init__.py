@@ -12,6 +12,7 @@ if TYPE_CHECKING:
     from ._errors import StreamError as StreamError
     from ._errors import StreamTimeout as StreamTimeout
     from ._errors import ToolArgumentsError as ToolArgumentsError
+    from ._events import blocking_events as blocking_events
     from ._formats import Code as Code
     from ._formats import MarkdownCode as MarkdownCode
     from ._formats import ToolCallCode as ToolCallCode
@@ -59,6 +60,7 @@ __all__ = [
     "ToolArgumentsError",
     "ToolCallCode",
     "ToolCallSelector",
+    "blocking_events",
     "code_format",
     "cut_reason",
     "decode_program",

@@ -8,8 +8,10 @@ program is complete, and when a stream gives no program to run:
   there, so prose or other calls after the code do not delay the result;
 * **cut** (``StreamCut``, the run is ``aborted``): the SDK says the reply is incomplete
   (``cut_reason``) before the program is complete, or the markdown block never closed;
-* **stalled** (``StreamTimeout``, ``aborted``): no event for ``idle_timeout`` seconds, or the
-  program not complete ``deadline`` seconds after reading started;
+* **stalled** (``StreamTimeout``, ``aborted``): no event for ``idle_timeout`` seconds of
+  waiting for one (the model's silence: time the Host spends between reads, parsing and
+  discovering what arrived, is not the model's), or the program not complete ``deadline``
+  seconds after reading started;
 * **no program** (``NoCodeBlock``, ``ToolArgumentsError``; ``rejected``).
 
 What is left of the stream after the program is complete is read and dropped by ``drain``
@@ -54,7 +56,8 @@ from ._tool_calls import ToolCallSelector
 DEFAULT_IDLE_TIMEOUT: Final = 120.0
 """Seconds ``run_stream`` waits for the next event before the stream counts as stalled. Any
 event counts (a keep-alive ping too); models pause for a few seconds, not minutes, between
-events, while a dead connection without a read timeout would wait forever."""
+events, while a dead connection without a read timeout would wait forever. Only waiting
+counts: the Host's own work between two reads never does."""
 
 DEFAULT_DEADLINE: Final = 1800.0
 """Seconds from the start of reading by which the program must be complete: bounds a stream
@@ -120,6 +123,7 @@ class CodeReader:
         "_selector",
         "_source",
         "_started",
+        "_waiting",
         "_watched",
         "code",
         "complete",
@@ -143,7 +147,8 @@ class CodeReader:
         self._index = 0
         self._started: float | None = None
         self._clock: Callable[[], float] = anyio.current_time  # the running loop's, once reading starts (``_clock.loop_clock``)
-        self._last = 0.0  # when the last event arrived (or reading started)
+        self._last = 0.0  # when the current wait for an event began (meaningful while ``_waiting``)
+        self._waiting = False  # a read is waiting for the stream's next event
         self._watched = False  # inside ``watched``: the timeouts are being enforced
         self._expired: str | None = None  # why the watchdog ended the reads
         self._extractor: FenceExtractor | None = None
@@ -199,12 +204,16 @@ class CodeReader:
     async def _next(self) -> object:
         if not self._watched:
             return await self._next_timed()
+        # The model is silent only while a read waits: the watchdog counts from here, and
+        # not at all between reads, whatever the Host does with what it read meanwhile.
+        self._last = self._clock()
+        self._waiting = True
         try:
-            event = await self._events.__anext__()
+            return await self._events.__anext__()
         except StopAsyncIteration:
             return _END
-        self._last = self._clock()
-        return event
+        finally:
+            self._waiting = False
 
     async def _next_timed(self) -> object:
         """The next event under a timeout of its own (a read outside ``watched``)."""
@@ -228,11 +237,13 @@ class CodeReader:
         past either raises ``StreamTimeout`` out of this block. (A read outside it has a
         timeout of its own.)
 
-        One watchdog per stream instead of a timeout per read: a read only notes when its
-        event came (a cancel scope per chunk cost about 5 µs of the reader's 7.5 µs per
-        chunk, measured), and the watchdog, waking when the first bound could be due,
-        looks again and sleeps on if an event came meanwhile. The stream is cancelled
-        when a bound passes, as a timeout per read cancelled it.
+        One watchdog per stream instead of a timeout per read: a read only notes when it
+        began waiting and that it is waiting (a cancel scope per chunk cost about 5 µs of
+        the reader's 7.5 µs per chunk, measured), and the watchdog, waking when the first
+        bound could be due, looks again and sleeps on if the wait it timed is over. The
+        idle bound counts only a read's own wait, as a timeout per read did: time the Host
+        spends between reads (discovering a long chunk) is never the model's silence. The
+        stream is cancelled when a bound passes, as a timeout per read cancelled it.
 
         ``task_group``: where the watchdog runs; the block then ends without waiting for
         it (it returns on its next turn), so the end of the stream costs the caller no
@@ -274,8 +285,8 @@ class CodeReader:
     async def _watch(self, reads: anyio.CancelScope, done: anyio.Event) -> None:
         assert self._started is not None
         end = self._started + self._deadline
-        while (now := self._clock()) < (due := min(end, self._last + self._idle)):
-            with anyio.move_on_after(due - now):  # an event since the last look moves ``due`` on
+        while (now := self._clock()) < (due := min(end, (self._last if self._waiting else now) + self._idle)):
+            with anyio.move_on_after(due - now):  # a wait begun since the last look moves ``due`` on
                 await done.wait()
             if done.is_set():
                 return

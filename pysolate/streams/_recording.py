@@ -4,7 +4,7 @@ A recording is the trust boundary between a model's stream and every later run o
 (tests, demos, benchmarks), so every line is validated with pydantic and a bad file fails
 as a whole, before any chunk is yielded, with a ``RecordingError`` naming file and line.
 
-Format (DESIGN.md, "Recorded streams")::
+Format (docs/recording.md, "The format")::
 
     {"format": "pysolate-stream", "version": 1, ...free metadata...}
     {"t": 0.41, "text": "x = docs"}

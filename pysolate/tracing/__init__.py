@@ -13,6 +13,7 @@ from ._context import SessionTurn as SessionTurn
 from ._context import code_action as code_action
 from ._context import current_code_action as current_code_action
 from ._context import current_session_turn as current_session_turn
+from ._context import session_turn as session_turn
 from ._interface import NO_RESULT as NO_RESULT
 from ._interface import ClaimTrace as ClaimTrace
 from ._interface import Disposition as Disposition
@@ -22,6 +23,7 @@ from ._interface import ObservationTrace as ObservationTrace
 from ._interface import RunTrace as RunTrace
 from ._interface import source_hash as source_hash
 from ._null import NULL_INSTRUMENT as NULL_INSTRUMENT
+from ._null import NULL_RUN as NULL_RUN
 from ._null import NullInstrument as NullInstrument
 from ._otel import GLOBAL_INSTRUMENT as GLOBAL_INSTRUMENT
 from ._otel import MAX_PAYLOAD_CHARS as MAX_PAYLOAD_CHARS
@@ -33,6 +35,7 @@ __all__ = [
     "MAX_PAYLOAD_CHARS",
     "NO_RESULT",
     "NULL_INSTRUMENT",
+    "NULL_RUN",
     "ClaimTrace",
     "CodeAction",
     "Disposition",
@@ -48,5 +51,6 @@ __all__ = [
     "current_code_action",
     "current_session_turn",
     "error_type",
+    "session_turn",
     "source_hash",
 ]

@@ -40,7 +40,7 @@ it wrote) or ``"formal"`` (for the Guest's own call). Plain ``str`` so StrEnums 
 scheduler fit."""
 
 Disposition: TypeAlias = str
-"""The end of early physical work (DESIGN.md glossary): ``"claimed"``, ``"cancelled"``,
+"""The end of early physical work (docs/glossary.md): ``"claimed"``, ``"cancelled"``,
 ``"late"``, ``"orphaned"`` or ``"discarded"`` (work on a dropped branch layer;
 ``scheduler``'s ``Disposition`` StrEnum fits). Formal work has none."""
 
@@ -55,6 +55,7 @@ class _NoResult:
 
 
 NO_RESULT: Final = _NoResult()
+"""The ``result`` of a hook that has no result to record (``None`` is a result)."""
 
 
 class ClaimTrace(Protocol):

@@ -107,4 +107,6 @@ class NullInstrument:
 NULL_CLAIM: ClaimTrace = _NullClaim()
 NULL_OBSERVATION: ObservationTrace = _NullObservation()
 NULL_RUN: RunTrace = _NullRun()
+"""The run trace that records nothing (what ``NULL_INSTRUMENT.run_started`` returns)."""
 NULL_INSTRUMENT: Instrument = NullInstrument()
+"""The shared ``NullInstrument``: pass it as ``Host(instrument=...)`` to record nothing."""

@@ -4,7 +4,7 @@
 sequential reference ``run_source(speculate=False)`` and another for the speculating
 ``run_stream``, streams the source under the case's ``Conditions``, and returns both
 results with the tools' own call records. ``assert_equivalent`` is the correctness
-contract (DESIGN.md): status, value, stdout, error (type, message, line), the ordered call
+contract (docs/contract.md): status, value, stdout, error (type, message, line), the ordered call
 log (capability, method, arguments, outcome, result or error) and the final workspace.
 ``assert_no_early_effects`` checks from the tools' side that no ``live_read``, ``write``
 or ``unknown`` call started before the stream ended, and that each ran exactly once per

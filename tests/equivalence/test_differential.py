@@ -6,8 +6,9 @@ status, value, stdout, error, ordered call log and final workspace; the run-end 
 invariants (``check_invariants``); no live read, write or unknown call before the stream
 ended, and none replayed.
 
-The default run is derandomized (same programs every time, so CI is reproducible): 320
-programs through the in-process Guest and a sample through the isolated subprocess Guest.
+The default run is derandomized (same programs every time, so CI is reproducible): 120
+programs through the in-process Guest and a sample through the isolated subprocess Guest
+(320 and more samples with ``PYSOLATE_HYPOTHESIS_PROFILE=full``, see ``example_counts``).
 ``pytest -m soak tests/equivalence`` runs 10,000 more. Failures that hypothesis shrank are
 kept as ``@example``s below (and, when they need a specific schedule, in
 ``test_regressions.py``).
@@ -18,7 +19,8 @@ from __future__ import annotations
 import dataclasses
 
 import pytest
-from hypothesis import HealthCheck, example, given, settings
+from example_counts import DIFFERENTIAL, examples
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from pysolate import LanePolicy
@@ -28,35 +30,27 @@ from .contention import contended_conditions, contended_programs, differential_s
 from .harness import differential
 from .programs import ROOTS, Conditions, conditions, programs
 
-DEFAULT_PROGRAMS = 320
+DEFAULT_PROGRAMS = examples(120, full=320)
 """Programs the default (CI) run executes through the in-process Guest."""
 
-SUBPROCESS_PROGRAMS = 40
+SUBPROCESS_PROGRAMS = examples(20, full=40)
 """Programs the default run also executes through the subprocess Guest (slower start-up)."""
 
-FUNCTION_TOOL_PROGRAMS = 120
+FUNCTION_TOOL_PROGRAMS = examples(50, full=120)
 """Programs of the function-tool mode (tools as globals ``search(q)``) through the in-process Guest."""
 
-FUNCTION_TOOL_SUBPROCESS_PROGRAMS = 15
+FUNCTION_TOOL_SUBPROCESS_PROGRAMS = examples(8, full=15)
 """Programs of the function-tool mode through the subprocess Guest."""
 
-SYNC_PROGRAMS = 60
+SYNC_PROGRAMS = examples(25, full=60)
 """Programs the default run also executes through the blocking API (``SyncHost``, the
 stream a blocking iterator), in-process; a sample of the same strategies and checks."""
 
-SYNC_SUBPROCESS_PROGRAMS = 10
+SYNC_SUBPROCESS_PROGRAMS = examples(5, full=10)
 """Programs through the blocking API and the isolated subprocess Guest."""
 
 SOAK_PROGRAMS = 10_000
 """Programs of the ``soak`` run."""
-
-_CI = settings(
-    derandomize=True,
-    database=None,
-    deadline=None,
-    print_blob=True,
-    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
-)
 
 _EAGER = Conditions(
     chunk_sizes=(3,),
@@ -68,7 +62,7 @@ _EAGER = Conditions(
 """Small chunks, slow reads, a wide lane: as much early work overlapping the Guest as can be."""
 
 
-@settings(_CI, max_examples=DEFAULT_PROGRAMS)
+@settings(DIFFERENTIAL, max_examples=DEFAULT_PROGRAMS)
 @given(programs(), conditions(), st.sampled_from(ROOTS))
 @example(
     # Read after a write to the same path must not claim the pre-write early read.
@@ -123,14 +117,14 @@ def test_stream_equals_sequential_in_process(source: str, case: Conditions, root
     differential(source, dataclasses.replace(case, root=root))
 
 
-@settings(_CI, max_examples=SUBPROCESS_PROGRAMS)
+@settings(DIFFERENTIAL, max_examples=SUBPROCESS_PROGRAMS)
 @given(programs(max_statements=5), conditions(), st.sampled_from(ROOTS))
 def test_stream_equals_sequential_subprocess(source: str, case: Conditions, root: str) -> None:
     """The same property through the isolated subprocess Guest (a sample)."""
     differential(source, dataclasses.replace(case, root=root), start_subprocess_guest)
 
 
-@settings(_CI, max_examples=FUNCTION_TOOL_PROGRAMS)
+@settings(DIFFERENTIAL, max_examples=FUNCTION_TOOL_PROGRAMS)
 @given(programs(tools_as_functions=True), conditions())
 @example(
     # An alias is followed; a rebound name is no tool any more; a write moves every function tool.
@@ -147,14 +141,14 @@ def test_function_tools_stream_equals_sequential(source: str, case: Conditions) 
     differential(source, dataclasses.replace(case, tools_as_functions=True))
 
 
-@settings(_CI, max_examples=FUNCTION_TOOL_SUBPROCESS_PROGRAMS)
+@settings(DIFFERENTIAL, max_examples=FUNCTION_TOOL_SUBPROCESS_PROGRAMS)
 @given(programs(max_statements=5, tools_as_functions=True), conditions())
 def test_function_tools_stream_equals_sequential_subprocess(source: str, case: Conditions) -> None:
     """Function-tool mode through the isolated subprocess Guest (a sample)."""
     differential(source, dataclasses.replace(case, tools_as_functions=True), start_subprocess_guest)
 
 
-@settings(_CI, max_examples=SYNC_PROGRAMS)
+@settings(DIFFERENTIAL, max_examples=SYNC_PROGRAMS)
 @given(programs(tools_as_functions=False), conditions())
 def test_blocking_api_stream_equals_sequential(source: str, case: Conditions) -> None:
     """The same property through the blocking API (``SyncHost``): reference and speculating
@@ -162,7 +156,7 @@ def test_blocking_api_stream_equals_sequential(source: str, case: Conditions) ->
     differential(source, case, api="sync")
 
 
-@settings(_CI, max_examples=SYNC_SUBPROCESS_PROGRAMS)
+@settings(DIFFERENTIAL, max_examples=SYNC_SUBPROCESS_PROGRAMS)
 @given(programs(max_statements=5), conditions())
 def test_blocking_api_stream_equals_sequential_subprocess(source: str, case: Conditions) -> None:
     """The blocking API through the isolated subprocess Guest (a sample)."""
@@ -170,7 +164,7 @@ def test_blocking_api_stream_equals_sequential_subprocess(source: str, case: Con
 
 
 @pytest.mark.soak
-@settings(_CI, max_examples=SOAK_PROGRAMS)
+@settings(DIFFERENTIAL, max_examples=SOAK_PROGRAMS)
 @given(programs(max_statements=12), conditions(), st.sampled_from(ROOTS))
 def test_soak(source: str, case: Conditions, root: str) -> None:
     """10,000 programs: only when selected with ``-m soak`` (deselected by default in
@@ -181,17 +175,17 @@ def test_soak(source: str, case: Conditions, root: str) -> None:
 
 # -- contention (issue 36, item 8) ------------------------------------------------------------
 
-CONTENDED_PROGRAMS = 60
+CONTENDED_PROGRAMS = examples(25, full=60)
 """Contended programs (``contention``) the default run executes through the in-process Guest."""
 
-CONTENDED_SUBPROCESS_PROGRAMS = 8
+CONTENDED_SUBPROCESS_PROGRAMS = examples(4, full=8)
 """Contended programs through the subprocess Guest."""
 
-CONTENDED_SERIES = 12
+CONTENDED_SERIES = examples(6, full=12)
 """Series of three contended programs on one Host, one after another (in-process)."""
 
 
-@settings(_CI, max_examples=CONTENDED_PROGRAMS)
+@settings(DIFFERENTIAL, max_examples=CONTENDED_PROGRAMS)
 @given(contended_programs(), contended_conditions())
 def test_stream_equals_sequential_under_contention(source: str, case: Conditions) -> None:
     """Few threads, tight timeouts, tools that serialise their callers, loops left by
@@ -199,13 +193,13 @@ def test_stream_equals_sequential_under_contention(source: str, case: Conditions
     differential(source, case)
 
 
-@settings(_CI, max_examples=CONTENDED_SUBPROCESS_PROGRAMS)
+@settings(DIFFERENTIAL, max_examples=CONTENDED_SUBPROCESS_PROGRAMS)
 @given(contended_programs(max_statements=5), contended_conditions())
 def test_stream_equals_sequential_under_contention_subprocess(source: str, case: Conditions) -> None:
     differential(source, case, start_subprocess_guest)
 
 
-@settings(_CI, max_examples=CONTENDED_SERIES)
+@settings(DIFFERENTIAL, max_examples=CONTENDED_SERIES)
 @given(st.lists(contended_programs(max_statements=5), min_size=2, max_size=3), contended_conditions())
 def test_runs_on_one_host_under_contention_each_equal_their_sequential_run(sources: list[str], case: Conditions) -> None:
     """What one run leaves (stuck early threads, a tool's queue) never changes the next."""
@@ -213,7 +207,7 @@ def test_runs_on_one_host_under_contention_each_equal_their_sequential_run(sourc
 
 
 @pytest.mark.soak
-@settings(_CI, max_examples=SOAK_PROGRAMS // 5)
+@settings(DIFFERENTIAL, max_examples=SOAK_PROGRAMS // 5)
 @given(contended_programs(max_statements=10), contended_conditions())
 def test_soak_under_contention(source: str, case: Conditions) -> None:
     """2,000 contended programs: only with ``-m soak``."""

@@ -8,6 +8,12 @@ program (the same in both lanes) instead of piling up one more thread.
 
 from __future__ import annotations
 
+import asyncio
+import sys
+import threading
+import time
+import traceback
+
 import anyio
 import pytest
 
@@ -102,3 +108,38 @@ async def test_a_reached_stall_times_out_the_same_both_ways(factory: GuestFactor
     source = "try:\n    odd.stall('x')\nexcept TimeoutError as e:\n    out = str(e)\nout\n"
     both = await both_ways(source, factory, call_timeout=0.3)
     assert both.streamed.value == "odd.stall did not finish within 0.3s"
+
+
+
+def test_an_abandoned_early_thread_returning_after_its_loop_stopped_does_not_wait_for_it() -> None:
+    """An abandoned early thread gives its slot back on its loop's own thread. A loop that
+    stopped running without being closed (a test runner's between tests, any loop at
+    interpreter exit) never answers, and a thread that waited for the answer held the
+    process at exit forever. Now the release is only scheduled: the thread goes back to
+    its pool at once, and the slot is free once the loop runs again."""
+    threads = WorkerThreads(4)
+    release = threading.Event()
+
+    async def abandon() -> tuple[bool, object]:
+        return await threads.run(lambda: release.wait(10), early=True, what="odd.stall", timeout=0.05)
+
+    loop = asyncio.new_event_loop()
+    try:
+        assert loop.run_until_complete(abandon()) == (False, None)
+        assert threads.statistics().early_stuck == 1
+        release.set()  # it returns while the loop is not running
+        deadline = time.monotonic() + 10
+        while (threads.statistics().early_stuck or _releasing()) and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert threads.statistics().early_stuck == 0
+        assert not _releasing()  # no thread waits on the stopped loop
+    finally:
+        loop.close()
+
+
+def _releasing() -> bool:
+    """Whether a thread is inside ``_release_from_thread`` now."""
+    return any(
+        any(f.name == "_release_from_thread" for f in traceback.extract_stack(frame))
+        for frame in sys._current_frames().values()
+    )

@@ -3,7 +3,7 @@
 Each test installs a mutant with ``monkeypatch`` (never committed to the code), then runs
 the suite's own checks and asserts they catch it: the generated differential property
 (generation only, no shrinking: the first failing program is enough), or the fault
-catalogue test that guards that gate. The gates are those of DESIGN.md's contract:
+catalogue test that guards that gate. The gates are those of docs/contract.md's rules:
 effect eligibility (2), the view id in the call key (3), fresh copies on claims (4),
 exception placement (5), seal-before-run (1), the in-order claims and discards of
 early branch writes (2's extension, issue 17), early work never taking the program's

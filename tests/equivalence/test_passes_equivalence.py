@@ -18,7 +18,8 @@ from __future__ import annotations
 
 import anyio
 import pytest
-from hypothesis import HealthCheck, Phase, find, given, settings
+from example_counts import DIFFERENTIAL, examples
+from hypothesis import Phase, find, given, settings
 from hypothesis import strategies as st
 
 from pysolate import Effect, Host, LanePolicy, RunResult, capability
@@ -48,22 +49,17 @@ QUIET_CASE = Conditions(
 )
 """Small chunks and short reads: what the coverage and mutation checks run under."""
 
-PROGRAMS = 120
+PROGRAMS = examples(60, full=120)
 """Generated scalar programs per default run (in-process Guest)."""
 
-READ_PROGRAMS = 80
+READ_PROGRAMS = examples(40, full=80)
 """Generated read programs per default run (each streams with tool latency)."""
 
-SUBPROCESS_PROGRAMS = 12
+SUBPROCESS_PROGRAMS = examples(6, full=12)
 """Generated programs of either kind run through the subprocess Guest (slower start-up)."""
 
-_CI = settings(
-    derandomize=True,
-    database=None,
-    deadline=None,
-    max_examples=PROGRAMS,
-    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
-)
+GENERAL_PROGRAMS = examples(20, full=40)
+"""Generated issue-6 programs (no laws for the passes to use) run with every pass on."""
 
 
 @st.composite
@@ -224,28 +220,28 @@ def check(
     return streamed, reference
 
 
-@_CI
+@settings(DIFFERENTIAL, max_examples=PROGRAMS)
 @given(scalar_programs(), conditions())
 def test_scalar_passes_equal_the_unrewritten_run(source: str, case: Conditions) -> None:
     """Fold and CSE (or their refusal) never change value, stdout or error line."""
     check(source, case)
 
 
-@settings(_CI, max_examples=READ_PROGRAMS)
+@settings(DIFFERENTIAL, max_examples=READ_PROGRAMS)
 @given(read_programs(), conditions())
 def test_read_passes_equal_the_unrewritten_run(source: str, case: Conditions) -> None:
     """Batch fusion and pushdown: same outcome; same log, pushed-down receipts by the law."""
     check(source, case)
 
 
-@settings(_CI, max_examples=SUBPROCESS_PROGRAMS)
+@settings(DIFFERENTIAL, max_examples=SUBPROCESS_PROGRAMS)
 @given(st.one_of(read_programs(), scalar_programs()), conditions())
 def test_passes_through_the_subprocess_guest(source: str, case: Conditions) -> None:
     """A sample through the isolated subprocess Guest (derived source, real broker)."""
     check(source, case, start_subprocess_guest)
 
 
-@settings(_CI, max_examples=40)
+@settings(DIFFERENTIAL, max_examples=GENERAL_PROGRAMS)
 @given(programs(max_statements=6), conditions())
 def test_general_programs_with_every_pass_on(source: str, case: Conditions) -> None:
     """The issue-6 programs (no laws to use) are untouched by the passes."""

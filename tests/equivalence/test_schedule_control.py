@@ -26,7 +26,8 @@ import anyio
 import pytest
 import trio
 import trio.testing
-from hypothesis import HealthCheck, given, settings
+from example_counts import DIFFERENTIAL, examples
+from hypothesis import given, settings
 from hypothesis import strategies as st
 from trio.testing import MockClock
 
@@ -296,18 +297,11 @@ async def test_a_read_never_outlives_its_run_on_the_mock_clock(anyio_backend: ob
 
 # -- generated programs on the virtual clock --------------------------------------------
 
-SCHEDULED_PROGRAMS = 500
+SCHEDULED_PROGRAMS = examples(200, full=500)
 """Generated (program, conditions, seed) cases run on the mock clock by default."""
 
 
-@settings(
-    derandomize=True,
-    database=None,
-    deadline=None,
-    max_examples=SCHEDULED_PROGRAMS,
-    print_blob=True,
-    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
-)
+@settings(DIFFERENTIAL, max_examples=SCHEDULED_PROGRAMS)
 @given(programs(), conditions(), st.integers(0, 2**32 - 1))
 def test_generated_programs_on_seeded_schedules(source: str, case: Conditions, seed: int) -> None:
     """The differential property over generated programs, each on a seeded interleaving
@@ -329,27 +323,18 @@ def test_a_generated_case_replays_exactly() -> None:
 
 
 @pytest.mark.soak
-@settings(
-    derandomize=True,
-    database=None,
-    deadline=None,
-    max_examples=10_000,
-    print_blob=True,
-    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
-)
+@settings(DIFFERENTIAL, max_examples=10_000)
 @given(programs(max_statements=12), conditions(), st.integers(0, 2**32 - 1))
 def test_soak_on_seeded_schedules(source: str, case: Conditions, seed: int) -> None:
     """10,000 generated programs on seeded schedules (``-m soak``)."""
     check_pair(scheduled_pair(source, case, seed))
 
 
-@settings(
-    derandomize=True,
-    database=None,
-    deadline=None,
-    max_examples=100,
-    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
-)
+TWIN_PROGRAMS = examples(50, full=100)
+"""Generated programs run sequentially through the twin and through the in-process Guest."""
+
+
+@settings(DIFFERENTIAL, max_examples=TWIN_PROGRAMS)
 @given(programs(), conditions())
 def test_the_twin_shows_what_the_in_process_guest_shows(source: str, case: Conditions) -> None:
     """The async twin is a faithful stand-in: sequential runs through it and through the

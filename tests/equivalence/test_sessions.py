@@ -20,7 +20,8 @@ from dataclasses import dataclass
 
 import anyio
 import pytest
-from hypothesis import HealthCheck, example, given, settings
+from example_counts import DIFFERENTIAL, examples
+from hypothesis import example, given, settings
 
 from pysolate import LanePolicy, RunResult, RunStatus
 from pysolate._equivalence import same
@@ -33,19 +34,11 @@ from .harness import UNSAFE, TimedChunks, Tools, build_host, stream_of
 from .programs import Conditions, conditions
 from .sessions import Turn, sessions
 
-DEFAULT_SESSIONS = 80
-SUBPROCESS_SESSIONS = 12
-SYNC_SESSIONS = 25
+DEFAULT_SESSIONS = examples(40, full=80)
+SUBPROCESS_SESSIONS = examples(6, full=12)
+SYNC_SESSIONS = examples(12, full=25)
 """Sessions the default run also drives through the blocking API (``SyncSession``)."""
 SOAK_SESSIONS = 3_000
-
-_CI = settings(
-    derandomize=True,
-    database=None,
-    deadline=None,
-    print_blob=True,
-    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
-)
 
 _SLOW_READS = Conditions(
     chunk_sizes=(4,),
@@ -138,7 +131,7 @@ def _check(turns: tuple[Turn, ...], case: Conditions, factory: SessionGuestFacto
             assert len(made) == len(receipts), f"turn {n}: {cap}.{method} replayed\n{program}"
 
 
-@settings(_CI, max_examples=DEFAULT_SESSIONS)
+@settings(DIFFERENTIAL, max_examples=DEFAULT_SESSIONS)
 @given(sessions(), conditions())
 @example(
     (
@@ -155,7 +148,7 @@ def test_sessions_equal_sequential_sessions(turns: tuple[Turn, ...], case: Condi
     _check(turns, case)
 
 
-@settings(_CI, max_examples=SUBPROCESS_SESSIONS)
+@settings(DIFFERENTIAL, max_examples=SUBPROCESS_SESSIONS)
 @given(sessions(max_turns=3, max_statements=3), conditions())
 def test_sessions_equal_sequential_sessions_subprocess(turns: tuple[Turn, ...], case: Conditions) -> None:
     """The same property through the isolated subprocess Guest (a sample)."""
@@ -164,7 +157,7 @@ def test_sessions_equal_sequential_sessions_subprocess(turns: tuple[Turn, ...], 
     _check(turns, case, start_subprocess_session)
 
 
-@settings(_CI, max_examples=SYNC_SESSIONS)
+@settings(DIFFERENTIAL, max_examples=SYNC_SESSIONS)
 @given(sessions(), conditions())
 def test_blocking_sessions_equal_sequential_sessions(turns: tuple[Turn, ...], case: Conditions) -> None:
     """The same property through the blocking API: ``SyncSession`` turns from a sync
@@ -173,7 +166,7 @@ def test_blocking_sessions_equal_sequential_sessions(turns: tuple[Turn, ...], ca
 
 
 @pytest.mark.soak
-@settings(_CI, max_examples=SOAK_SESSIONS)
+@settings(DIFFERENTIAL, max_examples=SOAK_SESSIONS)
 @given(sessions(max_turns=6, max_statements=6), conditions())
 def test_sessions_soak(turns: tuple[Turn, ...], case: Conditions) -> None:
     """More and longer sessions: only with ``-m soak``."""

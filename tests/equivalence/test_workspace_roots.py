@@ -14,7 +14,8 @@ from __future__ import annotations
 import dataclasses
 
 import pytest
-from hypothesis import HealthCheck, example, given, settings
+from example_counts import DIFFERENTIAL, examples
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from pysolate import LanePolicy, RunResult
@@ -23,19 +24,11 @@ from pysolate.testing import observable
 from .harness import check_pair, scheduled_pair
 from .programs import ROOTS, Conditions, conditions, programs
 
-DEFAULT_PROGRAMS = 60
+DEFAULT_PROGRAMS = examples(25, full=60)
 """Cases of the default run (each runs three pairs, one per root kind)."""
 
 SOAK_PROGRAMS = 2_000
 """Cases of the ``soak`` run."""
-
-_SETTINGS = settings(
-    derandomize=True,
-    database=None,
-    deadline=None,
-    print_blob=True,
-    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
-)
 
 READS = (
     "names = workspace.list_dir('d')\n"
@@ -81,7 +74,7 @@ def test_early_reads_on_a_git_root_are_claimed_as_on_a_memory_root() -> None:
     assert all(r.report.claimed == r.report.logical == 8 for r in runs)  # every call claimed, on every root
 
 
-@settings(_SETTINGS, max_examples=DEFAULT_PROGRAMS)
+@settings(DIFFERENTIAL, max_examples=DEFAULT_PROGRAMS)
 @given(programs(), conditions(), st.integers(0, 2**32 - 1))
 @example(READS, SLOW, 1)
 def test_generated_programs_run_alike_on_every_root(source: str, case: Conditions, seed: int) -> None:
@@ -89,7 +82,7 @@ def test_generated_programs_run_alike_on_every_root(source: str, case: Condition
 
 
 @pytest.mark.soak
-@settings(_SETTINGS, max_examples=SOAK_PROGRAMS)
+@settings(DIFFERENTIAL, max_examples=SOAK_PROGRAMS)
 @given(programs(max_statements=12), conditions(), st.integers(0, 2**32 - 1))
 def test_soak_every_root(source: str, case: Conditions, seed: int) -> None:
     _same_run_on_every_root(source, case, seed)

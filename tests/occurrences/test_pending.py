@@ -12,6 +12,7 @@ from __future__ import annotations
 import ast
 import io
 import itertools
+import random
 import sys
 import tokenize
 
@@ -183,9 +184,9 @@ def test_a_line_that_adds_no_paren_is_not_parsed_again(monkeypatch: pytest.Monke
     """A header, ``else:``, a plain assignment: no new call can end there."""
     parses: list[str] = []
 
-    def counting(text: str, *, at_paren: bool = True, line: int = 1) -> object:
+    def counting(text: str, *, at_paren: bool = True, line: int = 1, reuse: object = None) -> object:
         parses.append(text)
-        return _parser_module.pending(text, at_paren=at_paren, line=line)
+        return _parser_module.pending(text, at_paren=at_paren, line=line, reuse=reuse)  # type: ignore[arg-type]
 
     monkeypatch.setattr("occurrences.parser._parser.pending", counting)
     parser = PrefixParser()
@@ -244,3 +245,55 @@ def test_a_lone_surrogate_gives_no_provisional_parse_and_no_error() -> None:
             assert found is None or "\ud800" not in ast.unparse(found.statements[0])
         with pytest.raises(SealError):
             parser.close()
+
+
+LONG_BLOCKS = [
+    "for d in docs_ids:\n" + "".join(f"    v{i} = docs.get(k=d + '{i}')\n" for i in range(12)) + "    break\nz = 1\n",
+    "if mode:\n    a = docs.get(k=1)\n    # a comment\n\n    b = [docs.get(k=2),\n         docs.get(k=3)]\n"
+    "    if a:\n        c = docs.get(k=4)\n        d = docs.get(k=5)\n    e = docs.get(k=6); f = docs.get(k=7)\n"
+    "    @dec(docs.get(k=8))\n    def g(x):\n        return docs.get(k=x)\n    h = g(9)\n    s = '''x,\n)'''\nelse:\n    pass\n",
+    "while n:\n    x = docs.get(k=n)\n    with docs.open(x) as f:\n        y = f.read()\n        z = docs.get(k=y)\n    n = docs.next(k=n)\n",
+    "with docs.open('a') as f:\n    for t in f:\n        r = docs.get(k=t)\n        s = docs.get(k=r)\n    u = docs.get(k='u')\n    try:\n        w = docs.get(k='w')\n    except E:\n        w = 0\n    q = docs.get(k=w)\n",
+]
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.sampled_from(LONG_BLOCKS), st.integers(1, 9), st.randoms(use_true_random=False))
+def test_a_parse_reusing_the_previous_one_is_the_whole_texts_parse(source: str, size: int, rnd: object) -> None:
+    """Issue 36, item 7: each provisional parse given the previous one (its final leading
+    body statements shared, their lines not parsed again) equals, node for node and
+    position for position, the parse of the same text from scratch; and reuse happens."""
+    calls: list[int] = []
+    original = _parser_module.pending
+
+    def dump(found: _parser_module.Pending | None) -> object:
+        return None if found is None else ([ast.dump(s, include_attributes=True) for s in found.statements], found.limit)
+
+    def checked(
+        text: str, *, at_paren: bool = True, line: int = 1, reuse: _parser_module.Pending | None = None
+    ) -> _parser_module.Pending | None:
+        found = original(text, at_paren=at_paren, line=line, reuse=reuse)
+        assert dump(found) == dump(original(text, at_paren=at_paren, line=line)), text
+        calls.append(found.reused if found is not None else 0)
+        return found
+
+    assert isinstance(rnd, random.Random)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr("occurrences.parser._parser.pending", checked)
+        parser = PrefixParser()
+        at = 0
+        while at < len(source):
+            step = rnd.randint(1, size)
+            parser.feed(source[at : at + step])
+            at += step
+            parser.pending()
+    assert calls and max(calls) > 0, "the previous parse was reused"
+
+
+@pytest.mark.parametrize("text", ["a\nb\nc", "a\nb\nc\n", "\n\n", "x", "ab\ncd\n\nef", "", "a\r\nb\rc\nd"])
+def test_a_line_is_found_from_the_end_where_the_tokenizer_ends_lines(text: str) -> None:
+    from occurrences.parser._parser import _EOL, _line_start
+
+    starts = [0, *(m.end() for m in _EOL.finditer(text))]
+    for row in range(1, len(starts) + 3):
+        assert _line_start(text, row) == (starts[row - 1] if row <= len(starts) else len(text))

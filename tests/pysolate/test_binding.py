@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from occurrences import canonical_arguments
-from occurrences._plain import to_tagged
+from occurrences.plain import to_tagged
 from pysolate._binding import Binder
 
 P = inspect.Parameter

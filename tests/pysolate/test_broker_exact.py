@@ -20,7 +20,7 @@ import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from occurrences._plain import MAX_INT_DIGITS, NotPlain, from_tagged, own, to_tagged
+from occurrences.plain import MAX_INT_DIGITS, NotPlain, from_tagged, own, to_tagged
 from pysolate import _crossing
 from pysolate._crossing import checked_result, owned_arguments
 from pysolate._guest._frames import _arguments, _loads

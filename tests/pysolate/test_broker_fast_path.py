@@ -1,6 +1,6 @@
 """The broker's cheaper path is exact: every shortcut equals what it replaced.
 
-- ``_plain.own`` is ``(fresh_copy(v), to_tagged(v))`` in one walk, for every value (NaN,
+- ``plain.own`` is ``(fresh_copy(v), to_tagged(v))`` in one walk, for every value (NaN,
   -0.0, big ints, nesting) and fails exactly where ``to_tagged`` fails, with the same
   error (lone surrogates, ints past ``MAX_INT_DIGITS``, non-plain types, depth);
 - a frame payload decodes to the same value (or the same failure) with the UTF-8 fast path
@@ -20,7 +20,7 @@ from hypothesis import assume, example, given, settings
 from hypothesis import strategies as st
 from pydantic import ValidationError
 
-from occurrences._plain import MAX_DEPTH, NotPlain, fresh_copy, from_tagged, own, to_tagged
+from occurrences.plain import MAX_DEPTH, NotPlain, fresh_copy, from_tagged, own, to_tagged
 from pysolate._execute import _awaited, _may_suspend
 from pysolate._guest._frames import (
     _GUEST_FRAME,

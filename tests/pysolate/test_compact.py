@@ -21,7 +21,7 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from occurrences import canonical_arguments
-from occurrences._plain import MAX_INT_DIGITS, own, to_tagged
+from occurrences.plain import MAX_INT_DIGITS, own, to_tagged
 from pysolate._binding import Binder
 from pysolate._compact import compact
 from pysolate._crossing import _size_bound

@@ -215,8 +215,10 @@ async def test_dropping_the_host_closes_its_pool(level: str) -> None:
     watched = pidfd_of(pooled)
     del made, pooled
     gc.collect()
-    await anyio.sleep(0.05)  # the keeper kills it on its next turn of this loop
-    assert gone(watched)
+    # The keeper kills it on a later turn of this loop: wait for the exit on the loop.
+    with anyio.move_on_after(10):
+        await anyio.wait_readable(watched)
+    assert gone(watched, timeout=0)
 
 
 @pytest.mark.parametrize("level", FORKED[:1])

@@ -12,7 +12,7 @@ import anyio
 import pytest
 from guest_levels import guest_factory, params, with_ray
 
-from occurrences._plain import to_tagged
+from occurrences.plain import to_tagged
 from pysolate._guest._frames import Call, Done, ProtocolViolation, ReadyFrame, parse_guest_frame
 from pysolate._guest_api import ErrorInfo, GuestLimits, GuestOutcome
 

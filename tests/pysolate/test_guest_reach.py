@@ -272,7 +272,7 @@ def _library_files() -> list[Path]:
 
     return [root / "pysolate" / "_guest" / "_seccomp.py", root / "pysolate" / "_guest" / "_child.py",
             root / "pysolate" / "_guest" / "_isolation.py", root / "pysolate" / "_guest_errors.py",
-            root / "occurrences" / "_plain.py", Path(anyio_module.__file__ or ""), Path(os.__file__)]
+            root / "occurrences" / "plain.py", Path(anyio_module.__file__ or ""), Path(os.__file__)]
 
 
 LIBRARY_WRITE = """

@@ -13,6 +13,7 @@ from collections.abc import AsyncIterator
 
 import anyio
 import pytest
+from trio.testing import MockClock
 
 from pysolate.streams import CodeReader, StreamTimeout
 
@@ -140,3 +141,28 @@ async def test_watched_cannot_nest() -> None:
         with pytest.raises(RuntimeError, match="already active"):
             async with reader.watched():
                 pass
+
+
+def test_host_work_between_reads_is_not_the_models_silence() -> None:
+    """Issue 36, divergence 4: the idle bound counts only a read's own wait. Under trio's
+    mock clock the consumer spends five idle bounds of (virtual) time on its own work
+    between reads, with no checkpoint, as a long chunk's discovery does; the model's own
+    gaps are a tenth of the bound. No timeout - while a true silence of twice the bound
+    still is one."""
+
+    async def busy_consumer(gap: float, clock: MockClock) -> list[str]:
+        reader = CodeReader(_gaps(gap, 3), idle_timeout=1.0)
+        texts: list[str] = []
+        async with reader.watched():
+            while (text := await reader.read()) is not None:
+                texts.append(text)
+                clock.jump(5.0)  # the Host's work on what it read: time passes, the loop does not run
+        return texts
+
+    def run(gap: float) -> list[str]:
+        clock = MockClock(autojump_threshold=0)  # the model's gaps pass at once too
+        return anyio.run(busy_consumer, gap, clock, backend="trio", backend_options={"clock": clock})
+
+    assert run(0.1) == ["x0 = 0\n", "x1 = 1\n", "x2 = 2\n", ""]
+    with pytest.raises(StreamTimeout, match="idle_timeout"):
+        run(2.0)

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 import anyio
 import pytest
 
-from occurrences._plain import loads
+from occurrences.plain import loads
 from pysolate import Effect, Host, RegistrationError, RunResult, capability
 from pysolate.testing import Script, memory_workspace, scripted_tool
 

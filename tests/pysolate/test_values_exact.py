@@ -16,7 +16,7 @@ import anyio
 import pytest
 
 from occurrences import canonical
-from occurrences._plain import from_tagged, nan_text, to_tagged
+from occurrences.plain import from_tagged, nan_text, to_tagged
 from pysolate import Effect, Host, capability
 from pysolate.testing import differences, in_process_guest
 

@@ -47,6 +47,11 @@ class FakeGraph:
     on_complete: dict[str, list[FakeNode]] = field(default_factory=dict)
     nodes: dict[str, FakeNode] = field(default_factory=dict)
     settled: dict[str, str] = field(default_factory=dict)
+    withdrawn: list[str] = field(default_factory=list)
+
+    def take_withdrawn(self) -> list[str]:
+        out, self.withdrawn = self.withdrawn, []
+        return out
 
     def take_ready(self) -> list[FakeNode]:
         out, self.ready = self.ready, []
@@ -449,3 +454,49 @@ async def test_work_the_lane_stopped_is_never_claimed() -> None:
         assert await lane.claim(key("t")) is None
         assert graph.failed == [], "nothing is delivered to the graph as a failure either"
     assert lane.statistics().cancelled == 1
+
+
+# -- dead work released at once (issue 36, item 4) ---------------------------------------
+
+
+async def test_withdrawn_work_is_cancelled_at_once_and_frees_its_slot() -> None:
+    """The graph withdraws a running early call (its occurrence became unreachable): the
+    next pump cancels it, so the call queued behind it starts without waiting for it; it
+    is accounted cancelled, out of the claim table (a claim of its key finds nothing)."""
+    graph, tools = FakeGraph(), Tools()
+    graph.ready = [FakeNode("a", key("a")), FakeNode("b", key("b")), FakeNode("c", key("c"))]
+    async with SpeculativeLane(graph, tools.execute, LanePolicy(concurrency=2)) as lane:
+        lane.pump()
+        await anyio.wait_all_tasks_blocked()
+        assert tools.calls == ["a", "b"]
+        graph.withdrawn = ["a"]
+        lane.pump()
+        await anyio.wait_all_tasks_blocked()
+        assert tools.calls == ["a", "b", "c"], "a's slot went to c"
+        assert await lane.claim(key("a")) is None
+        tools.gate("b").set()
+        tools.gate("c").set()
+    assert lane.dispositions()[1] is Disposition.CANCELLED
+    assert graph.settled["a"] == "cancelled"
+
+
+async def test_work_another_occurrence_still_wants_is_not_withdrawn() -> None:
+    """One observation serving two occurrences (equal keys) stops only when both are
+    withdrawn; one that already ended is left alone (it stays claimable)."""
+    graph, tools = FakeGraph(), Tools()
+    graph.ready = [FakeNode("a", key("a")), FakeNode("done", key("d"))]
+    async with SpeculativeLane(graph, tools.execute) as lane:
+        lane.pump()
+        graph.ready = [FakeNode("a2", key("a"))]
+        lane.pump()
+        await anyio.wait_all_tasks_blocked()
+        tools.gate("done").set()
+        await anyio.wait_all_tasks_blocked()
+        graph.withdrawn = ["a", "done"]
+        lane.pump()
+        await anyio.wait_all_tasks_blocked()
+        assert not tools.gate("a").is_set() and graph.completed == {"done": {"result": "done"}}
+        tools.gate("a").set()
+        claimed = await lane.claim(key("a"))
+        assert claimed is not None and claimed.value == {"result": "a"}
+        assert await lane.claim(key("d")) is not None

@@ -7,8 +7,7 @@ import anyio
 import pytest
 
 from occurrences import CallKey
-from scheduler import Probe
-from scheduler._shared import EntryState, ObservationTable, SharedProbe
+from scheduler import EntryState, ObservationTable, Probe, SharedProbe
 
 pytestmark = pytest.mark.anyio
 
