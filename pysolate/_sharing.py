@@ -326,7 +326,7 @@ class RunSharing:
             try:
                 return await self._follow(table, entry, obs, span, own=False)
             except _NotServed:
-                pass
+                obs.shared_from = None  # its own call, from here on
             # Another run's call failed or stopped: never this run's outcome, so it makes its
             # own call now, as its sequential run would (in the slot it held while waiting).
             span = traces[obs.id] = self._span(call, obs, None)
@@ -358,14 +358,19 @@ class RunSharing:
     async def _follow(self, table: ObservationTable, entry: SharedCall, obs: Observation, span: ObservationTrace, *, own: bool) -> object:
         # A waiter keeps its lane's slot, as its own call would: if the call it waits on fails,
         # it makes its own in that slot (``early``), within its run's concurrency.
+        # Another run's call is no physical work of this one's, whatever its end (``shared_from``).
         table.join(entry, obs.probe, counted=not own)
+        if not own:
+            obs.shared_from = entry.owner
         self._following[entry] = None
         try:
             await entry.wait()
         except BaseException as exc:
-            goes_on = table.leave(entry, obs.probe)
-            if own and goes_on:
-                obs.probe.in_thread = True  # its call runs on for others, or in its thread: ``late``
+            thread_runs_on = table.leave(entry, obs.probe) and entry.waiters == 0
+            if own and thread_runs_on:
+                obs.probe.in_thread = True  # nobody waits, but its thread cannot be stopped: ``late``
+            # (a call that runs on for other runs' waiters is theirs now: this run stopped
+            # waiting for it in time, its early work ends ``cancelled``)
             if not own:
                 span.completed(error=exc)
             raise
@@ -374,8 +379,8 @@ class RunSharing:
         table.leave(entry, obs.probe)
         other = entry.owner != self.run_id
         if entry.state is EntryState.SUCCEEDED:
+            obs.shared_from = entry.owner if other else None
             if other:  # (its own call's span, if it started the entry, was never run: a program's call took it over)
-                obs.shared_from = entry.owner
                 span.completed(result=entry.value)
             return fresh_copy(entry.value)
         if not other:  # the outcome of this run's own call (its task traced it)
