@@ -39,6 +39,9 @@ from occurrences import CallKey
 
 from ._observation import _INVOKING, Probe
 
+_QUEUED = Probe.__dict__["queued"]
+"""``Probe.queued``'s slot, which ``SharedProbe.queued`` mirrors to its waiters."""
+
 
 class SharedProbe(Probe):
     """The probe of a shared physical call: starting it starts every waiter's probe.
@@ -75,6 +78,27 @@ class SharedProbe(Probe):
             self._start()
             return True
 
+    @property
+    def queued(self) -> bool:
+        return _QUEUED.__get__(self, SharedProbe)
+
+    @queued.setter
+    def queued(self, value: bool) -> None:
+        """The call waits for a thread or slot (or stopped waiting): so does every waiter not
+        yet invoked, so that a claim of a waiter withdraws it rather than wait behind a queue."""
+        with _INVOKING:
+            _QUEUED.__set__(self, value)
+            for probe in getattr(self, "_followers", ()):
+                if not probe.withdrawn and not probe.invoked:
+                    probe.queued = value
+
+    def urge_all(self) -> None:
+        """A waiter's program waits for it (its claim found it on its way, not queued): the
+        call must not queue for a thread or slot either (``Probe.urge``; contract 7)."""
+        self.urged = True
+        if self.urge is not None:
+            self.urge()
+
     def _start(self) -> None:  # (the lock is held)
         self.started = True
         for probe in self._followers:
@@ -83,22 +107,26 @@ class SharedProbe(Probe):
                 probe.queued = False
 
     def follow(self, probe: Probe) -> None:
-        """``probe`` (a waiter's) is invoked when this call starts; queued until then."""
+        """``probe`` (a waiter's) is invoked when this call starts, queued while it is."""
         with _INVOKING:
             self._followers.append(probe)
             if self.started:
                 probe.invoked = True
             else:
-                probe.queued = True
+                probe.queued = _QUEUED.__get__(self, SharedProbe)
+                probe.urge = self.urge_all
 
     def unfollow(self, probe: Probe) -> None:
         with _INVOKING:
             if probe in self._followers:
                 self._followers.remove(probe)
             probe.queued = False
+            probe.urge = None
 
 
 class EntryState(enum.StrEnum):
+    """Where a shared call is in its life: open until it settles, then one of the three ends."""
+
     OPEN = "open"
     """Its call is queued or running."""
     SUCCEEDED = "succeeded"

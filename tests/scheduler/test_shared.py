@@ -124,18 +124,27 @@ def test_a_programs_call_is_never_cancelled_by_its_waiters_leaving() -> None:
     assert t.leave(entry) is True and entry.state is EntryState.OPEN
 
 
-def test_a_follower_is_queued_until_the_shared_call_starts_then_invoked() -> None:
+def test_a_follower_is_queued_exactly_while_the_shared_call_is_then_invoked() -> None:
     shared, follower, late = SharedProbe(), Probe(), Probe()
     shared.follow(follower)
-    assert follower.queued and not follower.invoked
+    assert not follower.queued and not follower.invoked  # on its way: a claim urges it
+    assert follower.urge is not None
+    follower.urge()
+    assert shared.urged  # the shared call must not queue for a thread now (contract 7)
+    shared.queued = True  # it waits for a thread: so does its waiter
+    assert follower.queued
     assert follower.withdraw() is True  # queued behind work: its lane may withdraw it
     other = Probe()
     shared.follow(other)
+    assert other.queued
+    shared.queued = False
     assert shared.invoke() is True
     assert other.invoked and not other.queued
     assert not follower.invoked  # a withdrawn follower is never invoked
     shared.follow(late)
     assert late.invoked  # joined a call already running: waits for it
+    shared.unfollow(other)
+    assert other.urge is None
 
 
 def test_a_programs_call_adopts_queued_early_work_but_not_running_work() -> None:
