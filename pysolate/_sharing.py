@@ -1,6 +1,6 @@
 """Work shared across runs on one Host: which calls may share, and how a run uses the table.
 
-Contract 8 (DESIGN.md): sharing is the effect's consequence. A ``pure`` result (same version,
+Contract rule 8 (docs/contract.md): sharing is the effect's consequence. A ``pure`` result (same version,
 same arguments) may serve any run, an ``immutable_read`` result only runs whose view names
 the same frozen root; nothing else is ever shared. So a call enters the Host's observation
 table (``scheduler._shared``) only when
