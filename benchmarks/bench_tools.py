@@ -246,10 +246,13 @@ def public_methods(specs: dict[str, dict[str, ToolSpec]]) -> dict[str, dict[str,
     return {cap: {m: t for m, t in methods.items() if not m.startswith("_")} for cap, methods in specs.items()}
 
 
-def make_host(latency_scale: float = 1.0, *, guest: GuestKind = "isolated") -> tuple[Host, dict[str, dict[str, ToolSpec]]]:
-    """A Host with every benchmark tool registered, and the specs behind it (fresh state)."""
+def make_host(
+    latency_scale: float = 1.0, *, guest: GuestKind = "isolated", share: bool = True
+) -> tuple[Host, dict[str, dict[str, ToolSpec]]]:
+    """A Host with every benchmark tool registered, and the specs behind it (fresh state);
+    ``share``: ``Host(share=...)``, its runs share physical calls (issue 40)."""
     specs = tool_specs(latency_scale)
-    host = Host(guest_factory=guest_factory(guest), session_factory=session_factory(guest))
+    host = Host(guest_factory=guest_factory(guest), session_factory=session_factory(guest), share=share)
     for cap, methods in public_methods(specs).items():
         if cap == "ws":
             host.register(cap, bench_workspace(latency_scale))

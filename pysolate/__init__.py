@@ -51,6 +51,8 @@ if TYPE_CHECKING:
     from ._session import SessionLimits as SessionLimits
     from ._session import SessionState as SessionState
     from ._session import SessionStatistics as SessionStatistics
+    from ._sharing import ShareConfig as ShareConfig
+    from ._sharing import ShareStatistics as ShareStatistics
     from ._timeline import Timeline as Timeline
     from ._timeline import render_svg as render_svg
     from ._workspace import Workspace as Workspace
@@ -87,6 +89,8 @@ __all__ = [
     "SessionLimits",
     "SessionState",
     "SessionStatistics",
+    "ShareConfig",
+    "ShareStatistics",
     "SyncHost",
     "SyncSession",
     "Timeline",

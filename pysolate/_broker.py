@@ -24,17 +24,17 @@ Nothing about a run lives on the Host, so runs share a Host freely.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Mapping
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 import anyio
 
-from occurrences import CallKey, Effect, MethodSpec, NotPlain, check_plain, fresh_copy, tool_name
+from occurrences import CallKey, Effect, MethodSpec, fresh_copy, tool_name
 from scheduler import BranchSpeculation, Observation, Probe
 
 from ._capability import CapabilityMethod
 from ._clock import loop_clock
 from ._conversion import Encoder
-from ._crossing import failure_from
+from ._crossing import failure_from, plain_or_repr
 from ._execute import (
     CALL_TIMEOUT,
     BoundCall,
@@ -46,12 +46,16 @@ from ._execute import (
     call_key,
     execute,
     scope_class,
+    spec_or_none,
 )
 from ._guest_api import ErrorInfo, LimitExceeded, ToolFailure
 from ._holding import HOST_BYTES_LIMIT, RECEIPT_BYTES, SMALL_KEY_CHARS, held, held_arguments, weight
 from ._result import CallOutcome, CallRecord, Served
 from ._threads import WorkerThreads
 from .tracing import NULL_RUN, ObservationTrace, RunTrace
+
+if TYPE_CHECKING:
+    from ._sharing import HostSharing, RunSharing
 
 __all__ = [
     "CALL_TIMEOUT", "BoundCall", "Claims", "OutcomeUnknown", "Registration", "RunScope", "RunScoped", "Viewed",
@@ -65,7 +69,6 @@ _SCALARS = frozenset({type(None), bool, int, float, str})
 _WRITES = frozenset(effect for effect in Effect if effect.may_write)
 """The effects whose calls count in their capability's epoch (``Effect.may_write``, as a
 set: the property costs ten times the lookup, on every call)."""
-
 
 
 class Claims(Protocol):
@@ -91,11 +94,13 @@ class RunScope:
         trace: RunTrace = NULL_RUN,
         targets: Mapping[str, object] | None = None,
         encode: Encoder | None = None,
+        sharing: HostSharing | None = None,
         max_bytes: int | None = None,
     ) -> None:
         """``targets`` (a session's turn): the objects formal calls run against, by name,
-        instead of a fresh ``for_run()`` each. ``max_bytes``: the run's byte budget
-        (``GuestLimits.max_host_bytes``; None: unbounded)."""
+        instead of a fresh ``for_run()`` each. ``sharing``: the Host's observation table,
+        told when a call that may write reaches a registered object (``HostSharing.taint``).
+        ``max_bytes``: the run's byte budget (``GuestLimits.max_host_bytes``; None: unbounded)."""
         self._registrations = dict(registrations)
         self._encode = encode
         self.trace = trace
@@ -116,6 +121,9 @@ class RunScope:
             if (self._registrations[name].viewed if target is self._registrations[name].obj else isinstance(target, Viewed))
         }
         self._epochs: dict[str, int] = dict.fromkeys(self._registrations, 0)  # may-write calls started
+        self._host_sharing = sharing  # told of writes that reach a registered object (``HostSharing.tainting``)
+        self._tainting = frozenset() if sharing is None else sharing.tainting(self._registrations, self._targets)
+        self.sharing: RunSharing | None = None  # set by a speculating run: its use of the Host's table
         self._calls: list[CallRecord] = []  # receipts built so far (``calls``)
         # Receipts recorded but not built yet: each ``CallRecord``'s fields, in order. Built
         # when read (``calls``), all at once: a frozen dataclass of 17 fields costs a few
@@ -218,6 +226,8 @@ class RunScope:
         capability = call.capability
         if cap.effect in _WRITES:
             self._epochs[capability] += 1
+            if capability in self._tainting:
+                self._host_sharing.taint(capability)  # type: ignore[union-attr]
         self._physical += 1
         if self.trace is NULL_RUN:
             return execute(
@@ -304,8 +314,15 @@ class RunScope:
             if obs is not None:
                 return self._claimed(call, key, obs, now)
             formal = self.claims.begin_formal(key)
+        shared_from = None
         try:
-            result = await self._formal(reg.methods[method], call, key)
+            sharing = self.sharing  # (its admission is the one gate of the Host's table: contract 8)
+            if sharing is not None and sharing.admits_formal(call, key):
+                result, shared_from = await sharing.formal(call, key, lambda: self._formal(reg.methods[method], call, key))
+                if shareable:
+                    formal.shared_from = shared_from
+            else:
+                result = await self._formal(reg.methods[method], call, key)
         except ToolFailure as failure:
             if shareable:
                 self.claims.end_formal(formal, error=failure)  # type: ignore[union-attr]
@@ -324,7 +341,7 @@ class RunScope:
             raise
         if shareable:
             self.claims.end_formal(formal, value=result)  # type: ignore[union-attr]
-        self._record(capability, method, call.args, call.kwargs, call, key, "ok", result, None, now)
+        self._record(capability, method, call.args, call.kwargs, call, key, "ok", result, None, now, shared_from=shared_from)
         if self.on_written is not None:  # _written's own first test, without its call
             self._written(call, key)
         return result if type(result) in _SCALARS else fresh_copy(result)  # a scalar is its own copy
@@ -370,7 +387,7 @@ class RunScope:
                 claim.ended(error=again)
             self._record(
                 call.capability, call.method, call.args, call.kwargs, call, key, "error", None, again, now,
-                lane="claimed", observation_id=obs.id,
+                lane="claimed", observation_id=obs.id, shared_from=obs.shared_from,
             )
             raise again
         value = fresh_copy(obs.value)
@@ -378,7 +395,7 @@ class RunScope:
             claim.ended(result=value)
         self._record(
             call.capability, call.method, call.args, call.kwargs, call, key, "ok", fresh_copy(value), None, now,
-            lane="claimed", observation_id=obs.id,
+            lane="claimed", observation_id=obs.id, shared_from=obs.shared_from,
         )
         return value
 
@@ -418,6 +435,7 @@ class RunScope:
         *,
         lane: Served = "direct",
         observation_id: int | None = None,
+        shared_from: str | None = None,
     ) -> None:
         if call is not None:
             # A bound call's values are the broker's own copies, made for this receipt.
@@ -425,8 +443,8 @@ class RunScope:
             plain_args: object = args
             plain_kwargs: object = dict(kwargs)
         else:
-            spec = _spec_or_none(self._registrations.get(capability), method)
-            plain_args, plain_kwargs = _plain_or_repr(args), _plain_or_repr(dict(kwargs))
+            spec = spec_or_none(self._registrations.get(capability), method)
+            plain_args, plain_kwargs = plain_or_repr(args), plain_or_repr(dict(kwargs))
         text = None if key is None else key.arguments
         if text is not None and len(text) <= SMALL_KEY_CHARS and '["#"' not in text:
             size = 3 * len(text)  # small arguments (no digest in the key): no copy to spare, weighed by their text
@@ -458,6 +476,8 @@ class RunScope:
                 None,  # occurrence_id
                 lane,
                 observation_id,
+                0.0,  # budget_charged
+                shared_from,
             )
         )
         branches = self._branch_bytes
@@ -475,24 +495,4 @@ class RunScope:
     def held_bytes(self) -> int:
         """Bytes the run holds in the Host (``_holding``): receipts as kept, branches."""
         return self._held + self._branch_total
-
-
-def _spec_or_none(reg: Registration | None, method: str) -> MethodSpec | None:
-    cap = reg.methods.get(method) if reg is not None else None
-    return cap.spec if cap is not None else None
-
-
-def _plain_or_repr(value: tuple[object, ...] | dict[str, object]) -> object:
-    """A copy of call arguments for the receipt; non-plain ones (refused calls) as repr."""
-    if isinstance(value, tuple):
-        return tuple(_plain_or_repr_item(v) for v in value)
-    return {k: _plain_or_repr_item(v) for k, v in value.items()}
-
-
-def _plain_or_repr_item(value: object) -> object:
-    try:
-        check_plain(value)
-    except NotPlain:
-        return repr(value)
-    return fresh_copy(value)
 

@@ -34,7 +34,7 @@ from collections.abc import Callable, Mapping
 
 import anyio
 
-from occurrences import NotPlain, check_plain, tool_name
+from occurrences import NotPlain, check_plain, fresh_copy, tool_name
 from occurrences.plain import INT_BOUND, MAX_INT_DIGITS, MAX_ITEMS, own, to_tagged
 
 from ._compact import compact
@@ -275,3 +275,18 @@ def _raised_by_trio(exc: BaseException) -> bool:
         tb = tb.tb_next
     module = tb.tb_frame.f_globals.get("__name__", "")
     return isinstance(module, str) and (module == "trio" or module.startswith("trio."))
+
+
+def plain_or_repr(value: tuple[object, ...] | dict[str, object]) -> object:
+    """A copy of call arguments for a receipt; non-plain ones (a refused call's) as their repr."""
+    if isinstance(value, tuple):
+        return tuple(_plain_or_repr_item(v) for v in value)
+    return {k: _plain_or_repr_item(v) for k, v in value.items()}
+
+
+def _plain_or_repr_item(value: object) -> object:
+    try:
+        check_plain(value)
+    except NotPlain:
+        return repr(value)
+    return fresh_copy(value)

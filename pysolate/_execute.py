@@ -355,3 +355,9 @@ def _probed(probe: Probe, work: Callable[[], object]) -> object:
         return work()
     finally:
         probe.thread_done = True
+
+
+def spec_or_none(reg: Registration | None, method: str) -> MethodSpec | None:
+    """The spec of ``reg``'s ``method``, None when either is unknown (a refused call's receipt)."""
+    cap = reg.methods.get(method) if reg is not None else None
+    return cap.spec if cap is not None else None

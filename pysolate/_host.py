@@ -16,7 +16,6 @@ import builtins
 import dataclasses
 import functools
 import keyword
-import uuid
 import weakref
 from collections.abc import AsyncIterable, AsyncIterator, Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, cast
@@ -41,9 +40,11 @@ from ._conversion import Encoder
 from ._exceptions import IsolationUnavailable, RegistrationError
 from ._guest_api import GuestFactory, GuestLimits, GuestOutcome, Isolation, SessionGuestFactory
 from ._result import RunReport, RunResult, RunStatus, sequential_report
+from ._run_host import new_run_id
 from ._seal import rejection, seal
 from ._session import Session, SessionLimits, default_session_factory
 from ._setup_warnings import host_notes, noted
+from ._sharing import HostSharing, ShareConfig, ShareStatistics, share_config
 from ._stream_run import run_stream
 from ._threads import ThreadStatistics, WorkerThreads
 from ._workspace import run_workspaces
@@ -81,6 +82,7 @@ class Host:
         encode: Encoder | None = None,
         fork_server: bool = True,
         guest_pool: int | None = None,
+        share: bool | ShareConfig = True,
     ) -> None:
         """``guest_factory`` defaults to the isolated subprocess Guest; ``instrument``
         traces runs: by default OpenTelemetry spans through the global tracer provider
@@ -118,10 +120,17 @@ class Host:
         sync calls fail (``pysolate._threads``; ``thread_statistics()`` reports them).
 
         ``encode`` (default: none) the Host's own conversion of tool results to plain data,
-        asked before the built-in rules (``pysolate._conversion``, docs/tools.md "Values")."""
+        asked before the built-in rules (``pysolate._conversion``, docs/tools.md "Values").
+
+        ``share`` (default on): speculating runs on this Host share physical calls by exact
+        key (contract 8: ``pure`` ones, and ``immutable_read`` ones on the root's view; the
+        Host's observation table, ``pysolate._sharing``), a settled success serving later
+        runs for ``ShareConfig.ttl`` seconds; ``False``: every run calls for itself."""
         self.passes = passes
         self.encode = encode
         self._registrations: dict[str, Registration] = {}
+        config = share_config(share)
+        self.sharing = None if config is None else HostSharing(config, self._registrations)
         self._guest_factory = guest_factory
         self._session_factory = session_factory  # None: the subprocess Guest, kept across turns
         self.limits = limits or GuestLimits()
@@ -143,8 +152,12 @@ class Host:
                 weakref.finalize(self, self._pool.close_soon)  # (the pool holds no reference to the Host)
 
     async def aclose(self) -> None:
-        """Close the Host's pool of ready Guests (none outlives it); runs after this start
-        their Guests fresh. Idempotent; runs under way are not affected."""
+        """Close the Host's pool of ready Guests (none outlives it) and its shared work (calls
+        still running for nobody but the table are cancelled and awaited, settled results
+        forgotten); runs after this start their Guests and calls fresh. Idempotent; runs
+        under way keep the calls they wait on, unless those run on this loop for no one else."""
+        if self.sharing is not None:
+            await self.sharing.aclose()
         if self._pool is not None:
             await self._pool.aclose()
 
@@ -172,11 +185,10 @@ class Host:
         plan = _isolation.plan(self._level, SCRATCH_BYTES)
         return Isolation(plan.level, (*plan.mechanisms, *plan.requires()))
 
-    def trace_run(self) -> RunTrace:
-        """Start the trace of one run (its span carries the isolation level)."""
-        return self.instrument.run_started(
-            run_id=uuid.uuid4().hex[:16], isolation=self._level or "custom"
-        )
+    def trace_run(self, run_id: str | None = None) -> RunTrace:
+        """Start the trace of run ``run_id`` (default: a new id; its span carries the
+        isolation level)."""
+        return self.instrument.run_started(run_id=run_id or new_run_id(), isolation=self._level or "custom")
 
     # -- registry -------------------------------------------------------------------------
 
@@ -280,6 +292,11 @@ class Host:
             reg.obj, cap, call, threads=self.threads, early=True, timeout=self.call_timeout, probe=probe, encode=self.encode
         )
 
+    def share_statistics(self) -> ShareStatistics:
+        """Logical and physical calls of the Host's shared work, over its event loops (all
+        zero with ``share=False``)."""
+        return ShareStatistics() if self.sharing is None else self.sharing.statistics()
+
     def thread_statistics(self) -> ThreadStatistics:
         """Worker-thread budgets, which pool holds what (early and formal slots taken,
         threads of abandoned calls still running in each), refusals."""
@@ -298,6 +315,7 @@ class Host:
             encode=self.encode,
             trace=trace or self.trace_run(),
             targets=targets,
+            sharing=self.sharing,
             max_bytes=(limits or self.limits).max_host_bytes,
         )
 
@@ -387,7 +405,8 @@ class Host:
             )
         if speculate:
             return await self.run_stream(_once(source), policy=policy, limits=limits)
-        trace = self.trace_run()
+        run_id = new_run_id()
+        trace = self.trace_run(run_id)
         trace.sealed(source_hash(source), statements=len(tree.body), chars=len(source))
         scope = self.new_scope(trace, limits=limits)
         scope.start()
@@ -407,7 +426,7 @@ class Host:
             scope.calls, scope.physical, wall=anyio.current_time() - t0, guest=guest_seconds, reruns=scope.reruns
         )
         result = self.result_from(outcome, scope, report)
-        result = dataclasses.replace(result, source=source)
+        result = dataclasses.replace(result, source=source, run_id=run_id)
         counts = {
             name: getattr(result.report, name)
             for name in ("logical", "physical", "claimed", "direct", "shared", "cancelled", "late", "orphaned")

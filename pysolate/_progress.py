@@ -115,14 +115,19 @@ class _ProgressRun:
         effect: str,
         call_key: str | None = None,
         arguments: Mapping[str, object] | None = None,
+        shared_from: str | None = None,
+        served_by: ObservationTrace | None = None,
     ) -> ObservationTrace:
         early = lane == "speculative"
         if early:
             self._progress.early_started += 1
         else:
             self._progress.program_calls += 1
+        if isinstance(served_by, _ProgressObservation):
+            served_by = served_by._inner
         inner = self._inner.observation_started(
-            capability, method, call_id=call_id, lane=lane, effect=effect, call_key=call_key, arguments=arguments
+            capability, method, call_id=call_id, lane=lane, effect=effect, call_key=call_key, arguments=arguments,
+            shared_from=shared_from, served_by=served_by,
         )
         return _ProgressObservation(inner, self._progress, early=early)
 

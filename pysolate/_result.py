@@ -98,7 +98,9 @@ class CallRecord:
     may not have taken effect, and it is never retried. An argument or a result past
     ``RECEIPT_INLINE_BYTES`` is held as its ``ValueDigest`` (``pysolate._holding``). Times are seconds since the run
     started. ``occurrence_id``, ``lane``, ``observation_id`` and ``budget_charged`` are the
-    speculation lane's; a call run by the broker itself is ``direct``.
+    speculation lane's; a call run by the broker itself is ``direct``. ``shared_from`` is the
+    id of another run (``RunResult.run_id``) whose physical call served this one through the
+    Host's observation table (``Host(share=...)``), None when the call was this run's own.
 
     A run makes one per call, so ``__init__`` is written out: it sets each slot through its
     descriptor (about half the frozen dataclass's generated ``__init__``, which calls
@@ -124,6 +126,7 @@ class CallRecord:
     lane: Served = "direct"
     observation_id: int | None = None
     budget_charged: float = 0.0
+    shared_from: str | None = None  # the run whose physical call served it (None: this run's own)
 
     def __init__(
         self,
@@ -144,6 +147,7 @@ class CallRecord:
         lane: Served = "direct",
         observation_id: int | None = None,
         budget_charged: float = 0.0,
+        shared_from: str | None = None,
     ) -> None:
         _set_index(self, index)
         _set_capability(self, capability)
@@ -162,6 +166,7 @@ class CallRecord:
         _set_lane(self, lane)
         _set_observation_id(self, observation_id)
         _set_budget_charged(self, budget_charged)
+        _set_shared_from(self, shared_from)
 
     @property
     def duration(self) -> float:
@@ -176,7 +181,7 @@ class CallRecord:
 (
     _set_index, _set_capability, _set_method, _set_args, _set_kwargs, _set_effect, _set_version, _set_outcome,
     _set_result, _set_error, _set_started, _set_ended, _set_key, _set_occurrence_id, _set_lane, _set_observation_id,
-    _set_budget_charged,
+    _set_budget_charged, _set_shared_from,
 ) = (getattr(CallRecord, f.name).__set__ for f in dataclasses.fields(CallRecord))
 """Each slot's own setter (its member descriptor), which a frozen class's ``__setattr__`` does not guard."""
 
@@ -189,7 +194,8 @@ class ObservationRecord:
     ``cancelled``, ``late``, ``orphaned`` or ``discarded``. ``physical`` is False for early
     work cancelled before it started (it never reached the tool). ``layer``: for early work
     on a speculative layer of the run's branch, the layer's version (a write: the version
-    it made), else None. Times are seconds since the run started.
+    it made), else None. ``shared_from``: the run whose physical call served this one (then
+    ``physical`` is False), None for this run's own. Times are seconds since the run started.
     """
 
     id: int
@@ -203,6 +209,7 @@ class ObservationRecord:
     started: float | None
     ended: float | None
     layer: int | None = None
+    shared_from: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -216,7 +223,9 @@ class RunReport:
     ``discarded``: early work on a speculative layer of the run's branch that was dropped
     (``scheduler._branches``); ``early_writes``: branch writes performed on such layers;
     ``reruns``: the program's reads that timed out while early calls of the same tool ran
-    (they may have waited inside it behind them) and so ran again (each one more physical).
+    (they may have waited inside it behind them) and so ran again (each one more physical);
+    ``host_shared``: logical calls served by a physical call another run made (receipts with
+    ``shared_from``; the Host's observation table), which ``physical`` does not count.
     """
 
     logical: int = 0
@@ -230,6 +239,7 @@ class RunReport:
     discarded: int = 0
     early_writes: int = 0
     reruns: int = 0
+    host_shared: int = 0
     wall_seconds: float = 0.0
     """From the start of the run to its result."""
     guest_seconds: float = 0.0
@@ -253,6 +263,7 @@ class RunReport:
 
 _COUNTS = (
     "logical", "physical", "claimed", "direct", "shared", "cancelled", "late", "orphaned", "discarded", "early_writes",
+    "host_shared",
 )
 
 
@@ -301,6 +312,9 @@ class RunResult:
     source: str | None = None
     """The sealed source the run executed, exactly as the model wrote it (a source pass may
     have handed the Guest a derived form of it); None when nothing was sealed."""
+    run_id: str | None = field(default=None, compare=False)
+    """The run's id (its trace's ``pysolate.run_id``; other runs' receipts name it in
+    ``shared_from``)."""
 
     def with_speculation(self, timeline: Timeline, observations: tuple[ObservationRecord, ...]) -> RunResult:
         return dataclasses.replace(self, timeline=timeline, observations=observations)

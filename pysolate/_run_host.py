@@ -7,6 +7,7 @@ checked) without the rest, and nothing imports back into ``_host``.
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Protocol
 
@@ -18,6 +19,7 @@ if TYPE_CHECKING:
     from ._conversion import Encoder
     from ._guest_api import GuestFactory, GuestLimits, GuestOutcome
     from ._result import RunReport, RunResult
+    from ._sharing import HostSharing
     from ._threads import WorkerThreads
     from .passes import PassConfig
     from .tracing import RunTrace
@@ -31,8 +33,9 @@ class RunHost(Protocol):
     call_timeout: float
     threads: WorkerThreads
     encode: Encoder | None
+    sharing: HostSharing | None
 
-    def trace_run(self) -> RunTrace: ...
+    def trace_run(self, run_id: str | None = None) -> RunTrace: ...
 
     def capabilities(self) -> dict[str, list[str]]: ...
 
@@ -57,3 +60,8 @@ class RunHost(Protocol):
     def setup_warnings(self) -> tuple[str, ...]: ...
 
     def result_from(self, outcome: GuestOutcome, scope: RunScope, report: RunReport) -> RunResult: ...
+
+
+def new_run_id() -> str:
+    """A run's id: 16 hex digits, unique across runs (traces, ``CallRecord.shared_from``)."""
+    return uuid.uuid4().hex[:16]

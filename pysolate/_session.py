@@ -25,9 +25,14 @@ session's branch, adopted only when the turn keeps its effects).
 Speculation across turns: discovery in turn N starts from the plain-data globals the Guest
 reported after turn N-1 (``occurrences.PriorGlobals``), and a rejected turn's settled early
 results are reused by the next turn's early calls with the same exact key (the model's
-retry after a syntax error), as long as no turn ran in the Guest in between. Neither needs
-trust in the Guest's report: only ``pure``/``immutable_read`` calls start early, and every
-claim is exact by key.
+retry after a syntax error), as long as no turn ran in the Guest in between. On a Host that
+shares work (``Host(share=...)``), the shared calls a rejected turn's early work still waits on
+run on for the next turn (``RunSharing.hold``), whose calls of the same keys wait on them
+instead of calling again; the hold ends when that turn ends. Later turns also find the
+earlier turns' settled ``pure`` results in the Host's table, and their ``immutable_read``
+ones while the view is the root's (a path the session wrote has a view of its own). None
+of it needs trust in the Guest's report: only ``pure``/``immutable_read`` calls start early
+or share, and every claim is exact by key.
 
 Prior art: the REPL (a failing statement keeps what ran before it); smolagents and
 Pydantic AI code mode, whose executors keep program state between an agent's steps.
@@ -64,6 +69,10 @@ from ._result import RunReport, RunResult, RunStatus, sequential_report
 from ._run_host import RunHost
 from ._seal import rejection, seal
 from ._setup_warnings import noted
+from ._sharing import RunSharing, release
+
+if TYPE_CHECKING:
+    from scheduler import ObservationTable, SharedCall
 from ._stream_run import run_stream
 from ._workspace import Workspace
 from .streams import DEFAULT_DEADLINE, DEFAULT_IDLE_TIMEOUT, Code, CodeReader
@@ -142,6 +151,7 @@ class _Turn:
         self.opaque: tuple[str, ...] = ()
         self.lane: SpeculativeLane | None = None
         self.reused = 0
+        self.kept = False  # it holds shared calls for the next turn (``keep``)
 
     def new_scope(self, trace: RunTrace) -> RunScope:
         return self._session._host.new_scope(trace, self.targets, self._session._guest_limits)
@@ -166,6 +176,12 @@ class _Turn:
         if obs is not None:
             self.reused += 1
         return obs
+
+    def keep(self, sharing: RunSharing) -> None:
+        session = self._session
+        release(session._held)  # (what an earlier turn kept served this one already)
+        session._held = sharing.hold()
+        self.kept = True
 
     def ended(self, lane: SpeculativeLane, result: RunResult) -> None:
         self.lane = lane
@@ -202,6 +218,8 @@ class Session:
         # Session-owned objects formal calls run against (a workspace branch per Workspace).
         self._branches: dict[str, object] = {}
         self._carried: dict[CallKey, Observation] = {}  # settled early results of rejected turns
+        # Shared calls a rejected turn's early work waited on, kept running for the next turn.
+        self._held: list[tuple[ObservationTable, SharedCall]] = []
         self._broken: SessionBroken | None = None
         self.prior = PriorGlobals()
         """The globals the last executed turn left, as its Guest reported them."""
@@ -229,6 +247,7 @@ class Session:
         assert self._tg is not None
         self._state = _advance(self._state, SessionState.CLOSED)
         self._carried.clear()
+        release(self._held)
         with anyio.CancelScope(shield=True):
             await self._stop_guest()
         self._tg.cancel_scope.cancel()
@@ -275,6 +294,7 @@ class Session:
     def _break(self, error: SessionBroken) -> None:
         self._broken = error
         self._carried.clear()
+        release(self._held)
         self._state = _advance(self._state, SessionState.BROKEN)
 
     # -- state ---------------------------------------------------------------------------------
@@ -392,6 +412,8 @@ class Session:
 
     def _fail(self, turn: _Turn, exc: BaseException) -> None:
         """The turn raised (cancellation, a Host bug, the Guest's start failure)."""
+        if not turn.kept:
+            release(self._held)
         if self._state is not SessionState.RUNNING:
             return  # closed meanwhile
         if turn.entered:
@@ -402,6 +424,8 @@ class Session:
 
     def _end(self, turn: _Turn, result: RunResult) -> RunResult:
         self._reused += turn.reused
+        if not turn.kept:
+            release(self._held)  # the shared calls a rejected turn kept have served this one
         if turn.entered:
             self._executed += 1
             self._carried.clear()  # the Guest ran: state may have moved on

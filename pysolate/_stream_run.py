@@ -41,7 +41,6 @@ from occurrences import (
     SealError,
     Snapshot,
     fresh_copy,
-    tool_name,
 )
 from scheduler import (
     BranchSpeculation,
@@ -49,17 +48,20 @@ from scheduler import (
     LanePolicy,
     Node,
     Observation,
+    Probe,
     Respeculation,
     SpeculativeLane,
 )
 
-from ._broker import RunScope
+from ._broker import BoundCall, RunScope
 from ._guest_api import CallHandler, ErrorInfo, Guest, GuestFactory, GuestLimits, GuestOutcome
 from ._layers import RunLayers, call_on_layer
 from ._pace import Pacer
-from ._result import ObservationRecord, RunReport, RunResult, RunStatus
-from ._run_host import RunHost
+from ._result import RunReport, RunResult, RunStatus
+from ._run_host import RunHost, new_run_id
+from ._run_record import account_interrupted, draw, observations, settle_traces
 from ._seal import rejection, seal
+from ._sharing import RunSharing
 from ._timeline import TimelineRecorder
 from .passes import (
     BatchFusion,
@@ -122,8 +124,10 @@ class TurnHooks(Protocol):
     scope (its objects: the session's workspace layers). ``execute``: run the sealed program
     in the session's Guest. ``carried``: a settled early observation of an earlier rejected
     turn with this exact key, reused instead of a new physical call (nothing ran in the
-    Guest since it was made). ``ended``: the lane and result when the turn ends (not called
-    when the caller cancels).
+    Guest since it was made). ``keep``: the turn ends before its Guest got a program; the
+    shared calls its early work waits on (``RunSharing.hold``) are the session's to keep for
+    the next turn. ``ended``: the lane and result when the turn ends (not called when the
+    caller cancels).
     """
 
     prior: PriorGlobals | None
@@ -131,6 +135,7 @@ class TurnHooks(Protocol):
     def new_scope(self, trace: RunTrace) -> RunScope: ...
     async def execute(self, program: str, handler: CallHandler) -> GuestOutcome: ...
     def carried(self, key: CallKey) -> Observation | None: ...
+    def keep(self, sharing: RunSharing) -> None: ...
     def ended(self, lane: SpeculativeLane, result: RunResult) -> None: ...
 
 
@@ -153,9 +158,14 @@ async def run_stream(
     turn: TurnHooks | None = None,
 ) -> RunResult:
     """See ``Host.run_stream``; ``turn``: the run is a turn of a session."""
-    trace = host.trace_run()
+    run_id = new_run_id()
+    trace = host.trace_run(run_id)
     scope = host.new_scope(trace, limits=limits) if turn is None else turn.new_scope(trace)
     scope.start()
+    sharing = None
+    if speculate and host.sharing is not None:
+        sharing = host.sharing.for_run(run_id, trace, scope.targets(), formal=(policy or LanePolicy()).share_formal)
+        scope.sharing = sharing
     t0 = scope.started_at
     timeline = TimelineRecorder()
     starter = None if turn is not None else _GuestStarter(host.guest_factory(), host.capabilities(), limits or host.limits)
@@ -170,6 +180,13 @@ async def run_stream(
         made) against the run's own object, on the view that write left, or on ``layer``,
         a speculative layer of the run's branch (``scheduler._branches``)."""
         call = host.bind(node.site.capability, node.site.method, node.args or (), node.kwargs or {})
+        # A layer's view ids are of this run's lineage only: never served from another turn.
+        held = turn.carried(obs.key) if turn is not None and layer is None else None
+        if (
+            held is None and sharing is not None and layer is None and not on_view
+            and (batcher is None or not batcher.fusable(call)) and sharing.admits_early(call)
+        ):  # against the root: through the Host's table, which other runs share (contract 8)
+            return await sharing.early(obs, call, functools.partial(_on_root, host, call), scope.early_traces)
         span = trace.observation_started(
             call.capability,
             call.method,
@@ -180,8 +197,6 @@ async def run_stream(
             arguments=call.arguments,
         )
         scope.early_traces[obs.id] = span
-        # A layer's view ids are of this run's lineage only: never served from another turn.
-        held = turn.carried(obs.key) if turn is not None and layer is None else None
         if held is not None and obs.probe.invoke():  # (counted as the record of its serving)
             reused.add(obs.id)
             if held.error is not None:
@@ -237,6 +252,8 @@ async def run_stream(
                     final = await _seal(reader, graph, lane, trace, timeline, t0, tg, _lens(host))
                 except _Aborted as exc:
                     failure = exc
+                    if turn is not None and sharing is not None:
+                        turn.keep(sharing)  # before the lane closes: its shared calls run on for the retry
                 else:
                     tg.start_soon(reader.drain)
                     program = final.source
@@ -252,14 +269,14 @@ async def run_stream(
                         outcome = await turn.execute(program, scope.handler)
                     guest_ended = anyio.current_time() - t0
         except BaseException as exc:  # the caller's cancellation, or a Host bug: account, re-raise
-            _account_interrupted(trace, scope, entered, exc)
+            account_interrupted(trace, scope, entered, exc)
             raise
         finally:
             await reader.aclose()
             if starter is not None:
                 await starter.aclose()
     wall = anyio.current_time() - t0
-    _draw(timeline, lane, scope, guest_started, guest_ended)
+    draw(timeline, lane, scope, guest_started, guest_ended)
     stats = lane.statistics()
     calls = scope.calls
     early_physical = sum(1 for o in lane.observations() if o.lane == "speculative" and o.physical and o.id not in reused)
@@ -279,25 +296,31 @@ async def run_stream(
         discarded=stats.discarded,
         early_writes=scope.branches.statistics().writes if scope.branches is not None else 0,
         reruns=scope.reruns,
+        host_shared=sum(1 for c in calls if c.shared_from is not None),
         wall_seconds=wall,
         guest_seconds=(guest_ended - guest_started) if guest_ended is not None and guest_started is not None else 0.0,
         tool_seconds=sum(c.duration for c in calls),
         time_saved=stats.time_saved,
         passes=pass_outcomes,
     )
-    _settle_traces(scope, lane)
+    settle_traces(scope, lane)
     if failure is not None:
         # No Guest ran: there is no branch to return (as ``run_source`` of a rejected source).
-        result = RunResult(status=failure.status, error=failure.error, calls=calls, report=report)
+        result = RunResult(status=failure.status, error=failure.error, calls=calls, report=report, run_id=run_id)
     else:
         assert outcome is not None
-        result = dataclasses.replace(host.result_from(outcome, scope, report), source=final.source)
-    result = result.with_speculation(timeline.freeze(wall), _observations(lane, scope.started_at))
+        result = dataclasses.replace(host.result_from(outcome, scope, report), source=final.source, run_id=run_id)
+    result = result.with_speculation(timeline.freeze(wall), observations(lane, scope.started_at))
     if turn is not None:
         turn.ended(lane, result)
     trace.ended(result.status.value, counts=report.counts(), error_type=result.error.type if result.error else None)
     _release(scope)
     return result
+
+
+def _on_root(host: RunHost, call: BoundCall, probe: Probe) -> Awaitable[object]:
+    """``call`` executed early against the root (a shared call's physical execution)."""
+    return host.call_root(call.capability, call.method, call, probe=probe)
 
 
 def _release(scope: RunScope) -> None:
@@ -308,6 +331,7 @@ def _release(scope: RunScope) -> None:
     scope.claims = None
     scope.on_written = None
     scope.branches = None
+    scope.sharing = None
 
 
 async def _seal(
@@ -424,72 +448,3 @@ def _apply_passes(host: RunHost, config: PassConfig, final: Snapshot) -> tuple[s
     declarations = {name: host.registration(name).methods for name in host.capabilities()}
     derived = apply_source_passes(final.source, _tree(final), passes, declarations)
     return derived.source, derived.outcomes
-
-
-def _draw(
-    timeline: TimelineRecorder,
-    lane: SpeculativeLane,
-    scope: RunScope,
-    guest_started: float | None,
-    guest_ended: float | None,
-) -> None:
-    """Add the lanes known only at the end: early work with dispositions, Guest, claims."""
-    base = scope.started_at
-    dispositions = lane.dispositions()
-    for obs in lane.observations():
-        if obs.lane != "speculative" or obs.started is None:
-            continue
-        end = obs.finished if obs.finished is not None else obs.started
-        label = tool_name(obs.key.capability, obs.key.method) + ("" if obs.layer is None else f" (layer {obs.layer})")
-        timeline.bar("speculative", label, obs.started - base, end - base, dispositions[obs.id].value)
-    if guest_started is not None and guest_ended is not None:
-        timeline.bar("guest", "sealed program", guest_started, guest_ended, "guest")
-    for call in scope.calls:
-        label = tool_name(call.capability, call.method)
-        if call.lane == "claimed":
-            timeline.bar("claims", label, call.started, call.ended, "claim")
-        else:
-            timeline.bar("guest", label, call.started, call.ended, "formal")
-
-
-def _observations(lane: SpeculativeLane, base: float) -> tuple[ObservationRecord, ...]:
-    dispositions = lane.dispositions()
-    return tuple(
-        ObservationRecord(
-            id=obs.id,
-            capability=obs.key.capability,
-            method=obs.key.method,
-            lane=obs.lane,
-            key=obs.key,
-            physical=obs.physical,
-            claims=obs.claims,
-            disposition=dispositions[obs.id].value if obs.id in dispositions else None,
-            started=None if obs.started is None else obs.started - base,
-            ended=None if obs.finished is None else obs.finished - base,
-            layer=obs.layer,
-        )
-        for obs in lane.observations()
-    )
-
-
-def _account_interrupted(trace: RunTrace, scope: RunScope, lane: SpeculativeLane | None, exc: BaseException) -> None:
-    """End the trace of a run that raises instead of returning a result (the caller
-    cancelled it; a Host bug): the lane is closed by now, so every early observation gets
-    its disposition on its span, and every formal call started has its span (an
-    interrupted one also an ``unknown`` receipt in the scope). The run span ends
-    ``aborted`` with the counts and the exception's type."""
-    early = lane.observations() if lane is not None else []
-    counts = {"logical": len(scope.calls), "physical": scope.physical + sum(1 for o in early if o.lane == "speculative" and o.physical)}
-    if lane is not None:
-        _settle_traces(scope, lane)
-        stats = lane.statistics()
-        counts.update(cancelled=stats.cancelled, late=stats.late, orphaned=stats.orphaned)
-    trace.ended("aborted", counts=counts, error_type=type(exc).__name__)
-
-
-def _settle_traces(scope: RunScope, lane: SpeculativeLane) -> None:
-    for obs_id, disposition in lane.dispositions().items():
-        span = scope.early_traces.get(obs_id)
-        if span is not None:
-            span.settled(disposition.value)
-

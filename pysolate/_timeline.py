@@ -30,6 +30,7 @@ _COLOURS = {
     "guest": "#9c8fd0",
     "formal": "#4b3d80",
     "claim": "#17a2b8",
+    "shared": "#2f7f7a",
     "last-token": "#e8590c",
     "sequential": "#6f6f6f",
     "done": "#222222",
@@ -110,6 +111,7 @@ _KIND_NAMES = {
     "guest": "sealed program running",
     "formal": "call run by the program",
     "claim": "program call served early (its wait)",
+    "shared": "served by another run's call",
     "sequential": "program run after the stream",
     "done": "result",
 }

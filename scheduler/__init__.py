@@ -1,5 +1,6 @@
 """The runtime side of Pysolate: the incremental event graph, the ready frontier, the
-speculative lane and the claim table (anyio + networkx)."""
+speculative lane and the claim table, and the observation table runs on one Host share
+(anyio + networkx)."""
 
 from ._branches import BranchSpeculation as BranchSpeculation
 from ._branches import BranchStatistics as BranchStatistics
@@ -16,6 +17,11 @@ from ._observation import LaneStopped as LaneStopped
 from ._observation import Observation as Observation
 from ._observation import ObservationState as ObservationState
 from ._observation import Probe as Probe
+from ._shared import EntryState as EntryState
+from ._shared import ObservationTable as ObservationTable
+from ._shared import SharedCall as SharedCall
+from ._shared import SharedProbe as SharedProbe
+from ._shared import TableStatistics as TableStatistics
 from ._slots import Slots as Slots
 from ._state import IllegalTransition as IllegalTransition
 from ._state import State as State
@@ -26,6 +32,7 @@ __all__: list[str] = [
     "BranchSpeculation",
     "BranchStatistics",
     "Disposition",
+    "EntryState",
     "EventGraph",
     "GraphStatistics",
     "IllegalTransition",
@@ -37,10 +44,14 @@ __all__: list[str] = [
     "Node",
     "Observation",
     "ObservationState",
+    "ObservationTable",
     "Probe",
     "Respeculation",
+    "SharedCall",
+    "SharedProbe",
     "Slots",
     "SpeculativeLane",
     "State",
+    "TableStatistics",
     "transition",
 ]

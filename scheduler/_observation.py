@@ -154,6 +154,9 @@ class Observation:
     # Early work runs in its own scope, so the lane can stop one call (withdrawn before its
     # tool ran, its layer dropped) without touching the others. None for formal work.
     scope: anyio.CancelScope | None = None
+    # The id of another run whose physical call served this one (the Host's observation
+    # table, ``scheduler._shared``): then it is no physical call of this run's. None: its own.
+    shared_from: str | None = None
 
     def move(self, new: ObservationState) -> None:
         if new not in _MOVES[self.state]:
@@ -162,8 +165,9 @@ class Observation:
 
     @property
     def physical(self) -> bool:
-        """True once the tool was actually invoked (``Probe.invoke``)."""
-        return self.probe.invoked
+        """True once the tool was actually invoked (``Probe.invoke``) for this observation
+        itself, not by another run whose call served it (``shared_from``)."""
+        return self.probe.invoked and self.shared_from is None
 
     @property
     def settled(self) -> bool:

@@ -61,10 +61,11 @@ def make_host(
     people_latency: float = 0.3,
     guest_factory: GuestFactory | None = None,
     workspace: Workspace | None = None,
+    share: bool = True,
 ) -> Host:
     """A Host with the demo's tools and ``workspace`` (default: a frozen copy of the demo
-    workspace; Guests from ``guest_factory``, default local)."""
-    host = Host(guest_factory=guest_factory)
+    workspace; Guests from ``guest_factory``, default local); ``share``: ``Host(share=...)``."""
+    host = Host(guest_factory=guest_factory, share=share)
     host.register("workspace", workspace if workspace is not None else Workspace.frozen(WORKSPACE))
     host.register("docs", Docs(docs_latency))
     host.register("people", People(people_latency))

@@ -9,6 +9,7 @@ import builtins
 import io
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from types import CodeType
 from typing import Any, Literal
 
 import anyio
@@ -97,11 +98,23 @@ class _Program:
                 namespace[name] = _Proxy(name, {m: self._proxy_method(name, m) for m in methods})
         return namespace
 
-    def execute(self, source: str, namespace: dict[str, object] | None = None) -> GuestOutcome:
+    def compiled(self, source: str) -> tuple[CodeType, CodeType | None] | GuestOutcome:
+        """``source``'s two parts (``split_program``), or the outcome of its failure to compile.
+
+        Called in the event loop's thread, never the program's: CPython 3.11's AST
+        constructor keeps its recursion depth per interpreter, so a parse in a worker thread
+        racing the Host's own parsing of other runs' streams can fail with a spurious
+        ``SystemError`` (python/cpython#106905)."""
+        try:
+            return split_program(source)
+        except BaseException as exc:
+            return self.outcome("error", error=ErrorInfo(type(exc).__name__, safe_str(exc), error_line(exc)))
+
+    def execute(self, parts: tuple[CodeType, CodeType | None], namespace: dict[str, object] | None = None) -> GuestOutcome:
         if namespace is None:
             namespace = self.namespace()
+        body, final = parts
         try:
-            body, final = split_program(source)
             exec(body, namespace)
             value = eval(final, namespace) if final is not None else None
         except _Abort as abort:
@@ -207,9 +220,12 @@ class InProcessGuest:
         if self._program is not None:
             raise RuntimeError("a Guest runs exactly one program")
         program = self._program = _Program(self._capabilities, self._limits, handler)
+        parts = program.compiled(source)
+        if isinstance(parts, GuestOutcome):
+            return parts
         try:
             with anyio.move_on_after(self._limits.wall_time) as deadline:
-                outcome = await anyio.to_thread.run_sync(program.execute, source, abandon_on_cancel=True)
+                outcome = await anyio.to_thread.run_sync(program.execute, parts, abandon_on_cancel=True)
         except BaseException:
             await program.stop()
             raise
@@ -256,9 +272,13 @@ class InProcessSession:
         program = self._program
         program.handler, program.output, program.output_bytes, program.call_count = handler, [], 0, 0
         program.limit = None
+        parts = program.compiled(source)
+        if isinstance(parts, GuestOutcome):
+            known, opaque = reported_globals(self._namespace, self._proxies)
+            return TurnOutcome(parts, {name: fresh_copy(v) for name, v in known}, tuple(opaque), alive=True)
         try:
             with anyio.move_on_after(wall_time) as deadline:
-                outcome = await anyio.to_thread.run_sync(program.execute, source, self._namespace, abandon_on_cancel=True)
+                outcome = await anyio.to_thread.run_sync(program.execute, parts, self._namespace, abandon_on_cancel=True)
         except BaseException:
             await self.aclose()
             raise

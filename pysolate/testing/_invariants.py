@@ -16,12 +16,14 @@ def check_invariants(result: RunResult, specs: Mapping[str, Mapping[str, MethodS
 
     - every early (speculative) physical observation has exactly one disposition, ``claimed``
       exactly when a receipt claimed it, and work that never started is ``cancelled`` (or
-      ``discarded`` with its branch layer); only work on a branch layer is ``discarded``;
+      ``discarded`` with its branch layer; work another run's call served, ``shared_from``,
+      is no physical work of this run's); only work on a branch layer is ``discarded``;
     - ``physical ≤ logical + orphaned + cancelled + late + discarded`` and the report's
       counts agree with the receipts and observations;
     - no receipt without a call: receipts are numbered in program order, each claimed one
-      names an observation with its exact key, and observations are claimed exactly as
-      often as receipts say;
+      names an observation with its exact key and the same ``shared_from``, observations are
+      claimed exactly as often as receipts say, and ``host_shared`` counts the receipts
+      another run's call served;
     - with ``specs`` (``Host.method_specs()``): no early observation of a method that is
       not ``pure`` or ``immutable_read``, but a ``write`` on a branch layer.
 
@@ -33,6 +35,7 @@ def check_invariants(result: RunResult, specs: Mapping[str, Mapping[str, MethodS
     assert report.logical == len(calls), f"logical {report.logical} != {len(calls)} receipts"
     assert report.claimed == sum(c.lane == "claimed" for c in calls), "claimed count != claimed receipts"
     assert report.direct == sum(c.lane == "direct" for c in calls), "direct count != direct receipts"
+    assert report.host_shared == sum(c.shared_from is not None for c in calls), "host_shared != receipts served by other runs"
     referencing: dict[int, int] = dict.fromkeys(observations, 0)
     for call in calls:
         if call.lane != "claimed":
@@ -40,6 +43,7 @@ def check_invariants(result: RunResult, specs: Mapping[str, Mapping[str, MethodS
         obs = observations.get(call.observation_id)  # type: ignore[arg-type]
         assert obs is not None, f"receipt {call.index} claims unknown observation {call.observation_id}"
         assert obs.key == call.key, f"receipt {call.index} claimed observation {obs.id} of another key"
+        assert obs.shared_from == call.shared_from, f"receipt {call.index} and its observation name different servers"
         referencing[obs.id] += 1
     counts = dict.fromkeys(_EARLY_DISPOSITIONS, 0)
     for obs in observations.values():
@@ -51,7 +55,7 @@ def check_invariants(result: RunResult, specs: Mapping[str, Mapping[str, MethodS
         counts[obs.disposition] += 1
         assert obs.claims == referencing[obs.id], f"early observation {obs.id} claim count"
         assert (obs.disposition == "claimed") == (obs.claims > 0), f"early observation {obs.id} disposition"
-        if not obs.physical:
+        if not obs.physical and obs.shared_from is None:
             assert obs.disposition in ("cancelled", "discarded"), f"never-started observation {obs.id} is {obs.disposition}"
         if obs.disposition == "discarded":
             assert obs.layer is not None, f"observation {obs.id} discarded off any branch layer"

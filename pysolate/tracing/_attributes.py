@@ -16,6 +16,9 @@ RUN: Final = "pysolate.run"
 (no model is called) nor one more ``execute_tool`` (the framework that received the model's
 ``run_code`` call already has that span, and tool counts must not double)."""
 EXECUTE_TOOL: Final = "execute_tool"
+SHARED: Final = "shared"
+"""Name prefix of a call served by another run's physical call (the Host's observation
+table): not an ``execute_tool``, which that run's span already is."""
 CLAIM: Final = "claim"
 """Name prefix of a logical Guest call served by early work (not an ``execute_tool``: the
 physical execution already has that span, and tool-call counts must not double)."""
@@ -54,6 +57,10 @@ CALL_KEY: Final = "pysolate.call_key"
 CAPABILITY: Final = "pysolate.capability"
 METHOD: Final = "pysolate.method"
 CLAIMED_OBSERVATION: Final = "pysolate.claimed_observation"
+SHARED_FROM: Final = "pysolate.shared_from"
+"""On a ``shared`` span: the id of the run whose physical call served it."""
+SERVED_BY: Final = "pysolate.served_by"
+"""On a ``shared`` span: the ``gen_ai.tool.call.id`` of that physical call."""
 """On a claim span: the ``gen_ai.tool.call.id`` of the physical observation it claimed."""
 
 # Events on the run span.
@@ -66,3 +73,4 @@ SNAPSHOT_CHARS: Final = "pysolate.snapshot.chars"
 # Link attributes.
 LINK_RELATION: Final = "pysolate.link"
 LINK_CLAIMS: Final = "claims"
+LINK_SHARED_FROM: Final = "shared_from"

@@ -17,6 +17,8 @@ Shape of one run, as the Host drives it::
     claim = run.claimed("docs", "search", call_id="c1", observation=obs, ...)
     claim.ended()
     obs.settled("claimed")                   # final disposition of early work
+    # served by another run's physical call (the Host's observation table), linked to it:
+    shared = run.observation_started("docs", "search", ..., shared_from="r0", served_by=its_obs)
     run.ended("ok", counts={"logical": 3, ...})
 
 Every hook may be called from the Host's event loop only (they are not thread-safe), and
@@ -107,9 +109,15 @@ class RunTrace(Protocol):
         effect: str,
         call_key: str | None = None,
         arguments: Mapping[str, object] | None = None,
+        shared_from: str | None = None,
+        served_by: ObservationTrace | None = None,
     ) -> ObservationTrace:
         """A physical observation starts. ``call_key`` is ``CallKey.digest()``;
-        ``arguments`` (bound to parameter names) are recorded only on opt-in."""
+        ``arguments`` (bound to parameter names) are recorded only on opt-in.
+
+        ``shared_from`` (a run id): no physical call of this run's, but a call served by the
+        physical call that run made (the Host's observation table); ``served_by`` is that
+        call's trace, when this Host traced it, to link to."""
 
     def claimed(
         self,

@@ -66,6 +66,8 @@ class _NullRun:
         effect: str,
         call_key: str | None = None,
         arguments: Mapping[str, object] | None = None,
+        shared_from: str | None = None,
+        served_by: ObservationTrace | None = None,
     ) -> ObservationTrace:
         return NULL_OBSERVATION
 

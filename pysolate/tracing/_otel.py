@@ -13,6 +13,9 @@ current when the run starts, e.g. the framework's ``execute_tool run_code``):
   ``.disposition``.
 - ``claim {capability}.{method}`` per *logical* Guest call served by early work, linked to
   the ``execute_tool`` span it claimed.
+- ``shared {capability}.{method}`` per call served by a physical call *another run* made
+  (the Host's observation table; issue 40): ``pysolate.shared_from`` (that run's id),
+  ``pysolate.served_by`` (that call's tool-call id) and a link to its ``execute_tool`` span.
 
 Tool-call ids are the run id followed by the Host's per-run id (``3f2a…-early-1``), so they
 are unique across runs; ``gen_ai.conversation.id`` is on every span of the run.
@@ -335,19 +338,31 @@ class _OTelRun:
         effect: str,
         call_key: str | None = None,
         arguments: Mapping[str, object] | None = None,
+        shared_from: str | None = None,
+        served_by: ObservationTrace | None = None,
     ) -> ObservationTrace:
         call_id = self.unique(call_id)
         attributes = {
-            A.GEN_AI_OPERATION_NAME: A.EXECUTE_TOOL,
             **self._tool_attributes(capability, method, call_id, call_key, arguments),
             A.LANE: str(lane),
             A.EFFECT: str(effect),
         }
+        links = []
+        if shared_from is None:
+            attributes[A.GEN_AI_OPERATION_NAME] = A.EXECUTE_TOOL
+            name = f"{A.EXECUTE_TOOL} {tool_name(capability, method)}"
+        else:  # not an execution (tool-call counts must not double): served by another run's
+            attributes[A.SHARED_FROM] = shared_from
+            name = f"{A.SHARED} {tool_name(capability, method)}"
+            if isinstance(served_by, _OTelObservation):
+                attributes[A.SERVED_BY] = served_by.call_id
+                links.append(Link(served_by.span.get_span_context(), {A.LINK_RELATION: A.LINK_SHARED_FROM}))
         span = self._tracer.start_span(
-            f"{A.EXECUTE_TOOL} {tool_name(capability, method)}",
+            name,
             context=self._context,
             kind=SpanKind.INTERNAL,
             attributes=attributes,
+            links=links,
         )
         observation = _OTelObservation(self, span, call_id, early=lane != "formal")
         self._open[observation] = None

@@ -54,11 +54,13 @@ def _program(i: int) -> str:
     )
 
 
-async def test_many_runs_at_once_share_one_host() -> None:
+@pytest.mark.parametrize("share", [True, False])
+async def test_many_runs_at_once_share_one_host(share: bool) -> None:
     """Twenty concurrent speculating runs on one Host: each equals its own sequential
-    reference, and each run's writes stay in its own branch."""
+    reference, and each run's writes stay in its own branch. A Host that shares work makes
+    one physical search per distinct query (issue 40); one that does not, one per run."""
     conditions = dataclasses.replace(QUIET, pauses=(0.001,))
-    host, tools = build_host(conditions)
+    host, tools = build_host(conditions, share=share)
     results: dict[int, RunResult] = {}
     streams: dict[int, TimedChunks] = {}
 
@@ -76,4 +78,4 @@ async def test_many_runs_at_once_share_one_host() -> None:
         assert_same(result, ref)
         assert result.value[2] == f"alpha-run{i}"  # type: ignore[index]
         assert result.workspaces["workspace"].changes() == {"a.txt": f"alpha-run{i}".encode()}
-    assert len(tools.docs.calls_to("search")) == 20  # one physical search per run, no more
+    assert len(tools.docs.calls_to("search")) == (3 if share else 20)  # per distinct key, or per run: no more

@@ -6,9 +6,10 @@ the suite's own checks and asserts they catch it: the generated differential pro
 catalogue test that guards that gate. The gates are those of docs/contract.md's rules:
 effect eligibility (2), the view id in the call key (3), fresh copies on claims (4),
 exception placement (5), seal-before-run (1), the in-order claims and discards of
-early branch writes (2's extension, issue 17), and early work never taking the program's
+early branch writes (2's extension, issue 17), early work never taking the program's
 time or threads (7, issue 36: in real time, through the contended generator or the fault
-catalogue). Results: ``docs/equivalence.md``.
+catalogue), and sharing across runs only what the effect allows (8, issue 40: through the
+many-runs generator, ``many``). Results: ``docs/equivalence.md``.
 """
 
 from __future__ import annotations
@@ -27,13 +28,16 @@ from hypothesis import strategies as st
 from occurrences import CallKey, Effect, PrefixParser, SealError, Snapshot
 from pysolate import _broker, _execute, _stream_run
 from pysolate._broker import RunScope
+from pysolate._sharing import HostSharing, RunSharing
 from pysolate._threads import WorkerThreads
 from pysolate.testing import in_process_guest
 from scheduler import BranchSpeculation, Observation, _lane
+from scheduler._shared import ObservationTable
 
 from . import test_faults_contention, test_faults_stream
 from .contention import contended_conditions, contended_programs, differential_series
 from .harness import check_pair, scheduled_pair
+from .many import run_many_generated
 from .programs import Conditions, conditions, programs
 
 MUTANT_PROGRAMS = 300
@@ -303,3 +307,47 @@ def test_mutant_abandoned_early_threads_count_against_the_programs(monkeypatch: 
     monkeypatch.setattr(WorkerThreads, "_abandon", shared)
     verdict = run_contended()
     assert verdict.failure is not None
+
+
+# -- work shared across runs (issue 40): many runs at once on one Host ------------------------
+
+MANY_MUTANT_SETS = 200
+"""Sets of concurrent runs (``many``) a sharing mutant is given to be caught in."""
+
+
+def _caught(limit: int = MANY_MUTANT_SETS) -> BaseException | None:
+    _seen, failure = run_many_generated(limit)
+    return failure
+
+
+def test_the_unmutated_table_passes_the_same_sets() -> None:
+    """Control: the sets the sharing mutants fail on pass without a mutant."""
+    assert _caught(30) is None
+
+
+def test_mutant_an_immutable_read_shared_across_roots(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The Host's table keys calls without their view: a ``docs.fetch`` of one root serves
+    a run on the other (contract 8: an ``immutable_read`` only within one root)."""
+    find, open_ = ObservationTable.find, ObservationTable.open
+
+    def blind(key: CallKey) -> CallKey:
+        return dataclasses.replace(key, view="")
+
+    monkeypatch.setattr(ObservationTable, "find", lambda self, key: find(self, blind(key)))
+    monkeypatch.setattr(ObservationTable, "open", lambda self, key, owner, lane: open_(self, blind(key), owner, lane))
+    assert _caught() is not None
+
+
+def test_mutant_a_live_read_shared(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The table admits ``live_read`` calls: one run's clock tick serves another's (or its
+    own next) call."""
+    shared = (Effect.PURE, Effect.IMMUTABLE_READ, Effect.LIVE_READ)
+    monkeypatch.setattr(HostSharing, "shares", lambda self, call: call.spec.effect in shared)
+    assert _caught() is not None
+
+
+def test_mutant_a_branch_view_shared(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The table admits a program's read whatever its view: two runs' workspace branches
+    both reach ``+w1`` with different contents, and one's read serves the other's."""
+    monkeypatch.setattr(RunSharing, "admits_formal", lambda self, call, key: self._formal and self._host.shares(call))
+    assert _caught() is not None

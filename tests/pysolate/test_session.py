@@ -61,12 +61,14 @@ class Stream:
         self.ended_at = anyio.current_time()
 
 
-def make_host(*, subprocess: bool = False, latency: float = 0.05, limits: GuestLimits | None = None) -> tuple[Host, object]:
+def make_host(
+    *, subprocess: bool = False, latency: float = 0.05, limits: GuestLimits | None = None, share: bool = True
+) -> tuple[Host, object]:
     fs = scripted_tool(
         read=Script(lambda path: f"<{path}>", effect=Effect.PURE, version="1", latency=latency),
         log=Script(lambda line: None, effect=Effect.WRITE, latency=0.001),
     )
-    host = Host(session_factory=None if subprocess else in_process_session, limits=limits)
+    host = Host(session_factory=None if subprocess else in_process_session, limits=limits, share=share)
     host.register("fs", fs)
     host.register("workspace", memory_workspace(FILES))
     return host, fs
@@ -171,14 +173,28 @@ async def test_a_retry_after_a_syntax_error_claims_the_rejected_turns_reads() ->
 
 
 async def test_carried_results_do_not_outlive_an_executed_turn() -> None:
-    """After a turn ran in the Guest, a rejected turn's early results are no longer reused."""
-    host, fs = make_host(latency=0.01)
+    """After a turn ran in the Guest, a rejected turn's early results are no longer reused
+    (on a Host that does not share work across runs: one that does may, see below)."""
+    host, fs = make_host(latency=0.01, share=False)
     body = "a = fs.read('a')\nn = 2\n" + "# thinking\n" * 4
     turns = [body + "(", "fs.log('state may move')", body + "a"]
     async with host.session() as session:
         got = [await session.run_stream(Stream(t)) for t in turns]
         assert session.statistics().reused == 0
     assert len(fs.calls_to("read")) == 2  # type: ignore[attr-defined]
+    assert_equal_turns(got, await reference(turns, share=False))
+
+
+async def test_a_pure_result_serves_later_turns_whatever_ran_between() -> None:
+    """Contract 8: a ``pure`` result depends on its arguments only, so on a sharing Host the
+    Host's table serves the later turn's read after a write (one physical read in all)."""
+    host, fs = make_host(latency=0.01)
+    body = "a = fs.read('a')\nn = 2\n" + "# thinking\n" * 4
+    turns = [body + "(", "fs.log('state may move')", body + "a"]
+    async with host.session() as session:
+        got = [await session.run_stream(Stream(t)) for t in turns]
+    assert len(fs.calls_to("read")) == 1  # type: ignore[attr-defined]
+    assert got[2].calls[0].shared_from == got[0].run_id
     assert_equal_turns(got, await reference(turns))
 
 

@@ -52,7 +52,7 @@ def test_pydantic_ai_example() -> None:
     assert status == "ok"
     assert ast.literal_eval(counts) | {"physical": 0} == {
         "logical": 3, "physical": 0, "claimed": 2, "direct": 1, "shared": 0, "cancelled": 0, "late": 0, "orphaned": 0,
-        "discarded": 0, "early_writes": 0,
+        "discarded": 0, "early_writes": 0, "host_shared": 0,
     }
     assert lines[2] == "Found two pages of results."
 
@@ -71,7 +71,7 @@ def test_openai_agents_example() -> None:
     assert status == "ok"
     assert ast.literal_eval(counts) | {"physical": 0} == {
         "logical": 3, "physical": 0, "claimed": 2, "direct": 1, "shared": 0, "cancelled": 0, "late": 0, "orphaned": 0,
-        "discarded": 0, "early_writes": 0,
+        "discarded": 0, "early_writes": 0, "host_shared": 0,
     }
     assert lines[2] == "Found two pages of results."
 
@@ -83,5 +83,5 @@ def test_mcp_example() -> None:
     assert (status, value) == ("ok", "2")
     assert ast.literal_eval(counts) | {"physical": 0} == {
         "logical": 3, "physical": 0, "claimed": 2, "direct": 1, "shared": 0, "cancelled": 0, "late": 0, "orphaned": 0,
-        "discarded": 0, "early_writes": 0,
+        "discarded": 0, "early_writes": 0, "host_shared": 0,
     }
