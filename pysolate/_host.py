@@ -1,7 +1,7 @@
 """The Host: the capability registry, and the sequential reference run.
 
 ``run_source(src, speculate=False)`` is the reference every speculative run must equal
-(DESIGN.md): compile-check the whole source (nothing runs if it is rejected), start a
+(docs/contract.md): compile-check the whole source (nothing runs if it is rejected), start a
 Guest, run the source once against a fresh ``RunScope``, and turn the Guest's outcome and
 the scope's receipts into a ``RunResult``.
 
@@ -340,7 +340,7 @@ class Host:
         ``"markdown"`` / ``MarkdownCode(block=...)`` (a ```python block; the run seals at its
         closing fence), ``ToolCallCode(tool)`` (a tool call's string argument, decoded as it
         streams); None (the default) takes the format a ``CodedStream`` (a replay) carries,
-        else ``"raw"``. The result equals ``run_source(sealed, speculate=False)`` (DESIGN.md,
+        else ``"raw"``. The result equals ``run_source(sealed, speculate=False)`` (docs/contract.md,
         the correctness contract).
 
         Without a program to run the result says why, and no write, live read or unknown

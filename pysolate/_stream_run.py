@@ -1,6 +1,6 @@
 """One speculating run: stream → prefix parser → event graph → speculative lane; seal; Guest.
 
-The order of events is the correctness contract made operational (DESIGN.md):
+The order of events is the correctness contract made operational (docs/contract.md):
 
 1. While chunks arrive, accepted statements grow the event graph and the lane starts the
    ready, eligible occurrences against the frozen roots (``Host.call_root``). The Guest

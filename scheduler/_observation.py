@@ -1,6 +1,6 @@
 """Physical observations: one real execution of a capability method, and how it ended.
 
-Invariant (DESIGN.md, dispositions): every *early* observation ends in exactly one
+Invariant (docs/glossary.md, "Disposition"): every *early* observation ends in exactly one
 ``Disposition`` — ``claimed`` if at least one Guest call took its result, otherwise
 ``cancelled`` (stopped before it completed), ``late`` (it could not be stopped, e.g. a thread,
 or it completed after cancellation was requested) or ``orphaned`` (completed in time, never

@@ -109,12 +109,6 @@ def test_every_link_stays_in_the_repository_and_resolves(document: Path) -> None
     assert not bad, f"{document.relative_to(ROOT)}: {bad}"
 
 
-CITING_DESIGN_NOTES = {"pysolate/_host.py", "pysolate/_stream_run.py", "scheduler/_observation.py"}
-"""Modules that still cite ``DESIGN.md`` (a note outside the repository): they were being
-rewritten when the others moved to ``docs/contract.md`` and ``docs/glossary.md``. This set
-only shrinks: a module that stops citing it must leave it, and none may join it."""
-
-
 def test_modules_cite_the_repository_docs_not_the_design_notes() -> None:
     citing = {
         str(path.relative_to(ROOT))
@@ -122,4 +116,4 @@ def test_modules_cite_the_repository_docs_not_the_design_notes() -> None:
         for path in (ROOT / package).rglob("*.py")
         if re.search(r"\b(DESIGN|STYLE)\.md\b", path.read_text(encoding="utf-8"))
     }
-    assert citing == CITING_DESIGN_NOTES
+    assert citing == set()  # the design notes live outside the repository: cite docs/
