@@ -29,7 +29,7 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 from ._exceptions import WorkspaceChanged
-from ._tree import Held, Kind, ancestors, children_of, scan_directory
+from ._tree import Held, Kind, ancestors, children_of, refused_under, scan_directory
 
 Identity = tuple[int, int, int, int, int]
 
@@ -73,14 +73,7 @@ class LazyTree:
         return self._skipped
 
     def refused(self, path: str) -> str | None:
-        if not self._refused:
-            return None
-        parts = path.split("/") if path else []
-        for i in range(1, len(parts) + 1):
-            why = self._refused.get("/".join(parts[:i]))
-            if why is not None:
-                return why
-        return None
+        return refused_under(self._refused, path)
 
     def kind(self, path: str) -> Kind:
         if path in self._files:

@@ -157,14 +157,7 @@ class Tree:
         return self._skipped
 
     def refused(self, path: str) -> str | None:
-        if not self._refused:
-            return None
-        parts = path.split("/") if path else []
-        for i in range(1, len(parts) + 1):
-            why = self._refused.get("/".join(parts[:i]))
-            if why is not None:
-                return why
-        return None
+        return refused_under(self._refused, path)
 
     def kind(self, path: str) -> Kind:
         if path in self._files:
@@ -197,6 +190,19 @@ class Tree:
         if data is not None:
             return Held("file", sha256=hashlib.sha256(data).digest())
         return Held("dir") if path in self._dirs else Held("missing")
+
+
+def refused_under(refused: dict[str, str], path: str) -> str | None:
+    """Why ``path`` cannot be read: the reason recorded for it or for the nearest of its
+    ancestors that the freeze refused (a symlink out of the tree, a special file), else None."""
+    if not refused:
+        return None
+    parts = path.split("/") if path else []
+    for i in range(1, len(parts) + 1):
+        why = refused.get("/".join(parts[:i]))
+        if why is not None:
+            return why
+    return None
 
 
 def content_id(files: dict[str, bytes], dirs: Iterable[str], refused: Iterable[str]) -> str:
