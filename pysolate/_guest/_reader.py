@@ -370,9 +370,12 @@ class Reader:
             return tuple(items)
         if tag == "l":
             return items
-        if len(items) > MAX_EQUAL_HASHES:
-            check_keys([key for key, _ in items])
-        return dict(items)
+        try:
+            if len(items) > MAX_EQUAL_HASHES:
+                check_keys([key for key, _ in items])  # colliding keys: NotPlain, refused at the call
+            return dict(items)
+        except TypeError as exc:  # but a list or dict as a key, which no plain value is: malformed
+            raise exc if isinstance(exc, NotPlain) else malformed("unhashable dict key") from None
 
     def item(self, depth: int, left: list[int]) -> Steps:
         """``(value, the "," or "]" after it)`` of the item at ``pos``."""

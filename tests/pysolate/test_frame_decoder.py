@@ -165,6 +165,15 @@ def test_a_float_past_the_double_range_is_a_protocol_violation_both_ways(small_c
     assert inline(payload) == "violation"
     assert stepped(raw_call(b'["t",[["l",[["f","' + body + b'"]]]]]'))[0] == "violation"
 
+
+@pytest.mark.parametrize("key", [b'["d",[]]', b'["l",[]]'])
+def test_a_dict_keyed_by_a_dict_or_list_is_a_protocol_violation_both_ways(small_chunks: None, key: bytes) -> None:
+    """``dict(items)`` raised ``TypeError`` out of the stepped decoder for an unhashable key
+    (hypothesis found it: a mutated frame); both paths refuse the frame instead."""
+    payload = raw_call(b'["t",[["d",[[' + key + b',["n"]]]]]]')
+    assert stepped(payload)[0] == "violation"
+    assert inline(payload) == "violation"
+
 # -- adversarial shapes: refused, and in linear work ------------------------------------------------
 
 SHAPES: dict[str, Callable[[int], bytes]] = {
