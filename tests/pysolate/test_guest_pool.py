@@ -126,8 +126,9 @@ async def test_a_dead_pooled_guest_is_discarded_and_the_run_starts_a_fresh_one(l
     made = host(level)
     await made.run_source("1", speculate=False)
     (pooled,) = await filled(made)
+    watched = pidfd_of(pooled)  # before the kill: a reaped child has no pid to open
     pooled._kill()
-    assert gone(pidfd_of(pooled))
+    assert gone(watched)
     result = await made.run_source("tools.add(2, 3)", speculate=False)
     assert (result.status, result.value) == ("ok", 5)
     stats = pool_of(made).stats
