@@ -217,11 +217,12 @@ async def test_unfinished_work_is_cancelled_at_close() -> None:
 
 
 async def test_uninterruptible_thread_is_late() -> None:
-    release = threading.Event()
+    release, started = threading.Event(), threading.Event()
 
     async def in_thread(node: FakeNode, obs: Observation) -> object:
         def work() -> str:
             assert obs.probe.invoke()
+            started.set()
             try:
                 release.wait(5)
                 return "done"
@@ -234,7 +235,9 @@ async def test_uninterruptible_thread_is_late() -> None:
     graph = FakeGraph(ready=[FakeNode("t", key("t"))])
     async with SpeculativeLane(graph, in_thread) as lane:
         lane.pump()
-        await anyio.sleep(0.01)
+        with anyio.fail_after(5):  # the thread runs its tool (a fixed sleep raced its start)
+            while not started.is_set():
+                await anyio.sleep(0.001)
     release.set()
     assert lane.statistics().late == 1
 
