@@ -113,14 +113,7 @@ class _ControlFlow(_Functions, _Comprehensions):
     def _iterate(
         self, node: ast.For, items: list[object], origins: Origins, overlay: Scope, ctx: _Context
     ) -> bool:
-        exit_ = _Exit(ctx.branches)
-        base = replace(
-            ctx,
-            scope=overlay,
-            globals=overlay if ctx.globals is ctx.scope else ctx.globals,
-            control=(*ctx.control, _frame(ControlKind.FOR, node)),
-            loop=exit_,
-        )
+        exit_, base = _loop_context(node, overlay, ctx)
         for index, item in enumerate(items):
             if not self._may_expand(0):
                 # Out of time: the rest is not expanded (nor is ``else``), so what it may
@@ -246,3 +239,17 @@ class _ControlFlow(_Functions, _Comprehensions):
             self._body(node.body, inside)
         finally:
             self._merge(overlay, ctx)
+
+
+def _loop_context(node: ast.For, overlay: Scope, ctx: _Context) -> tuple[_Exit, _Context]:
+    """The context an expanded ``for``'s body runs in (its names in ``overlay``, the loop's
+    frame on the control stack) and the exit its ``break``/``continue`` record."""
+    exit_ = _Exit(ctx.branches)
+    base = replace(
+        ctx,
+        scope=overlay,
+        globals=overlay if ctx.globals is ctx.scope else ctx.globals,
+        control=(*ctx.control, _frame(ControlKind.FOR, node)),
+        loop=exit_,
+    )
+    return exit_, base

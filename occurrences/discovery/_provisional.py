@@ -26,9 +26,10 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import replace
 
 from ._bindings import Known, Origins, Scope
-from ._control import DiscoverySink, _Branch, _Context, _Decision, _Exit, _frame, _Leave
+from ._control import DiscoverySink, _Branch, _Context, _Decision, _Exit, _Leave
 from ._discovery import Discovery
-from ._model import ControlKind, MethodSpec, Occurrence, OccurrenceId
+from ._flow import _loop_context
+from ._model import MethodSpec, Occurrence, OccurrenceId
 from ._prior import PriorGlobals
 from ._resume import Iteration, LoopWalk, capture, continues, restore, same_statement
 
@@ -160,14 +161,7 @@ class ProvisionalDiscovery(Discovery):
     ) -> None:
         """``_iterate`` for the loop still streaming, recording each iteration's points;
         the last body statement (the tail) gets a generation of its own."""
-        exit_ = _Exit(ctx.branches)
-        base = replace(
-            ctx,
-            scope=overlay,
-            globals=overlay if ctx.globals is ctx.scope else ctx.globals,
-            control=(*ctx.control, _frame(ControlKind.FOR, node)),
-            loop=exit_,
-        )
+        exit_, base = _loop_context(node, overlay, ctx)
         walk.body, walk.final, walk.overlay, walk.exit_ = node.body, len(node.body) - 1, overlay, exit_
         walk.tail = self._generation()
         first = ctx.path[0]
