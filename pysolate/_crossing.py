@@ -27,7 +27,6 @@ Host's errors.
 
 from __future__ import annotations
 
-import asyncio
 import contextvars
 import math
 from collections.abc import Callable, Mapping
@@ -37,6 +36,7 @@ import anyio
 from occurrences import NotPlain, check_plain, fresh_copy, tool_name
 from occurrences.plain import INT_BOUND, MAX_INT_DIGITS, MAX_ITEMS, own, to_tagged
 
+from ._clock import caller_cancelled, raised_by_trio
 from ._compact import compact
 from ._guest_api import ToolFailure
 from ._guest_errors import arguments_not_plain
@@ -243,38 +243,12 @@ def valid_text(text: str) -> str:
     return text
 
 
-def caller_cancelled() -> bool:
-    """Whether the running task is being cancelled by its caller (an enclosing cancel
-    scope, or asyncio's ``Task.cancel``), as opposed to a tool raising a cancellation
-    exception of its own. Call it where a cancellation exception was caught."""
-    if anyio.current_effective_deadline() == -math.inf:
-        return True
-    try:
-        task = asyncio.current_task()
-    except RuntimeError:  # not on asyncio (trio): its Cancelled has no public constructor
-        return False
-    return task is not None and task.cancelling() > 0
-
-
 def is_tool_exception(exc: BaseException) -> bool:
     """Whether ``exc``, caught around a tool call, is the tool's own failure: anything but
     the caller's cancellation and a real interrupt of the Host process."""
     if isinstance(exc, anyio.get_cancelled_exc_class()):
         return not caller_cancelled()
-    return not (isinstance(exc, KeyboardInterrupt) and _raised_by_trio(exc))
-
-
-def _raised_by_trio(exc: BaseException) -> bool:
-    """Whether trio's own code raised ``exc``: how trio delivers a real Ctrl-C (from its
-    signal handler, or at a checkpoint of the main task). asyncio turns Ctrl-C into
-    cancellation instead, and a worker thread never receives it."""
-    tb = exc.__traceback__
-    if tb is None:
-        return False
-    while tb.tb_next is not None:
-        tb = tb.tb_next
-    module = tb.tb_frame.f_globals.get("__name__", "")
-    return isinstance(module, str) and (module == "trio" or module.startswith("trio."))
+    return not (isinstance(exc, KeyboardInterrupt) and raised_by_trio(exc))
 
 
 def plain_or_repr(value: tuple[object, ...] | dict[str, object]) -> object:

@@ -25,6 +25,7 @@ from typing import Any
 
 import anyio
 
+from .._clock import asyncio_loop
 from ._frames import ProtocolViolation
 from ._wire import HEADER
 
@@ -41,14 +42,6 @@ _COUNT = bytes(4)
 
 class ChannelClosed(Exception):
     """The child's end of the channel is gone (it exited or was killed)."""
-
-
-def _asyncio_loop() -> asyncio.AbstractEventLoop | None:
-    """The running asyncio loop, or None under another backend (no asyncio loop runs)."""
-    try:
-        return asyncio.get_running_loop()
-    except RuntimeError:
-        return None
 
 
 _PENDING, _WOKEN, _CANCELLED = 0, 1, 2
@@ -130,7 +123,7 @@ class Channel:
         self._poll = select.poll()
         self._poll.register(sock, select.POLLIN)
         # The persistent reader (asyncio only; None means the portable path).
-        self._loop = _asyncio_loop()
+        self._loop = asyncio_loop()
         self._reading = False  # the reader is registered with the loop
         self._eof = False  # the peer hung up or the socket failed (seen by the reader), or closed
         self._waiter: _Waiter | None = None  # a receive waiting for bytes

@@ -12,8 +12,8 @@ from __future__ import annotations
 import os
 from collections.abc import Callable
 
+from .._clock import asyncio_loop
 from . import _forked
-from ._channel import _asyncio_loop
 
 
 def watch_exit(process: object, on_exit: Callable[[], None]) -> Callable[[], None] | None:
@@ -23,7 +23,7 @@ def watch_exit(process: object, on_exit: Callable[[], None]) -> Callable[[], Non
     The reader is on a duplicate of the pidfd: ``anyio.wait_readable`` on the pidfd itself
     (the process's ``wait``) would replace a reader on the same fd number.
     """
-    loop = _asyncio_loop()
+    loop = asyncio_loop()
     if loop is None or not isinstance(process, _forked.ForkedProcess):
         return None
     fd = process.duplicate_pidfd()

@@ -18,8 +18,8 @@ from collections.abc import Callable
 import anyio
 import anyio.abc
 
+from .._clock import asyncio_loop
 from . import _forked
-from ._channel import _asyncio_loop
 
 STDERR_KEPT = 8 * 1024
 """Bytes of the child's stderr kept for the ``crashed`` message."""
@@ -60,7 +60,7 @@ class GuestOutput:
         """Read a forked child's pipes with loop readers, on asyncio, until their EOF
         (``stop`` ends them early); False, reading nothing, where that cannot be done:
         then ``pump`` them."""
-        loop = _asyncio_loop()
+        loop = asyncio_loop()
         if loop is None or not isinstance(process, _forked.ForkedProcess):
             return False
         self._overflowed = overflowed
@@ -96,7 +96,7 @@ class GuestOutput:
         ``overflowed``; idempotent."""
         self._overflowed = None
         if self._readers:
-            loop = _asyncio_loop()
+            loop = asyncio_loop()
             for fd in self._readers:
                 if loop is not None:
                     loop.remove_reader(fd)
@@ -128,7 +128,7 @@ class GuestOutput:
             except OSError:
                 chunk = b""
             if not chunk:
-                loop = _asyncio_loop()
+                loop = asyncio_loop()
                 if loop is not None:
                     loop.remove_reader(fd)
                 del self._readers[fd]
