@@ -76,9 +76,12 @@ class ClaimTrace:
 
 
 class ObservationTrace:
-    """One physical execution of a capability method."""
+    """One physical execution of a capability method.
 
-    __slots__ = ()
+    Weakly referable: a listener may key what it keeps about an observation by its handle
+    for as long as someone (another run served by it) holds the handle."""
+
+    __slots__ = ("__weakref__",)
 
     def activated(self) -> AbstractContextManager[object]:
         """Make this observation the current span while the tool runs, so spans the tool

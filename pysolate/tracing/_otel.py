@@ -192,7 +192,7 @@ class _OTelRun(Listener):
         return f"{self._run_id}-{call_id}"
 
     def activated(self, observation: ObservationTrace) -> AbstractContextManager[object] | None:
-        known = self._open.get(observation) or self._known.get(observation)
+        known = self._known.get(observation)
         if known is None:
             return None
         # The Host reports the outcome through ``completed``; ``use_span`` must not add an

@@ -46,6 +46,7 @@ from ._interface import (
 )
 
 _log = logging.getLogger("pysolate.tracing")
+_NO_CONTEXT: AbstractContextManager[object] = nullcontext()  # reusable: it holds no state
 
 
 class _Phase(enum.Enum):
@@ -83,7 +84,7 @@ def _next_phase(phase: _Phase, move: _Move, *, early: bool) -> _Phase | None:
 
 
 class _StreamObservation(ObservationTrace):
-    __slots__ = ("__weakref__", "_early", "_phase", "_stream")
+    __slots__ = ("_early", "_phase", "_stream")
 
     def __init__(self, stream: EventStream, *, early: bool) -> None:
         self._stream = stream
@@ -124,7 +125,7 @@ class _StreamObservation(ObservationTrace):
 
 
 class _StreamClaim(ClaimTrace):
-    __slots__ = ("__weakref__", "_ended", "_stream")
+    __slots__ = ("_ended", "_stream")
 
     def __init__(self, stream: EventStream) -> None:
         self._stream = stream
@@ -155,7 +156,7 @@ class EventStream(RunTrace):
     def activated(self, observation: ObservationTrace) -> AbstractContextManager[object]:
         contexts = [c for c in (li.activated(observation) for li in self.listeners) if c is not None]
         if not contexts:
-            return nullcontext()
+            return _NO_CONTEXT
         if len(contexts) == 1:
             return contexts[0]
         return _all_of(contexts)

@@ -183,3 +183,25 @@ async def test_a_hook_style_instrument_records_beside_another_listener() -> None
     assert sorted(c for c in hooks.calls if c.startswith("started")) == ["started formal", "started speculative",
                                                                          "started speculative"]  # fmt: skip
     assert hooks.calls.count("settled claimed") == 2 and hooks.calls.count("completed 7") == 1
+
+
+def test_a_call_served_by_an_untraced_run_is_recorded_without_a_link() -> None:
+    """``served_by`` may be another run's null handle (that run was not sampled)."""
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    from pysolate.tracing import NULL_INSTRUMENT, OTelInstrument
+    from pysolate.tracing import attributes as A
+
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    untraced = NULL_INSTRUMENT.run_started(run_id="r0").observation_started("d", "m", call_id="p", lane="speculative", effect="pure")
+    run = OTelInstrument(provider).run_started(run_id="r1")
+    shared = run.observation_started("d", "m", call_id="p", lane="speculative", effect="pure", shared_from="r0", served_by=untraced)
+    shared.completed(result=1)
+    shared.settled("claimed")
+    run.ended("ok")
+    (span,) = [s for s in exporter.get_finished_spans() if s.name == "shared d.m"]
+    assert span.attributes[A.SHARED_FROM] == "r0" and A.SERVED_BY not in span.attributes and not span.links
