@@ -13,6 +13,10 @@ program makes it): per run, the best of ``BATCHES`` batches of N runs, for each 
 - ``OTel SDK``: ``OTelInstrument`` on an SDK ``TracerProvider`` with no span processor, so
   every span is recorded and nothing exported (what the instrument itself costs).
 
+Second, the hooks alone (no Host, no run: one run's worth of hook calls, the sequence of
+``tests/pysolate/test_tracing.py``'s ``_all_hooks``, 2,000 times), per instrument: what the
+trace layer itself costs, without the run around it to add noise.
+
 With ``--baseline REV`` the revision is exported (``git archive``) and measured in fresh
 subprocesses alternating with this tree, round by round; the best round of each is kept.
 """
@@ -31,6 +35,26 @@ BATCHES = 5
 ROOT = Path(__file__).resolve().parents[1]
 PROGRAM = "a = t.pure(1)\nb = t.pure(2)\nt.echo(3)\nc = t.pure(4)\nd = t.pure(5)\n[a, b, c, d]\n"
 INSTRUMENTS = ("null", "global, no SDK", "OTel SDK")
+HOOK_RUNS = 2000
+
+
+def _hooks(instrument: object) -> None:
+    """One run's worth of hooks (as the Host calls them)."""
+    run = instrument.run_started(run_id="r")  # type: ignore[attr-defined]
+    run.snapshot_accepted(statements=1, new_statements=1, chars=10)
+    obs = run.observation_started("d", "m", call_id="p", lane="speculative", effect="pure")
+    with obs.activated():
+        pass
+    obs.completed(result=1)
+    run.sealed("h", statements=1, chars=10)
+    claim = run.claimed("d", "m", call_id="c", observation=obs)
+    claim.ended(result=1)
+    obs.settled("claimed")
+    formal = run.observation_started("d", "m", call_id="f", lane="formal", effect="unknown")
+    with formal.activated():
+        pass
+    formal.completed(result=1)
+    run.ended("ok", counts={"logical": 2})
 
 
 async def cpu_per_run(runs: int) -> dict[str, float]:
@@ -65,6 +89,14 @@ async def cpu_per_run(runs: int) -> dict[str, float]:
 
         await batch()  # warm caches
         best[label] = min([await batch() for _ in range(BATCHES)])
+    for label, instrument in instruments.items():
+        times = []
+        for _ in range(BATCHES):
+            c0 = time.process_time()
+            for _ in range(HOOK_RUNS):
+                _hooks(instrument)
+            times.append((time.process_time() - c0) / HOOK_RUNS)
+        best[f"hooks, {label}"] = min(times)
     return best
 
 
@@ -91,11 +123,11 @@ def side_by_side(baseline: str | None, runs: int, rounds: int) -> dict[str, dict
             archive = subprocess.run(["git", "-C", str(ROOT), "archive", baseline], check=True, capture_output=True).stdout
             subprocess.run(["tar", "-x", "-C", tmp], input=archive, check=True)
             trees = {baseline: Path(tmp), **trees}
-        best = {label: dict.fromkeys(INSTRUMENTS, float("inf")) for label in trees}
+        best: dict[str, dict[str, float]] = {label: {} for label in trees}
         for _ in range(rounds):
             for label, tree in trees.items():
                 for name, seconds in _measure_in(tree, runs).items():
-                    best[label][name] = min(best[label][name], seconds)
+                    best[label][name] = min(best[label].get(name, float("inf")), seconds)
     return best
 
 
@@ -114,6 +146,9 @@ def main() -> None:
     print(f"  {'tree':<12} " + "  ".join(f"{name:>16}" for name in INSTRUMENTS))
     for label, row in results.items():
         print(f"  {label:<12} " + "  ".join(f"{row[name] * 1e6:13.0f} µs" for name in INSTRUMENTS))
+    print(f"One run's hooks alone (13 hook calls, best of {BATCHES} x {HOOK_RUNS}):")
+    for label, row in results.items():
+        print(f"  {label:<12} " + "  ".join(f"{row['hooks, ' + name] * 1e6:13.1f} µs" for name in INSTRUMENTS))
 
 
 if __name__ == "__main__":

@@ -159,6 +159,7 @@ class _OTelRun(Listener):
         "_context",
         "_conversation_id",
         "_known",
+        "_mine",
         "_open",
         "_run_id",
         "_span",
@@ -183,6 +184,7 @@ class _OTelRun(Listener):
         self._run_id = run_id
         self._conversation_id = conversation_id
         self.record_payloads = record_payloads
+        self._mine: dict[ObservationTrace, _OTelObservation] = {}  # this run's (a plain dict: faster)
         # Observations and claims not yet ended; closed at the run's end so no span leaks.
         self._open: dict[ObservationTrace, _OTelObservation] = {}
         self._claims: dict[ClaimTrace, trace.Span] = {}
@@ -192,7 +194,7 @@ class _OTelRun(Listener):
         return f"{self._run_id}-{call_id}"
 
     def activated(self, observation: ObservationTrace) -> AbstractContextManager[object] | None:
-        known = self._known.get(observation)
+        known = self._mine.get(observation) or self._known.get(observation)
         if known is None:
             return None
         # The Host reports the outcome through ``completed``; ``use_span`` must not add an
@@ -294,6 +296,7 @@ class _OTelRun(Listener):
         )
         observation = _OTelObservation(span, call_id, early=event.early)
         self._open[event.observation] = observation
+        self._mine[event.observation] = observation
         self._known[event.observation] = observation
 
     def _claimed(self, event: Claimed) -> None:
@@ -302,7 +305,7 @@ class _OTelRun(Listener):
             event.capability, event.method, call_id, event.call_key, event.arguments
         )
         links = []
-        observation = self._known.get(event.observation)
+        observation = self._mine.get(event.observation) or self._known.get(event.observation)
         if observation is not None:
             attributes[A.CLAIMED_OBSERVATION] = observation.call_id
             links.append(
