@@ -2,20 +2,33 @@
 
 A demo that sits silent while the model streams hides the very thing it is there to show:
 calls starting before the code is complete, and claims the moment it is. The Host already
-reports every such event to its instrument, so progress is an instrument too: it counts what
-the hooks say and hands every hook on to the instrument it wraps (tracing keeps working).
+reports every such event to its instrument, so progress is a listener of the run's event
+stream (``pysolate.tracing.events``), beside the listeners of the instrument it wraps
+(tracing keeps working).
 Token arrival is the one event the Host does not report; ``counted`` wraps the stream for it.
 """
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterable, AsyncIterator, Mapping
-from contextlib import AbstractContextManager
+from collections.abc import AsyncIterable, AsyncIterator
 from dataclasses import dataclass
 
 from rich.text import Text
 
-from .tracing import NO_RESULT, ClaimTrace, Instrument, Lane, ObservationTrace, RunTrace
+from .tracing import Instrument, ObservationTrace
+from .tracing.events import (
+    Claimed,
+    Event,
+    Listener,
+    ObservationCompleted,
+    ObservationStarted,
+    RunEnded,
+    RunStarted,
+    Sealed,
+    SnapshotAccepted,
+    StreamInstrument,
+    listeners_of,
+)
 
 
 @dataclass(slots=True)
@@ -53,8 +66,9 @@ async def counted(chunks: AsyncIterable[str], progress: Progress) -> AsyncIterat
         yield chunk
 
 
-class ProgressInstrument:
-    """An ``Instrument`` that counts a run's events into ``progress`` and forwards them."""
+class ProgressInstrument(StreamInstrument):
+    """An instrument that counts a run's events into ``progress``: one listener of the run's
+    stream beside those of ``inner`` (whose recording goes on unchanged)."""
 
     __slots__ = ("_inner", "progress")
 
@@ -62,92 +76,35 @@ class ProgressInstrument:
         self._inner = inner
         self.progress = progress
 
-    def run_started(
-        self, *, run_id: str, agent_name: str | None = None, isolation: str | None = None
-    ) -> RunTrace:
-        inner = self._inner.run_started(run_id=run_id, agent_name=agent_name, isolation=isolation)
-        return _ProgressRun(inner, self.progress)
+    def listeners(self, started: RunStarted) -> tuple[Listener, ...]:
+        return (*listeners_of(self._inner, started), ProgressListener(self.progress))
 
 
-class _ProgressObservation:
-    __slots__ = ("_early", "_inner", "_progress")
+class ProgressListener(Listener):
+    """Counts one run's events into ``progress`` (early work: the ``speculative`` lane)."""
 
-    def __init__(self, inner: ObservationTrace, progress: Progress, *, early: bool) -> None:
-        self._inner = inner
+    __slots__ = ("_early", "_progress")
+
+    def __init__(self, progress: Progress) -> None:
         self._progress = progress
-        self._early = early
+        self._early: set[ObservationTrace] = set()
 
-    def activated(self) -> AbstractContextManager[object]:
-        return self._inner.activated()
-
-    def completed(self, *, error: BaseException | str | None = None, result: object = NO_RESULT) -> None:
-        if self._early:
-            self._progress.early_done += 1
-        self._inner.completed(error=error, result=result)
-
-    def settled(self, disposition: str) -> None:
-        self._inner.settled(disposition)
-
-
-class _ProgressRun:
-    __slots__ = ("_inner", "_progress")
-
-    def __init__(self, inner: RunTrace, progress: Progress) -> None:
-        self._inner = inner
-        self._progress = progress
-
-    def snapshot_accepted(self, *, statements: int, new_statements: int, chars: int) -> None:
-        self._progress.statements = statements
-        self._inner.snapshot_accepted(statements=statements, new_statements=new_statements, chars=chars)
-
-    def sealed(self, source_hash: str, *, statements: int, chars: int) -> None:
-        self._progress.sealed = True
-        self._progress.statements = statements
-        self._inner.sealed(source_hash, statements=statements, chars=chars)
-
-    def observation_started(
-        self,
-        capability: str,
-        method: str,
-        *,
-        call_id: str,
-        lane: Lane,
-        effect: str,
-        call_key: str | None = None,
-        arguments: Mapping[str, object] | None = None,
-        shared_from: str | None = None,
-        served_by: ObservationTrace | None = None,
-    ) -> ObservationTrace:
-        early = lane == "speculative"
-        if early:
-            self._progress.early_started += 1
-        else:
-            self._progress.program_calls += 1
-        if isinstance(served_by, _ProgressObservation):
-            served_by = served_by._inner
-        inner = self._inner.observation_started(
-            capability, method, call_id=call_id, lane=lane, effect=effect, call_key=call_key, arguments=arguments,
-            shared_from=shared_from, served_by=served_by,
-        )
-        return _ProgressObservation(inner, self._progress, early=early)
-
-    def claimed(
-        self,
-        capability: str,
-        method: str,
-        *,
-        call_id: str,
-        observation: ObservationTrace,
-        call_key: str | None = None,
-        arguments: Mapping[str, object] | None = None,
-    ) -> ClaimTrace:
-        self._progress.claims += 1
-        if isinstance(observation, _ProgressObservation):
-            observation = observation._inner
-        return self._inner.claimed(
-            capability, method, call_id=call_id, observation=observation, call_key=call_key, arguments=arguments
-        )
-
-    def ended(self, status: str, *, counts: Mapping[str, int] | None = None, error_type: str | None = None) -> None:
-        self._progress.status = str(status)
-        self._inner.ended(status, counts=counts, error_type=error_type)
+    def received(self, event: Event) -> None:
+        progress = self._progress
+        match event:
+            case SnapshotAccepted():
+                progress.statements = event.statements
+            case Sealed():
+                progress.sealed = True
+                progress.statements = event.statements
+            case ObservationStarted() if event.lane == "speculative":
+                progress.early_started += 1
+                self._early.add(event.observation)
+            case ObservationStarted():
+                progress.program_calls += 1
+            case ObservationCompleted() if event.observation in self._early:
+                progress.early_done += 1
+            case Claimed():
+                progress.claims += 1
+            case RunEnded():
+                progress.status = str(event.status)

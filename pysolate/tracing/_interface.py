@@ -1,9 +1,12 @@
 """The instrument interface: the hooks the Host calls, and nothing about how they record.
 
 Prior art: anyio keeps its ``abc`` apart from its backends, and OpenTelemetry itself splits
-API from SDK. Here the Host depends only on these protocols; ``_otel.py`` implements them
-with OpenTelemetry spans and ``_null.py`` with nothing at all, so a Host without tracing
-pays one method call per hook and never imports a tracer.
+API from SDK. Here the Host depends only on these classes, whose every hook does nothing:
+``NULL_INSTRUMENT`` is an ``Instrument`` itself, so a Host without tracing pays one method
+call per hook, allocates nothing (each hook returns a shared singleton) and never imports a
+tracer. An instrument that records turns the hooks into one typed event stream
+(``_events.py``, ``_stream.py``); OpenTelemetry spans (``_otel.py``) and live progress are
+listeners of it.
 
 Shape of one run, as the Host drives it::
 
@@ -30,8 +33,8 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Mapping
-from contextlib import AbstractContextManager
-from typing import Final, Protocol, TypeAlias
+from contextlib import AbstractContextManager, nullcontext
+from typing import Final, TypeAlias
 
 Lane: TypeAlias = str
 """Which lane ran a physical observation: ``"speculative"`` (early, before seal),
@@ -58,8 +61,13 @@ NO_RESULT: Final = _NoResult()
 """The ``result`` of a hook that has no result to record (``None`` is a result)."""
 
 
-class ClaimTrace(Protocol):
+_NO_CONTEXT: AbstractContextManager[object] = nullcontext()  # reusable: it holds no state
+
+
+class ClaimTrace:
     """One logical Guest call served by an early physical observation."""
+
+    __slots__ = ()
 
     def ended(
         self, *, error: BaseException | str | None = None, result: object = NO_RESULT
@@ -67,12 +75,18 @@ class ClaimTrace(Protocol):
         """The Guest received the claimed value (or the claimed failure, ``error``)."""
 
 
-class ObservationTrace(Protocol):
-    """One physical execution of a capability method."""
+class ObservationTrace:
+    """One physical execution of a capability method.
+
+    Weakly referable: a listener may key what it keeps about an observation by its handle
+    for as long as someone (another run served by it) holds the handle."""
+
+    __slots__ = ("__weakref__",)
 
     def activated(self) -> AbstractContextManager[object]:
         """Make this observation the current span while the tool runs, so spans the tool
         itself creates (an HTTP client's, say) nest under it."""
+        return _NO_CONTEXT
 
     def completed(
         self, *, error: BaseException | str | None = None, result: object = NO_RESULT
@@ -89,8 +103,10 @@ class ObservationTrace(Protocol):
         otherwise the span ends at its completion time (now, or when it completes)."""
 
 
-class RunTrace(Protocol):
+class RunTrace:
     """One run: from the first chunk to the result."""
+
+    __slots__ = ()
 
     def snapshot_accepted(self, *, statements: int, new_statements: int, chars: int) -> None:
         """The accepted complete prefix grew (``Snapshot.statements``, ``.new_statements``,
@@ -118,6 +134,7 @@ class RunTrace(Protocol):
         ``shared_from`` (a run id): no physical call of this run's, but a call served by the
         physical call that run made (the Host's observation table); ``served_by`` is that
         call's trace, when this Host traced it, to link to."""
+        return NULL_OBSERVATION
 
     def claimed(
         self,
@@ -130,6 +147,7 @@ class RunTrace(Protocol):
         arguments: Mapping[str, object] | None = None,
     ) -> ClaimTrace:
         """A logical Guest call claims ``observation`` (linked to its span)."""
+        return NULL_CLAIM
 
     def ended(
         self,
@@ -144,14 +162,32 @@ class RunTrace(Protocol):
         records nothing)."""
 
 
-class Instrument(Protocol):
-    """Factory of run traces; one per Host, shared by concurrent runs."""
+class Instrument:
+    """Factory of run traces; one per Host, shared by concurrent runs.
+
+    This base records nothing (``NULL_INSTRUMENT``); a subclass overrides ``run_started``
+    (and returns its own ``RunTrace``), or builds on ``StreamInstrument`` to receive the
+    run as events."""
+
+    __slots__ = ()
 
     def run_started(
         self, *, run_id: str, agent_name: str | None = None, isolation: str | None = None
     ) -> RunTrace:
         """A run starts (first chunk, or ``run_source``). ``isolation`` is the level its
         Guest runs at (``Host.isolation()``; ``"custom"`` for a custom Guest factory)."""
+        return NULL_RUN
+
+
+NullInstrument = Instrument
+"""The instrument that records nothing: the no-op base itself (kept as a name)."""
+
+NULL_CLAIM: Final[ClaimTrace] = ClaimTrace()
+NULL_OBSERVATION: Final[ObservationTrace] = ObservationTrace()
+NULL_RUN: Final[RunTrace] = RunTrace()
+"""The run trace that records nothing (what ``NULL_INSTRUMENT.run_started`` returns)."""
+NULL_INSTRUMENT: Final[Instrument] = Instrument()
+"""The shared no-op instrument: pass it as ``Host(instrument=...)`` to record nothing."""
 
 
 def source_hash(source: str) -> str:

@@ -30,21 +30,22 @@ is discouraged, and the status description (the exception message, which may quo
 arguments such as a path) is set only when payloads are opted in. Cancellation and the
 ``cancelled``/``orphaned`` dispositions are not errors.
 
-With no SDK configured (or a sampler that drops the run) the run span does not record, and
-the run falls back to the null hooks: one ``start_span`` per run is the whole cost, which is
+The spans are a listener of the run's event stream (``_events.py``), which has already
+checked the order of what it reports. With no SDK configured (or a sampler that drops the
+run) the run span does not record, the instrument gives the run no listener and the run
+falls back to the null hooks: one ``start_span`` per run is the whole cost, which is
 why a default ``Host()`` traces through the global provider.
 """
 
 from __future__ import annotations
 
-import enum
 import importlib.metadata
 import json
-import logging
 import time
 from collections.abc import Mapping
 from contextlib import AbstractContextManager
 from typing import Final
+from weakref import WeakKeyDictionary
 
 from opentelemetry import trace
 from opentelemetry.trace import Link, SpanKind, Status, StatusCode
@@ -53,17 +54,21 @@ from occurrences import tool_name
 
 from . import _attributes as A
 from ._context import current_code_action, current_session_turn
-from ._interface import (
-    NO_RESULT,
-    ClaimTrace,
-    Disposition,
-    Lane,
-    ObservationTrace,
-    RunTrace,
+from ._events import (
+    Claimed,
+    ClaimEnded,
+    Event,
+    Listener,
+    ObservationCompleted,
+    ObservationSettled,
+    ObservationStarted,
+    RunEnded,
+    RunStarted,
+    Sealed,
+    SnapshotAccepted,
 )
-from ._null import NULL_RUN
-
-_log = logging.getLogger("pysolate.tracing")
+from ._interface import NO_RESULT, ClaimTrace, Disposition, ObservationTrace
+from ._stream import StreamInstrument
 
 MAX_PAYLOAD_CHARS: Final = 8192
 """Longest ``gen_ai.tool.call.arguments``/``.result`` value; longer JSON is cut and marked."""
@@ -109,147 +114,52 @@ def _set_error(span: trace.Span, error: BaseException | str | None, *, describe:
     span.set_status(Status(StatusCode.ERROR, description))
 
 
-class _Phase(enum.Enum):
-    """Lifecycle of an observation span."""
-
-    RUNNING = enum.auto()
-    """Executing; disposition unknown."""
-    COMPLETED = enum.auto()
-    """Early work finished; the span waits for its disposition, end time already fixed."""
-    SETTLED = enum.auto()
-    """Early work has its disposition (e.g. claimed) but is still executing."""
-    ENDED = enum.auto()
-
-
-class _Move(enum.Enum):
-    COMPLETE = enum.auto()
-    SETTLE = enum.auto()
-
-
-def _next_phase(phase: _Phase, move: _Move, *, early: bool) -> _Phase | None:
-    """The one transition function of observation spans; None for an illegal move."""
-    if move is _Move.COMPLETE:
-        if phase is _Phase.RUNNING:
-            return _Phase.COMPLETED if early else _Phase.ENDED
-        if phase is _Phase.SETTLED:
-            return _Phase.ENDED
-        return None
-    if not early:
-        return None
-    if phase is _Phase.RUNNING:
-        return _Phase.SETTLED
-    if phase is _Phase.COMPLETED:
-        return _Phase.ENDED
-    return None
-
-
 class _OTelObservation:
-    __slots__ = (
-        "_completed_at",
-        "_describe",
-        "_early",
-        "_phase",
-        "_record",
-        "_run",
-        "call_id",
-        "span",
-    )
+    """The span of one observation; the stream has checked every event's order."""
 
-    def __init__(self, run: _OTelRun, span: trace.Span, call_id: str, *, early: bool) -> None:
-        self._run = run
+    __slots__ = ("_completed_at", "_settled", "call_id", "early", "span")
+
+    def __init__(self, span: trace.Span, call_id: str, *, early: bool) -> None:
         self.span = span
         self.call_id = call_id
-        self._early = early
-        self._record = run.record_payloads
-        self._describe = run.record_payloads
-        self._phase = _Phase.RUNNING
-        self._completed_at: int | None = None  # set exactly when phase left RUNNING by COMPLETE
+        self.early = early
+        self._settled = False
+        self._completed_at: int | None = None
 
-    def activated(self) -> AbstractContextManager[object]:
-        # The Host reports the outcome through ``completed``; ``use_span`` must not add an
-        # exception event or a status (with the message) of its own.
-        return trace.use_span(
-            self.span, end_on_exit=False, record_exception=False, set_status_on_exception=False
-        )
-
-    def _move(self, move: _Move, what: str) -> bool:
-        nxt = _next_phase(self._phase, move, early=self._early)
-        if nxt is None:
-            if self._phase is not _Phase.ENDED:  # hooks after the run ended are expected
-                _log.warning(
-                    "tracing: %s ignored on %s observation in phase %s",
-                    what,
-                    "early" if self._early else "formal",
-                    self._phase.name,
-                )
+    def completed(self, error: BaseException | str | None, result: object, *, record: bool) -> bool:
+        """Record the outcome; True when the span ended (formal, or already settled)."""
+        self._completed_at = time.time_ns()
+        _set_error(self.span, error, describe=record)
+        if record and result is not NO_RESULT and error is None:
+            self.span.set_attribute(A.GEN_AI_TOOL_CALL_RESULT, _payload(result))
+        if self.early and not self._settled:
             return False
-        self._phase = nxt
+        self.span.end(end_time=self._completed_at)
         return True
 
-    def completed(
-        self, *, error: BaseException | str | None = None, result: object = NO_RESULT
-    ) -> None:
-        if not self._move(_Move.COMPLETE, "completed"):
-            return
-        self._completed_at = time.time_ns()
-        _set_error(self.span, error, describe=self._describe)
-        if self._record and result is not NO_RESULT and error is None:
-            self.span.set_attribute(A.GEN_AI_TOOL_CALL_RESULT, _payload(result))
-        if self._phase is _Phase.ENDED:
-            self._end(self._completed_at)
-
-    def settled(self, disposition: Disposition) -> None:
-        was_running = self._phase is _Phase.RUNNING
-        if not self._move(_Move.SETTLE, "settled"):
-            return
+    def settled(self, disposition: Disposition) -> bool:
+        """Record the disposition; True when the span ended (completed, or cancelled)."""
+        self._settled = True
         self.span.set_attribute(A.DISPOSITION, str(disposition))
-        if was_running and disposition == "cancelled":
-            self._phase = _Phase.ENDED
-            self._end(None)
-        elif self._phase is _Phase.ENDED:
-            self._end(self._completed_at)
+        if self._completed_at is None and disposition != "cancelled":
+            return False
+        self.span.end(end_time=self._completed_at)
+        return True
 
     def close(self) -> None:
         """The run ended: end the span whatever its phase (completion time if known)."""
-        if self._phase is not _Phase.ENDED:
-            self._phase = _Phase.ENDED
-            self._end(self._completed_at)
-
-    def _end(self, at: int | None) -> None:
-        self.span.end(end_time=at)
-        self._run.forget(self)
+        self.span.end(end_time=self._completed_at)
 
 
-class _OTelClaim:
-    __slots__ = ("_ended", "_run", "span")
+class _OTelRun(Listener):
+    """One run's spans, derived from its event stream."""
 
-    def __init__(self, run: _OTelRun, span: trace.Span) -> None:
-        self._run = run
-        self.span = span
-        self._ended = False
-
-    def ended(
-        self, *, error: BaseException | str | None = None, result: object = NO_RESULT
-    ) -> None:
-        if self._ended:
-            return
-        _set_error(self.span, error, describe=self._run.record_payloads)
-        if self._run.record_payloads and result is not NO_RESULT and error is None:
-            self.span.set_attribute(A.GEN_AI_TOOL_CALL_RESULT, _payload(result))
-        self.close()
-
-    def close(self) -> None:
-        if not self._ended:
-            self._ended = True
-            self.span.end()
-            self._run.forget(self)
-
-
-class _OTelRun:
     __slots__ = (
+        "_claims",
         "_context",
         "_conversation_id",
-        "_ended",
+        "_known",
+        "_mine",
         "_open",
         "_run_id",
         "_span",
@@ -261,6 +171,7 @@ class _OTelRun:
         self,
         tracer: trace.Tracer,
         span: trace.Span,
+        known: WeakKeyDictionary[ObservationTrace, _OTelObservation],
         *,
         run_id: str,
         conversation_id: str | None,
@@ -268,41 +179,70 @@ class _OTelRun:
     ) -> None:
         self._tracer = tracer
         self._span = span
+        self._context = trace.set_span_in_context(span)
+        self._known = known  # every observation's span, this Host's runs (for shared_from)
         self._run_id = run_id
         self._conversation_id = conversation_id
-        self._context = trace.set_span_in_context(span)
         self.record_payloads = record_payloads
+        self._mine: dict[ObservationTrace, _OTelObservation] = {}  # this run's (a plain dict: faster)
         # Observations and claims not yet ended; closed at the run's end so no span leaks.
-        self._open: dict[_OTelObservation | _OTelClaim, None] = {}
-        self._ended = False
+        self._open: dict[ObservationTrace, _OTelObservation] = {}
+        self._claims: dict[ClaimTrace, trace.Span] = {}
 
     def unique(self, call_id: str) -> str:
         """The Host's per-run call id made unique across runs."""
         return f"{self._run_id}-{call_id}"
 
-    def forget(self, handle: _OTelObservation | _OTelClaim) -> None:
-        self._open.pop(handle, None)
-
-    def snapshot_accepted(self, *, statements: int, new_statements: int, chars: int) -> None:
-        self._span.add_event(
-            A.SNAPSHOT_EVENT,
-            {
-                A.SNAPSHOT_STATEMENTS: statements,
-                A.SNAPSHOT_NEW_STATEMENTS: new_statements,
-                A.SNAPSHOT_CHARS: chars,
-            },
+    def activated(self, observation: ObservationTrace) -> AbstractContextManager[object] | None:
+        known = self._mine.get(observation) or self._known.get(observation)
+        if known is None:
+            return None
+        # The Host reports the outcome through ``completed``; ``use_span`` must not add an
+        # exception event or a status (with the message) of its own.
+        return trace.use_span(
+            known.span, end_on_exit=False, record_exception=False, set_status_on_exception=False
         )
 
-    def sealed(self, source_hash: str, *, statements: int, chars: int) -> None:
-        self._span.set_attribute(A.SOURCE_HASH, source_hash)
-        self._span.add_event(
-            A.SEAL_EVENT,
-            {
-                A.SOURCE_HASH: source_hash,
-                A.SNAPSHOT_STATEMENTS: statements,
-                A.SNAPSHOT_CHARS: chars,
-            },
-        )
+    def received(self, event: Event) -> None:
+        match event:
+            case ObservationStarted():
+                self._observation_started(event)
+            case ObservationCompleted():
+                obs = self._open[event.observation]
+                if obs.completed(event.error, event.result, record=self.record_payloads):
+                    del self._open[event.observation]
+            case ObservationSettled():
+                if self._open[event.observation].settled(event.disposition):
+                    del self._open[event.observation]
+            case Claimed():
+                self._claimed(event)
+            case ClaimEnded():
+                span = self._claims.pop(event.claim)
+                _set_error(span, event.error, describe=self.record_payloads)
+                if self.record_payloads and event.result is not NO_RESULT and event.error is None:
+                    span.set_attribute(A.GEN_AI_TOOL_CALL_RESULT, _payload(event.result))
+                span.end()
+            case SnapshotAccepted():
+                self._span.add_event(
+                    A.SNAPSHOT_EVENT,
+                    {
+                        A.SNAPSHOT_STATEMENTS: event.statements,
+                        A.SNAPSHOT_NEW_STATEMENTS: event.new_statements,
+                        A.SNAPSHOT_CHARS: event.chars,
+                    },
+                )
+            case Sealed():
+                self._span.set_attribute(A.SOURCE_HASH, event.source_hash)
+                self._span.add_event(
+                    A.SEAL_EVENT,
+                    {
+                        A.SOURCE_HASH: event.source_hash,
+                        A.SNAPSHOT_STATEMENTS: event.statements,
+                        A.SNAPSHOT_CHARS: event.chars,
+                    },
+                )
+            case RunEnded():
+                self._ended(event)
 
     def _tool_attributes(
         self,
@@ -328,33 +268,23 @@ class _OTelRun:
             attributes[A.GEN_AI_TOOL_CALL_ARGUMENTS] = _payload(dict(arguments))
         return attributes
 
-    def observation_started(
-        self,
-        capability: str,
-        method: str,
-        *,
-        call_id: str,
-        lane: Lane,
-        effect: str,
-        call_key: str | None = None,
-        arguments: Mapping[str, object] | None = None,
-        shared_from: str | None = None,
-        served_by: ObservationTrace | None = None,
-    ) -> ObservationTrace:
-        call_id = self.unique(call_id)
+    def _observation_started(self, event: ObservationStarted) -> None:
+        capability, method = event.capability, event.method
+        call_id = self.unique(event.call_id)
         attributes = {
-            **self._tool_attributes(capability, method, call_id, call_key, arguments),
-            A.LANE: str(lane),
-            A.EFFECT: str(effect),
+            **self._tool_attributes(capability, method, call_id, event.call_key, event.arguments),
+            A.LANE: str(event.lane),
+            A.EFFECT: str(event.effect),
         }
         links = []
-        if shared_from is None:
+        if event.shared_from is None:
             attributes[A.GEN_AI_OPERATION_NAME] = A.EXECUTE_TOOL
             name = f"{A.EXECUTE_TOOL} {tool_name(capability, method)}"
         else:  # not an execution (tool-call counts must not double): served by another run's
-            attributes[A.SHARED_FROM] = shared_from
+            attributes[A.SHARED_FROM] = event.shared_from
             name = f"{A.SHARED} {tool_name(capability, method)}"
-            if isinstance(served_by, _OTelObservation):
+            served_by = None if event.served_by is None else self._known.get(event.served_by)
+            if served_by is not None:
                 attributes[A.SERVED_BY] = served_by.call_id
                 links.append(Link(served_by.span.get_span_context(), {A.LINK_RELATION: A.LINK_SHARED_FROM}))
         span = self._tracer.start_span(
@@ -364,57 +294,43 @@ class _OTelRun:
             attributes=attributes,
             links=links,
         )
-        observation = _OTelObservation(self, span, call_id, early=lane != "formal")
-        self._open[observation] = None
-        return observation
+        observation = _OTelObservation(span, call_id, early=event.early)
+        self._open[event.observation] = observation
+        self._mine[event.observation] = observation
+        self._known[event.observation] = observation
 
-    def claimed(
-        self,
-        capability: str,
-        method: str,
-        *,
-        call_id: str,
-        observation: ObservationTrace,
-        call_key: str | None = None,
-        arguments: Mapping[str, object] | None = None,
-    ) -> ClaimTrace:
-        call_id = self.unique(call_id)
-        attributes = self._tool_attributes(capability, method, call_id, call_key, arguments)
+    def _claimed(self, event: Claimed) -> None:
+        call_id = self.unique(event.call_id)
+        attributes = self._tool_attributes(
+            event.capability, event.method, call_id, event.call_key, event.arguments
+        )
         links = []
-        if isinstance(observation, _OTelObservation):
+        observation = self._mine.get(event.observation) or self._known.get(event.observation)
+        if observation is not None:
             attributes[A.CLAIMED_OBSERVATION] = observation.call_id
             links.append(
                 Link(observation.span.get_span_context(), {A.LINK_RELATION: A.LINK_CLAIMS})
             )
-        span = self._tracer.start_span(
-            f"{A.CLAIM} {tool_name(capability, method)}",
+        self._claims[event.claim] = self._tracer.start_span(
+            f"{A.CLAIM} {tool_name(event.capability, event.method)}",
             context=self._context,
             kind=SpanKind.INTERNAL,
             attributes=attributes,
             links=links,
         )
-        claim = _OTelClaim(self, span)
-        self._open[claim] = None
-        return claim
 
-    def ended(
-        self,
-        status: str,
-        *,
-        counts: Mapping[str, int] | None = None,
-        error_type: str | None = None,
-    ) -> None:
-        if self._ended:
-            _log.warning("tracing: run ended twice")
-            return
-        self._ended = True
-        for handle in list(self._open):
-            handle.close()
-        self._span.set_attribute(A.STATUS, str(status))
-        for name, value in (counts or {}).items():
+    def _ended(self, event: RunEnded) -> None:
+        for observation in self._open.values():
+            observation.close()
+        for claim in self._claims.values():
+            claim.end()
+        self._open.clear()
+        self._claims.clear()
+        self._span.set_attribute(A.STATUS, str(event.status))
+        for name, value in (event.counts or {}).items():
             self._span.set_attribute(A.COUNT_PREFIX + name, value)
-        if status != "ok":
-            self._span.set_attribute(A.ERROR_TYPE, error_type or A.ERROR_TYPE_OTHER)
+        if event.status != "ok":
+            self._span.set_attribute(A.ERROR_TYPE, event.error_type or A.ERROR_TYPE_OTHER)
             self._span.set_status(Status(StatusCode.ERROR))
         self._span.end()
 
@@ -426,8 +342,8 @@ def _package_version() -> str | None:
         return None
 
 
-class OTelInstrument:
-    """Records runs as OpenTelemetry spans.
+class OTelInstrument(StreamInstrument):
+    """Records runs as OpenTelemetry spans: a listener of each run's event stream.
 
     ``tracer_provider``: where spans go; default the global one, resolved at each run (so
     nothing is recorded until the application configures an SDK, and an SDK configured
@@ -437,7 +353,7 @@ class OTelInstrument:
     data. ``agent_name``: ``gen_ai.agent.name`` of the agent the code runs for.
     """
 
-    __slots__ = ("_agent_name", "_record_payloads", "_tracer")
+    __slots__ = ("_agent_name", "_known", "_record_payloads", "_tracer")
 
     def __init__(
         self,
@@ -451,11 +367,11 @@ class OTelInstrument:
         )
         self._record_payloads = record_payloads
         self._agent_name = agent_name
+        self._known: WeakKeyDictionary[ObservationTrace, _OTelObservation] = WeakKeyDictionary()
 
-    def run_started(
-        self, *, run_id: str, agent_name: str | None = None, isolation: str | None = None
-    ) -> RunTrace:
-        name = agent_name or self._agent_name
+    def listeners(self, started: RunStarted) -> tuple[Listener, ...]:
+        run_id, isolation = started.run_id, started.isolation
+        name = started.agent_name or self._agent_name
         action = current_code_action()
         attributes: dict[str, str | int] = {A.RUN_ID: run_id}
         if isolation:
@@ -473,14 +389,16 @@ class OTelInstrument:
         span = self._tracer.start_span(A.RUN, kind=SpanKind.INTERNAL, attributes=attributes)
         if not span.is_recording():
             span.end()
-            return NULL_RUN
-        return _OTelRun(
+            return ()
+        run = _OTelRun(
             self._tracer,
             span,
+            self._known,
             run_id=run_id,
             conversation_id=action.conversation_id,
             record_payloads=self._record_payloads,
         )
+        return (run,)
 
 
 GLOBAL_INSTRUMENT: Final = OTelInstrument()

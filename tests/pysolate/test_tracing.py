@@ -25,7 +25,7 @@ from pysolate.tracing import (
     source_hash,
 )
 from pysolate.tracing import attributes as A
-from pysolate.tracing._null import NULL_CLAIM, NULL_OBSERVATION, NULL_RUN
+from pysolate.tracing._interface import NULL_CLAIM, NULL_OBSERVATION, NULL_RUN
 
 
 @pytest.fixture
