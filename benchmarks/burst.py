@@ -50,7 +50,7 @@ from latency import load
 from overhead import READ_ONLY, equal_to_twins, sequential_twins
 
 from pysolate import RunResult
-from pysolate._guest import _forked, _pool, _process
+from pysolate._guest import _forked, _pool, _process, _start
 from pysolate.streams import play
 
 SAMPLER = r"""
@@ -186,7 +186,7 @@ def stamp_guest_starts(stamps: list[tuple[float, str]]) -> None:
         return wrapper
 
     _forked.fork_child = stamped(_forked.fork_child, "fork asked", "fork got")  # type: ignore[assignment]
-    _process.enter_cgroup = stamped(_process.enter_cgroup, None, "cgroup entered")  # type: ignore[assignment]
+    _start.enter_cgroup = stamped(_start.enter_cgroup, None, "cgroup entered")  # type: ignore[assignment]
     _pool.start_subprocess_guest = stamped(_pool.start_subprocess_guest, None, "ready")  # type: ignore[assignment]
     run = _process.SubprocessGuest.run
 
@@ -195,6 +195,10 @@ def stamp_guest_starts(stamps: list[tuple[float, str]]) -> None:
         return await run(self, *args)
 
     _process.SubprocessGuest.run = stamped_run  # type: ignore[method-assign]
+
+
+def _quantiles(xs: list[float]) -> str:
+    return f"median {statistics.median(xs):.3f} s, p90 {sorted(xs)[int(0.9 * len(xs))]:.3f} s, max {max(xs):.3f} s"
 
 
 def context_switches() -> tuple[int, int]:
@@ -261,10 +265,9 @@ async def burst(guest: GuestKind, runs: int, width: float, every: float, profile
         )
     print("   busy: the machine's cores; sys: of which kernel; runs: the runs' cgroup (Host + fork servers + Guests);")
     print("   loop: the event-loop thread's CPU; wait: its time runnable on a runqueue (cores); lag: a 10 ms sleep's lateness")
-    quantile = lambda xs: f"median {statistics.median(xs):.3f} s, p90 {sorted(xs)[int(0.9 * len(xs))]:.3f} s, max {max(xs):.3f} s"  # noqa: E731
     seal = [s for r, n in zip(results, names, strict=True) if r is not None and r.timeline is not None
             for s in [next(m.at for m in r.timeline.marks if m.kind == "seal") - recordings[n].duration]]
-    print(f"   seal after the recording's own end: {quantile(seal)}")
+    print(f"   seal after the recording's own end: {_quantiles(seal)}")
     for label, kind in (("ready", "ready"), ("cgroup entered", "cgroup entered"), ("fork got", "fork got")):
         at = sorted(t - t0 for t, what in recording.stamps if what == kind)
         if at:

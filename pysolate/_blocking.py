@@ -31,21 +31,20 @@ the documentation names it.
 from __future__ import annotations
 
 import contextlib
+import inspect
 import threading
 import weakref
-from collections.abc import AsyncIterable, Awaitable, Callable, Iterable
+from collections.abc import Awaitable, Callable
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, ParamSpec, Self, TypeVar
+from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec, Self, TypeVar
 
 import anyio.from_thread
-
-from scheduler import LanePolicy
 
 from ._guest_api import GuestLimits, Isolation
 from ._host import Host
 from ._result import RunResult
 from ._session import Session, SessionLimits, SessionState, SessionStatistics
-from .streams import DEFAULT_DEADLINE, DEFAULT_IDLE_TIMEOUT, Code, blocking_events
+from .streams import blocking_events
 
 if TYPE_CHECKING:
     from occurrences import MethodSpec
@@ -62,6 +61,18 @@ INTERRUPT_POLL = 0.05
 may deliver SIGINT to any thread (the loop's, a worker); Python then runs the handler only
 when the main thread next returns to the interpreter, which a wait without a timeout never
 does until the run ends. The wait itself still ends the moment the result is there."""
+
+
+def _blocking(twin: Callable[Concatenate[Any, P], Awaitable[T]]) -> Callable[[Callable[..., T]], Callable[Concatenate[Any, P], T]]:
+    """Give the decorated blocking method the parameters of its async ``twin``: its
+    signature for type checkers and ``inspect.signature``/``help()``, so a run's parameters
+    are declared once, on ``Host`` or ``Session``, and the blocking one passes them on."""
+
+    def decorate(method: Callable[..., T]) -> Callable[Concatenate[Any, P], T]:
+        method.__signature__ = inspect.signature(twin)  # type: ignore[attr-defined]
+        return method
+
+    return decorate
 
 
 class _Loop:
@@ -187,41 +198,18 @@ class SyncHost:
 
     # -- runs -----------------------------------------------------------------------------
 
-    def run_stream(
-        self,
-        chunks: Iterable[object] | AsyncIterable[object],
-        *,
-        code: Code | None = None,
-        speculate: bool = True,
-        policy: LanePolicy | None = None,
-        limits: GuestLimits | None = None,
-        idle_timeout: float | None = DEFAULT_IDLE_TIMEOUT,
-        deadline: float | None = DEFAULT_DEADLINE,
-    ) -> RunResult:
-        """``Host.run_stream``, blocking: the same streams (a sync SDK stream or iterator is
-        read in worker threads), code formats, results and errors. Ctrl-C cancels the run
-        as the async API does, then raises ``KeyboardInterrupt``."""
-        return self._loop.call(
-            self.host.run_stream,
-            blocking_events(chunks),  # type: ignore[arg-type]
-            code=code,
-            speculate=speculate,
-            policy=policy,
-            limits=limits,
-            idle_timeout=idle_timeout,
-            deadline=deadline,
-        )
+    @_blocking(Host.run_stream)
+    def run_stream(self, chunks: object, **options: Any) -> RunResult:
+        """``Host.run_stream``, blocking, with its parameters: the same streams (a sync SDK
+        stream or iterator is read in worker threads), code formats, results and errors.
+        Ctrl-C cancels the run as the async API does, then raises ``KeyboardInterrupt``."""
+        return self._loop.call(self.host.run_stream, blocking_events(chunks), **options)  # type: ignore[arg-type]
 
-    def run_source(
-        self,
-        source: str,
-        *,
-        speculate: bool = True,
-        policy: LanePolicy | None = None,
-        limits: GuestLimits | None = None,
-    ) -> RunResult:
-        """``Host.run_source``, blocking (``speculate=False``: the sequential reference)."""
-        return self._loop.call(self.host.run_source, source, speculate=speculate, policy=policy, limits=limits)
+    @_blocking(Host.run_source)
+    def run_source(self, source: str, **options: Any) -> RunResult:
+        """``Host.run_source``, blocking, with its parameters (``speculate=False``: the
+        sequential reference)."""
+        return self._loop.call(self.host.run_source, source, **options)
 
     def session(self, limits: SessionLimits | None = None, *, guest_limits: GuestLimits | None = None) -> SyncSession:
         """``Host.session``: use as ``with host.session() as session:``; turns block."""
@@ -270,27 +258,13 @@ class SyncSession:
     def statistics(self) -> SessionStatistics:
         return self.session.statistics()
 
-    def run_stream(
-        self,
-        chunks: Iterable[object] | AsyncIterable[object],
-        *,
-        code: Code | None = None,
-        speculate: bool = True,
-        policy: LanePolicy | None = None,
-        idle_timeout: float | None = DEFAULT_IDLE_TIMEOUT,
-        deadline: float | None = DEFAULT_DEADLINE,
-    ) -> RunResult:
-        """``Session.run_stream``, blocking: the next turn from a model's stream."""
-        return self._loop.call(
-            self.session.run_stream,
-            blocking_events(chunks),  # type: ignore[arg-type]
-            code=code,
-            speculate=speculate,
-            policy=policy,
-            idle_timeout=idle_timeout,
-            deadline=deadline,
-        )
+    @_blocking(Session.run_stream)
+    def run_stream(self, chunks: object, **options: Any) -> RunResult:
+        """``Session.run_stream``, blocking, with its parameters: the next turn from a
+        model's stream."""
+        return self._loop.call(self.session.run_stream, blocking_events(chunks), **options)  # type: ignore[arg-type]
 
-    def run_source(self, source: str, *, speculate: bool = True, policy: LanePolicy | None = None) -> RunResult:
-        """``Session.run_source``, blocking."""
-        return self._loop.call(self.session.run_source, source, speculate=speculate, policy=policy)
+    @_blocking(Session.run_source)
+    def run_source(self, source: str, **options: Any) -> RunResult:
+        """``Session.run_source``, blocking, with its parameters."""
+        return self._loop.call(self.session.run_source, source, **options)

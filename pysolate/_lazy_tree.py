@@ -25,11 +25,10 @@ import hashlib
 import os
 import stat
 import threading
-from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 from ._exceptions import WorkspaceChanged
-from ._tree import Held, Kind, ancestors, children_of, refused_under, scan_directory
+from ._tree import Held, Listed, children_of, scan_directory
 
 Identity = tuple[int, int, int, int, int]
 
@@ -38,10 +37,10 @@ def identity(st: os.stat_result) -> Identity:
     return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
 
 
-class LazyTree:
+class LazyTree(Listed[tuple[str, Identity]]):
     """The ``Root`` of a directory read on demand (the module docstring)."""
 
-    __slots__ = ("_children", "_dirs", "_files", "_hashes", "_links", "_lock", "_refused", "_skipped", "_source", "root_id")
+    __slots__ = ("_hashes", "_lock")
 
     def __init__(self, source: Path) -> None:
         scan = scan_directory(source)
@@ -63,22 +62,6 @@ class LazyTree:
         for path in sorted(self._refused):
             digest.update(b"x\0" + path.encode() + b"\0")
         self.root_id = "lazy-" + digest.hexdigest()[:32]
-
-    @property
-    def source(self) -> Path | None:
-        return self._source
-
-    @property
-    def skipped(self) -> tuple[bytes, ...]:
-        return self._skipped
-
-    def refused(self, path: str) -> str | None:
-        return refused_under(self._refused, path)
-
-    def kind(self, path: str) -> Kind:
-        if path in self._files:
-            return "file"
-        return "dir" if path in self._dirs else "missing"
 
     def file(self, path: str) -> bytes | None:
         entry = self._files.get(path)
@@ -123,28 +106,10 @@ class LazyTree:
                 return True  # what the root held is unknown: count it as a change
         return known != hashlib.sha256(data).digest()
 
-    def names(self, path: str) -> Iterable[str]:
-        return self._children.get(path, ())
-
-    def through_link(self, path: str) -> bool:
-        return bool(self._links) and any(p in self._links for p in ancestors(path))
-
-    def files(self) -> Iterator[str]:
-        return iter(self._files)
-
-    def dirs(self) -> Iterator[str]:
-        return (d for d in self._dirs if d)
-
-    def held(self, path: str) -> Held:
-        link = self._links.get(path)
-        if link is not None:
-            return Held("link", link=link)
-        entry = self._files.get(path)
-        if entry is not None:
-            with self._lock:
-                known = self._hashes.get(entry[0])
-            return Held("file", sha256=known, identity=entry[1])
-        return Held("dir") if path in self._dirs else Held("missing")
+    def _held_file(self, entry: tuple[str, Identity]) -> Held:
+        with self._lock:
+            known = self._hashes.get(entry[0])
+        return Held("file", sha256=known, identity=entry[1])
 
 
 def _read_all(fd: int, size: int) -> bytes:

@@ -22,10 +22,11 @@ from __future__ import annotations
 import errno
 import hashlib
 import os
+from abc import ABC, abstractmethod
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal, Protocol
+from typing import Generic, Literal, Protocol, TypeVar
 
 from ._exceptions import WorkspaceError
 
@@ -120,33 +121,25 @@ class Root(Protocol):
         ...
 
 
-class Tree:
-    """The frozen content in memory: immutable after construction, shared by every branch."""
+_Entry = TypeVar("_Entry")
+"""What a listed root keeps per file: the content (``Tree``), or where and what it was (``LazyTree``)."""
+
+
+class Listed(ABC, Generic[_Entry]):
+    """The part of ``Root`` that a root built from a directory listing answers from the
+    listing alone (``Tree``, ``LazyTree``): all but what a file holds (``file``, ``differs``
+    and ``_held_file``, the subclass's). A subclass's ``__init__`` sets every slot."""
 
     __slots__ = ("_children", "_dirs", "_files", "_links", "_refused", "_skipped", "_source", "root_id")
 
-    def __init__(
-        self,
-        files: dict[str, bytes],
-        dirs: set[str],
-        refused: dict[str, str],
-        source: Path | None,
-        skipped: tuple[bytes, ...] = (),
-        links: dict[str, bytes] | None = None,
-    ) -> None:
-        dirs.add("")
-        for path in (*files, *refused, *dirs):
-            parts = path.split("/")
-            for i in range(1, len(parts)):
-                dirs.add("/".join(parts[:i]))
-        self._files = files  # path -> content; never mutated
-        self._dirs = frozenset(dirs)  # "" is the root
-        self._refused = refused  # path -> why (symlink out, loop, special file)
-        self._source = source
-        self._skipped = skipped  # os.fsencode'd relative paths of names that are not text
-        self._links = links or {}  # path -> target text of each followed symlink
-        self._children = children_of((*files, *refused, *self._dirs))
-        self.root_id = content_id(files, self._dirs, refused)
+    _files: dict[str, _Entry]  # path -> entry; never mutated
+    _dirs: frozenset[str]  # "" is the root
+    _refused: dict[str, str]  # path -> why (symlink out, loop, special file)
+    _links: dict[str, bytes]  # path -> target text of each followed symlink
+    _children: dict[str, set[str]]
+    _source: Path | None
+    _skipped: tuple[bytes, ...]  # os.fsencode'd relative paths of names that are not text
+    root_id: str
 
     @property
     def source(self) -> Path | None:
@@ -164,12 +157,6 @@ class Tree:
             return "file"
         return "dir" if path in self._dirs else "missing"
 
-    def file(self, path: str) -> bytes | None:
-        return self._files.get(path)
-
-    def differs(self, path: str, data: bytes) -> bool:
-        return self._files.get(path) != data
-
     def names(self, path: str) -> Iterable[str]:
         return self._children.get(path, ())
 
@@ -186,10 +173,52 @@ class Tree:
         link = self._links.get(path)
         if link is not None:
             return Held("link", link=link)
-        data = self._files.get(path)
-        if data is not None:
-            return Held("file", sha256=hashlib.sha256(data).digest())
+        entry = self._files.get(path)
+        if entry is not None:
+            return self._held_file(entry)
         return Held("dir") if path in self._dirs else Held("missing")
+
+    @abstractmethod
+    def _held_file(self, entry: _Entry) -> Held:
+        """What the root holds at a file's path, from its entry."""
+
+
+class Tree(Listed[bytes]):
+    """The frozen content in memory: immutable after construction, shared by every branch."""
+
+    __slots__ = ()
+
+    def __init__(
+        self,
+        files: dict[str, bytes],
+        dirs: set[str],
+        refused: dict[str, str],
+        source: Path | None,
+        skipped: tuple[bytes, ...] = (),
+        links: dict[str, bytes] | None = None,
+    ) -> None:
+        dirs.add("")
+        for path in (*files, *refused, *dirs):
+            parts = path.split("/")
+            for i in range(1, len(parts)):
+                dirs.add("/".join(parts[:i]))
+        self._files = files
+        self._dirs = frozenset(dirs)
+        self._refused = refused
+        self._source = source
+        self._skipped = skipped
+        self._links = links or {}
+        self._children = children_of((*files, *refused, *self._dirs))
+        self.root_id = content_id(files, self._dirs, refused)
+
+    def file(self, path: str) -> bytes | None:
+        return self._files.get(path)
+
+    def differs(self, path: str, data: bytes) -> bool:
+        return self._files.get(path) != data
+
+    def _held_file(self, entry: bytes) -> Held:
+        return Held("file", sha256=hashlib.sha256(entry).digest())
 
 
 def refused_under(refused: dict[str, str], path: str) -> str | None:

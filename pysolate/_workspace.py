@@ -48,11 +48,11 @@ from ._branch_state import BranchState, advance
 from ._capability import capability
 from ._exceptions import CommitError, WorkspaceError
 from ._guest_api import ErrorInfo
+from ._overlay import Overlay
 from ._tree import (
     MAX_FROZEN_BYTES,
     Root,
     Tree,
-    ancestors,
     check_length,
     check_writable,
     freeze_directory,
@@ -60,7 +60,6 @@ from ._tree import (
     normalize,
     not_a_directory,
     not_found,
-    related,
     text_path,
 )
 
@@ -81,18 +80,12 @@ class Workspace:
     ``PermissionError`` (writes belong to a run's branch, see ``for_run``).
     """
 
-    __slots__ = ("_deleted_or_written", "_dirs_added", "_held", "_seq", "_state", "_touched", "_tree", "_why_uncommittable")
+    __slots__ = ("_overlay", "_state", "_tree", "_why_uncommittable")
 
     def __init__(self, tree: Root, state: BranchState = BranchState.ROOT) -> None:
         self._tree = tree
         self._state = state
-        # Branch-only; empty on a root. Invariant: the visible tree is the root's files
-        # overridden by _deleted_or_written (None = deleted), plus _dirs_added.
-        self._deleted_or_written: dict[str, bytes | None] = {}
-        self._held = 0  # bytes of content in _deleted_or_written (``held_bytes``)
-        self._dirs_added: set[str] = set()
-        self._touched: dict[str, int] = {}  # path -> _seq of the last write to it
-        self._seq = 0
+        self._overlay = Overlay(tree)  # the branch's own writes (``_overlay``); empty on a root
         self._why_uncommittable: str | None = None  # set exactly when UNCOMMITTABLE
 
     @classmethod
@@ -215,11 +208,7 @@ class Workspace:
             raise WorkspaceError(f"cannot layer a {self._state.value} branch")
         layer = copy.copy(self)
         Workspace.__init__(layer, self._tree, BranchState.OPEN)
-        layer._deleted_or_written = dict(self._deleted_or_written)
-        layer._held = self._held
-        layer._dirs_added = set(self._dirs_added)
-        layer._touched = dict(self._touched)
-        layer._seq = self._seq
+        layer._overlay = self._overlay.copy()
         return layer
 
     def adopt(self, layer: Workspace) -> None:
@@ -233,22 +222,18 @@ class Workspace:
             raise WorkspaceError(f"cannot adopt a {layer._state.value} layer into a {self._state.value} branch")
         if layer._tree is not self._tree:
             raise WorkspaceError("cannot adopt a layer of another root")
-        self._deleted_or_written = dict(layer._deleted_or_written)
-        self._held = layer._held
-        self._dirs_added = set(layer._dirs_added)
-        self._touched = dict(layer._touched)
-        self._seq = layer._seq
+        self._overlay = layer._overlay.copy()
 
     def held_bytes(self) -> int:
         """Bytes of content this branch wrote beyond its root (``GuestLimits.max_host_bytes``)."""
-        return self._held
+        return self._overlay.held
 
     def admits_early(self, method: str, arguments: Mapping[str, object]) -> bool:
         """Whether ``method(**arguments)`` may run early on a layer of this branch: the
         content written would stay within ``MAX_EARLY_BYTES``."""
         data = arguments.get("data", arguments.get("text", b""))
         size = len(data) if isinstance(data, bytes | str) else 0
-        held = sum(len(d) for d in self._deleted_or_written.values() if d is not None)
+        held = sum(len(d) for d in self._overlay.written.values() if d is not None)
         return held + size <= MAX_EARLY_BYTES
 
     def view_of(self, method: str, arguments: Mapping[str, object]) -> str:
@@ -258,30 +243,18 @@ class Workspace:
             path = self._resolve(raw) if isinstance(raw, str) else None
         except (OSError, ValueError):
             path = None  # the call fails identically whatever was written (NUL: ValueError)
-        if path is None:
-            return self._tree.root_id
-        last = max((seq for p, seq in self._touched.items() if related(p, path)), default=0)
-        return self._tree.root_id if last == 0 else f"{self._tree.root_id}+w{last}"
+        return self._tree.root_id if path is None else self._overlay.view_id(path)
 
     def state_files(self) -> dict[str, bytes]:
         """The files this branch (or root) holds now: path → content (a git or lazy root's
         files are all read: meant for small trees and tests)."""
-        out = {path: self._tree.file(path) for path in self._tree.files() if path not in self._deleted_or_written}
-        for path, data in self._deleted_or_written.items():
-            if data is not None:
-                out[path] = data
-        return {path: data for path, data in sorted(out.items()) if data is not None}
+        return self._overlay.files()
 
     def changes(self) -> dict[str, bytes | None]:
         """Paths written (content) or deleted (None) in this branch, relative to its root
         (a write of what the root held is no change; on a lazy root, a write over a file
         that changed on disk since the freeze counts as one)."""
-        tree = self._tree
-        out: dict[str, bytes | None] = {}
-        for path, data in self._deleted_or_written.items():
-            if (tree.kind(path) == "file") if data is None else tree.differs(path, data):
-                out[path] = data
-        return dict(sorted(out.items()))
+        return self._overlay.changes()
 
     def commit(self, target: str | os.PathLike[str]) -> Path:
         """Write the branch's whole tree into the new or empty directory ``target``, all or
@@ -302,7 +275,7 @@ class Workspace:
         source = self._tree.source
         if source is not None and (out == source or source in out.parents):
             raise CommitError(f"refusing to commit into the source directory {source}")
-        write_new_directory(out, sorted(self._visible_dirs()), self.state_files())
+        write_new_directory(out, sorted(self._overlay.visible_dirs()), self.state_files())
         self._state = advance(self._state, BranchState.COMMITTED)
         return out
 
@@ -348,16 +321,14 @@ class Workspace:
         from ._apply import apply_branch
 
         self._check_can_end(BranchState.APPLIED)
-        apply_branch(self._tree, Path(path), self.changes(), set(self._dirs_added))
+        apply_branch(self._tree, Path(path), self.changes(), set(self._overlay.dirs_added))
         self._state = advance(self._state, BranchState.APPLIED)
 
     def discard(self) -> None:
         """Drop the branch's writes. Raises ``WorkspaceError`` unless the branch is open or
         uncommittable."""
         self._state = advance(self._state, BranchState.DISCARDED)
-        self._deleted_or_written.clear()
-        self._held = 0
-        self._dirs_added.clear()
+        self._overlay.clear()
 
     def _check_can_end(self, to: BranchState) -> None:
         if self._state is BranchState.UNCOMMITTABLE:
@@ -370,9 +341,9 @@ class Workspace:
     async def read_bytes(self, path: str) -> bytes:
         """The content of file ``path``."""
         p = self._resolve(path)
-        if self._is_dir(p):
+        if self._overlay.is_dir(p):
             raise is_a_directory(path)
-        data = self._file(p)
+        data = self._overlay.file(p)
         if data is None:
             raise not_found(path)
         return data
@@ -386,23 +357,16 @@ class Workspace:
     async def list_dir(self, path: str = ".") -> list[str]:
         """The sorted names in directory ``path``."""
         p = self._resolve(path)
-        if self._is_file(p):
+        if self._overlay.is_file(p):
             raise not_a_directory(path)
-        if not self._is_dir(p):
+        if not self._overlay.is_dir(p):
             raise not_found(path)
-        names = set(self._tree.names(p))
-        for q in (*self._deleted_or_written, *self._dirs_added):
-            parent, _, name = q.rpartition("/")
-            if parent == p:
-                names.add(name)
-        prefix = f"{p}/" if p else ""
-        tree = self._tree
-        return sorted(n for n in names if self._exists(prefix + n) or tree.refused(prefix + n) is not None)
+        return self._overlay.names(p)
 
     @capability(effect=Effect.IMMUTABLE_READ, version=VERSION, scope="path")
     async def exists(self, path: str) -> bool:
         """True when ``path`` is a file or directory."""
-        return self._exists(self._resolve(path))
+        return self._overlay.exists(self._resolve(path))
 
     @capability(effect=Effect.WRITE, version=VERSION, scope="path")
     async def write_bytes(self, path: str, data: bytes) -> None:
@@ -422,11 +386,11 @@ class Workspace:
     async def delete(self, path: str) -> None:
         """Delete file ``path`` (directories are not deleted)."""
         p = self._writable(path)
-        if self._is_dir(p):
+        if self._overlay.is_dir(p):
             raise is_a_directory(path)
-        if not self._is_file(p):
+        if not self._overlay.is_file(p):
             raise not_found(path)
-        self._record(p, None)
+        self._overlay.record(p, None)
 
     # -- internals --------------------------------------------------------------------------
 
@@ -450,41 +414,13 @@ class Workspace:
             raise PermissionError(errno.EACCES, "refused: a path through a symlinked directory of the workspace", path)
         return p
 
-    def _file(self, p: str) -> bytes | None:
-        if p in self._deleted_or_written:
-            return self._deleted_or_written[p]
-        return self._tree.file(p)
-
-    def _is_file(self, p: str) -> bool:
-        if p in self._deleted_or_written:
-            return self._deleted_or_written[p] is not None
-        return self._tree.kind(p) == "file"
-
-    def _is_dir(self, p: str) -> bool:
-        return p in self._dirs_added or self._tree.kind(p) == "dir"
-
-    def _exists(self, p: str) -> bool:
-        return self._is_dir(p) or self._is_file(p)
-
-    def _visible_dirs(self) -> set[str]:
-        return {*self._tree.dirs(), *self._dirs_added}
-
     def _write(self, path: str, data: bytes) -> None:
         p = self._writable(path)
-        if self._is_dir(p):
+        if self._overlay.is_dir(p):
             raise is_a_directory(path)
-        above = list(ancestors(p))
-        if any(self._is_file(a) for a in above):
+        if self._overlay.above_a_file(p):
             raise not_a_directory(path)
-        self._dirs_added.update(a for a in above if self._tree.kind(a) != "dir")
-        self._record(p, data)
-
-    def _record(self, p: str, data: bytes | None) -> None:
-        self._seq += 1
-        self._touched[p] = self._seq
-        before = self._deleted_or_written.get(p)
-        self._held += (0 if data is None else len(data)) - (0 if before is None else len(before))
-        self._deleted_or_written[p] = data
+        self._overlay.write(p, data)
 
 
 def run_workspaces(targets: Mapping[str, object], status: str, error: ErrorInfo | None) -> dict[str, Workspace]:

@@ -1,4 +1,4 @@
-"""Which isolation a Guest child gets: the levels, what this machine offers, the plan.
+"""Which isolation a Guest child gets: the levels, the one a Host asks for, the plan.
 
 Levels, weakest to strongest (each includes everything of the one before it)::
 
@@ -25,36 +25,35 @@ A Host asks for a level by name (``Host(isolation=...)``) and gets exactly that 
 strongest level this machine offers, and it must be at least ``landlock``: a default Host
 never runs a program without file-system isolation.
 
-The probe (``machine()``) runs once per process and really starts the tools (bubblewrap
-may be installed but refused, e.g. in a container). One documented knob: the environment
-variable ``PYSOLATE_HIDE_BWRAP=1`` makes the probe act as if bubblewrap were not installed
-(the test suite uses it to run the Landlock level where bubblewrap exists). It can only
-lower the strongest level to ``landlock``, never below what was asked for.
+What this machine offers is probed once (``_machine``); what a child may read is
+``_filesystem``.
 """
 
 from __future__ import annotations
 
 import functools
-import glob
 import hashlib
 import json
-import os
 import shutil
-import subprocess
-import sys
-import sysconfig
 from collections.abc import Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any, Literal, cast
 
 from .._exceptions import IsolationUnavailable
 from .._guest_api import GuestLimits
-from . import _landlock, _view
-
-Level = Literal["rlimits", "seccomp", "landlock", "namespaces"]
-LEVELS: tuple[Level, ...] = ("rlimits", "seccomp", "landlock", "namespaces")
-"""Weakest first."""
+from ._filesystem import INTERPRETER_FLAGS as INTERPRETER_FLAGS
+from ._filesystem import PACKAGE_ROOT as PACKAGE_ROOT
+from ._filesystem import SANDBOX_ROOT as SANDBOX_ROOT
+from ._filesystem import bwrap_argv, landlock_lists, landlock_reads
+from ._filesystem import interpreter as interpreter
+from ._filesystem import reveals as reveals
+from ._machine import HIDE_BWRAP_ENV as HIDE_BWRAP_ENV
+from ._machine import LEVELS as LEVELS
+from ._machine import Level as Level
+from ._machine import Machine as Machine
+from ._machine import machine as machine
+from ._machine import probed
+from ._machine import seccomp_library as seccomp_library
 
 IsolationChoice = Literal["strongest", "rlimits", "seccomp", "landlock", "namespaces"]
 """What a Host asks for: the strongest available (at least ``DEFAULT_MINIMUM``), or a level."""
@@ -62,77 +61,9 @@ IsolationChoice = Literal["strongest", "rlimits", "seccomp", "landlock", "namesp
 DEFAULT_MINIMUM: Level = "landlock"
 """What ``"strongest"`` must reach: file-system isolation (landlock or namespaces)."""
 
-HIDE_BWRAP_ENV = "PYSOLATE_HIDE_BWRAP"
-"""Set to ``1`` to make the probe ignore bubblewrap (see module docstring)."""
-
-PACKAGE_ROOT = Path(__file__).resolve().parents[2]
-"""The directory holding the ``pysolate`` and ``occurrences`` packages."""
-
-SANDBOX_ROOT = "/pysolate"
-"""Where the package sources appear inside the namespace sandbox."""
-
-_CHILD_SOURCES = ("occurrences", "pysolate/_guest", "pysolate/_guest_errors.py")
-"""The only Host paths the child reads (relative to ``PACKAGE_ROOT``)."""
-
-INTERPRETER_FLAGS = ("-I", "-S", "-B", "-X", "utf8")
-
-_NOBODY = "65534"
-
 FORKED_NAMESPACES = ("own-namespaces", "userns-nobody", "private-proc", "bounded-scratch")
 """What a forked ``namespaces`` child reports having made itself (``_unshare.enter``)."""
 
-_PUBLIC_DATA = ("/usr/share/zoneinfo",)
-"""Read-only data the stdlib looks for (``zoneinfo``), visible at every level."""
-
-
-@dataclass(frozen=True, slots=True)
-class Machine:
-    """What this machine offers a Guest (probed once; see ``machine()``)."""
-
-    bwrap: str | None
-    """A bubblewrap binary that really starts a sandbox here, or None."""
-    landlock_abi: int
-    """The kernel's Landlock ABI version (0: none)."""
-    seccomp_library: str | None
-    """The system ``libseccomp.so.2``, or None."""
-    user_namespaces: bool
-    """Whether the child can enter a user + mount namespace of its own."""
-    root: bool
-    """Whether the Host runs as root (then a Guest must not keep its uid)."""
-    unreadable: tuple[str, ...] = ()
-    """Paths a root Host's Guest must read that the kernel's ``nobody``, which it is
-    outside bubblewrap, may not (``reveals``: walking to them is fixed, reading is not)."""
-
-    def missing(self, level: Level) -> list[str]:
-        """What this machine lacks for ``level``: one "what, and how to get it" each."""
-        needs: list[str] = []
-        if self.root and not self.user_namespaces and level != "namespaces":
-            needs.append(
-                "user namespaces (the Host runs as root and a Guest must not keep its uid): "
-                "enable them (sysctl user.max_user_namespaces=15000) or run the Host as an unprivileged user"
-            )
-        if self.root and self.unreadable and level != "namespaces":
-            needs.append(
-                "an interpreter and package sources the 'nobody' user may read (a root Host's Guest runs as "
-                f"nobody; not readable: {', '.join(self.unreadable)}); make them world-readable"
-            )
-        if level != "rlimits" and self.seccomp_library is None:
-            needs.append("libseccomp (install the libseccomp2 package)")
-        if level == "landlock" and self.landlock_abi < 1:
-            needs.append(
-                "Landlock (Linux >= 5.13 with CONFIG_SECURITY_LANDLOCK=y and 'landlock' in the lsm= boot "
-                "parameter; check /sys/kernel/security/lsm)"
-            )
-        if level == "namespaces" and self.bwrap is None:
-            needs.append(
-                "a working bubblewrap (install the bubblewrap package; it needs unprivileged user "
-                "namespaces, which some containers disable)"
-            )
-        return needs
-
-    def levels(self) -> tuple[Level, ...]:
-        """The levels this machine offers, weakest first."""
-        return tuple(level for level in LEVELS if not self.missing(level))
 
 
 @dataclass(frozen=True, slots=True)
@@ -264,177 +195,6 @@ def prepared_digest(spec: dict[str, Any] | None) -> str | None:
     return _digest(spec) if spec else None
 
 
-def interpreter() -> str:
-    """The Host's own interpreter binary (resolved, so no venv ``site-packages`` applies)."""
-    return os.path.realpath(sys.executable)
-
-
-def seccomp_library() -> str | None:
-    """Absolute path of the system ``libseccomp.so.2``, or None."""
-    multiarch = sysconfig.get_config_var("MULTIARCH") or ""
-    for directory in (f"/usr/lib/{multiarch}", f"/lib/{multiarch}", "/usr/lib64", "/usr/lib", "/lib64", "/lib"):
-        found = sorted(glob.glob(os.path.join(directory, "libseccomp.so.2*")))
-        if found:
-            return os.path.realpath(found[0])
-    return None
-
-
-def _base_paths() -> dict[str, str]:
-    """The base installation's scheme paths (never a venv's: that lives in the work tree)."""
-    base = {"base": sys.base_prefix, "platbase": sys.base_exec_prefix,
-            "installed_base": sys.base_prefix, "installed_platbase": sys.base_exec_prefix}
-    return sysconfig.get_paths(vars=base)
-
-
-def _interpreter_paths(python: str) -> set[str]:
-    """What the bare interpreter reads: its binary, the stdlib, ``lib-dynload``, libpython."""
-    paths = _base_paths()
-    libdir = sysconfig.get_config_var("LIBDIR") or ""
-    candidates = {python, paths["stdlib"], paths["platstdlib"]}
-    if libdir.startswith((sys.base_prefix, sys.base_exec_prefix)):
-        candidates.add(libdir)
-    return {path for path in candidates if path and os.path.exists(path)}
-
-
-def _site_packages() -> set[str]:
-    paths = _base_paths()
-    return {path for path in (paths["purelib"], paths["platlib"]) if os.path.isdir(path)}
-
-
-def _library_dirs() -> list[str]:
-    """Where the dynamic loader finds the shared libraries extension modules link to."""
-    multiarch = sysconfig.get_config_var("MULTIARCH") or ""
-    dirs = [f"/usr/lib/{multiarch}", f"/lib/{multiarch}"] if multiarch else ["/usr/lib", "/lib"]
-    return [d for d in (*dirs, "/usr/lib64", "/lib64") if os.path.isdir(d)]
-
-
-@functools.cache
-def landlock_lists() -> tuple[str, ...]:
-    """Directories the child may list but not read beneath: the stdlib's (imports list
-    it; its entries are granted one by one by ``landlock_reads``)."""
-    paths = _base_paths()
-    return tuple(sorted({paths["stdlib"], paths["platstdlib"]}))
-
-
-@functools.cache
-def landlock_reads(*, sandboxed: bool) -> tuple[str, ...]:
-    """Exactly what the child may read under Landlock: the stdlib's entries but
-    ``site-packages``, ``libpython``, the shared-library dirs, its own sources, zoneinfo
-    and the random devices. ``sandboxed``: the paths as bubblewrap shows them."""
-    paths = _base_paths()
-    site = _site_packages()
-    reads: set[str] = set()
-    for stdlib in {paths["stdlib"], paths["platstdlib"]}:
-        reads.update(os.path.join(stdlib, entry) for entry in os.listdir(stdlib) if os.path.join(stdlib, entry) not in site)
-    libdir = sysconfig.get_config_var("LIBDIR") or ""
-    if libdir.startswith((sys.base_prefix, sys.base_exec_prefix)):
-        reads.update(glob.glob(os.path.join(libdir, "libpython*")))
-    reads.update(_library_dirs())
-    reads.update(p for p in _PUBLIC_DATA if os.path.isdir(p))
-    root = SANDBOX_ROOT if sandboxed else str(PACKAGE_ROOT)
-    reads.update(f"{root}/{relative}" for relative in _CHILD_SOURCES)
-    reads.update(("/dev/urandom", "/dev/random", "/dev/zero"))
-    return tuple(sorted(reads))
-
-
-def _guest_reads(python: str) -> list[str]:
-    """What a Guest outside bubblewrap must be able to read and walk to, at any level: the
-    interpreter, its standard library, the package sources, and where scratch dirs are made."""
-    import tempfile
-
-    needed = {*_interpreter_paths(python), sys.base_prefix, sys.base_exec_prefix, tempfile.gettempdir(),  # (one bind for an installation)
-              *(str(PACKAGE_ROOT / relative) for relative in _CHILD_SOURCES)}
-    return sorted(path for path in needed if not any(path.startswith(other + "/") for other in needed))
-
-
-@functools.cache
-def reveals(python: str) -> tuple[tuple[tuple[str, tuple[str, ...]], ...], tuple[str, ...]]:
-    """A root Host's Guest is the kernel's ``nobody``: the directories it may not walk
-    into on the way to what it must read (``/root`` for a pyenv), each with the paths
-    beneath it to bind back (``_view.reveal``); and what ``nobody`` could still not read
-    once there (then root Hosts refuse the levels outside bubblewrap: ``Machine``)."""
-    return _view.covers(_guest_reads(python))
-
-
-def _bwrap_argv(bwrap: str, python: str, scratch_bytes: int) -> list[str]:
-    argv = [
-        bwrap, "--unshare-all", "--unshare-user", "--uid", _NOBODY, "--gid", _NOBODY,
-        "--die-with-parent", "--new-session", "--clearenv", "--cap-drop", "ALL",
-        "--ro-bind", "/usr", "/usr",
-    ]
-    for top in ("/bin", "/sbin", "/lib", "/lib32", "/lib64"):
-        if os.path.islink(top):
-            argv += ["--symlink", os.readlink(top), top]
-        elif os.path.isdir(top):
-            argv += ["--ro-bind", top, top]
-    for path in sorted(_interpreter_paths(python)):
-        if not path.startswith("/usr/"):
-            argv += ["--ro-bind", path, path]
-    for path in sorted(_site_packages()):
-        argv += ["--tmpfs", path]  # bound with the stdlib; hide it
-    for relative in _CHILD_SOURCES:
-        argv += ["--ro-bind", str(PACKAGE_ROOT / relative), f"{SANDBOX_ROOT}/{relative}"]
-    argv += [
-        "--proc", "/proc", "--dev", "/dev",
-        "--size", str(scratch_bytes), "--tmpfs", "/tmp",
-        "--remount-ro", "/",  # bwrap's root is a writable tmpfs; only /tmp stays writable
-        "--remount-ro", "/dev",  # its /dev (and /dev/shm in it) is an unbounded tmpfs otherwise
-        "--chdir", "/tmp",
-        python, *INTERPRETER_FLAGS, f"{SANDBOX_ROOT}/pysolate/_guest/_child.py",
-    ]
-    return argv
-
-
-def _works(argv: list[str]) -> bool:
-    try:
-        done = subprocess.run(argv, stdin=subprocess.DEVNULL, capture_output=True, env={}, timeout=10)
-    except (OSError, subprocess.SubprocessError):
-        return False
-    return done.returncode == 0
-
-
-_USERNS_PROBE = (
-    "import ctypes, os\n"
-    "libc = ctypes.CDLL(None, use_errno=True)\n"
-    "uid, gid = os.getuid(), os.getgid()\n"
-    "assert libc.unshare(0x10000000 | 0x00020000) == 0\n"
-    "open('/proc/self/setgroups', 'w').write('deny')\n"
-    "open('/proc/self/uid_map', 'w').write(f'65534 {uid} 1')\n"
-    "open('/proc/self/gid_map', 'w').write(f'65534 {gid} 1')\n"
-)
-
-
-@functools.cache
-def _machine(hide_bwrap: bool) -> Machine:
-    python = interpreter()
-    bwrap = None if hide_bwrap else shutil.which("bwrap")
-    if bwrap is not None:
-        argv = _bwrap_argv(bwrap, python, 1 << 20)
-        argv[-1:] = ["-c", "pass"]
-        bwrap = bwrap if _works(argv) else None
-    root = os.geteuid() == 0
-    return Machine(
-        bwrap=bwrap,
-        landlock_abi=_landlock.abi(),
-        seccomp_library=seccomp_library(),
-        user_namespaces=_works([python, "-I", "-S", "-c", _USERNS_PROBE]),
-        root=root,
-        unreadable=reveals(python)[1] if root else (),
-    )
-
-
-_PROBED: set[bool] = set()
-"""The knob settings (``HIDE_BWRAP_ENV`` set or not) ``machine`` has probed."""
-
-
-def machine() -> Machine:
-    """What this machine offers (blocks once per process and knob setting: it starts
-    bubblewrap and a user namespace to be sure they work)."""
-    hide = os.environ.get(HIDE_BWRAP_ENV) == "1"
-    found = _machine(hide)
-    _PROBED.add(hide)
-    return found
-
 
 def resolve(choice: IsolationChoice) -> Level:
     """The level ``choice`` means on this machine.
@@ -472,7 +232,7 @@ def _plan(level: Level, scratch_bytes: int, found: Machine) -> Plan:
     if level == "namespaces":
         assert found.bwrap is not None
         mechanisms += ["bwrap", "no-network", "readonly-system", "private-tmp", "pid-namespace"]
-        argv = tuple(_bwrap_argv(found.bwrap, python, scratch_bytes))
+        argv = tuple(bwrap_argv(found.bwrap, python, scratch_bytes))
         setpriv = shutil.which("setpriv") if found.root else None
         if setpriv:  # bwrap keeps a root caller's supplementary groups; the Host's fork+setgroups would be slow
             argv = (setpriv, "--clear-groups", "--", *argv)
@@ -487,7 +247,7 @@ def _plan(level: Level, scratch_bytes: int, found: Machine) -> Plan:
 def planned(choice: IsolationChoice, scratch_bytes: int) -> Plan | None:
     """``plan`` without blocking: the plan once the probe has run for the current knob
     setting (and ``choice`` resolves), else None (then call ``plan`` off the event loop)."""
-    if (os.environ.get(HIDE_BWRAP_ENV) == "1") not in _PROBED:
+    if not probed():
         return None
     return plan(choice, scratch_bytes)
 

@@ -46,7 +46,8 @@ from .._guest_api import GuestLimits
 from . import _forked
 from ._channel import ChannelClosed
 from ._isolation import IsolationChoice
-from ._process import SubprocessGuest, _State, start_subprocess_guest
+from ._process import SubprocessGuest, _State
+from ._start import start_subprocess_guest
 
 Key = tuple[tuple[tuple[str, tuple[str, ...]], ...], GuestLimits]
 """What a pooled Guest's ``init`` carried: capability names and methods, in order, and its limits."""

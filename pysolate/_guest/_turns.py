@@ -44,8 +44,8 @@ from ._process import (
     SubprocessGuest,
     _LimitHit,
     _State,
-    start_subprocess_guest,
 )
+from ._start import start_subprocess_guest
 from ._stepped import guest_frame
 from ._wire import HEADER, encode_frame
 

@@ -19,7 +19,7 @@ before the program exists:
     A root Host's Guest is the kernel's ``nobody``, not root (``_privileges``), and
     ``nobody`` may not walk into a directory such as ``/root`` (mode 0700) where the
     interpreter may live (a pyenv). For each such directory the Host names
-    (``_isolation.reveals``) the child covers it with an empty tmpfs and binds back, at
+    (``_filesystem.reveals``) the child covers it with an empty tmpfs and binds back, at
     their own paths, only the paths beneath it a Guest must read (the interpreter, its
     standard library, the package sources): the rest of it is gone from the Guest's view.
     Done while the child is still root, in a mount namespace its user namespace cannot

@@ -49,7 +49,6 @@ import asyncio
 import copy
 import inspect
 import json
-import weakref
 from collections.abc import AsyncIterator, Callable, Mapping
 from contextvars import ContextVar
 from dataclasses import dataclass, field
@@ -67,26 +66,13 @@ from openai.types.responses import (
 )
 from pydantic_core import to_jsonable_python
 
-from .. import (
-    Host,
-    NotStreamingWarning,
-    RegistrationError,
-    RunResult,
-    RunStatus,
-    UnqualifiedToolsWarning,
-)
-from .._setup_warnings import noted, unqualified_agent_tools, warn_once
+from .. import Host, NotStreamingWarning, RunResult, RunStatus
+from .._setup_warnings import warn_once
 from ..streams import ToolCallCode
 from ..tracing import code_action
-from ._common import (
-    Qualification,
-    check_function_name,
-    failure_message,
-    qualifications,
-    tool_function,
-)
+from ._common import Qualification, check_function_name, failure_message
 from ._gated import GatedRun
-from ._program import describe_program, signature_from_schema
+from ._program import DESCRIPTION, Bridges, describe_program, tool_arguments, with_setup_notes
 
 try:  # the SDK's record of which run a model call belongs to (what its run-end cleanup names)
     from agents.models._run_context import get_model_run_owner
@@ -95,13 +81,6 @@ except ImportError:  # pragma: no cover - an SDK without it: every call is of on
         return None
 
 __all__ = ["PysolateCodeTool"]
-
-DESCRIPTION = (
-    "Run a Python program in an isolated interpreter (standard library only; no files, network "
-    "or subprocesses). Call the functions below directly; the value of the last expression is "
-    "returned together with everything the program printed. Nothing persists between calls."
-)
-"""The start of the ``run_code`` tool's description; the available functions follow."""
 
 NOT_STREAMING = (
     "PysolateCodeTool: the {tool} call's code arrived whole (Runner.run, or a model that does not "
@@ -140,8 +119,8 @@ class _Moved:
 _PROGRAM: ContextVar[_Program | None] = ContextVar("pysolate_openai_agents_program", default=None)
 """Set in the task that runs a program; the bridge functions registered on the Host read it."""
 
-_BRIDGES: weakref.WeakKeyDictionary[Host, dict[str, tuple[inspect.Signature, object]]] = weakref.WeakKeyDictionary()
-"""Per Host, the agent tools registered on it as bridges: name → (signature, spec)."""
+_BRIDGES = Bridges()
+"""The agent tools this integration registered on each Host."""
 
 
 class PysolateCodeTool:
@@ -230,26 +209,11 @@ class PysolateCodeTool:
         return describe_program(self.host, DESCRIPTION)
 
     def _expose(self, tools: Mapping[str, FunctionTool]) -> None:
-        specs = qualifications(self.effects, list(tools))
-        self._unqualified = unqualified_agent_tools("PysolateCodeTool", list(tools), self.effects)
-        if self._unqualified is not None:
-            warn_once(self.host, "unqualified", UnqualifiedToolsWarning, self._unqualified)
-        bridges = _BRIDGES.setdefault(self.host, {})
+        shapes = {name: (_defaults_optional(tool.params_json_schema), tool.description) for name, tool in tools.items()}
+        self._unqualified = _BRIDGES.expose(self.host, "PysolateCodeTool", self.effects, shapes, _bridge)
         for name, tool in tools.items():
-            check_function_name(name, "agent tool")
-            signature, optional = signature_from_schema(_defaults_optional(tool.params_json_schema))
             quiet = set_function_tool_failure_error_function(copy.copy(tool), None)
             self._moved[name] = _Moved(quiet, _takes_context(tool))
-            known = bridges.get(name)
-            if known is not None:
-                if known != (signature, specs[name]):
-                    raise RegistrationError(
-                        f"agent tool {name!r} changed its parameters or effect since it was registered on this Host"
-                    )
-                continue
-            doc = tool.description.strip() or None
-            self.host.register(name, tool_function(name, _bridge(name, signature, optional), signature, specs[name], is_async=True, doc=doc))
-            bridges[name] = (signature, specs[name])
         self.tool.description = self.describe()
 
     # -- streaming ------------------------------------------------------------------------
@@ -296,13 +260,13 @@ class PysolateCodeTool:
         if type(code) is not str:
             return f"The {self.tool_name} arguments must be a JSON object with a string 'code'."
         pending = self._pending.pop(ctx.tool_call_id, None)
+        whole = None
         if pending is not None and not pending[0].decided and pending[0].carries("code", code):
             run, program, _ = pending
             program.invoked(ctx)
             run.confirm()
             result = await run.outcome()
         else:
-            whole = None
             if pending is not None:
                 await pending[0].supersede()
             elif self.stream:
@@ -316,10 +280,7 @@ class PysolateCodeTool:
                     result = await self.host.run_source(code, speculate=self.speculate)
             finally:
                 _PROGRAM.reset(token)
-            if whole is not None:
-                result = noted(result, [whole])
-        if self._unqualified is not None:
-            result = noted(result, [self._unqualified], replacing=self.host.setup_warnings())
+        result = with_setup_notes(result, self.host, whole=whole, unqualified=self._unqualified)
         self.last_result = result
         if result.status is not RunStatus.OK:
             return failure_message(result)
@@ -417,8 +378,7 @@ def _bridge(name: str, signature: inspect.Signature, optional: frozenset[str]) -
         moved = program.tools.get(name) if program is not None else None
         if program is None or moved is None:
             raise LookupError(f"agent tool {name!r} is not available in this run")
-        bound = signature.bind(*args, **kwargs)
-        arguments = json.dumps({k: v for k, v in bound.arguments.items() if not (k in optional and v is None)})
+        arguments = json.dumps(tool_arguments(signature, optional, args, kwargs))
         if moved.takes_context:
             await program.ready.wait()
         base: RunContextWrapper[Any] | None = program.context

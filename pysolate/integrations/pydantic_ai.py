@@ -50,7 +50,6 @@ from __future__ import annotations
 
 import dataclasses
 import inspect
-import weakref
 from collections.abc import Callable, Mapping
 from contextvars import ContextVar
 from dataclasses import dataclass, field
@@ -76,35 +75,15 @@ from pydantic_ai.tools import Tool
 from pydantic_ai.toolsets import AbstractToolset, FunctionToolset, ToolsetTool, WrapperToolset
 from pydantic_core import to_jsonable_python
 
-from .. import (
-    Host,
-    NotStreamingWarning,
-    RegistrationError,
-    RunResult,
-    RunStatus,
-    UnqualifiedToolsWarning,
-)
-from .._setup_warnings import noted, unqualified_agent_tools, warn_once
+from .. import Host, NotStreamingWarning, RunResult, RunStatus
+from .._setup_warnings import warn_once
 from ..streams import ToolCallCode
 from ..tracing import code_action
-from ._common import (
-    Qualification,
-    check_function_name,
-    failure_message,
-    qualifications,
-    tool_function,
-)
+from ._common import Qualification, check_function_name, failure_message
 from ._gated import GatedRun
-from ._program import describe_program, signature_from_schema
+from ._program import DESCRIPTION, Bridges, describe_program, tool_arguments, with_setup_notes
 
 __all__ = ["PysolateCodeMode"]
-
-DESCRIPTION = (
-    "Run a Python program in an isolated interpreter (standard library only; no files, network "
-    "or subprocesses). Call the functions below directly; the value of the last expression is "
-    "returned together with everything the program printed. Nothing persists between calls."
-)
-"""The start of the ``run_code`` tool's description; the available functions follow."""
 
 EXAMPLE = "total = sum(range(10))\nprint(total)\ntotal"
 """The ``code`` parameter's example in its JSON schema: what a program looks like (its
@@ -133,8 +112,8 @@ class _Program:
 _PROGRAM: ContextVar[_Program | None] = ContextVar("pysolate_pydantic_ai_program", default=None)
 """Set in the task that runs a program; the bridge functions registered on the Host read it."""
 
-_BRIDGES: weakref.WeakKeyDictionary[Host, dict[str, tuple[inspect.Signature, object]]] = weakref.WeakKeyDictionary()
-"""Per Host, the agent tools registered on it as bridges: name → (signature, spec)."""
+_BRIDGES = Bridges()
+"""The agent tools this integration registered on each Host."""
 
 
 @dataclass
@@ -278,6 +257,7 @@ class PysolateCodeMode(AbstractCapability[Any]):
         if streamed is not None and not streamed.decided and streamed.carries("code", code):
             streamed.confirm()
             result = await streamed.outcome()
+            whole = None
         else:
             whole = self._whole(streamed)
             if streamed is not None:
@@ -288,10 +268,7 @@ class PysolateCodeMode(AbstractCapability[Any]):
                     result = await self.host.run_source(code, speculate=self.speculate)
             finally:
                 _PROGRAM.reset(token)
-            if whole is not None:
-                result = noted(result, [whole])
-        if self._setup.unqualified is not None:
-            result = noted(result, [self._setup.unqualified], replacing=self.host.setup_warnings())
+        result = with_setup_notes(result, self.host, whole=whole, unqualified=self._setup.unqualified)
         if result.status is not RunStatus.OK:
             raise ModelRetry(failure_message(result))
         value = self.format_result(result) if self.format_result is not None else {"value": result.value, "stdout": result.stdout}
@@ -321,26 +298,8 @@ class PysolateCodeMode(AbstractCapability[Any]):
         """Register ``tools`` (this step's agent tools) on the Host as bridge functions."""
         self._toolset = toolset
         self._moved = dict(tools)
-        specs = qualifications(self.effects, list(tools))
-        message = unqualified_agent_tools("PysolateCodeMode", list(tools), self.effects)
-        self._setup.unqualified = message
-        if message is not None:
-            # The Host's own warning would say the same of the same tools: said once, here.
-            warn_once(self.host, "unqualified", UnqualifiedToolsWarning, message)
-        bridges = _BRIDGES.setdefault(self.host, {})
-        for name, tool in tools.items():
-            check_function_name(name, "agent tool")
-            signature, optional = signature_from_schema(tool.tool_def.parameters_json_schema)
-            known = bridges.get(name)
-            if known is not None:
-                if known != (signature, specs[name]):
-                    raise RegistrationError(
-                        f"agent tool {name!r} changed its parameters or effect since it was registered on this Host"
-                    )
-                continue
-            doc = (tool.tool_def.description or "").strip() or None
-            self.host.register(name, tool_function(name, _bridge(name, signature, optional), signature, specs[name], is_async=True, doc=doc))
-            bridges[name] = (signature, specs[name])
+        shapes = {name: (tool.tool_def.parameters_json_schema, tool.tool_def.description) for name, tool in tools.items()}
+        self._setup.unqualified = _BRIDGES.expose(self.host, "PysolateCodeMode", self.effects, shapes, _bridge)
 
     def describe(self) -> str:
         """The ``run_code`` description: what runs, and every function the program has."""
@@ -397,8 +356,7 @@ def _bridge(name: str, signature: inspect.Signature, optional: frozenset[str]) -
         tool = program.tools.get(name) if program is not None else None
         if program is None or tool is None:
             raise LookupError(f"agent tool {name!r} is not available in this run")
-        bound = signature.bind(*args, **kwargs)
-        arguments = {k: v for k, v in bound.arguments.items() if not (k in optional and v is None)}
+        arguments = tool_arguments(signature, optional, args, kwargs)
         validated = tool.args_validator.validate_python(arguments, context=program.ctx.validation_context)
         ctx = dataclasses.replace(program.ctx, tool_name=name, tool_call_id=program.call_id)
         if tool.args_validator_func is not None:

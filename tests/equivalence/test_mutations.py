@@ -17,7 +17,6 @@ from __future__ import annotations
 import ast
 import dataclasses
 import weakref
-from collections.abc import Callable
 from typing import Any
 
 import anyio
@@ -97,10 +96,9 @@ def test_mutant_effect_eligibility(monkeypatch: pytest.MonkeyPatch) -> None:
 
 def test_mutant_view_id_dropped_from_the_call_key(monkeypatch: pytest.MonkeyPatch) -> None:
     """Formal calls are keyed by the root's view, whatever the run wrote before them."""
-    registrations: Callable[[RunScope], dict[str, _broker.Registration]] = lambda scope: scope._registrations  # noqa: E731
-
     def root_view(self: RunScope, capability: str, method: str, call: _broker.BoundCall) -> str:
-        obj = registrations(self)[capability].obj
+        registrations: dict[str, _broker.Registration] = self._registrations
+        obj = registrations[capability].obj
         if isinstance(obj, _broker.Viewed):
             return obj.view_of(method, call.arguments)
         return "epoch:0"

@@ -31,7 +31,7 @@ from occurrences.plain import (
     to_tagged,
 )
 from pysolate._compact import compact
-from pysolate._guest import _reader, _stepped
+from pysolate._guest import _json_tokens, _reader, _stepped
 from pysolate._guest._frames import Call, ProtocolViolation, RefusedCall, parse_guest_frame
 from pysolate._guest._wire import encode_frame
 
@@ -112,8 +112,9 @@ plain = st.recursive(
 @pytest.fixture
 def small_chunks(monkeypatch: pytest.MonkeyPatch) -> None:
     """Strings, hex and digests in pieces of 64 characters, so every generated string is cut."""
-    monkeypatch.setattr(_reader, "STRING_CHUNK", 64)
-    monkeypatch.setattr(_reader, "STEP_UNITS", 8)
+    for module in (_json_tokens, _reader):  # strings are read in the one, values in the other
+        monkeypatch.setattr(module, "STRING_CHUNK", 64)
+        monkeypatch.setattr(module, "STEP_UNITS", 8)
 
 
 @settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])

@@ -292,9 +292,9 @@ async def test_isolation_is_reported() -> None:
 
 
 async def test_start_failure_is_a_clear_error(monkeypatch: pytest.MonkeyPatch) -> None:
-    from pysolate._guest import _process
+    from pysolate._guest import _start
 
-    monkeypatch.setattr(_process, "START_TIMEOUT", 0)  # past the deadline at the first wait for the child
+    monkeypatch.setattr(_start, "START_TIMEOUT", 0)  # past the deadline at the first wait for the child
     with pytest.raises(GuestStartError):
         await start_subprocess_guest(CAPS, GuestLimits())
 

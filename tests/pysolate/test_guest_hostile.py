@@ -24,7 +24,7 @@ import pytest
 from guest_levels import RAY, choice, expected_level, guest_factory, params, with_ray
 
 from pysolate import Effect, GuestLimits, Host, RunResult, capability
-from pysolate._guest import _isolation
+from pysolate._guest import _filesystem, _isolation
 
 pytestmark = pytest.mark.anyio
 
@@ -442,7 +442,7 @@ async def test_asyncio_still_runs(mode: str, monkeypatch: pytest.MonkeyPatch) ->
 async def test_host_files_are_unreadable(mode: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     secret = tmp_path / "secret.txt"
     secret.write_text(SECRET)
-    site = next(iter(_isolation._site_packages()), None)
+    site = next(iter(_filesystem._site_packages()), None)
     paths = [
         str(secret), "/etc/shadow", "/etc/passwd", "/etc/hostname", str(_isolation.PACKAGE_ROOT / "pyproject.toml"),
         os.path.expanduser("~/.bashrc"), os.path.join(sys.prefix, "pyvenv.cfg"),
@@ -480,7 +480,7 @@ async def test_only_the_needed_package_sources_are_visible(mode: str, monkeypatc
 
 @pytest.mark.parametrize("mode", FILE_SYSTEM)
 async def test_the_interpreters_site_packages_are_unreachable(mode: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    site = sorted(_isolation._site_packages())
+    site = sorted(_filesystem._site_packages())
     out = await run(f"import sys\nsys.path += {site!r}\n" + attempt("import pydantic"), mode, monkeypatch)
     assert out.value in ("ModuleNotFoundError", "PermissionError")
 
