@@ -13,6 +13,7 @@ import anyio
 import anyio.lowlevel
 import pytest
 from trio.testing import MockClock
+from waiting import wait_until_quiet
 
 from occurrences import CallKey, Effect
 from scheduler._lane import LanePolicy, SpeculativeLane
@@ -350,10 +351,10 @@ async def test_early_work_beyond_the_concurrency_waits_for_a_slot() -> None:
     graph.ready = [FakeNode("a", key("a")), FakeNode("b", key("b"))]
     async with SpeculativeLane(graph, tools.execute, LanePolicy(concurrency=1)) as lane:
         lane.pump()
-        await anyio.sleep(0.01)
+        await wait_until_quiet()  # the one slot taken, the other call waits for it
         assert len(tools.calls) == 1
         tools.gate(tools.calls[0]).set()
-        await anyio.sleep(0.01)
+        await wait_until_quiet()
         assert len(tools.calls) == 2
         tools.gate(tools.calls[1]).set()
     assert len(graph.completed) == 2
