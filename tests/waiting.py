@@ -33,8 +33,9 @@ async def wait_until(condition: Callable[[], object], *, timeout: float = 10.0, 
 
 async def wait_until_quiet(*, timeout: float = 10.0) -> None:
     """Return once every other task of the loop waits for something (an event, a lock, a
-    sleep, a thread's result), so nothing more happens until time passes or the test acts;
-    ``AssertionError`` if the loop is still busy after ``timeout`` seconds.
+    sleep, a thread's result), so no task does anything more until time passes or the test
+    acts (a worker thread may: wait for its own sign first); ``AssertionError`` if the loop
+    is still busy after ``timeout`` seconds.
 
     ``anyio.wait_all_tasks_blocked`` under trio (exact). Under asyncio anyio's version of it
     looks again only every 0.1 s once a task is still runnable, slower than the sleeps it
@@ -45,11 +46,10 @@ async def wait_until_quiet(*, timeout: float = 10.0) -> None:
         this = asyncio.current_task()
     except RuntimeError:  # not asyncio: trio has the exact check
         this = None
-    if this is None:
-        with anyio.fail_after(timeout):
-            await anyio.wait_all_tasks_blocked()
-        return
     with anyio.move_on_after(timeout):
+        if this is None:
+            await anyio.wait_all_tasks_blocked()
+            return
         while True:
             await anyio.lowlevel.checkpoint()
             if all(task is this or _waiting(task) for task in asyncio.all_tasks()):
