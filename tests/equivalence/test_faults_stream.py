@@ -14,6 +14,7 @@ from collections.abc import AsyncIterator
 
 import anyio
 import pytest
+from waiting import wait_until, wait_until_quiet
 
 from pysolate import RunResult
 from pysolate._guest import start_subprocess_guest
@@ -84,10 +85,13 @@ async def test_iterator_raising_aborts_and_runs_nothing() -> None:
     async def chunks() -> AsyncIterator[str]:
         yield READS
         yield EFFECTS
-        with anyio.fail_after(10):  # the early reads start and finish (load-proof: polled)
-            while sum(c.ended is not None for c in tools.docs.calls) < 2:
-                await anyio.sleep(0.005)
-        await anyio.sleep(0.02)  # their results reach the lane
+        # The early reads end and their results reach the lane: the fetch's thread has
+        # handed its result back to the loop (its early slot is free), then every task waits.
+        await wait_until(
+            lambda: sum(c.ended is not None for c in tools.docs.calls) == 2 and not host.thread_statistics().early_busy,
+            what="the early reads ended",
+        )
+        await wait_until_quiet()
         raise ConnectionResetError("model API went away")
 
     result = await host.run_stream(chunks(), policy=QUIET.policy)
@@ -241,17 +245,16 @@ async def test_caller_cancellation_at_every_phase(factory: GuestFactory, phase: 
     async def chunks() -> AsyncIterator[str]:
         yield source[:40]
         if phase == "streaming":
-            await anyio.sleep(0.05)
+            await wait_until(lambda: tools.docs.calls, what="the first early read started")
             outer.cancel()
         yield source[40:]
-        await anyio.sleep(0.05)  # early reads run
+        await wait_until(lambda: len(tools.docs.calls) >= 2, what="both early reads started")
         ended.append(anyio.current_time())
         if phase == "sealing":
             outer.cancel()
 
     async def cancel_when_shell_runs() -> None:
-        while not tools.shell.calls:
-            await anyio.sleep(0.005)
+        await wait_until(lambda: tools.shell.calls, what="shell.run started")
         outer.cancel()
 
     result: RunResult | None = None

@@ -42,6 +42,7 @@ sys.path.insert(0, str(ROOT / "tests"))
 sys.path.insert(0, str(ROOT / "examples"))
 from equivalence.apis import APIS, Api, run_source, run_stream, session  # noqa: E402
 from fake_llm import FakeModel  # noqa: E402
+from waiting import wait_until  # noqa: E402
 
 pytestmark = pytest.mark.anyio
 
@@ -64,12 +65,13 @@ def make_host(latency: float = 0.05) -> tuple[Host, ScriptedTool, ScriptedTool]:
 
 class Chunks:
     """``source`` in chunks of ``size`` with ``pause`` seconds between them, async or
-    blocking (``blocking()``); ``ended`` when the last chunk was taken; ``fail`` raises
-    after the first chunk, ``stall`` seconds pass after it."""
+    blocking (``blocking()``); ``taken`` counts the chunks read so far, ``ended`` is when the
+    last one was; ``fail`` raises after the first chunk, ``stall`` seconds pass after it."""
 
     def __init__(self, source: str, size: int = 6, pause: float = 0.01, *, fail: bool = False, stall: float = 0.0) -> None:
         self.pieces = [source[i : i + size] for i in range(0, len(source), size)]
         self.pause, self.fail, self.stall = pause, fail, stall
+        self.taken = 0
         self.ended: float | None = None
 
     def _after(self, n: int) -> float:
@@ -79,12 +81,14 @@ class Chunks:
 
     async def __aiter__(self) -> AsyncIterator[str]:
         for n, piece in enumerate(self.pieces):
+            self.taken += 1
             yield piece
             await anyio.sleep(self._after(n))
         self.ended = anyio.current_time()
 
     def blocking(self) -> Iterator[str]:
         for n, piece in enumerate(self.pieces):
+            self.taken += 1
             yield piece
             time.sleep(self._after(n))
         self.ended = time.monotonic()
@@ -162,8 +166,9 @@ async def test_sessions_keep_globals_and_refuse_a_second_turn_at_once(api: Api) 
         assert turn.value == [["hit:hit:a"]] and [c.lane for c in turn.calls] == ["claimed"]
         with anyio.fail_after(10):
             async with anyio.create_task_group() as group:
-                group.start_soon(turns.run_stream, Chunks("docs.search('b')\n", pause=0.2))
-                await anyio.sleep(0.05)
+                running = Chunks("docs.search('b')\n", pause=0.2)
+                group.start_soon(turns.run_stream, running)
+                await wait_until(lambda: running.taken, what="the first turn read its stream")
                 with pytest.raises(SessionBusy):
                     await turns.run_source("1\n")
 

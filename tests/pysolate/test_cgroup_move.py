@@ -12,6 +12,7 @@ import threading
 
 import anyio
 import pytest
+from waiting import wait_until
 
 from pysolate._guest import _cgroup
 
@@ -54,8 +55,7 @@ async def test_enter_cgroup_leaves_the_loop_free(monkeypatch: pytest.MonkeyPatch
 
     async with anyio.create_task_group() as tg:
         tg.start_soon(enter)
-        while not fake.threads:  # the move has begun, on some thread
-            await anyio.sleep(0.001)
+        await wait_until(lambda: fake.threads, what="the move began, on some thread")
         fake.loop_ran.set()  # only reachable while ``add`` waits if ``add`` is off the loop
     assert got == [fake] and fake.added == [4242] and not fake.removed
     assert created_on and created_on[0] != loop_thread and fake.threads[0] != loop_thread

@@ -11,6 +11,7 @@ from collections.abc import Iterator
 
 import anyio
 import pytest
+from waiting import wait_until_quiet
 
 from pysolate._guest._channel import Channel, ChannelClosed
 from pysolate._guest._wire import HEADER
@@ -101,7 +102,7 @@ async def test_task_cancel_reaches_a_waiting_receive_with_its_message(
     host, peer = pair
     channel = Channel(host, max_frame_bytes=1 << 20)
     task = asyncio.get_running_loop().create_task(channel.receive())
-    await asyncio.sleep(0.01)
+    await wait_until_quiet()  # the task waits in ``receive``, for bytes
     task.cancel("the caller gave up")
     peer.sendall(frame(b"late"))  # bytes arriving after the cancel do not resume it
     with pytest.raises(asyncio.CancelledError) as cancelled:

@@ -241,7 +241,7 @@ async def test_guest_runs_once_and_closes_idempotently() -> None:
 async def test_started_guest_waits_for_its_source() -> None:
     """Start-up happens before the source exists; an unused Guest is just closed."""
     guest = await start_subprocess_guest(CAPS, GuestLimits())
-    await anyio.sleep(0.05)
+    await anyio.sleep(0.05)  # on purpose: a while without a source, which must not end it
     assert guest._process.returncode is None
     assert guest.statistics().startup_seconds > 0
     await guest.aclose()

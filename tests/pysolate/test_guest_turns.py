@@ -11,6 +11,7 @@ import json
 
 import anyio
 import pytest
+from waiting import wait_until
 
 from pysolate._guest import SubprocessTurns, start_subprocess_guest, start_subprocess_session
 from pysolate._guest._frames import ProtocolViolation, TurnDone, parse_guest_frame
@@ -87,7 +88,8 @@ async def test_a_frame_between_turns_is_a_protocol_error() -> None:
     try:
         with anyio.fail_after(20):
             await guest.turn("import threading, time\nthreading.Thread(target=lambda: (time.sleep(0.2), fs.read('late'))).start()", tools, wall_time=10)
-            await anyio.sleep(0.6)
+            channel = guest._guest._channel
+            await wait_until(channel.spoke_out_of_turn, what="the thread's frame arrived between the turns")
             end = await guest.turn("1", tools, wall_time=10)
     finally:
         await guest.aclose()

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 import anyio
 import pytest
+from waiting import wait_until
 
 from pysolate import (
     Effect,
@@ -251,10 +252,10 @@ async def test_an_idle_session_expires() -> None:
     host, _ = make_host(subprocess=True)
     async with host.session(SessionLimits(idle_time=0.3)) as session:
         assert (await session.run_source("x = 1\nx")).value == 1
-        guest = session._guest
-        await anyio.sleep(0.6)
+        assert session._guest is not None
+        process = session._guest._guest._process  # type: ignore[attr-defined]
+        await wait_until(lambda: process.returncode is not None, what="the idle Guest stopped")
         assert session.state is SessionState.BROKEN
-        assert guest is not None and guest._guest._process.returncode is not None  # type: ignore[attr-defined]
         with pytest.raises(SessionExpired, match="idle"):
             await session.run_source("x")
 
@@ -263,7 +264,7 @@ async def test_a_session_past_its_wall_time_expires() -> None:
     host, _ = make_host()
     async with host.session(SessionLimits(wall_time=0.3, idle_time=60)) as session:
         await session.run_source("x = 1")
-        await anyio.sleep(0.4)
+        await wait_until(lambda: session.state is SessionState.BROKEN, what="the session expired")
         with pytest.raises(SessionExpired):
             await session.run_source("x")
 
@@ -275,7 +276,7 @@ async def test_turns_are_sequential_and_only_inside_the_block() -> None:
         await session.run_source("1")
     async with session, anyio.create_task_group() as tg:
         tg.start_soon(session.run_source, "fs.read('a')")
-        await anyio.sleep(0.05)
+        await wait_until(lambda: session.state is SessionState.RUNNING, what="the first turn began")
         with pytest.raises(SessionBusy):
             await session.run_source("1")
     with pytest.raises(SessionClosed):

@@ -95,7 +95,7 @@ async def test_a_settled_result_serves_a_later_run_within_the_ttl_only() -> None
     first = await host.run_source("docs.search('x')")
     second = await host.run_source("docs.search('x')")
     assert second.calls[0].shared_from == first.run_id and second.report.physical == 0
-    await anyio.sleep(0.3)
+    await anyio.sleep(0.3)  # on purpose: past the ttl
     third = await host.run_source("docs.search('x')")
     assert third.calls[0].shared_from is None and third.report.physical == 1
     assert len(docs.calls_to("search")) == 2  # type: ignore[attr-defined]

@@ -14,6 +14,7 @@ import struct
 
 import anyio
 import pytest
+from waiting import wait_until
 
 from occurrences import canonical
 from occurrences.plain import from_tagged, nan_text, to_tagged
@@ -83,10 +84,12 @@ e = floats.bits(n)
 """
 
 
-async def _lines(source: str):  # type: ignore[no-untyped-def]
+async def _lines(source: str, tool: Floats):  # type: ignore[no-untyped-def]
+    """``source`` a line a chunk; before it ends, the five early ``bits`` calls have begun."""
+    seen = len(tool.seen)
     for line in source.splitlines(keepends=True):
         yield line
-        await anyio.sleep(0.08)  # the early calls start (and finish) while the program streams
+    await wait_until(lambda: len(tool.seen) == seen + 5, what="every early call began while the program streams")
 
 
 @pytest.mark.parametrize("guest", ["subprocess", "in-process"])
@@ -97,7 +100,7 @@ async def test_early_claims_are_computed_from_the_formal_arguments(guest: str) -
     tool = Floats()
     host.register("floats", tool)
     reference = await host.run_source(SOURCE, speculate=False)
-    streamed = await host.run_stream(_lines(SOURCE))
+    streamed = await host.run_stream(_lines(SOURCE, tool))
     expected = ("fff8000000000000", "7ff8000000000000", "8000000000000000", "0000000000000000", "7ff0000000000001")
     assert reference.status == "ok" and reference.value == expected
     assert differences(reference, streamed) == []

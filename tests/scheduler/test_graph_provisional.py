@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import anyio
 import pytest
+from waiting import wait_until_quiet
 
 from occurrences import CallKey, Effect, MethodSpec, NotPlain, PrefixParser, canonical_arguments
 from scheduler import Disposition, EventGraph, LanePolicy, Node, Observation, SpeculativeLane, State
@@ -139,12 +140,12 @@ def test_later_iterations_run_early_and_a_break_leaves_the_extra_one_orphaned() 
             for text in ('topics = ["a", "b", "c"]\n', "for t in topics:\n", "    docs.search(query=t)\n"):
                 s.put(text)
                 lane.pump()
-                await anyio.wait_all_tasks_blocked()
+                await wait_until_quiet()
             early = list(started)
             for text in ("    if t == 'b':\n        break\n", "done = 1\n"):
                 s.put(text)
                 lane.pump()
-                await anyio.wait_all_tasks_blocked()
+                await wait_until_quiet()
             for n in s.graph.nodes():
                 if not n.provisional and n.key is not None:
                     await lane.claim(n.key)
@@ -217,11 +218,11 @@ def test_an_element_that_later_changes_is_never_claimed_and_accounted() -> None:
             for text in ('q = "outer"\n', "pages = [(\n", "    docs.search(query=q),\n"):
                 s.put(text)
                 lane.pump()
-                await anyio.wait_all_tasks_blocked()
+                await wait_until_quiet()
             for text in ('    1) for q in ["a", "b"]]\n', "x = 1\n"):
                 s.put(text)
                 lane.pump()
-                await anyio.wait_all_tasks_blocked()
+                await wait_until_quiet()
             real = [n for n in s.graph.nodes() if not n.provisional and n.site.method == "search"]
             for n in real:
                 assert n.key is not None
@@ -250,7 +251,7 @@ def test_provisional_work_is_refused_when_the_policy_says_so() -> None:
             for text in ("if True:\n", '    docs.search(query="a")\n'):
                 s.put(text)
                 lane.pump()
-            await anyio.wait_all_tasks_blocked()
+            await wait_until_quiet()
         return started
 
     assert anyio.run(main, LanePolicy()) == 1
@@ -306,7 +307,7 @@ def test_a_top_level_read_starts_at_its_closing_parenthesis_and_is_claimed_once(
             for text in ('plan = docs.search(query="a"', ")", ".copy()", "\n", "n = 1\n"):
                 s.put(text)
                 lane.pump()
-                await anyio.wait_all_tasks_blocked()
+                await wait_until_quiet()
                 seen.append(list(started))
             s.graph.add_statements(s.parser.close().new_statements)
             for n in s.graph.nodes():

@@ -13,6 +13,7 @@ import anyio
 import anyio.lowlevel
 import pytest
 from trio.testing import MockClock
+from waiting import wait_until_quiet
 
 from occurrences import CallKey, Effect
 from scheduler._lane import LanePolicy, SpeculativeLane
@@ -109,7 +110,7 @@ async def test_only_pure_and_immutable_reads_are_dispatched() -> None:
     ]
     async with SpeculativeLane(graph, tools.execute) as lane:
         lane.pump()
-        await anyio.wait_all_tasks_blocked()
+        await wait_until_quiet()
         assert sorted(tools.calls) == ["imm", "pure"]
         for gate in tools.gates.values():
             gate.set()
@@ -121,7 +122,7 @@ async def test_discardable_only_when_policy_allows() -> None:
     graph.ready = [FakeNode("discardable", key("g"), discardable=True)]
     async with SpeculativeLane(graph, tools.execute, LanePolicy(allow_discardable=True)) as lane:
         lane.pump()
-        await anyio.wait_all_tasks_blocked()
+        await wait_until_quiet()
         assert tools.calls == ["discardable"]
         tools.gate("discardable").set()
 
@@ -131,7 +132,7 @@ async def test_budget_limits_early_physical_calls() -> None:
     graph.ready = [FakeNode(f"n{i}", key(f"k{i}")) for i in range(5)]
     async with SpeculativeLane(graph, tools.execute, LanePolicy(budget=3)) as lane:
         lane.pump()
-        await anyio.wait_all_tasks_blocked()
+        await wait_until_quiet()
         assert tools.calls == ["n0", "n1", "n2"]
         for gate in tools.gates.values():
             gate.set()
@@ -143,14 +144,14 @@ async def test_concurrency_limit_queues_in_source_order() -> None:
     graph.ready = [FakeNode(f"n{i}", key(f"k{i}")) for i in range(4)]
     async with SpeculativeLane(graph, tools.execute, LanePolicy(concurrency=2)) as lane:
         lane.pump()
-        await anyio.wait_all_tasks_blocked()
+        await wait_until_quiet()
         assert tools.calls == ["n0", "n1"]
         tools.gate("n1").set()
-        await anyio.wait_all_tasks_blocked()
+        await wait_until_quiet()
         assert tools.calls == ["n0", "n1", "n2"]
         for name in ("n0", "n2", "n3"):
             tools.gate(name).set()
-            await anyio.wait_all_tasks_blocked()
+            await wait_until_quiet()
     assert tools.calls == ["n0", "n1", "n2", "n3"]
 
 
@@ -160,7 +161,7 @@ async def test_claim_waits_for_running_result_and_results_flow_back() -> None:
     graph.on_complete["a"] = [FakeNode("b", key("b"))]
     async with SpeculativeLane(graph, tools.execute) as lane:
         lane.pump()
-        await anyio.wait_all_tasks_blocked()
+        await wait_until_quiet()
         claimed = []
 
         async def claimer() -> None:
@@ -168,15 +169,15 @@ async def test_claim_waits_for_running_result_and_results_flow_back() -> None:
 
         async with anyio.create_task_group() as tg:
             tg.start_soon(claimer)
-            await anyio.wait_all_tasks_blocked()
+            await wait_until_quiet()
             assert claimed == []  # still running: the claim waits
             tools.gate("a").set()
         (obs,) = claimed
         assert obs is not None and obs.value == {"result": "a"}
-        await anyio.wait_all_tasks_blocked()
+        await wait_until_quiet()
         assert tools.calls == ["a", "b"], "a completed result made its dependent ready"
         tools.gate("b").set()
-        await anyio.wait_all_tasks_blocked()
+        await wait_until_quiet()
     stats = lane.statistics()
     assert (stats.claimed, stats.orphaned) == (1, 1)
 
@@ -187,7 +188,7 @@ async def test_failure_is_held_until_claimed() -> None:
     async with SpeculativeLane(graph, tools.execute) as lane:
         lane.pump()
         tools.gate("fail1").set()
-        await anyio.wait_all_tasks_blocked()
+        await wait_until_quiet()
         assert graph.failed == ["fail1"]
         obs = await lane.claim(key("x"))
         assert obs is not None and isinstance(obs.error, FileNotFoundError)
@@ -201,7 +202,7 @@ async def test_unequal_key_never_claims() -> None:
     async with SpeculativeLane(graph, tools.execute) as lane:
         lane.pump()
         tools.gate("a").set()
-        await anyio.wait_all_tasks_blocked()
+        await wait_until_quiet()
         assert await lane.claim(key("a", view="after-write")) is None
     assert lane.statistics().orphaned == 1
 
@@ -211,7 +212,7 @@ async def test_unfinished_work_is_cancelled_at_close() -> None:
     graph.ready = [FakeNode("slow", key("s")), FakeNode("queued", key("q"))]
     async with SpeculativeLane(graph, tools.execute, LanePolicy(concurrency=1)) as lane:
         lane.pump()
-        await anyio.wait_all_tasks_blocked()
+        await wait_until_quiet()
     stats = lane.statistics()
     assert (stats.cancelled, stats.physical) == (2, 1), "queued work never ran, so it is not physical"
 
@@ -247,7 +248,7 @@ async def test_equal_keys_share_one_observation_and_count_shared() -> None:
     graph.ready = [FakeNode("a1", key("a")), FakeNode("a2", key("a"))]
     async with SpeculativeLane(graph, tools.execute) as lane:
         lane.pump()
-        await anyio.wait_all_tasks_blocked()  # a1 runs (a claim would withdraw it before)
+        await wait_until_quiet()  # a1 runs (a claim would withdraw it before)
         tools.gate("a1").set()
         first = await lane.claim(key("a"))
         second = await lane.claim(key("a"))
@@ -303,7 +304,7 @@ async def test_work_on_a_view_is_claimed_by_its_exact_key_only() -> None:
         other = lane.start_on_view(key("b", view="epoch:1"), run)
         assert other is not None
         assert lane.start_on_view(key("c", view="epoch:1"), run) is None, "budget"
-        await anyio.wait_all_tasks_blocked()
+        await wait_until_quiet()
         assert await lane.claim(key("a")) is None, "the root key is another call"
         tools.gate("view").set()
         claimed = await lane.claim(after)
@@ -350,10 +351,10 @@ async def test_early_work_beyond_the_concurrency_waits_for_a_slot() -> None:
     graph.ready = [FakeNode("a", key("a")), FakeNode("b", key("b"))]
     async with SpeculativeLane(graph, tools.execute, LanePolicy(concurrency=1)) as lane:
         lane.pump()
-        await anyio.sleep(0.01)
+        await wait_until_quiet()  # the one slot taken, the other call waits for it
         assert len(tools.calls) == 1
         tools.gate(tools.calls[0]).set()
-        await anyio.sleep(0.01)
+        await wait_until_quiet()
         assert len(tools.calls) == 2
         tools.gate(tools.calls[1]).set()
     assert len(graph.completed) == 2
@@ -378,10 +379,10 @@ async def test_a_claim_withdraws_queued_work_instead_of_waiting_behind_it() -> N
     graph.ready = [FakeNode("busy", key("busy")), FakeNode("queued", key("q"))]
     async with SpeculativeLane(graph, tools.execute, LanePolicy(concurrency=1)) as lane:
         lane.pump()
-        await anyio.wait_all_tasks_blocked()
+        await wait_until_quiet()
         assert await lane.claim(key("q")) is None
         tools.gate("busy").set()
-        await anyio.wait_all_tasks_blocked()
+        await wait_until_quiet()
         assert lane.statistics().physical == 1
     assert tools.calls == ["busy"], "the withdrawn call never ran"
     assert lane.statistics().cancelled == 1
@@ -392,14 +393,14 @@ async def test_running_work_is_not_withdrawn_the_claim_waits_for_it() -> None:
     graph.ready = [FakeNode("a", key("a"))]
     async with SpeculativeLane(graph, tools.execute) as lane, anyio.create_task_group() as tg:
         lane.pump()
-        await anyio.wait_all_tasks_blocked()
+        await wait_until_quiet()
         claimed: list[Observation | None] = []
 
         async def claimer() -> None:
             claimed.append(await lane.claim(key("a")))
 
         tg.start_soon(claimer)
-        await anyio.wait_all_tasks_blocked()
+        await wait_until_quiet()
         assert claimed == []
         tools.gate("a").set()
     assert claimed[0] is not None and claimed[0].value == {"result": "a"}
@@ -415,12 +416,12 @@ async def test_a_freed_slot_goes_to_certain_work_before_provisional() -> None:
     ]
     async with SpeculativeLane(graph, tools.execute, LanePolicy(concurrency=1)) as lane:
         lane.pump()
-        await anyio.wait_all_tasks_blocked()
+        await wait_until_quiet()
         tools.gate("busy").set()
-        await anyio.wait_all_tasks_blocked()
+        await wait_until_quiet()
         assert tools.calls == ["busy", "sure"]
         tools.gate("sure").set()
-        await anyio.wait_all_tasks_blocked()
+        await wait_until_quiet()
         assert tools.calls == ["busy", "sure", "maybe"]
         tools.gate("maybe").set()
 
@@ -431,14 +432,14 @@ async def test_a_provisional_waiter_confirmed_meanwhile_counts_as_certain() -> N
     graph.ready = [FakeNode("busy", key("busy")), early, FakeNode("sure", key("s"))]
     async with SpeculativeLane(graph, tools.execute, LanePolicy(concurrency=1)) as lane:
         lane.pump()
-        await anyio.wait_all_tasks_blocked()
+        await wait_until_quiet()
         early.provisional = False  # its statement was accepted while it waited
         tools.gate("busy").set()
-        await anyio.wait_all_tasks_blocked()
+        await wait_until_quiet()
         assert tools.calls == ["busy", "early"]
         for name in ("early", "sure"):
             tools.gate(name).set()
-            await anyio.wait_all_tasks_blocked()
+            await wait_until_quiet()
 
 
 async def test_work_the_lane_stopped_is_never_claimed() -> None:
@@ -453,7 +454,7 @@ async def test_work_the_lane_stopped_is_never_claimed() -> None:
     graph = FakeGraph(ready=[FakeNode("t", key("t"))])
     async with SpeculativeLane(graph, times_out) as lane:
         lane.pump()
-        await anyio.wait_all_tasks_blocked()
+        await wait_until_quiet()
         assert await lane.claim(key("t")) is None
         assert graph.failed == [], "nothing is delivered to the graph as a failure either"
     assert lane.statistics().cancelled == 1
@@ -470,11 +471,11 @@ async def test_withdrawn_work_is_cancelled_at_once_and_frees_its_slot() -> None:
     graph.ready = [FakeNode("a", key("a")), FakeNode("b", key("b")), FakeNode("c", key("c"))]
     async with SpeculativeLane(graph, tools.execute, LanePolicy(concurrency=2)) as lane:
         lane.pump()
-        await anyio.wait_all_tasks_blocked()
+        await wait_until_quiet()
         assert tools.calls == ["a", "b"]
         graph.withdrawn = ["a"]
         lane.pump()
-        await anyio.wait_all_tasks_blocked()
+        await wait_until_quiet()
         assert tools.calls == ["a", "b", "c"], "a's slot went to c"
         assert await lane.claim(key("a")) is None
         tools.gate("b").set()
@@ -492,12 +493,12 @@ async def test_work_another_occurrence_still_wants_is_not_withdrawn() -> None:
         lane.pump()
         graph.ready = [FakeNode("a2", key("a"))]
         lane.pump()
-        await anyio.wait_all_tasks_blocked()
+        await wait_until_quiet()
         tools.gate("done").set()
-        await anyio.wait_all_tasks_blocked()
+        await wait_until_quiet()
         graph.withdrawn = ["a", "done"]
         lane.pump()
-        await anyio.wait_all_tasks_blocked()
+        await wait_until_quiet()
         assert not tools.gate("a").is_set() and graph.completed == {"done": {"result": "done"}}
         tools.gate("a").set()
         claimed = await lane.claim(key("a"))

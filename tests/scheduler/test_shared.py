@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import anyio
 import pytest
+from waiting import wait_until_quiet
 
 from occurrences import CallKey
 from scheduler import EntryState, ObservationTable, Probe, SharedProbe
@@ -111,7 +112,7 @@ async def test_waiters_get_the_outcome_and_the_last_to_leave_early_work_cancels_
     async with anyio.create_task_group() as tg:
         tg.start_soon(waiter)
         tg.start_soon(waiter)
-        await anyio.wait_all_tasks_blocked()
+        await wait_until_quiet()
         served.probe.invoke()
         t.settle(served, value="b1", chars=2)
     assert got == ["b1", "b1"] and t.statistics().physical == 1

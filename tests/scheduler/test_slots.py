@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import anyio
 import pytest
+from waiting import wait_until_quiet
 
 from scheduler import Slots
 
@@ -31,10 +32,10 @@ async def test_a_released_slot_goes_to_the_first_certain_waiter_then_in_arrival_
     async with anyio.create_task_group() as tg:
         for name, provisional in (("p1", True), ("c1", False), ("p2", True), ("c2", False)):
             tg.start_soon(waiter, name, provisional)
-            await anyio.wait_all_tasks_blocked()
+            await wait_until_quiet()
         for _ in range(4):
             slots.release()
-            await anyio.wait_all_tasks_blocked()
+            await wait_until_quiet()
     assert order == ["c1", "c2", "p1", "p2"]
 
 
@@ -52,12 +53,12 @@ async def test_a_waiter_cancelled_after_its_slot_was_granted_passes_it_on() -> N
     with anyio.fail_after(5):
         async with anyio.create_task_group() as tg:
             tg.start_soon(waiter, "first", first)
-            await anyio.wait_all_tasks_blocked()
+            await wait_until_quiet()
             tg.start_soon(waiter, "second", second)
-            await anyio.wait_all_tasks_blocked()
+            await wait_until_quiet()
             slots.release()  # granted to "first" ...
             first.cancel()  # ... cancelled before it runs: it keeps it, or passes it on
-            await anyio.wait_all_tasks_blocked()
+            await wait_until_quiet()
             assert len(got) == 1, "exactly one waiter holds the one slot"
             second.cancel()  # (still waiting if "first" kept it)
     assert (slots.busy, slots.waiting) == (1, 0), "the slot was neither lost nor doubled"
@@ -68,7 +69,7 @@ async def test_a_waiter_cancelled_before_a_grant_leaves_the_queue() -> None:
     assert slots.try_take()
     async with anyio.create_task_group() as tg:
         tg.start_soon(slots.take)
-        await anyio.wait_all_tasks_blocked()
+        await wait_until_quiet()
         assert slots.waiting == 1
         tg.cancel_scope.cancel()
     assert (slots.busy, slots.waiting) == (1, 0)

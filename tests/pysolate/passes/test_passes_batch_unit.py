@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import anyio
 import pytest
+from waiting import wait_until_quiet
 
 from pysolate import Host
 from pysolate.passes import BatchFusion, BatchPolicy
@@ -56,9 +57,9 @@ async def test_a_sender_cancelled_while_waiting_lets_its_members_fall_back() -> 
 
     async with anyio.create_task_group() as tg:
         tg.start_soon(sender)
-        await anyio.sleep(0.01)
+        await wait_until_quiet()  # the sender waits for its batch to fill
         tg.start_soon(member)
-        await anyio.sleep(0.01)
+        await wait_until_quiet()  # the member joined it and waits too
         scopes[0].cancel()
     assert results == {"f2": "two"}
     assert fs.physical == [("read_text", "f2")]  # the batch never went out; the member ran alone

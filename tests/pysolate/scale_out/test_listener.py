@@ -167,7 +167,9 @@ _EMFILE_SCRIPT = textwrap.dedent(
                 client = socket.socket()
                 client.connect(("127.0.0.1", factory._port))  # queued by the kernel
                 clients.append(client)
-            await anyio.sleep(0.3)  # accept fails (EMFILE) and backs off meanwhile
+            with anyio.fail_after(10):  # accept fails (EMFILE) and backs off meanwhile
+                while not factory.listener_statistics().accept_failures:
+                    await anyio.sleep(0.005)
             failures = factory.listener_statistics().accept_failures
             for fd in spare:
                 os.close(fd)
