@@ -24,16 +24,15 @@ Nothing about a run lives on the Host, so runs share a Host freely.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Mapping
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING
 
 import anyio
 
 from occurrences import CallKey, Effect, MethodSpec, fresh_copy, tool_name
-from scheduler import BranchSpeculation, Observation, Probe
+from scheduler import BranchSpeculation, Observation
 
 from ._capability import CapabilityMethod
 from ._clock import loop_clock
-from ._conversion import Encoder
 from ._crossing import failure_from, plain_or_repr
 from ._execute import (
     CALL_TIMEOUT,
@@ -51,7 +50,7 @@ from ._execute import (
 from ._guest_api import ErrorInfo, LimitExceeded, ToolFailure
 from ._holding import HOST_BYTES_LIMIT, RECEIPT_BYTES, SMALL_KEY_CHARS, held, held_arguments, weight
 from ._result import CallOutcome, CallRecord, Served
-from ._threads import WorkerThreads
+from ._run_objects import SEQUENTIAL, Claims, RunObjects
 from .tracing import NULL_RUN, ObservationTrace, RunTrace
 
 if TYPE_CHECKING:
@@ -71,14 +70,6 @@ _WRITES = frozenset(effect for effect in Effect if effect.may_write)
 set: the property costs ten times the lookup, on every call)."""
 
 
-class Claims(Protocol):
-    """The claim table of a speculating run (``scheduler.SpeculativeLane``)."""
-
-    async def claim(self, key: CallKey) -> Observation | None: ...
-    def begin_formal(self, key: CallKey) -> Observation: ...
-    def end_formal(self, obs: Observation, value: object = None, error: BaseException | None = None) -> None: ...
-
-
 class RunScope:
     """Everything one run owns; its ``handler`` is what the Guest calls.
 
@@ -87,43 +78,40 @@ class RunScope:
 
     def __init__(
         self,
-        registrations: Mapping[str, Registration],
+        objects: RunObjects,
         *,
-        threads: WorkerThreads,
-        call_timeout: float = CALL_TIMEOUT,
         trace: RunTrace = NULL_RUN,
-        targets: Mapping[str, object] | None = None,
-        encode: Encoder | None = None,
         sharing: HostSharing | None = None,
         max_bytes: int | None = None,
+        claims: Claims = SEQUENTIAL,
+        branches: BranchSpeculation | None = None,
+        on_written: Callable[[str, CallKey], object] | None = None,
+        run_sharing: RunSharing | None = None,
+        early_traces: dict[int, ObservationTrace] | None = None,
     ) -> None:
-        """``targets`` (a session's turn): the objects formal calls run against, by name,
-        instead of a fresh ``for_run()`` each. ``sharing``: the Host's observation table,
-        told when a call that may write reaches a registered object (``HostSharing.taint``).
-        ``max_bytes``: the run's byte budget (``GuestLimits.max_host_bytes``; None: unbounded)."""
-        self._registrations = dict(registrations)
-        self._encode = encode
+        """``objects``: the run's objects, views and epochs (``_run_objects``), which its
+        early work shares. ``sharing``: the Host's observation table, told when a call that
+        may write reaches a registered object (``HostSharing.taint``). ``max_bytes``: the
+        run's byte budget (``GuestLimits.max_host_bytes``; None: unbounded).
+
+        A speculating run's parts (built before its scope, so none of them holds it):
+        ``claims``, its lane (default ``SEQUENTIAL``: every call runs when the program makes
+        it); ``branches``, its branch-write speculation; ``on_written``, told when a Guest
+        call that may write returned or failed, so reads that follow it can start on the new
+        view (``scheduler.Respeculation``); ``run_sharing``, its use of the Host's table;
+        ``early_traces``, the trace of each early observation by id, so claims link to it."""
+        registry = objects.registry
+        self._objects = objects
+        self._registrations = objects.registrations
+        self._encode = registry.encode
         self.trace = trace
-        # Run-scoped objects (a workspace branch) replace the shared one for formal calls.
-        self.session_turn = targets is not None  # a session owns the targets' lifecycle
-        self._targets: dict[str, object] = {
-            name: reg.obj.for_run() if reg.run_scoped else reg.obj  # type: ignore[attr-defined]
-            for name, reg in self._registrations.items()
-            if targets is None or name not in targets
-        }
-        if targets is not None:
-            self._targets.update(targets)
-        # The view function of each target that has one, looked up once per run; a root's
-        # kind is known from its registration (a runtime Protocol check costs microseconds).
-        self._views: dict[str, Callable[[str, Mapping[str, object]], str]] = {
-            name: target.view_of  # type: ignore[attr-defined]
-            for name, target in self._targets.items()
-            if (self._registrations[name].viewed if target is self._registrations[name].obj else isinstance(target, Viewed))
-        }
-        self._epochs: dict[str, int] = dict.fromkeys(self._registrations, 0)  # may-write calls started
+        self.session_turn = objects.session_turn
+        # The objects' own maps (not copies): a formal write counts in the epoch early work sees.
+        self._targets = objects.target_map
+        self._epochs = objects.epochs
         self._host_sharing = sharing  # told of writes that reach a registered object (``HostSharing.tainting``)
         self._tainting = frozenset() if sharing is None else sharing.tainting(self._registrations, self._targets)
-        self.sharing: RunSharing | None = None  # set by a speculating run: its use of the Host's table
+        self.sharing = run_sharing
         self._calls: list[CallRecord] = []  # receipts built so far (``calls``)
         # Receipts recorded but not built yet: each ``CallRecord``'s fields, in order. Built
         # when read (``calls``), all at once: a frozen dataclass of 17 fields costs a few
@@ -140,18 +128,16 @@ class RunScope:
         self._branch_total = sum(self._branch_bytes.values())
         self._physical = 0
         self._reruns = 0
-        self._threads = threads
-        self._timeout = call_timeout
+        self._threads = registry.threads
+        self._timeout = registry.call_timeout
         self._t0: float | None = None  # anyio.current_time() at the first call or start()
         self._clock: Callable[[], float] = anyio.current_time  # the same clock, looked up at start()
         self._new_scope: Callable[[], anyio.CancelScope] = anyio.CancelScope  # the backend's own class, after start()
-        self.claims: Claims | None = None  # set by a speculating run before the Guest starts
-        self.branches: BranchSpeculation | None = None  # likewise, when it speculates branch writes
-        # Told when a Guest call that may write returned or failed, so reads that follow
-        # it can start on the new view (``scheduler.Respeculation``); set by speculating runs.
-        self.on_written: Callable[[str, CallKey], object] | None = None
-        # Trace of each early observation, by observation id, so claims can link to it.
-        self.early_traces: dict[int, ObservationTrace] = {}
+        self.claims = claims
+        self._speculating = claims is not SEQUENTIAL
+        self.branches = branches
+        self.on_written = on_written
+        self.early_traces: dict[int, ObservationTrace] = {} if early_traces is None else early_traces
 
     def start(self) -> None:
         """Start the run's clock (receipt times are relative to it)."""
@@ -187,28 +173,7 @@ class RunScope:
 
     def bind(self, capability: str, method: str, args: tuple[object, ...], kwargs: Mapping[str, object]) -> BoundCall:
         """``bind`` against this run's registrations (same errors)."""
-        reg = self._registrations.get(capability)
-        if reg is None:
-            raise NameError(f"name {capability!r} is not defined")
-        return bind(reg, method, args, kwargs)
-
-    def view_of(self, capability: str, method: str, call: BoundCall) -> str:
-        """The id of the state ``call`` would see now (see the module docstring)."""
-        view = self._views.get(capability)
-        if view is not None:
-            return view(method, call.arguments)
-        return f"epoch:{self._epochs[capability]}"
-
-    def key_for(self, capability: str, method: str, args: tuple[object, ...], kwargs: Mapping[str, object]) -> CallKey | None:
-        """The call key the call would have now, or None when it cannot be bound."""
-        try:
-            call = self.bind(capability, method, args, kwargs)
-        except (AttributeError, NameError, TypeError, ValueError):
-            return None
-        return self._key(call)
-
-    def _key(self, call: BoundCall) -> CallKey:
-        return call_key(call, self.view_of(call.capability, call.method, call))
+        return self._objects.bind(capability, method, args, kwargs)
 
     async def call(self, capability: str, method: str, call: BoundCall, key: CallKey | None = None) -> object:
         """Execute ``call`` formally, against this run's objects, traced as ``formal``.
@@ -293,7 +258,7 @@ class RunScope:
             refused = failure_from(exc)
             self._record(capability, method, args, kwargs, None, None, "error", None, refused, now)
             raise refused from None
-        key = CallKey(capability, method, call.spec.version, call.canonical, self.view_of(capability, method, call))  # call_key
+        key = CallKey(capability, method, call.spec.version, call.canonical, self._objects.view_of(capability, method, call))  # call_key
         if self.branches is not None and call.spec.effect.may_write and self.branches.branched(capability):
             early = await self.branches.claim_write(capability, key)  # the branch adopted its layer
             if early is not None:
@@ -302,18 +267,18 @@ class RunScope:
                     return self._claimed(call, key, early, now)
                 finally:
                     self._written(call, key)
-        shareable = self.claims is not None and call.spec.effect.speculable
+        claims = self.claims
+        shareable = self._speculating and call.spec.effect.speculable
         if shareable:
-            assert self.claims is not None
             try:
-                obs = await self.claims.claim(key)
+                obs = await claims.claim(key)
             except BaseException:  # cancelled while waiting for early work: still a receipt
                 stopped = OutcomeUnknown("OutcomeUnknown", f"{capability}.{method} was interrupted waiting for its early result")
                 self._record(capability, method, call.args, call.kwargs, call, key, "unknown", None, stopped, now)
                 raise
             if obs is not None:
                 return self._claimed(call, key, obs, now)
-            formal = self.claims.begin_formal(key)
+            formal = claims.begin_formal(key)
         shared_from = None
         try:
             sharing = self.sharing  # (its admission is the one gate of the Host's table: contract 8)
@@ -325,7 +290,7 @@ class RunScope:
                 result = await self._formal(reg.methods[method], call, key)
         except ToolFailure as failure:
             if shareable:
-                self.claims.end_formal(formal, error=failure)  # type: ignore[union-attr]
+                claims.end_formal(formal, error=failure)
             outcome: CallOutcome = "unknown" if isinstance(failure, OutcomeUnknown) else "error"
             self._record(capability, method, call.args, call.kwargs, call, key, outcome, None, failure, now)
             if outcome == "error":  # it ended; an unknown outcome may still be writing
@@ -336,11 +301,11 @@ class RunScope:
                 "OutcomeUnknown", f"{tool_name(capability, method)} was interrupted; it may or may not have taken effect"
             )
             if shareable:
-                self.claims.end_formal(formal, error=interrupted)  # type: ignore[union-attr]
+                claims.end_formal(formal, error=interrupted)
             self._record(capability, method, call.args, call.kwargs, call, key, "unknown", None, interrupted, now)
             raise
         if shareable:
-            self.claims.end_formal(formal, value=result)  # type: ignore[union-attr]
+            claims.end_formal(formal, value=result)
         self._record(capability, method, call.args, call.kwargs, call, key, "ok", result, None, now, shared_from=shared_from)
         if self.on_written is not None:  # _written's own first test, without its call
             self._written(call, key)
@@ -351,18 +316,6 @@ class RunScope:
         capability until the Guest's next call, so reads on its view may start now."""
         if self.on_written is not None and call.spec.effect.may_write:
             self.on_written(call.capability, key)
-
-    async def call_on_view(self, call: BoundCall, *, probe: Probe | None = None) -> object:
-        """Execute a pure or immutable-read ``call`` early against this run's own object (the
-        state its formal calls see now, after the run's writes); ``execute``'s errors and
-        cancellation behaviour. Raises ``PermissionError`` for any other effect."""
-        cap = self._registrations[call.capability].methods[call.method]
-        if not cap.effect.speculable:
-            raise PermissionError(f"{call.capability}.{call.method} is {cap.effect.value}: never run early")
-        return await execute(
-            self._targets[call.capability], cap, call, threads=self._threads, early=True, timeout=self._timeout,
-            probe=probe, encode=self._encode,
-        )
 
     def _claimed(self, call: BoundCall, key: CallKey, obs: Observation, now: float) -> object:
         """Serve a Guest call from early (or shared) work: a fresh copy, or the held failure."""
@@ -398,21 +351,6 @@ class RunScope:
             lane="claimed", observation_id=obs.id, shared_from=obs.shared_from,
         )
         return value
-
-    def may_speculate(self, capability: str) -> bool:
-        """Whether early reads of ``capability`` still see what this run's reads would.
-
-        A capability with views (a workspace) pins its root, so early reads stay exact
-        whatever the run wrote; any other capability only while formal calls go to that
-        same root object, and until the run's first call that may write it (after that,
-        ``epoch`` keys would not match anyway).
-        """
-        registration = self._registrations[capability]
-        if registration.viewed:
-            return True
-        root = registration.obj
-        # A run-scoped object other than the root may answer differently from it.
-        return self._targets[capability] is root and self._epochs[capability] == 0
 
     def _now(self) -> float:
         if self._t0 is None:

@@ -2,7 +2,7 @@
 
 ``async with host.session() as session:`` then ``await session.run_stream(...)`` or
 ``await session.run_source(...)``, turn after turn. Each turn is sealed and run like a
-single run (``_stream_run``), in the globals the earlier turns left. The contract
+single run (``_run.Run``), in the globals the earlier turns left. The contract
 (docs/contract.md, "Sessions"): turn N's result equals turn N of a fresh session whose
 turns 1..N all ran with ``run_source(..., speculate=False)``. What each end of a turn does
 to the session:
@@ -51,10 +51,9 @@ from typing import TYPE_CHECKING, Self, cast
 import anyio
 from anyio.abc import TaskGroup
 
-from occurrences import CallKey, PriorGlobals, SealError
+from occurrences import CallKey, PriorGlobals
 from scheduler import LanePolicy, Observation, ObservationState, SpeculativeLane
 
-from ._broker import RunScope
 from ._exceptions import SessionBroken, SessionBusy, SessionClosed, SessionError, SessionExpired
 from ._guest_api import (
     CallHandler,
@@ -65,20 +64,18 @@ from ._guest_api import (
     SessionGuest,
     SessionGuestFactory,
 )
-from ._result import RunReport, RunResult, RunStatus, sequential_report
-from ._run_host import RunHost
-from ._seal import rejection, seal
+from ._registry import new_run_id
+from ._result import RunResult, RunStatus
+from ._run import HostRuns, Run
 from ._setup_warnings import noted
 from ._sharing import RunSharing, release
+from ._workspace import Workspace
+from .streams import DEFAULT_DEADLINE, DEFAULT_IDLE_TIMEOUT, Code, CodeReader
+from .tracing import session_turn
 
 if TYPE_CHECKING:
     from scheduler import ObservationTable, SharedCall
-from ._stream_run import run_stream
-from ._workspace import Workspace
-from .streams import DEFAULT_DEADLINE, DEFAULT_IDLE_TIMEOUT, Code, CodeReader
-from .tracing import RunTrace, session_turn, source_hash
 
-if TYPE_CHECKING:
     from ._guest._isolation import IsolationChoice
 
 MAX_CARRIED = 256
@@ -136,7 +133,8 @@ class SessionStatistics:
 
 
 class _Turn:
-    """One turn's view of the session (``_stream_run.TurnHooks``)."""
+    """One turn's Guest side (``_guest_start.RunGuest``: the session's Guest, which the
+    session starts and stops) and what the turn did to the session."""
 
     def __init__(self, session: Session) -> None:
         self._session = session
@@ -153,10 +151,16 @@ class _Turn:
         self.reused = 0
         self.kept = False  # it holds shared calls for the next turn (``keep``)
 
-    def new_scope(self, trace: RunTrace) -> RunScope:
-        return self._session._host.new_scope(trace, self.targets, self._session._guest_limits)
+    async def start(self) -> None:
+        """The session started its Guest when it opened."""
 
-    async def execute(self, program: str, handler: CallHandler) -> GuestOutcome:
+    async def ready(self) -> None:
+        """The session's Guest is waited for in ``run`` (a start failure aborts the turn)."""
+
+    async def aclose(self) -> None:
+        """The session's Guest outlives the turn."""
+
+    async def run(self, program: str, handler: CallHandler) -> GuestOutcome:
         session = self._session
         self.entered = True
         guest = await session._take_guest()
@@ -172,19 +176,20 @@ class _Turn:
         return turn.outcome
 
     def carried(self, key: CallKey) -> Observation | None:
+        """A settled early observation of an earlier rejected turn with this exact key,
+        reused instead of a new physical call (nothing ran in the Guest since it was made)."""
         obs = self._session._carried.get(key)
         if obs is not None:
             self.reused += 1
         return obs
 
     def keep(self, sharing: RunSharing) -> None:
+        """The turn ends before its Guest got a program: the shared calls its early work
+        waits on (``RunSharing.hold``) are the session's to keep for the next turn."""
         session = self._session
         release(session._held)  # (what an earlier turn kept served this one already)
         session._held = sharing.hold()
         self.kept = True
-
-    def ended(self, lane: SpeculativeLane, result: RunResult) -> None:
-        self.lane = lane
 
 
 class Session:
@@ -197,7 +202,7 @@ class Session:
 
     def __init__(
         self,
-        host: RunHost,
+        host: HostRuns,
         factory: SessionGuestFactory,
         limits: SessionLimits,
         guest_limits: GuestLimits,
@@ -230,8 +235,7 @@ class Session:
     async def __aenter__(self) -> Self:
         self._state = _advance(self._state, SessionState.IDLE)
         self._opened = anyio.current_time()
-        for name in self._host.capabilities():
-            registration = self._host.registration(name)
+        for name, registration in self._host.registry.registrations.items():
             if registration.run_scoped:
                 self._branches[name] = registration.obj.for_run()  # type: ignore[attr-defined]
         self._tg = anyio.create_task_group()
@@ -255,7 +259,7 @@ class Session:
 
     async def _start_guest(self) -> None:
         try:
-            self._guest = await self._factory(self._host.capabilities(), self._guest_limits)
+            self._guest = await self._factory(self._host.registry.capabilities(), self._guest_limits)
         except Exception as exc:  # reported to the first turn that needs the Guest
             self._guest_error = exc
         finally:
@@ -337,7 +341,7 @@ class Session:
         notes = self._host.setup_warnings() if speculate else ()
         try:
             with session_turn(self.id, self._turns):
-                result = await run_stream(self._host, reader, speculate=speculate, policy=policy, turn=turn)
+                result = await self._run(turn, reader, speculate, policy)
         except BaseException as exc:
             self._fail(turn, exc)
             raise
@@ -361,35 +365,23 @@ class Session:
         turn = self._begin()
         try:
             with session_turn(self.id, self._turns):
-                result = await self._sequential(turn, source)
+                result = await self._run(turn, source, False, policy)
         except BaseException as exc:
             self._fail(turn, exc)
             raise
         return self._end(turn, result)
 
-    async def _sequential(self, turn: _Turn, source: str) -> RunResult:
+    async def _run(self, turn: _Turn, program: CodeReader | str, speculate: bool, policy: LanePolicy | None) -> RunResult:
+        """The turn's run: the Host's one path (``_run.Run``), with the session's Guest, its
+        workspace layers, the globals earlier turns left and their carried early results."""
         host = self._host
-        t0 = anyio.current_time()
-        trace = host.trace_run()
-        try:
-            tree = seal(source)
-        except SealError as exc:
-            trace.ended("rejected", error_type=rejection(exc).type)
-            return RunResult(
-                status=RunStatus.REJECTED, error=rejection(exc), report=RunReport(wall_seconds=anyio.current_time() - t0)
-            )
-        trace.sealed(source_hash(source), statements=len(tree.body), chars=len(source))
-        scope = turn.new_scope(trace)
-        scope.start()
-        g0 = anyio.current_time()
-        try:
-            outcome = await turn.execute(source, scope.handler)
-        except BaseException:
-            trace.ended("aborted", counts={"logical": len(scope.calls), "physical": scope.physical})
-            raise
-        now = anyio.current_time()
-        result = host.result_from(outcome, scope, sequential_report(scope.calls, scope.physical, wall=now - t0, guest=now - g0, reruns=scope.reruns))
-        trace.ended(result.status.value, counts=result.report.counts(), error_type=result.error.type if result.error else None)
+        run_id = new_run_id()
+        run = Run(
+            host, turn, run_id=run_id, trace=host.trace_run(run_id), speculate=speculate, policy=policy,
+            limits=self._guest_limits, targets=turn.targets, prior=turn.prior, carried=turn.carried, hold=turn.keep,
+        )
+        result = await run.execute(program)
+        turn.lane = run.lane
         return result
 
     def _begin(self) -> _Turn:
