@@ -26,14 +26,11 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable, Mapping
 from typing import TYPE_CHECKING
 
-import anyio
-
-from occurrences import CallKey, Effect, MethodSpec, fresh_copy, tool_name
+from occurrences import CallKey, fresh_copy, tool_name
 from scheduler import BranchSpeculation, Observation
 
 from ._capability import CapabilityMethod
-from ._clock import loop_clock
-from ._crossing import failure_from, plain_or_repr
+from ._crossing import failure_from
 from ._execute import (
     CALL_TIMEOUT,
     BoundCall,
@@ -44,12 +41,10 @@ from ._execute import (
     bind,
     call_key,
     execute,
-    scope_class,
-    spec_or_none,
 )
-from ._guest_api import ErrorInfo, LimitExceeded, ToolFailure
-from ._holding import HOST_BYTES_LIMIT, RECEIPT_BYTES, SMALL_KEY_CHARS, held, held_arguments, weight
-from ._result import CallOutcome, CallRecord, Served
+from ._guest_api import ToolFailure
+from ._receipts import SCALARS, WRITES, Receipts
+from ._result import CallOutcome
 from ._run_objects import SEQUENTIAL, Claims, RunObjects
 from .tracing import NULL_RUN, ObservationTrace, RunTrace
 
@@ -62,15 +57,7 @@ __all__ = [
 ]
 
 
-_SCALARS = frozenset({type(None), bool, int, float, str})
-"""Exact immutable result types: ``fresh_copy`` returns them as they are (without its call)."""
-
-_WRITES = frozenset(effect for effect in Effect if effect.may_write)
-"""The effects whose calls count in their capability's epoch (``Effect.may_write``, as a
-set: the property costs ten times the lookup, on every call)."""
-
-
-class RunScope:
+class RunScope(Receipts):
     """Everything one run owns; its ``handler`` is what the Guest calls.
 
     The Guest makes one call at a time (``_guest_api``), so a scope needs no lock.
@@ -101,66 +88,24 @@ class RunScope:
         view (``scheduler.Respeculation``); ``run_sharing``, its use of the Host's table;
         ``early_traces``, the trace of each early observation by id, so claims link to it."""
         registry = objects.registry
+        super().__init__(objects.registrations, objects.target_map, max_bytes)
         self._objects = objects
-        self._registrations = objects.registrations
         self._encode = registry.encode
         self.trace = trace
         self.session_turn = objects.session_turn
-        # The objects' own maps (not copies): a formal write counts in the epoch early work sees.
-        self._targets = objects.target_map
-        self._epochs = objects.epochs
+        self._epochs = objects.epochs  # the objects' own: a formal write counts in the epoch early work sees
         self._host_sharing = sharing  # told of writes that reach a registered object (``HostSharing.tainting``)
         self._tainting = frozenset() if sharing is None else sharing.tainting(self._registrations, self._targets)
         self.sharing = run_sharing
-        self._calls: list[CallRecord] = []  # receipts built so far (``calls``)
-        # Receipts recorded but not built yet: each ``CallRecord``'s fields, in order. Built
-        # when read (``calls``), all at once: a frozen dataclass of 17 fields costs a few
-        # µs to build between two Guest round trips (cold caches), a fraction of that in a
-        # batch; the values are the same objects either way, and nothing else holds them.
-        self._recorded: list[tuple[object, ...]] = []
-        # What the run holds (``_holding``): its receipts as kept, and each workspace
-        # branch's content as of the last call that may have written it.
-        self.max_bytes = max_bytes
-        self._held = 0
-        self._branch_bytes: dict[str, int] = {
-            name: target.held_bytes() for name, target in self._targets.items() if hasattr(target, "held_bytes")
-        }
-        self._branch_total = sum(self._branch_bytes.values())
         self._physical = 0
         self._reruns = 0
         self._threads = registry.threads
         self._timeout = registry.call_timeout
-        self._t0: float | None = None  # anyio.current_time() at the first call or start()
-        self._clock: Callable[[], float] = anyio.current_time  # the same clock, looked up at start()
-        self._new_scope: Callable[[], anyio.CancelScope] = anyio.CancelScope  # the backend's own class, after start()
         self.claims = claims
         self._speculating = claims is not SEQUENTIAL
         self.branches = branches
         self.on_written = on_written
         self.early_traces: dict[int, ObservationTrace] = {} if early_traces is None else early_traces
-
-    def start(self) -> None:
-        """Start the run's clock (receipt times are relative to it)."""
-        self._clock = loop_clock()
-        self._new_scope = scope_class()
-        self._t0 = self._clock()
-
-    @property
-    def started_at(self) -> float:
-        """``anyio.current_time()`` when the run's clock started."""
-        if self._t0 is None:
-            self.start()
-        assert self._t0 is not None
-        return self._t0
-
-    @property
-    def calls(self) -> tuple[CallRecord, ...]:
-        """The receipts of the run's calls so far, in program order."""
-        recorded = self._recorded
-        if recorded:
-            self._calls.extend([CallRecord(*fields) for fields in recorded])  # type: ignore[arg-type]
-            recorded.clear()
-        return tuple(self._calls)
 
     @property
     def physical(self) -> int:
@@ -189,7 +134,7 @@ class RunScope:
         own coroutine when there is no trace (no span, no key digest to label it with;
         one coroutine fewer per call), else ``_traced``."""
         capability = call.capability
-        if cap.effect in _WRITES:
+        if cap.effect in WRITES:
             self._epochs[capability] += 1
             if capability in self._tainting:
                 self._host_sharing.taint(capability)  # type: ignore[union-attr]
@@ -309,7 +254,7 @@ class RunScope:
         self._record(capability, method, call.args, call.kwargs, call, key, "ok", result, None, now, shared_from=shared_from)
         if self.on_written is not None:  # _written's own first test, without its call
             self._written(call, key)
-        return result if type(result) in _SCALARS else fresh_copy(result)  # a scalar is its own copy
+        return result if type(result) in SCALARS else fresh_copy(result)  # a scalar is its own copy
 
     def _written(self, call: BoundCall, key: CallKey) -> None:
         """A call that may write has ended (returned or raised): no write is in flight on its
@@ -351,86 +296,3 @@ class RunScope:
             lane="claimed", observation_id=obs.id, shared_from=obs.shared_from,
         )
         return value
-
-    def _now(self) -> float:
-        if self._t0 is None:
-            self.start()
-        assert self._t0 is not None
-        return self._clock() - self._t0
-
-    def _record(
-        self,
-        capability: str,
-        method: str,
-        args: tuple[object, ...],
-        kwargs: Mapping[str, object],
-        call: BoundCall | None,
-        key: CallKey | None,
-        outcome: CallOutcome,
-        result: object,
-        failure: ToolFailure | None,
-        started: float,
-        *,
-        lane: Served = "direct",
-        observation_id: int | None = None,
-        shared_from: str | None = None,
-    ) -> None:
-        if call is not None:
-            # A bound call's values are the broker's own copies, made for this receipt.
-            spec: MethodSpec | None = call.spec
-            plain_args: object = args
-            plain_kwargs: object = dict(kwargs)
-        else:
-            spec = spec_or_none(self._registrations.get(capability), method)
-            plain_args, plain_kwargs = plain_or_repr(args), plain_or_repr(dict(kwargs))
-        text = None if key is None else key.arguments
-        if text is not None and len(text) <= SMALL_KEY_CHARS and '["#"' not in text:
-            size = 3 * len(text)  # small arguments (no digest in the key): no copy to spare, weighed by their text
-        else:
-            plain_args, plain_kwargs, size = held_arguments(plain_args, plain_kwargs)  # type: ignore[arg-type]
-            size += 0 if text is None else len(text)
-        if result is None or (type(result) in _SCALARS and type(result) is not str):
-            size += 24
-        else:
-            result, result_size = held(result)
-            size += result_size
-        if failure is not None:
-            size += weight(failure.message)
-        self._held += size + RECEIPT_BYTES
-        t0 = self._t0
-        assert t0 is not None  # every receipt follows its call's ``_now()``, which set it
-        recorded = self._recorded
-        recorded.append(
-            (  # CallRecord's fields, in order (built by ``calls``)
-                len(self._calls) + len(recorded), capability, method, plain_args, plain_kwargs,
-                spec.effect if spec else None,
-                spec.version if spec else None,
-                outcome,
-                result,
-                None if failure is None else ErrorInfo(failure.type_name, failure.message, None),
-                started,
-                self._clock() - t0,
-                key,
-                None,  # occurrence_id
-                lane,
-                observation_id,
-                0.0,  # budget_charged
-                shared_from,
-            )
-        )
-        branches = self._branch_bytes
-        if branches and capability in branches and spec is not None and spec.effect in _WRITES:
-            branches[capability] = self._targets[capability].held_bytes()  # type: ignore[attr-defined]
-            self._branch_total = sum(branches.values())
-        if self.max_bytes is not None and self._held + self._branch_total > self.max_bytes:
-            raise LimitExceeded(
-                HOST_BYTES_LIMIT,
-                f"the run holds more than {self.max_bytes} bytes in the Host (receipts and workspace branches),"
-                f" at {tool_name(capability, method)}",
-            )
-
-    @property
-    def held_bytes(self) -> int:
-        """Bytes the run holds in the Host (``_holding``): receipts as kept, branches."""
-        return self._held + self._branch_total
-

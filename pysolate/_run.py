@@ -177,7 +177,7 @@ class Run:
                         outcome = await guest.run(source, scope.handler)
                         guest_ended = anyio.current_time() - t0
             except BaseException as exc:  # the caller's cancellation, or a Host bug: account, re-raise
-                account_interrupted(trace, scope, lane if entered else None, exc)
+                account_interrupted(trace, scope, lane if entered and self.speculate else None, exc)
                 raise
             finally:
                 if isinstance(program, CodeReader):

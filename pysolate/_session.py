@@ -40,11 +40,10 @@ Pydantic AI code mode, whose executors keep program state between an agent's ste
 
 from __future__ import annotations
 
-import enum
 import functools
 import uuid
 from collections.abc import AsyncIterable, AsyncIterator, Iterable, Mapping
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from types import TracebackType
 from typing import TYPE_CHECKING, Self, cast
 
@@ -54,7 +53,7 @@ from anyio.abc import TaskGroup
 from occurrences import CallKey, PriorGlobals
 from scheduler import LanePolicy, Observation, ObservationState, SpeculativeLane
 
-from ._exceptions import SessionBroken, SessionBusy, SessionClosed, SessionError, SessionExpired
+from ._exceptions import SessionBroken, SessionBusy, SessionClosed, SessionExpired
 from ._guest_api import (
     CallHandler,
     ErrorInfo,
@@ -67,6 +66,7 @@ from ._guest_api import (
 from ._registry import new_run_id
 from ._result import RunResult, RunStatus
 from ._run import HostRuns, Run
+from ._session_state import SessionLimits, SessionState, SessionStatistics, advance
 from ._setup_warnings import noted
 from ._sharing import RunSharing, release
 from ._workspace import Workspace
@@ -80,56 +80,6 @@ if TYPE_CHECKING:
 
 MAX_CARRIED = 256
 """Early results of rejected turns kept for the next turn (the oldest go first)."""
-
-
-@dataclass(frozen=True, slots=True)
-class SessionLimits:
-    """Limits of a session as a whole (each turn also has the Host's ``GuestLimits``)."""
-
-    wall_time: float = 3600.0
-    """Seconds from opening the session until its Guest is stopped (a turn running then is
-    aborted and breaks the session; a later one raises ``SessionExpired``)."""
-    idle_time: float = 300.0
-    """Seconds the Guest may wait between turns before it is stopped (``SessionExpired``)."""
-
-
-class SessionState(enum.Enum):
-    """NEW → IDLE ⇄ RUNNING; IDLE/RUNNING → BROKEN; any → CLOSED."""
-
-    NEW = "new"
-    IDLE = "idle"
-    RUNNING = "running"
-    BROKEN = "broken"
-    CLOSED = "closed"
-
-
-_MOVES = {
-    SessionState.NEW: {SessionState.IDLE, SessionState.CLOSED},
-    SessionState.IDLE: {SessionState.RUNNING, SessionState.BROKEN, SessionState.CLOSED},
-    SessionState.RUNNING: {SessionState.IDLE, SessionState.BROKEN, SessionState.CLOSED},
-    SessionState.BROKEN: {SessionState.CLOSED},
-    SessionState.CLOSED: set(),
-}
-
-
-def _advance(state: SessionState, to: SessionState) -> SessionState:
-    if to not in _MOVES[state]:
-        raise SessionError(f"a session cannot go from {state.value} to {to.value}")
-    return to
-
-
-@dataclass(frozen=True, slots=True)
-class SessionStatistics:
-    """What a session has done so far (a snapshot)."""
-
-    turns: int
-    """Turns started (every status)."""
-    executed: int
-    """Turns whose program reached the Guest."""
-    rejected: int
-    reused: int
-    """Early calls served by a rejected turn's result instead of a new physical call."""
-    state: SessionState
 
 
 class _Turn:
@@ -233,7 +183,7 @@ class Session:
     # -- lifecycle ---------------------------------------------------------------------------
 
     async def __aenter__(self) -> Self:
-        self._state = _advance(self._state, SessionState.IDLE)
+        self._state = advance(self._state, SessionState.IDLE)
         self._opened = anyio.current_time()
         for name, registration in self._host.registry.registrations.items():
             if registration.run_scoped:
@@ -249,7 +199,7 @@ class Session:
     ) -> bool | None:
         """Stop the Guest (shielded) and end the session; the branches stay open."""
         assert self._tg is not None
-        self._state = _advance(self._state, SessionState.CLOSED)
+        self._state = advance(self._state, SessionState.CLOSED)
         self._carried.clear()
         release(self._held)
         with anyio.CancelScope(shield=True):
@@ -299,7 +249,7 @@ class Session:
         self._broken = error
         self._carried.clear()
         release(self._held)
-        self._state = _advance(self._state, SessionState.BROKEN)
+        self._state = advance(self._state, SessionState.BROKEN)
 
     # -- state ---------------------------------------------------------------------------------
 
@@ -398,7 +348,7 @@ class Session:
             raise expired
         if self._idle is not None:
             self._idle.cancel()
-        self._state = _advance(self._state, SessionState.RUNNING)
+        self._state = advance(self._state, SessionState.RUNNING)
         self._turns += 1
         return _Turn(self)
 
@@ -411,7 +361,7 @@ class Session:
         if turn.entered:
             self._break(SessionBroken(f"turn {self._turns} was stopped after its Guest got the program: {exc!r}", exc))
             return
-        self._state = _advance(self._state, SessionState.IDLE)
+        self._state = advance(self._state, SessionState.IDLE)
         self._arm_idle()
 
     def _end(self, turn: _Turn, result: RunResult) -> RunResult:
@@ -432,7 +382,7 @@ class Session:
             if turn.lane is not None:
                 self._carry(turn.lane)
         if self._state is SessionState.RUNNING:
-            self._state = _advance(self._state, SessionState.IDLE)
+            self._state = advance(self._state, SessionState.IDLE)
             self._arm_idle()
         return replace(result, workspaces=self.workspaces)
 
