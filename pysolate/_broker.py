@@ -1,6 +1,6 @@
 """The Host side of Guest calls: binding, views, one physical-execution path, receipts.
 
-Every real execution of a capability method (``_execute.execute``), early (``Host.call_root``) or formal
+Every real execution of a capability method (``_execute.execute``), early (``Registry.call_root``) or formal
 (``RunScope.call``), goes through ``execute``, so both lanes check plain data, copy values
 and translate failures identically:
 
@@ -16,9 +16,10 @@ and translate failures identically:
   reads; when it may write, its outcome is unknown (``OutcomeUnknown``) and it is never
   retried (contract 6).
 
-A ``RunScope`` is everything one run owns: run-scoped capability objects (a workspace
-branch; stateless capabilities are shared), per-capability write epochs, the call log.
-Nothing about a run lives on the Host, so runs share a Host freely.
+A ``RunScope`` is the Guest's side of one run: its handler claims or runs each call and
+records it (``_receipts``), against the run's objects and write epochs (``_run_objects``),
+given the run's claim table when it is made (``_run.Run``). Nothing about a run lives on
+the Host, so runs share a Host freely.
 """
 
 from __future__ import annotations
@@ -58,7 +59,7 @@ __all__ = [
 
 
 class RunScope(Receipts):
-    """Everything one run owns; its ``handler`` is what the Guest calls.
+    """The Guest's side of one run; its ``handler`` is what the Guest calls.
 
     The Guest makes one call at a time (``_guest_api``), so a scope needs no lock.
     """
