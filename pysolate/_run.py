@@ -109,7 +109,8 @@ class Run:
         self.early = early = EarlyCalls(
             registry, objects, trace, speculate=speculate, sharing=sharing, batcher=batcher, carried=carried
         )
-        self.graph = graph = EventGraph(registry.method_specs(), registry.root_key_for, prior)
+        # A run that does not speculate discovers nothing: its graph stays empty (no specs to build).
+        self.graph = graph = EventGraph(registry.method_specs() if speculate else {}, registry.root_key_for, prior)
         self.lane = lane = SpeculativeLane(graph, early.run, policy, may_dispatch=early.may_dispatch)
         follow = (
             Respeculation(graph, lane, objects.key_for, early.on_view, allow_discardable=policy.allow_discardable)

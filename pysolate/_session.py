@@ -308,7 +308,8 @@ class Session:
         a fresh session whose turns all ran so is what every session is compared with.
 
         A source that does not compile is ``rejected`` and changes nothing. Errors and
-        cancellation as ``run_stream``.
+        cancellation as ``run_stream``. Speculating, the source is a one-chunk stream (so a
+        rejected turn's settled early reads serve the retry, as a streamed turn's do).
         """
         if speculate:
             return await self.run_stream(_once(source), policy=policy)
