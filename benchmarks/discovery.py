@@ -124,7 +124,7 @@ def answer(graph: EventGraph) -> None:
 
 
 def stream(chunks: list[str]) -> None:
-    """One streamed run as ``pysolate._stream_run._seal`` drives it, tools answering at once."""
+    """One streamed run as ``pysolate._stream_run.read_stream`` drives it, tools answering at once."""
     parser = PrefixParser()
     graph = EventGraph(CAPABILITIES, key_for)
 

@@ -1,6 +1,6 @@
 """The Host side of Guest calls: binding, views, one physical-execution path, receipts.
 
-Every real execution of a capability method (``_execute.execute``), early (``Host.call_root``) or formal
+Every real execution of a capability method (``_execute.execute``), early (``Registry.call_root``) or formal
 (``RunScope.call``), goes through ``execute``, so both lanes check plain data, copy values
 and translate failures identically:
 
@@ -16,25 +16,22 @@ and translate failures identically:
   reads; when it may write, its outcome is unknown (``OutcomeUnknown``) and it is never
   retried (contract 6).
 
-A ``RunScope`` is everything one run owns: run-scoped capability objects (a workspace
-branch; stateless capabilities are shared), per-capability write epochs, the call log.
-Nothing about a run lives on the Host, so runs share a Host freely.
+A ``RunScope`` is the Guest's side of one run: its handler claims or runs each call and
+records it (``_receipts``), against the run's objects and write epochs (``_run_objects``),
+given the run's claim table when it is made (``_run.Run``). Nothing about a run lives on
+the Host, so runs share a Host freely.
 """
 
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Mapping
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING
 
-import anyio
-
-from occurrences import CallKey, Effect, MethodSpec, fresh_copy, tool_name
-from scheduler import BranchSpeculation, Observation, Probe
+from occurrences import CallKey, fresh_copy, tool_name
+from scheduler import BranchSpeculation, Observation
 
 from ._capability import CapabilityMethod
-from ._clock import loop_clock
-from ._conversion import Encoder
-from ._crossing import failure_from, plain_or_repr
+from ._crossing import failure_from
 from ._execute import (
     CALL_TIMEOUT,
     BoundCall,
@@ -45,13 +42,11 @@ from ._execute import (
     bind,
     call_key,
     execute,
-    scope_class,
-    spec_or_none,
 )
-from ._guest_api import ErrorInfo, LimitExceeded, ToolFailure
-from ._holding import HOST_BYTES_LIMIT, RECEIPT_BYTES, SMALL_KEY_CHARS, held, held_arguments, weight
-from ._result import CallOutcome, CallRecord, Served
-from ._threads import WorkerThreads
+from ._guest_api import ToolFailure
+from ._receipts import SCALARS, WRITES, Receipts
+from ._result import CallOutcome
+from ._run_objects import SEQUENTIAL, Claims, RunObjects
 from .tracing import NULL_RUN, ObservationTrace, RunTrace
 
 if TYPE_CHECKING:
@@ -63,118 +58,55 @@ __all__ = [
 ]
 
 
-_SCALARS = frozenset({type(None), bool, int, float, str})
-"""Exact immutable result types: ``fresh_copy`` returns them as they are (without its call)."""
-
-_WRITES = frozenset(effect for effect in Effect if effect.may_write)
-"""The effects whose calls count in their capability's epoch (``Effect.may_write``, as a
-set: the property costs ten times the lookup, on every call)."""
-
-
-class Claims(Protocol):
-    """The claim table of a speculating run (``scheduler.SpeculativeLane``)."""
-
-    async def claim(self, key: CallKey) -> Observation | None: ...
-    def begin_formal(self, key: CallKey) -> Observation: ...
-    def end_formal(self, obs: Observation, value: object = None, error: BaseException | None = None) -> None: ...
-
-
-class RunScope:
-    """Everything one run owns; its ``handler`` is what the Guest calls.
+class RunScope(Receipts):
+    """The Guest's side of one run; its ``handler`` is what the Guest calls.
 
     The Guest makes one call at a time (``_guest_api``), so a scope needs no lock.
     """
 
     def __init__(
         self,
-        registrations: Mapping[str, Registration],
+        objects: RunObjects,
         *,
-        threads: WorkerThreads,
-        call_timeout: float = CALL_TIMEOUT,
         trace: RunTrace = NULL_RUN,
-        targets: Mapping[str, object] | None = None,
-        encode: Encoder | None = None,
         sharing: HostSharing | None = None,
         max_bytes: int | None = None,
+        claims: Claims = SEQUENTIAL,
+        branches: BranchSpeculation | None = None,
+        on_written: Callable[[str, CallKey], object] | None = None,
+        run_sharing: RunSharing | None = None,
+        early_traces: dict[int, ObservationTrace] | None = None,
     ) -> None:
-        """``targets`` (a session's turn): the objects formal calls run against, by name,
-        instead of a fresh ``for_run()`` each. ``sharing``: the Host's observation table,
-        told when a call that may write reaches a registered object (``HostSharing.taint``).
-        ``max_bytes``: the run's byte budget (``GuestLimits.max_host_bytes``; None: unbounded)."""
-        self._registrations = dict(registrations)
-        self._encode = encode
+        """``objects``: the run's objects, views and epochs (``_run_objects``), which its
+        early work shares. ``sharing``: the Host's observation table, told when a call that
+        may write reaches a registered object (``HostSharing.taint``). ``max_bytes``: the
+        run's byte budget (``GuestLimits.max_host_bytes``; None: unbounded).
+
+        A speculating run's parts (built before its scope, so none of them holds it):
+        ``claims``, its lane (default ``SEQUENTIAL``: every call runs when the program makes
+        it); ``branches``, its branch-write speculation; ``on_written``, told when a Guest
+        call that may write returned or failed, so reads that follow it can start on the new
+        view (``scheduler.Respeculation``); ``run_sharing``, its use of the Host's table;
+        ``early_traces``, the trace of each early observation by id, so claims link to it."""
+        registry = objects.registry
+        super().__init__(objects.registrations, objects.target_map, max_bytes)
+        self._objects = objects
+        self._encode = registry.encode
         self.trace = trace
-        # Run-scoped objects (a workspace branch) replace the shared one for formal calls.
-        self.session_turn = targets is not None  # a session owns the targets' lifecycle
-        self._targets: dict[str, object] = {
-            name: reg.obj.for_run() if reg.run_scoped else reg.obj  # type: ignore[attr-defined]
-            for name, reg in self._registrations.items()
-            if targets is None or name not in targets
-        }
-        if targets is not None:
-            self._targets.update(targets)
-        # The view function of each target that has one, looked up once per run; a root's
-        # kind is known from its registration (a runtime Protocol check costs microseconds).
-        self._views: dict[str, Callable[[str, Mapping[str, object]], str]] = {
-            name: target.view_of  # type: ignore[attr-defined]
-            for name, target in self._targets.items()
-            if (self._registrations[name].viewed if target is self._registrations[name].obj else isinstance(target, Viewed))
-        }
-        self._epochs: dict[str, int] = dict.fromkeys(self._registrations, 0)  # may-write calls started
+        self.session_turn = objects.session_turn
+        self._epochs = objects.epochs  # the objects' own: a formal write counts in the epoch early work sees
         self._host_sharing = sharing  # told of writes that reach a registered object (``HostSharing.tainting``)
         self._tainting = frozenset() if sharing is None else sharing.tainting(self._registrations, self._targets)
-        self.sharing: RunSharing | None = None  # set by a speculating run: its use of the Host's table
-        self._calls: list[CallRecord] = []  # receipts built so far (``calls``)
-        # Receipts recorded but not built yet: each ``CallRecord``'s fields, in order. Built
-        # when read (``calls``), all at once: a frozen dataclass of 17 fields costs a few
-        # µs to build between two Guest round trips (cold caches), a fraction of that in a
-        # batch; the values are the same objects either way, and nothing else holds them.
-        self._recorded: list[tuple[object, ...]] = []
-        # What the run holds (``_holding``): its receipts as kept, and each workspace
-        # branch's content as of the last call that may have written it.
-        self.max_bytes = max_bytes
-        self._held = 0
-        self._branch_bytes: dict[str, int] = {
-            name: target.held_bytes() for name, target in self._targets.items() if hasattr(target, "held_bytes")
-        }
-        self._branch_total = sum(self._branch_bytes.values())
+        self.sharing = run_sharing
         self._physical = 0
         self._reruns = 0
-        self._threads = threads
-        self._timeout = call_timeout
-        self._t0: float | None = None  # anyio.current_time() at the first call or start()
-        self._clock: Callable[[], float] = anyio.current_time  # the same clock, looked up at start()
-        self._new_scope: Callable[[], anyio.CancelScope] = anyio.CancelScope  # the backend's own class, after start()
-        self.claims: Claims | None = None  # set by a speculating run before the Guest starts
-        self.branches: BranchSpeculation | None = None  # likewise, when it speculates branch writes
-        # Told when a Guest call that may write returned or failed, so reads that follow
-        # it can start on the new view (``scheduler.Respeculation``); set by speculating runs.
-        self.on_written: Callable[[str, CallKey], object] | None = None
-        # Trace of each early observation, by observation id, so claims can link to it.
-        self.early_traces: dict[int, ObservationTrace] = {}
-
-    def start(self) -> None:
-        """Start the run's clock (receipt times are relative to it)."""
-        self._clock = loop_clock()
-        self._new_scope = scope_class()
-        self._t0 = self._clock()
-
-    @property
-    def started_at(self) -> float:
-        """``anyio.current_time()`` when the run's clock started."""
-        if self._t0 is None:
-            self.start()
-        assert self._t0 is not None
-        return self._t0
-
-    @property
-    def calls(self) -> tuple[CallRecord, ...]:
-        """The receipts of the run's calls so far, in program order."""
-        recorded = self._recorded
-        if recorded:
-            self._calls.extend([CallRecord(*fields) for fields in recorded])  # type: ignore[arg-type]
-            recorded.clear()
-        return tuple(self._calls)
+        self._threads = registry.threads
+        self._timeout = registry.call_timeout
+        self.claims = claims
+        self._speculating = claims is not SEQUENTIAL
+        self.branches = branches
+        self.on_written = on_written
+        self.early_traces: dict[int, ObservationTrace] = {} if early_traces is None else early_traces
 
     @property
     def physical(self) -> int:
@@ -187,28 +119,7 @@ class RunScope:
 
     def bind(self, capability: str, method: str, args: tuple[object, ...], kwargs: Mapping[str, object]) -> BoundCall:
         """``bind`` against this run's registrations (same errors)."""
-        reg = self._registrations.get(capability)
-        if reg is None:
-            raise NameError(f"name {capability!r} is not defined")
-        return bind(reg, method, args, kwargs)
-
-    def view_of(self, capability: str, method: str, call: BoundCall) -> str:
-        """The id of the state ``call`` would see now (see the module docstring)."""
-        view = self._views.get(capability)
-        if view is not None:
-            return view(method, call.arguments)
-        return f"epoch:{self._epochs[capability]}"
-
-    def key_for(self, capability: str, method: str, args: tuple[object, ...], kwargs: Mapping[str, object]) -> CallKey | None:
-        """The call key the call would have now, or None when it cannot be bound."""
-        try:
-            call = self.bind(capability, method, args, kwargs)
-        except (AttributeError, NameError, TypeError, ValueError):
-            return None
-        return self._key(call)
-
-    def _key(self, call: BoundCall) -> CallKey:
-        return call_key(call, self.view_of(call.capability, call.method, call))
+        return self._objects.bind(capability, method, args, kwargs)
 
     async def call(self, capability: str, method: str, call: BoundCall, key: CallKey | None = None) -> object:
         """Execute ``call`` formally, against this run's objects, traced as ``formal``.
@@ -224,7 +135,7 @@ class RunScope:
         own coroutine when there is no trace (no span, no key digest to label it with;
         one coroutine fewer per call), else ``_traced``."""
         capability = call.capability
-        if cap.effect in _WRITES:
+        if cap.effect in WRITES:
             self._epochs[capability] += 1
             if capability in self._tainting:
                 self._host_sharing.taint(capability)  # type: ignore[union-attr]
@@ -293,7 +204,7 @@ class RunScope:
             refused = failure_from(exc)
             self._record(capability, method, args, kwargs, None, None, "error", None, refused, now)
             raise refused from None
-        key = CallKey(capability, method, call.spec.version, call.canonical, self.view_of(capability, method, call))  # call_key
+        key = CallKey(capability, method, call.spec.version, call.canonical, self._objects.view_of(capability, method, call))  # call_key
         if self.branches is not None and call.spec.effect.may_write and self.branches.branched(capability):
             early = await self.branches.claim_write(capability, key)  # the branch adopted its layer
             if early is not None:
@@ -302,18 +213,18 @@ class RunScope:
                     return self._claimed(call, key, early, now)
                 finally:
                     self._written(call, key)
-        shareable = self.claims is not None and call.spec.effect.speculable
+        claims = self.claims
+        shareable = self._speculating and call.spec.effect.speculable
         if shareable:
-            assert self.claims is not None
             try:
-                obs = await self.claims.claim(key)
+                obs = await claims.claim(key)
             except BaseException:  # cancelled while waiting for early work: still a receipt
                 stopped = OutcomeUnknown("OutcomeUnknown", f"{capability}.{method} was interrupted waiting for its early result")
                 self._record(capability, method, call.args, call.kwargs, call, key, "unknown", None, stopped, now)
                 raise
             if obs is not None:
                 return self._claimed(call, key, obs, now)
-            formal = self.claims.begin_formal(key)
+            formal = claims.begin_formal(key)
         shared_from = None
         try:
             sharing = self.sharing  # (its admission is the one gate of the Host's table: contract 8)
@@ -325,7 +236,7 @@ class RunScope:
                 result = await self._formal(reg.methods[method], call, key)
         except ToolFailure as failure:
             if shareable:
-                self.claims.end_formal(formal, error=failure)  # type: ignore[union-attr]
+                claims.end_formal(formal, error=failure)
             outcome: CallOutcome = "unknown" if isinstance(failure, OutcomeUnknown) else "error"
             self._record(capability, method, call.args, call.kwargs, call, key, outcome, None, failure, now)
             if outcome == "error":  # it ended; an unknown outcome may still be writing
@@ -336,33 +247,21 @@ class RunScope:
                 "OutcomeUnknown", f"{tool_name(capability, method)} was interrupted; it may or may not have taken effect"
             )
             if shareable:
-                self.claims.end_formal(formal, error=interrupted)  # type: ignore[union-attr]
+                claims.end_formal(formal, error=interrupted)
             self._record(capability, method, call.args, call.kwargs, call, key, "unknown", None, interrupted, now)
             raise
         if shareable:
-            self.claims.end_formal(formal, value=result)  # type: ignore[union-attr]
+            claims.end_formal(formal, value=result)
         self._record(capability, method, call.args, call.kwargs, call, key, "ok", result, None, now, shared_from=shared_from)
         if self.on_written is not None:  # _written's own first test, without its call
             self._written(call, key)
-        return result if type(result) in _SCALARS else fresh_copy(result)  # a scalar is its own copy
+        return result if type(result) in SCALARS else fresh_copy(result)  # a scalar is its own copy
 
     def _written(self, call: BoundCall, key: CallKey) -> None:
         """A call that may write has ended (returned or raised): no write is in flight on its
         capability until the Guest's next call, so reads on its view may start now."""
         if self.on_written is not None and call.spec.effect.may_write:
             self.on_written(call.capability, key)
-
-    async def call_on_view(self, call: BoundCall, *, probe: Probe | None = None) -> object:
-        """Execute a pure or immutable-read ``call`` early against this run's own object (the
-        state its formal calls see now, after the run's writes); ``execute``'s errors and
-        cancellation behaviour. Raises ``PermissionError`` for any other effect."""
-        cap = self._registrations[call.capability].methods[call.method]
-        if not cap.effect.speculable:
-            raise PermissionError(f"{call.capability}.{call.method} is {cap.effect.value}: never run early")
-        return await execute(
-            self._targets[call.capability], cap, call, threads=self._threads, early=True, timeout=self._timeout,
-            probe=probe, encode=self._encode,
-        )
 
     def _claimed(self, call: BoundCall, key: CallKey, obs: Observation, now: float) -> object:
         """Serve a Guest call from early (or shared) work: a fresh copy, or the held failure."""
@@ -398,101 +297,3 @@ class RunScope:
             lane="claimed", observation_id=obs.id, shared_from=obs.shared_from,
         )
         return value
-
-    def may_speculate(self, capability: str) -> bool:
-        """Whether early reads of ``capability`` still see what this run's reads would.
-
-        A capability with views (a workspace) pins its root, so early reads stay exact
-        whatever the run wrote; any other capability only while formal calls go to that
-        same root object, and until the run's first call that may write it (after that,
-        ``epoch`` keys would not match anyway).
-        """
-        registration = self._registrations[capability]
-        if registration.viewed:
-            return True
-        root = registration.obj
-        # A run-scoped object other than the root may answer differently from it.
-        return self._targets[capability] is root and self._epochs[capability] == 0
-
-    def _now(self) -> float:
-        if self._t0 is None:
-            self.start()
-        assert self._t0 is not None
-        return self._clock() - self._t0
-
-    def _record(
-        self,
-        capability: str,
-        method: str,
-        args: tuple[object, ...],
-        kwargs: Mapping[str, object],
-        call: BoundCall | None,
-        key: CallKey | None,
-        outcome: CallOutcome,
-        result: object,
-        failure: ToolFailure | None,
-        started: float,
-        *,
-        lane: Served = "direct",
-        observation_id: int | None = None,
-        shared_from: str | None = None,
-    ) -> None:
-        if call is not None:
-            # A bound call's values are the broker's own copies, made for this receipt.
-            spec: MethodSpec | None = call.spec
-            plain_args: object = args
-            plain_kwargs: object = dict(kwargs)
-        else:
-            spec = spec_or_none(self._registrations.get(capability), method)
-            plain_args, plain_kwargs = plain_or_repr(args), plain_or_repr(dict(kwargs))
-        text = None if key is None else key.arguments
-        if text is not None and len(text) <= SMALL_KEY_CHARS and '["#"' not in text:
-            size = 3 * len(text)  # small arguments (no digest in the key): no copy to spare, weighed by their text
-        else:
-            plain_args, plain_kwargs, size = held_arguments(plain_args, plain_kwargs)  # type: ignore[arg-type]
-            size += 0 if text is None else len(text)
-        if result is None or (type(result) in _SCALARS and type(result) is not str):
-            size += 24
-        else:
-            result, result_size = held(result)
-            size += result_size
-        if failure is not None:
-            size += weight(failure.message)
-        self._held += size + RECEIPT_BYTES
-        t0 = self._t0
-        assert t0 is not None  # every receipt follows its call's ``_now()``, which set it
-        recorded = self._recorded
-        recorded.append(
-            (  # CallRecord's fields, in order (built by ``calls``)
-                len(self._calls) + len(recorded), capability, method, plain_args, plain_kwargs,
-                spec.effect if spec else None,
-                spec.version if spec else None,
-                outcome,
-                result,
-                None if failure is None else ErrorInfo(failure.type_name, failure.message, None),
-                started,
-                self._clock() - t0,
-                key,
-                None,  # occurrence_id
-                lane,
-                observation_id,
-                0.0,  # budget_charged
-                shared_from,
-            )
-        )
-        branches = self._branch_bytes
-        if branches and capability in branches and spec is not None and spec.effect in _WRITES:
-            branches[capability] = self._targets[capability].held_bytes()  # type: ignore[attr-defined]
-            self._branch_total = sum(branches.values())
-        if self.max_bytes is not None and self._held + self._branch_total > self.max_bytes:
-            raise LimitExceeded(
-                HOST_BYTES_LIMIT,
-                f"the run holds more than {self.max_bytes} bytes in the Host (receipts and workspace branches),"
-                f" at {tool_name(capability, method)}",
-            )
-
-    @property
-    def held_bytes(self) -> int:
-        """Bytes the run holds in the Host (``_holding``): receipts as kept, branches."""
-        return self._held + self._branch_total
-

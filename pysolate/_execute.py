@@ -1,6 +1,6 @@
 """One physical execution path for a capability call, and the call as the broker binds it.
 
-Every real execution of a capability method, early (``Host.call_root``) or formal
+Every real execution of a capability method, early (``Registry.call_root``) or formal
 (``RunScope.call``), goes through ``execute``, so both lanes check plain data, copy values
 and translate failures identically (see ``_broker`` for the rules). Split from ``_broker``
 so the run's bookkeeping (``RunScope``) and the execution of one call stay small modules.

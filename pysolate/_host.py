@@ -1,56 +1,47 @@
-"""The Host: the capability registry, and the sequential reference run.
+"""The Host: the capability registry and its settings; runs and sessions start here.
 
-``run_source(src, speculate=False)`` is the reference every speculative run must equal
-(docs/contract.md): compile-check the whole source (nothing runs if it is rejected), start a
-Guest, run the source once against a fresh ``RunScope``, and turn the Guest's outcome and
-the scope's receipts into a ``RunResult``.
+Every run is one ``_run.Run`` built from what the Host hands it (``HostRuns``: the
+``Registry`` of its capabilities and its run-wide settings, never the Host itself) and the
+run's own inputs: a stream or a whole source, speculating or not (``run_source(src,
+speculate=False)`` is the reference every speculative run must equal, docs/contract.md).
 
 The Host holds configuration only (registrations, limits, the Guest factory, a thread
-limiter per event loop); everything about one run lives in its ``RunScope``, so any
-number of runs may share a Host concurrently.
+limiter per event loop); everything about one run lives in its ``Run``, so any number of
+runs may share a Host concurrently.
 """
 
 from __future__ import annotations
 
 import builtins
-import dataclasses
 import functools
 import keyword
 import weakref
-from collections.abc import AsyncIterable, AsyncIterator, Callable, Iterable, Mapping
+from collections.abc import AsyncIterable, Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, cast
 
 import anyio
 import anyio.lowlevel
 
-from occurrences import FUNCTIONS, CallKey, MethodSpec, SealError
+from occurrences import FUNCTIONS, CallKey, MethodSpec
 from scheduler import LanePolicy, Probe
 
-from ._broker import (
-    CALL_TIMEOUT,
-    BoundCall,
-    Registration,
-    RunScope,
-    bind,
-    call_key,
-    execute,
-)
+from ._broker import CALL_TIMEOUT, BoundCall, Registration, RunScope
 from ._capability import FunctionTools, capability_function, capability_methods, is_function_tool
 from ._conversion import Encoder
 from ._exceptions import IsolationUnavailable, RegistrationError
-from ._guest_api import GuestFactory, GuestLimits, GuestOutcome, Isolation, SessionGuestFactory
-from ._result import RunReport, RunResult, RunStatus, sequential_report
-from ._run_host import new_run_id
-from ._seal import rejection, seal
+from ._guest_api import GuestFactory, GuestLimits, Isolation, SessionGuestFactory
+from ._guest_start import GuestStarter
+from ._registry import Registry, new_run_id
+from ._result import RunResult
+from ._run import HostRuns, Run
+from ._run_objects import RunObjects
 from ._session import Session, SessionLimits, default_session_factory
 from ._setup_warnings import host_notes, noted
 from ._sharing import HostSharing, ShareConfig, ShareStatistics, share_config
-from ._stream_run import run_stream
 from ._threads import ThreadStatistics, WorkerThreads
-from ._workspace import run_workspaces
 from .passes import PassConfig
 from .streams import DEFAULT_DEADLINE, DEFAULT_IDLE_TIMEOUT, Code, CodeReader
-from .tracing import GLOBAL_INSTRUMENT, NULL_INSTRUMENT, Instrument, RunTrace, source_hash
+from .tracing import GLOBAL_INSTRUMENT, NULL_INSTRUMENT, Instrument, RunTrace
 
 if TYPE_CHECKING:
     from ._guest._isolation import IsolationChoice, Level
@@ -58,9 +49,6 @@ if TYPE_CHECKING:
 
 DEFAULT_THREADS = 16
 """Worker threads the Host's sync capability methods may occupy at once (per event loop)."""
-
-_STATUS = {"ok": RunStatus.OK, "error": RunStatus.ERROR}
-"""Guest statuses that are outcomes of the program; every other one aborts the run."""
 
 
 class Host:
@@ -251,46 +239,34 @@ class Host:
             for name, reg in self._registrations.items()
         }
 
+    def registry(self) -> Registry:
+        """What a run needs of the registered capabilities (``_registry``): the
+        registrations as they are now, and the Host's call settings."""
+        return Registry(self._registrations, self.threads, self.call_timeout, self.encode)
+
     def bind(self, capability: str, method: str, args: tuple[object, ...], kwargs: Mapping[str, object]) -> BoundCall:
         """Bind a call to its method's signature (``_broker.bind``'s errors; ``KeyError``
         for an unknown capability)."""
-        return bind(self._registrations[capability], method, args, kwargs)
+        return self.registry().bind(capability, method, args, kwargs)
 
     def root_view(self, capability: str, method: str, call: BoundCall) -> str:
         """The view id of ``call`` against the shared root object (the speculative lane's)."""
-        registration = self._registrations[capability]
-        if registration.viewed:
-            return registration.obj.view_of(method, call.arguments)  # type: ignore[attr-defined]
-        return "epoch:0"
+        return self.registry().root_view(capability, method, call)
 
     def root_key(self, call: BoundCall) -> CallKey:
         """The call key of an early execution of ``call`` against the root."""
-        return call_key(call, self.root_view(call.capability, call.method, call))
+        return self.registry().root_key(call)
 
     def root_key_for(
         self, capability: str, method: str, args: tuple[object, ...], kwargs: Mapping[str, object]
     ) -> CallKey | None:
-        """The key an early execution of this call would have, or None if it cannot be bound
-        or its arguments cannot cross (the event graph's ``KeyFn``): such a call never runs
-        early, the program's own call then fails as ``bind`` says."""
-        try:
-            return self.root_key(self.bind(capability, method, args, kwargs))
-        except (AttributeError, KeyError, TypeError, ValueError):
-            return None
+        """``Registry.root_key_for``: the key an early execution of this call would have."""
+        return self.registry().root_key_for(capability, method, args, kwargs)
 
     async def call_root(self, capability: str, method: str, call: BoundCall, *, probe: Probe | None = None) -> object:
-        """Execute a pure or immutable-read ``call`` against the shared root object.
-
-        Raises ``PermissionError`` for any other effect (only those may run early),
-        otherwise ``_broker.execute``'s errors and cancellation behaviour.
-        """
-        reg = self._registrations[capability]
-        cap = reg.methods[method]
-        if not cap.effect.speculable:
-            raise PermissionError(f"{capability}.{method} is {cap.effect.value}: never run early")
-        return await execute(
-            reg.obj, cap, call, threads=self.threads, early=True, timeout=self.call_timeout, probe=probe, encode=self.encode
-        )
+        """Execute a pure or immutable-read ``call`` against the shared root object
+        (``Registry.call_root``: ``PermissionError`` for any other effect)."""
+        return await self.registry().call_root(capability, method, call, probe=probe)
 
     def share_statistics(self) -> ShareStatistics:
         """Logical and physical calls of the Host's shared work, over its event loops (all
@@ -305,19 +281,20 @@ class Host:
     def new_scope(
         self, trace: RunTrace | None = None, targets: Mapping[str, object] | None = None, limits: GuestLimits | None = None
     ) -> RunScope:
-        """A fresh per-run scope (run-scoped objects, epochs, call log, its trace);
-        ``targets``: a session turn's objects (see ``RunScope``); ``limits``: the run's
-        (default: the Host's), whose ``max_host_bytes`` bounds what the scope holds."""
+        """A fresh scope of a run without speculation (run-scoped objects, epochs, call
+        log, its trace); ``targets``: a session turn's objects (see ``RunObjects``);
+        ``limits``: the run's (default: the Host's), whose ``max_host_bytes`` bounds what
+        the scope holds."""
         return RunScope(
-            self._registrations,
-            threads=self.threads,
-            call_timeout=self.call_timeout,
-            encode=self.encode,
+            RunObjects(self.registry(), targets),
             trace=trace or self.trace_run(),
-            targets=targets,
             sharing=self.sharing,
             max_bytes=(limits or self.limits).max_host_bytes,
         )
+
+    def runs(self) -> HostRuns:
+        """What every run of this Host is given (``_run.HostRuns``), as the Host is now."""
+        return HostRuns(self.registry(), self.trace_run, self.sharing, self.passes, self.limits, self.setup_warnings)
 
     # -- runs -----------------------------------------------------------------------------
 
@@ -358,19 +335,7 @@ class Host:
         and killing the Guest.
         """
         reader = CodeReader(chunks, code, idle_timeout=idle_timeout, deadline=deadline)
-        notes = self.setup_warnings() if speculate else ()
-        try:
-            result = await run_stream(self, reader, speculate=speculate, policy=policy, limits=limits)
-            return noted(result, notes) if notes else result
-        except BaseExceptionGroup as group:
-            # As ``run_source`` raises it: the Guest refused to run below its level.
-            refused, rest = group.split(IsolationUnavailable)
-            if refused is None or rest is not None:
-                raise
-            first: BaseException = refused
-            while isinstance(first, BaseExceptionGroup):
-                first = first.exceptions[0]
-            raise first from None
+        return await self._run(reader, speculate, policy, limits)
 
     async def run_source(
         self,
@@ -392,47 +357,30 @@ class Host:
         ``result.workspaces``. Cancellation stops the Guest and propagates; writes already
         made stay in the (dropped) branch and are never replayed.
         """
-        t0 = anyio.current_time()
-        try:
-            tree = seal(source)
-        except SealError as exc:
-            trace = self.trace_run()
-            trace.ended("rejected", error_type=rejection(exc).type)
-            return RunResult(
-                status=RunStatus.REJECTED,
-                error=rejection(exc),
-                report=RunReport(wall_seconds=anyio.current_time() - t0),
-            )
-        if speculate:
-            return await self.run_stream(_once(source), policy=policy, limits=limits)
+        return await self._run(source, speculate, policy, limits)
+
+    async def _run(
+        self, program: CodeReader | str, speculate: bool, policy: LanePolicy | None, limits: GuestLimits | None
+    ) -> RunResult:
+        """One run of ``program`` (a stream, or a whole source) in a fresh Guest."""
+        notes = self.setup_warnings() if speculate else ()
         run_id = new_run_id()
-        trace = self.trace_run(run_id)
-        trace.sealed(source_hash(source), statements=len(tree.body), chars=len(source))
-        scope = self.new_scope(trace, limits=limits)
-        scope.start()
-        try:
-            guest = await self.guest_factory()(self.capabilities(), limits or self.limits)
-            try:
-                g0 = anyio.current_time()
-                outcome = await guest.run(source, scope.handler)
-                guest_seconds = anyio.current_time() - g0
-            finally:
-                with anyio.CancelScope(shield=True):
-                    await guest.aclose()
-        except BaseException:
-            trace.ended("aborted", counts={"logical": len(scope.calls), "physical": scope.physical})
-            raise
-        report = sequential_report(
-            scope.calls, scope.physical, wall=anyio.current_time() - t0, guest=guest_seconds, reruns=scope.reruns
+        guest = GuestStarter(self.guest_factory(), self.capabilities(), limits or self.limits)
+        run = Run(
+            self.runs(), guest, run_id=run_id, trace=self.trace_run(run_id), speculate=speculate, policy=policy, limits=limits
         )
-        result = self.result_from(outcome, scope, report)
-        result = dataclasses.replace(result, source=source, run_id=run_id)
-        counts = {
-            name: getattr(result.report, name)
-            for name in ("logical", "physical", "claimed", "direct", "shared", "cancelled", "late", "orphaned")
-        }
-        trace.ended(result.status.value, counts=counts, error_type=result.error.type if result.error else None)
-        return result
+        try:
+            result = await run.execute(program)
+        except BaseExceptionGroup as group:
+            # The Guest refused to run below its level: raised as itself, not in a group.
+            refused, rest = group.split(IsolationUnavailable)
+            if refused is None or rest is not None:
+                raise
+            first: BaseException = refused
+            while isinstance(first, BaseExceptionGroup):
+                first = first.exceptions[0]
+            raise first from None
+        return noted(result, notes) if notes else result
 
     def session(self, limits: SessionLimits | None = None, *, guest_limits: GuestLimits | None = None) -> Session:
         """A session: turns against one Guest that keeps its globals (``pysolate._session``).
@@ -441,7 +389,7 @@ class Host:
         whole, ``guest_limits`` (default: the Host's) each turn.
         """
         factory = self._session_factory or default_session_factory(self._level or "strongest", self._fork_server)  # the Host's level
-        return Session(self, factory, limits or SessionLimits(), guest_limits or self.limits)
+        return Session(self.runs(), factory, limits or SessionLimits(), guest_limits or self.limits)
 
     def setup_warnings(self) -> tuple[str, ...]:
         """Why no speculating run on this Host can start a call early, with the fix (empty
@@ -458,32 +406,6 @@ class Host:
         if self._pool is not None:
             return self._pool.take
         return _default_guest_factory(self._level, self._fork_server)
-
-    def result_from(self, outcome: GuestOutcome, scope: RunScope, report: RunReport) -> RunResult:
-        """The result of a run whose Guest produced ``outcome``.
-
-        Its workspace branches are open when the run ended ``ok``; otherwise the writes are
-        partial and each branch is ``UNCOMMITTABLE`` (``commit`` raises ``CommitError``
-        saying how the run ended; inspecting and discarding still work).
-        """
-        calls = scope.calls
-        status = _STATUS.get(outcome.status, RunStatus.ABORTED)
-        return RunResult(
-            status=status,
-            value=outcome.value,
-            stdout=outcome.stdout,
-            error=outcome.error,
-            calls=calls,
-            report=report,
-            isolation=outcome.isolation,
-            guest_status=outcome.status,
-            # A session turn's layers are the session's to keep or drop (``Session``).
-            workspaces=run_workspaces(scope.targets(), "ok" if scope.session_turn else status.value, outcome.error),
-        )
-
-
-async def _once(source: str) -> AsyncIterator[str]:
-    yield source
 
 
 def _default_guest_factory(level: Level, fork_server: bool) -> GuestFactory:

@@ -32,13 +32,14 @@ from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 from occurrences import CallKey, Effect
 from scheduler import Node, Observation, Probe
 
-from ._broker import BoundCall, OutcomeUnknown, RunScope, call_key, execute
+from ._broker import BoundCall, OutcomeUnknown, call_key, execute
 
 if TYPE_CHECKING:
-    from ._run_host import RunHost
+    from ._registry import Registry
+    from ._run_objects import RunObjects
 
 Execute = Callable[[Node, Observation, object], Awaitable[object]]
-"""Runs one early call on the given layer object (``_stream_run``: binding and tracing)."""
+"""Runs one early call on the given layer object (``_early.EarlyCalls``: binding and tracing)."""
 
 
 @runtime_checkable
@@ -58,7 +59,7 @@ class RunLayers:
     write forks the version before it. Versions are kept until the run ends.
     """
 
-    def __init__(self, scope: RunScope, roots: Mapping[str, object], run: Execute) -> None:
+    def __init__(self, scope: RunObjects, roots: Mapping[str, object], run: Execute) -> None:
         """``roots``: each capability's registered (shared) object; a capability is branched
         when its run object is a ``Branch`` other than that root."""
         self._scope = scope
@@ -128,12 +129,12 @@ def _scope(value: object) -> str | None:
     return None if not parts or ".." in parts else "/".join(parts)
 
 
-async def call_on_layer(host: RunHost, layer: object, call: BoundCall, probe: Probe) -> object:
+async def call_on_layer(registry: Registry, layer: object, call: BoundCall, probe: Probe) -> object:
     """Execute ``call`` early on ``layer``, a speculative copy of the run's branch: a read,
     or a write (nothing else). ``_broker.execute``'s errors and cancellation behaviour."""
-    cap = host.registration(call.capability).methods[call.method]
+    cap = registry.registration(call.capability).methods[call.method]
     if not (cap.effect.speculable or cap.effect is Effect.WRITE):
         raise PermissionError(f"{call.capability}.{call.method} is {cap.effect.value}: never run early")
     return await execute(
-        layer, cap, call, threads=host.threads, early=True, timeout=host.call_timeout, probe=probe, encode=host.encode
+        layer, cap, call, threads=registry.threads, early=True, timeout=registry.call_timeout, probe=probe, encode=registry.encode
     )

@@ -2,7 +2,7 @@
 
 ``async with host.session() as session:`` then ``await session.run_stream(...)`` or
 ``await session.run_source(...)``, turn after turn. Each turn is sealed and run like a
-single run (``_stream_run``), in the globals the earlier turns left. The contract
+single run (``_run.Run``), in the globals the earlier turns left. The contract
 (docs/contract.md, "Sessions"): turn N's result equals turn N of a fresh session whose
 turns 1..N all ran with ``run_source(..., speculate=False)``. What each end of a turn does
 to the session:
@@ -40,22 +40,20 @@ Pydantic AI code mode, whose executors keep program state between an agent's ste
 
 from __future__ import annotations
 
-import enum
 import functools
 import uuid
 from collections.abc import AsyncIterable, AsyncIterator, Iterable, Mapping
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from types import TracebackType
 from typing import TYPE_CHECKING, Self, cast
 
 import anyio
 from anyio.abc import TaskGroup
 
-from occurrences import CallKey, PriorGlobals, SealError
+from occurrences import CallKey, PriorGlobals
 from scheduler import LanePolicy, Observation, ObservationState, SpeculativeLane
 
-from ._broker import RunScope
-from ._exceptions import SessionBroken, SessionBusy, SessionClosed, SessionError, SessionExpired
+from ._exceptions import SessionBroken, SessionBusy, SessionClosed, SessionExpired
 from ._guest_api import (
     CallHandler,
     ErrorInfo,
@@ -65,78 +63,28 @@ from ._guest_api import (
     SessionGuest,
     SessionGuestFactory,
 )
-from ._result import RunReport, RunResult, RunStatus, sequential_report
-from ._run_host import RunHost
-from ._seal import rejection, seal
+from ._registry import new_run_id
+from ._result import RunResult, RunStatus
+from ._run import HostRuns, Run
+from ._session_state import SessionLimits, SessionState, SessionStatistics, advance
 from ._setup_warnings import noted
 from ._sharing import RunSharing, release
+from ._workspace import Workspace
+from .streams import DEFAULT_DEADLINE, DEFAULT_IDLE_TIMEOUT, Code, CodeReader
+from .tracing import session_turn
 
 if TYPE_CHECKING:
     from scheduler import ObservationTable, SharedCall
-from ._stream_run import run_stream
-from ._workspace import Workspace
-from .streams import DEFAULT_DEADLINE, DEFAULT_IDLE_TIMEOUT, Code, CodeReader
-from .tracing import RunTrace, session_turn, source_hash
 
-if TYPE_CHECKING:
     from ._guest._isolation import IsolationChoice
 
 MAX_CARRIED = 256
 """Early results of rejected turns kept for the next turn (the oldest go first)."""
 
 
-@dataclass(frozen=True, slots=True)
-class SessionLimits:
-    """Limits of a session as a whole (each turn also has the Host's ``GuestLimits``)."""
-
-    wall_time: float = 3600.0
-    """Seconds from opening the session until its Guest is stopped (a turn running then is
-    aborted and breaks the session; a later one raises ``SessionExpired``)."""
-    idle_time: float = 300.0
-    """Seconds the Guest may wait between turns before it is stopped (``SessionExpired``)."""
-
-
-class SessionState(enum.Enum):
-    """NEW → IDLE ⇄ RUNNING; IDLE/RUNNING → BROKEN; any → CLOSED."""
-
-    NEW = "new"
-    IDLE = "idle"
-    RUNNING = "running"
-    BROKEN = "broken"
-    CLOSED = "closed"
-
-
-_MOVES = {
-    SessionState.NEW: {SessionState.IDLE, SessionState.CLOSED},
-    SessionState.IDLE: {SessionState.RUNNING, SessionState.BROKEN, SessionState.CLOSED},
-    SessionState.RUNNING: {SessionState.IDLE, SessionState.BROKEN, SessionState.CLOSED},
-    SessionState.BROKEN: {SessionState.CLOSED},
-    SessionState.CLOSED: set(),
-}
-
-
-def _advance(state: SessionState, to: SessionState) -> SessionState:
-    if to not in _MOVES[state]:
-        raise SessionError(f"a session cannot go from {state.value} to {to.value}")
-    return to
-
-
-@dataclass(frozen=True, slots=True)
-class SessionStatistics:
-    """What a session has done so far (a snapshot)."""
-
-    turns: int
-    """Turns started (every status)."""
-    executed: int
-    """Turns whose program reached the Guest."""
-    rejected: int
-    reused: int
-    """Early calls served by a rejected turn's result instead of a new physical call."""
-    state: SessionState
-
-
 class _Turn:
-    """One turn's view of the session (``_stream_run.TurnHooks``)."""
+    """One turn's Guest side (``_guest_start.RunGuest``: the session's Guest, which the
+    session starts and stops) and what the turn did to the session."""
 
     def __init__(self, session: Session) -> None:
         self._session = session
@@ -153,10 +101,16 @@ class _Turn:
         self.reused = 0
         self.kept = False  # it holds shared calls for the next turn (``keep``)
 
-    def new_scope(self, trace: RunTrace) -> RunScope:
-        return self._session._host.new_scope(trace, self.targets, self._session._guest_limits)
+    async def start(self) -> None:
+        """The session started its Guest when it opened."""
 
-    async def execute(self, program: str, handler: CallHandler) -> GuestOutcome:
+    async def ready(self) -> None:
+        """The session's Guest is waited for in ``run`` (a start failure aborts the turn)."""
+
+    async def aclose(self) -> None:
+        """The session's Guest outlives the turn."""
+
+    async def run(self, program: str, handler: CallHandler) -> GuestOutcome:
         session = self._session
         self.entered = True
         guest = await session._take_guest()
@@ -172,19 +126,20 @@ class _Turn:
         return turn.outcome
 
     def carried(self, key: CallKey) -> Observation | None:
+        """A settled early observation of an earlier rejected turn with this exact key,
+        reused instead of a new physical call (nothing ran in the Guest since it was made)."""
         obs = self._session._carried.get(key)
         if obs is not None:
             self.reused += 1
         return obs
 
     def keep(self, sharing: RunSharing) -> None:
+        """The turn ends before its Guest got a program: the shared calls its early work
+        waits on (``RunSharing.hold``) are the session's to keep for the next turn."""
         session = self._session
         release(session._held)  # (what an earlier turn kept served this one already)
         session._held = sharing.hold()
         self.kept = True
-
-    def ended(self, lane: SpeculativeLane, result: RunResult) -> None:
-        self.lane = lane
 
 
 class Session:
@@ -197,7 +152,7 @@ class Session:
 
     def __init__(
         self,
-        host: RunHost,
+        host: HostRuns,
         factory: SessionGuestFactory,
         limits: SessionLimits,
         guest_limits: GuestLimits,
@@ -228,10 +183,9 @@ class Session:
     # -- lifecycle ---------------------------------------------------------------------------
 
     async def __aenter__(self) -> Self:
-        self._state = _advance(self._state, SessionState.IDLE)
+        self._state = advance(self._state, SessionState.IDLE)
         self._opened = anyio.current_time()
-        for name in self._host.capabilities():
-            registration = self._host.registration(name)
+        for name, registration in self._host.registry.registrations.items():
             if registration.run_scoped:
                 self._branches[name] = registration.obj.for_run()  # type: ignore[attr-defined]
         self._tg = anyio.create_task_group()
@@ -245,7 +199,7 @@ class Session:
     ) -> bool | None:
         """Stop the Guest (shielded) and end the session; the branches stay open."""
         assert self._tg is not None
-        self._state = _advance(self._state, SessionState.CLOSED)
+        self._state = advance(self._state, SessionState.CLOSED)
         self._carried.clear()
         release(self._held)
         with anyio.CancelScope(shield=True):
@@ -255,7 +209,7 @@ class Session:
 
     async def _start_guest(self) -> None:
         try:
-            self._guest = await self._factory(self._host.capabilities(), self._guest_limits)
+            self._guest = await self._factory(self._host.registry.capabilities(), self._guest_limits)
         except Exception as exc:  # reported to the first turn that needs the Guest
             self._guest_error = exc
         finally:
@@ -295,7 +249,7 @@ class Session:
         self._broken = error
         self._carried.clear()
         release(self._held)
-        self._state = _advance(self._state, SessionState.BROKEN)
+        self._state = advance(self._state, SessionState.BROKEN)
 
     # -- state ---------------------------------------------------------------------------------
 
@@ -337,7 +291,7 @@ class Session:
         notes = self._host.setup_warnings() if speculate else ()
         try:
             with session_turn(self.id, self._turns):
-                result = await run_stream(self._host, reader, speculate=speculate, policy=policy, turn=turn)
+                result = await self._run(turn, reader, speculate, policy)
         except BaseException as exc:
             self._fail(turn, exc)
             raise
@@ -354,42 +308,31 @@ class Session:
         a fresh session whose turns all ran so is what every session is compared with.
 
         A source that does not compile is ``rejected`` and changes nothing. Errors and
-        cancellation as ``run_stream``.
+        cancellation as ``run_stream``. Speculating, the source is a one-chunk stream (so a
+        rejected turn's settled early reads serve the retry, as a streamed turn's do).
         """
         if speculate:
             return await self.run_stream(_once(source), policy=policy)
         turn = self._begin()
         try:
             with session_turn(self.id, self._turns):
-                result = await self._sequential(turn, source)
+                result = await self._run(turn, source, False, policy)
         except BaseException as exc:
             self._fail(turn, exc)
             raise
         return self._end(turn, result)
 
-    async def _sequential(self, turn: _Turn, source: str) -> RunResult:
+    async def _run(self, turn: _Turn, program: CodeReader | str, speculate: bool, policy: LanePolicy | None) -> RunResult:
+        """The turn's run: the Host's one path (``_run.Run``), with the session's Guest, its
+        workspace layers, the globals earlier turns left and their carried early results."""
         host = self._host
-        t0 = anyio.current_time()
-        trace = host.trace_run()
-        try:
-            tree = seal(source)
-        except SealError as exc:
-            trace.ended("rejected", error_type=rejection(exc).type)
-            return RunResult(
-                status=RunStatus.REJECTED, error=rejection(exc), report=RunReport(wall_seconds=anyio.current_time() - t0)
-            )
-        trace.sealed(source_hash(source), statements=len(tree.body), chars=len(source))
-        scope = turn.new_scope(trace)
-        scope.start()
-        g0 = anyio.current_time()
-        try:
-            outcome = await turn.execute(source, scope.handler)
-        except BaseException:
-            trace.ended("aborted", counts={"logical": len(scope.calls), "physical": scope.physical})
-            raise
-        now = anyio.current_time()
-        result = host.result_from(outcome, scope, sequential_report(scope.calls, scope.physical, wall=now - t0, guest=now - g0, reruns=scope.reruns))
-        trace.ended(result.status.value, counts=result.report.counts(), error_type=result.error.type if result.error else None)
+        run_id = new_run_id()
+        run = Run(
+            host, turn, run_id=run_id, trace=host.trace_run(run_id), speculate=speculate, policy=policy,
+            limits=self._guest_limits, targets=turn.targets, prior=turn.prior, carried=turn.carried, hold=turn.keep,
+        )
+        result = await run.execute(program)
+        turn.lane = run.lane
         return result
 
     def _begin(self) -> _Turn:
@@ -406,7 +349,7 @@ class Session:
             raise expired
         if self._idle is not None:
             self._idle.cancel()
-        self._state = _advance(self._state, SessionState.RUNNING)
+        self._state = advance(self._state, SessionState.RUNNING)
         self._turns += 1
         return _Turn(self)
 
@@ -419,7 +362,7 @@ class Session:
         if turn.entered:
             self._break(SessionBroken(f"turn {self._turns} was stopped after its Guest got the program: {exc!r}", exc))
             return
-        self._state = _advance(self._state, SessionState.IDLE)
+        self._state = advance(self._state, SessionState.IDLE)
         self._arm_idle()
 
     def _end(self, turn: _Turn, result: RunResult) -> RunResult:
@@ -440,7 +383,7 @@ class Session:
             if turn.lane is not None:
                 self._carry(turn.lane)
         if self._state is SessionState.RUNNING:
-            self._state = _advance(self._state, SessionState.IDLE)
+            self._state = advance(self._state, SessionState.IDLE)
             self._arm_idle()
         return replace(result, workspaces=self.workspaces)
 

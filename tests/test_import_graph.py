@@ -53,7 +53,7 @@ def import_graph() -> nx.DiGraph:
 def test_the_graph_sees_the_imports() -> None:
     """A check that finds nothing because it reads nothing would pass too."""
     graph = import_graph()
-    assert graph.has_edge("pysolate._host", "pysolate._stream_run")
+    assert graph.has_edge("pysolate._host", "pysolate._run")
     assert any(m.startswith("occurrences") for m in graph.successors("scheduler._lane"))
     assert graph.number_of_edges() > 200
 

@@ -17,7 +17,6 @@ from __future__ import annotations
 import ast
 import dataclasses
 import weakref
-from collections.abc import Callable
 from typing import Any
 
 import anyio
@@ -28,6 +27,7 @@ from hypothesis import strategies as st
 from occurrences import CallKey, Effect, PrefixParser, SealError, Snapshot
 from pysolate import _broker, _execute, _stream_run
 from pysolate._broker import RunScope
+from pysolate._run_objects import RunObjects
 from pysolate._sharing import HostSharing, RunSharing
 from pysolate._threads import WorkerThreads
 from pysolate.testing import in_process_guest
@@ -97,15 +97,13 @@ def test_mutant_effect_eligibility(monkeypatch: pytest.MonkeyPatch) -> None:
 
 def test_mutant_view_id_dropped_from_the_call_key(monkeypatch: pytest.MonkeyPatch) -> None:
     """Formal calls are keyed by the root's view, whatever the run wrote before them."""
-    registrations: Callable[[RunScope], dict[str, _broker.Registration]] = lambda scope: scope._registrations  # noqa: E731
-
-    def root_view(self: RunScope, capability: str, method: str, call: _broker.BoundCall) -> str:
-        obj = registrations(self)[capability].obj
+    def root_view(self: RunObjects, capability: str, method: str, call: _broker.BoundCall) -> str:
+        obj = self.registrations[capability].obj
         if isinstance(obj, _broker.Viewed):
             return obj.view_of(method, call.arguments)
         return "epoch:0"
 
-    monkeypatch.setattr(RunScope, "view_of", root_view)
+    monkeypatch.setattr(RunObjects, "view_of", root_view)
     verdict = run_generated()
     assert verdict.failure is not None
 

@@ -1,4 +1,4 @@
-"""The run's Guest starter (``_stream_run._GuestStarter``) hands over a started Guest
+"""The run's Guest starter (``_guest_start.GuestStarter``) hands over a started Guest
 without a trip round the event loop: at the seal, each trip is latency before ``run``."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ import anyio
 import pytest
 
 from pysolate._guest_api import GuestLimits
-from pysolate._stream_run import _GuestStarter
+from pysolate._guest_start import GuestStarter
 
 pytestmark = pytest.mark.anyio
 
@@ -25,7 +25,7 @@ async def test_a_started_guest_is_taken_and_closed_in_the_callers_own_step() -> 
     async def factory(capabilities: object, limits: object) -> FakeGuest:
         return guest
 
-    starter = _GuestStarter(factory, {}, GuestLimits())  # type: ignore[arg-type]
+    starter = GuestStarter(factory, {}, GuestLimits())  # type: ignore[arg-type]
     await starter.start()
     ran: list[str] = []
 
@@ -49,7 +49,7 @@ async def test_taking_waits_for_a_start_under_way() -> None:
         await started.wait()
         return guest
 
-    starter = _GuestStarter(factory, {}, GuestLimits())  # type: ignore[arg-type]
+    starter = GuestStarter(factory, {}, GuestLimits())  # type: ignore[arg-type]
     async with anyio.create_task_group() as tg:
         tg.start_soon(starter.start)
         tg.start_soon(lambda: _set_later(started))
