@@ -82,29 +82,35 @@ class TimelineListener(Listener):
         self._end = 0.0
 
     def received(self, event: Event) -> None:
-        timeline = self._recorder
-        match event:
-            case SnapshotAccepted(at=float() as at):
-                timeline.mark("stream", f"{event.statements} statements", at, "snapshot")
+        match event:  # (the run's record first: an event per observation)
+            case ObservationRecorded(lane="speculative"):
+                self._early(event)
+            case CallsRecorded():
+                self._calls(event)
+            case SnapshotAccepted() if event.at is not None:
+                self._recorder.mark("stream", f"{event.statements} statements", event.at, "snapshot")
             case TokensArrived():
-                timeline.bar("stream", "tokens", event.first, event.last, "stream")
-            case Sealed(at=float() as at):
-                timeline.mark("stream", "sealed", at, "seal")
+                self._recorder.bar("stream", "tokens", event.first, event.last, "stream")
+            case Sealed() if event.at is not None:
+                self._recorder.mark("stream", "sealed", event.at, "seal")
             case GuestStarted():
                 self._guest_started = event.at
             case GuestEnded() if self._guest_started is not None:
                 self._guest = (self._guest_started, event.at)
-            case ObservationRecorded(lane="speculative", started=float() as started, disposition=str() as kind):
-                end = event.ended if event.ended is not None else started
-                label = tool_name(event.capability, event.method)
-                label += "" if event.layer is None else f" (layer {event.layer})"
-                if event.shared_from is not None:
-                    label, kind = f"{label} (run {event.shared_from[:8]})", "shared"
-                timeline.bar("speculative", label, started, end, kind)
-            case CallsRecorded():
-                self._calls(event)
-            case RunEnded(at=float() as at):
-                self._end = at
+            case RunEnded() if event.at is not None:
+                self._end = event.at
+
+    def _early(self, event: ObservationRecorded) -> None:
+        started, kind = event.started, event.disposition
+        if started is None or kind is None:  # (cancelled before it started: never ran)
+            return
+        end = event.ended if event.ended is not None else started
+        label = tool_name(event.capability, event.method)
+        if event.layer is not None:
+            label += f" (layer {event.layer})"
+        if event.shared_from is not None:
+            label, kind = f"{label} (run {event.shared_from[:8]})", "shared"
+        self._recorder.bar("speculative", label, started, end, kind)
 
     def _calls(self, event: CallsRecorded) -> None:
         timeline = self._recorder
@@ -134,7 +140,7 @@ class RecordsListener(Listener):
         self._records: list[ObservationRecord] = []
 
     def received(self, event: Event) -> None:
-        if isinstance(event, ObservationRecorded):
+        if type(event) is ObservationRecorded:
             self._records.append(
                 ObservationRecord(
                     id=event.id,
