@@ -18,6 +18,10 @@ correctness contract made operational (docs/contract.md):
 3. Leaving the lane cancels unclaimed early work and fixes every early observation's
    disposition; the result carries the receipts, the report and the run's timeline.
 
+The run owns one event stream (``pysolate.tracing.events``): its timeline and observation
+records are listeners of it (``_run_record``), beside the listeners of the trace the Host's
+instrument started; its call sites report to ``stream.for_calls``.
+
 The parts are made in dependency order, each given what it uses when it is made: the
 run's objects, its early calls, the graph and lane over them, the followers of its writes
 and its branch speculation, and last the scope, given the lane as its claim table. None of
@@ -47,14 +51,20 @@ from ._layers import RunLayers
 from ._registry import Registry
 from ._result import RunReport, RunResult, RunStatus
 from ._run_objects import SEQUENTIAL, RunObjects
-from ._run_record import account_interrupted, draw, observations, settle_traces
+from ._run_record import (
+    RecordsListener,
+    TimelineListener,
+    account_interrupted,
+    record,
+    settle_traces,
+)
 from ._sharing import HostSharing, RunSharing
 from ._stream_run import Discovery, Unsealed, apply_passes, lens_of, read_stream, seal_whole
-from ._timeline import TimelineRecorder
 from ._workspace import run_workspaces
 from .passes import BatchFusion, PassConfig, PassOutcome
 from .streams import CodeReader
 from .tracing import RunTrace
+from .tracing.events import GuestEnded, GuestStarted, stream_of
 
 _STATUS = {"ok": RunStatus.OK, "error": RunStatus.ERROR}
 """Guest statuses that are outcomes of the program; every other one aborts the run."""
@@ -95,7 +105,10 @@ class Run:
         program never sealed, of the shared calls its early work waits on (before the lane
         closes, so a session keeps them running for the retry)."""
         registry, policy = host.registry, policy or LanePolicy()
-        self.run_id, self.trace, self.guest, self._hold = run_id, trace, guest, hold
+        self.run_id, self.guest, self._hold = run_id, guest, hold
+        self.timeline, self.records = TimelineListener(), RecordsListener()
+        self.stream = stream = stream_of(trace, (self.timeline, self.records), run_id)
+        trace = stream.for_calls  # (the null hooks when no listener follows calls)
         self.speculate = speculate
         self.passes = host.passes if speculate else None  # (the sequential reference runs the sealed source)
         self.objects = objects = RunObjects(registry, targets)
@@ -129,13 +142,11 @@ class Run:
             run_sharing=sharing,
             early_traces=early.traces,
         )
-        self.discovery = Discovery(
-            graph, lane, trace, TimelineRecorder(), 0.0, lens_of(registry, config), grow=speculate
-        )
+        self.discovery = Discovery(graph, lane, stream, 0.0, lens_of(registry, config), grow=speculate)
 
     async def execute(self, program: CodeReader | str) -> RunResult:
         """Run ``program`` (a stream, or a complete source) once; see ``Host.run_stream``."""
-        scope, lane, guest, trace = self.scope, self.lane, self.guest, self.trace
+        scope, lane, guest, stream = self.scope, self.lane, self.guest, self.stream
         scope.start()
         t0 = self.discovery.t0 = scope.started_at
         final: Snapshot | None = None
@@ -175,10 +186,12 @@ class Run:
                             source, pass_outcomes = apply_passes(self.objects.registry, self.passes, final)
                         await guest.ready()
                         guest_started = anyio.current_time() - t0
+                        stream.report(GuestStarted(guest_started))
                         outcome = await guest.run(source, scope.handler)
                         guest_ended = anyio.current_time() - t0
+                        stream.report(GuestEnded(guest_ended))
             except BaseException as exc:  # the caller's cancellation, or a Host bug: account, re-raise
-                account_interrupted(trace, scope, lane if entered and self.speculate else None, exc)
+                account_interrupted(stream, scope, lane if entered and self.speculate else None, exc)
                 raise
             finally:
                 if isinstance(program, CodeReader):
@@ -196,9 +209,8 @@ class Run:
         guest_ended: float | None,
         pass_outcomes: tuple[PassOutcome, ...],
     ) -> RunResult:
-        scope, lane, batcher, timeline = self.scope, self.lane, self.batcher, self.discovery.timeline
+        scope, lane, batcher = self.scope, self.lane, self.batcher
         wall = anyio.current_time() - scope.started_at
-        draw(timeline, lane, scope, guest_started, guest_ended)
         stats = lane.statistics()
         calls = scope.calls
         reused = self.early.reused
@@ -227,15 +239,16 @@ class Run:
             passes=pass_outcomes,
         )
         settle_traces(scope, lane)
+        record(self.stream, lane, scope.started_at, calls)  # after every call's events, before the end
         if failure is not None:
             # No Guest ran: there is no branch to return (as ``run_source`` of a rejected source).
             result = RunResult(status=failure.status, error=failure.error, calls=calls, report=report, run_id=self.run_id)
         else:
             assert outcome is not None and final is not None
             result = dataclasses.replace(result_from(outcome, scope, report), source=final.source, run_id=self.run_id)
-        result = result.with_speculation(timeline.freeze(wall), observations(lane, scope.started_at))
-        self.trace.ended(result.status.value, counts=report.counts(), error_type=result.error.type if result.error else None)
-        return result
+        error_type = result.error.type if result.error else None
+        self.stream.ended(result.status.value, counts=report.counts(), error_type=error_type, at=wall)
+        return result.with_speculation(self.timeline.timeline(), self.records.observations())
 
 
 def result_from(outcome: GuestOutcome, scope: RunScope, report: RunReport) -> RunResult:

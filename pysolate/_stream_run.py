@@ -31,10 +31,10 @@ from ._pace import Pacer
 from ._registry import Registry
 from ._result import RunStatus
 from ._seal import rejection, seal
-from ._timeline import TimelineRecorder
 from .passes import PassConfig, PassOutcome, apply_source_passes, speculative_statements
 from .streams import CodeReader, StreamError
-from .tracing import RunTrace, source_hash
+from .tracing import source_hash
+from .tracing.events import EventStream, TokensArrived
 
 Lens = Callable[[Sequence[ast.stmt]], Sequence[ast.stmt]]
 """How discovery reads accepted statements (as the pushdown pass will derive them)."""
@@ -62,12 +62,12 @@ def seal_whole(source: str) -> Snapshot:
 @dataclass(slots=True, eq=False)
 class Discovery:
     """Grows one run's graph from the statements the program is read as (``grow`` off: the
-    run does not speculate, and the statements are only counted)."""
+    run does not speculate, and the statements are only counted); tells the run's ``stream``
+    what was accepted and when (seconds since ``t0``)."""
 
     graph: EventGraph
     lane: SpeculativeLane
-    trace: RunTrace
-    timeline: TimelineRecorder
+    stream: EventStream
     t0: float
     lens: Lens | None
     grow: bool
@@ -84,15 +84,13 @@ class Discovery:
             await pacer.pace()
 
     def sealed(self, final: Snapshot, end: float) -> None:
-        self.trace.sealed(source_hash(final.source), statements=len(final.statements), chars=final.end)
-        self.timeline.mark("stream", "sealed", end, "seal")
+        self.stream.sealed(source_hash(final.source), statements=len(final.statements), chars=final.end, at=end)
 
     async def whole(self, final: Snapshot) -> None:
         """Discover a source given whole (already sealed, ``seal_whole``)."""
         now, count = anyio.current_time() - self.t0, len(final.statements)
-        self.trace.snapshot_accepted(statements=count, new_statements=count, chars=final.end)
-        self.timeline.mark("stream", f"{count} statements", now, "snapshot")
-        self.timeline.bar("stream", "tokens", now, now, "stream")
+        self.stream.snapshot_accepted(statements=count, new_statements=count, chars=final.end, at=now)
+        self.stream.report(TokensArrived(now, now))
         await self.discover(final.statements)
         self.sealed(final, now)
 
@@ -104,15 +102,15 @@ async def read_stream(reader: CodeReader, discovery: Discovery, task_group: anyi
     parser = PrefixParser()
     first: float | None = None
     pacer = Pacer()
-    trace, timeline, t0, lens = discovery.trace, discovery.timeline, discovery.t0, discovery.lens
+    stream, t0, lens = discovery.stream, discovery.t0, discovery.lens
 
     async def accept(snapshot: Snapshot | None) -> None:
         if snapshot is not None:
             new = snapshot.new_statements
             await discovery.discover(new, pacer)
             total = snapshot.first_new + len(new)  # len(statements) would materialize them all
-            trace.snapshot_accepted(statements=total, new_statements=len(new), chars=snapshot.end)
-            timeline.mark("stream", f"{total} statements", anyio.current_time() - t0, "snapshot")
+            at = anyio.current_time() - t0
+            stream.snapshot_accepted(statements=total, new_statements=len(new), chars=snapshot.end, at=at)
         if not discovery.grow:
             return
         # The statement still streaming: its complete parts, for discovery only (under the
@@ -136,7 +134,7 @@ async def read_stream(reader: CodeReader, discovery: Discovery, task_group: anyi
     except Exception as exc:
         raise Unsealed(RunStatus.ABORTED, ErrorInfo(type(exc).__name__, f"the stream failed: {exc}", None)) from exc
     end = anyio.current_time() - t0
-    timeline.bar("stream", "tokens", first if first is not None else end, end, "stream")
+    stream.report(TokensArrived(first if first is not None else end, end))
     try:
         final = parser.close()
         # Some errors only the compiler finds (``return`` outside a function); the Guest

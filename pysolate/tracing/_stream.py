@@ -5,7 +5,13 @@ for the run's listeners, and hands back the null run when there are none (an uns
 OpenTelemetry run costs no more than that question). Otherwise the run is an
 ``EventStream``: each hook becomes one event of ``_events.py``, checked against the
 lifecycle there (one transition function, ``_next_phase``) and given to every listener in
-turn. A listener is thus never told about a hook out of order, and never has to check.
+turn (the events of a call to those that follow calls). A listener is thus never told about
+a hook out of order, and never has to check.
+
+A run owns one stream (``stream_of``): its own listeners (the timeline, the observation
+records) beside those of the trace the Host's instrument started. The run's call sites are
+given ``for_calls``: the stream when a listener follows calls, else the null hooks, so an
+untraced run pays for its record at its end and for nothing per call.
 
 A hook out of order is ignored and logged, never raised: a tracing mistake must never
 change a run's outcome. Hooks after the run ended are expected (a tool thread finishing
@@ -20,17 +26,22 @@ from collections.abc import Iterator, Mapping
 from contextlib import AbstractContextManager, ExitStack, contextmanager, nullcontext
 
 from ._events import (
+    CallsRecorded,
     Claimed,
     ClaimEnded,
     Event,
+    GuestEnded,
+    GuestStarted,
     Listener,
     ObservationCompleted,
+    ObservationRecorded,
     ObservationSettled,
     ObservationStarted,
     RunEnded,
     RunStarted,
     Sealed,
     SnapshotAccepted,
+    TokensArrived,
 )
 from ._interface import (
     NO_RESULT,
@@ -114,14 +125,14 @@ class _StreamObservation(ObservationTrace):
         self, *, error: BaseException | str | None = None, result: object = NO_RESULT
     ) -> None:
         if self._move(_Move.COMPLETE, "completed"):
-            self._stream.emit(ObservationCompleted(self, error, result))
+            self._stream.emit_call(ObservationCompleted(self, error, result))
 
     def settled(self, disposition: Disposition) -> None:
         was_running = self._phase is _Phase.RUNNING
         if self._move(_Move.SETTLE, "settled"):
             if was_running and disposition == "cancelled":
                 self._phase = _Phase.ENDED  # its completion, if it comes, is not reported
-            self._stream.emit(ObservationSettled(self, disposition))
+            self._stream.emit_call(ObservationSettled(self, disposition))
 
 
 class _StreamClaim(ClaimTrace):
@@ -136,38 +147,57 @@ class _StreamClaim(ClaimTrace):
     ) -> None:
         if not self._ended and not self._stream.closed:
             self._ended = True
-            self._stream.emit(ClaimEnded(self, error, result))
+            self._stream.emit_call(ClaimEnded(self, error, result))
 
 
 class EventStream(RunTrace):
-    """One run's hooks as events, in order, to ``listeners`` (see ``_events.py``)."""
+    """One run's hooks as events, in order, to ``listeners`` (see ``_events.py``); the
+    events of a call to ``followers`` only, those of them that follow calls."""
 
-    __slots__ = ("closed", "listeners", "started")
+    __slots__ = ("closed", "followers", "listeners", "started")
 
     def __init__(self, started: RunStarted, listeners: tuple[Listener, ...]) -> None:
         self.started = started
         self.listeners = listeners
+        self.followers = tuple(li for li in listeners if li.follows_calls)
         self.closed = False
+
+    @property
+    def for_calls(self) -> RunTrace:
+        """What the run's call sites report to: this stream, or the null hooks when no
+        listener follows calls (the broker then takes its untraced path)."""
+        return self if self.followers else NULL_RUN
 
     def emit(self, event: Event) -> None:
         for listener in self.listeners:
             listener.received(event)
 
+    def emit_call(self, event: Event) -> None:
+        for listener in self.followers:
+            listener.received(event)
+
+    def report(self, event: TokensArrived | GuestStarted | GuestEnded | ObservationRecorded | CallsRecorded) -> None:
+        """An event the run states itself (no hook carries it), unless the run ended."""
+        if not self.closed:
+            self.emit(event)
+
     def activated(self, observation: ObservationTrace) -> AbstractContextManager[object]:
-        contexts = [c for c in (li.activated(observation) for li in self.listeners) if c is not None]
+        contexts = [c for c in (li.activated(observation) for li in self.followers) if c is not None]
         if not contexts:
             return _NO_CONTEXT
         if len(contexts) == 1:
             return contexts[0]
         return _all_of(contexts)
 
-    def snapshot_accepted(self, *, statements: int, new_statements: int, chars: int) -> None:
+    def snapshot_accepted(
+        self, *, statements: int, new_statements: int, chars: int, at: float | None = None
+    ) -> None:
         if not self.closed:
-            self.emit(SnapshotAccepted(statements, new_statements, chars))
+            self.emit(SnapshotAccepted(statements, new_statements, chars, at))
 
-    def sealed(self, source_hash: str, *, statements: int, chars: int) -> None:
+    def sealed(self, source_hash: str, *, statements: int, chars: int, at: float | None = None) -> None:
         if not self.closed:
-            self.emit(Sealed(source_hash, statements, chars))
+            self.emit(Sealed(source_hash, statements, chars, at))
 
     def observation_started(
         self,
@@ -182,7 +212,7 @@ class EventStream(RunTrace):
         shared_from: str | None = None,
         served_by: ObservationTrace | None = None,
     ) -> ObservationTrace:
-        if self.closed:
+        if self.closed or not self.followers:
             return NULL_OBSERVATION
         event = ObservationStarted(
             _StreamObservation(self, early=lane != "formal"),
@@ -196,7 +226,7 @@ class EventStream(RunTrace):
             shared_from,
             served_by,
         )
-        self.emit(event)
+        self.emit_call(event)
         return event.observation
 
     def claimed(
@@ -209,10 +239,10 @@ class EventStream(RunTrace):
         call_key: str | None = None,
         arguments: Mapping[str, object] | None = None,
     ) -> ClaimTrace:
-        if self.closed:
+        if self.closed or not self.followers:
             return NULL_CLAIM
         claim = _StreamClaim(self)
-        self.emit(Claimed(claim, capability, method, call_id, observation, call_key, arguments))
+        self.emit_call(Claimed(claim, capability, method, call_id, observation, call_key, arguments))
         return claim
 
     def ended(
@@ -221,12 +251,13 @@ class EventStream(RunTrace):
         *,
         counts: Mapping[str, int] | None = None,
         error_type: str | None = None,
+        at: float | None = None,
     ) -> None:
         if self.closed:
             _log.warning("tracing: run ended twice")
             return
         self.closed = True
-        self.emit(RunEnded(status, counts, error_type))
+        self.emit(RunEnded(status, counts, error_type, at))
 
 
 @contextmanager
@@ -255,6 +286,18 @@ class StreamInstrument(Instrument):
         started = RunStarted(run_id, agent_name, isolation)
         listeners = self.listeners(started)
         return EventStream(started, listeners) if listeners else NULL_RUN
+
+
+def stream_of(trace: RunTrace, listeners: tuple[Listener, ...], run_id: str) -> EventStream:
+    """Run ``run_id``'s one stream: ``listeners`` (the run's own) beside those of ``trace``,
+    the trace the Host's instrument started (an ``EventStream``'s listeners; a hook-style
+    trace driven from the events, ``HookListener``; none for the null run)."""
+    if isinstance(trace, EventStream):
+        return EventStream(trace.started, (*listeners, *trace.listeners))
+    started = RunStarted(run_id)
+    if trace is NULL_RUN:
+        return EventStream(started, listeners)
+    return EventStream(started, (*listeners, HookListener(trace)))
 
 
 def listeners_of(instrument: Instrument, started: RunStarted) -> tuple[Listener, ...]:
