@@ -58,6 +58,8 @@ _TAGGED_FIELDS = frozenset({"args", "kwargs", "value"})
 """Envelope fields whose value is a tagged plain value (``known`` holds one per name)."""
 
 _END = re.compile(r"[ \t\n\r]*+\Z")
+_EMPTY = re.compile(r"[ \t\n\r]*+\]")
+"""An empty argument list's ``]``, after the whitespace JSON allows before it."""
 _LITERALS: dict[str, object] = {"true": True, "false": False, "null": None, "NaN": float("nan"), "Infinity": float("inf"), "-Infinity": float("-inf")}
 
 
@@ -164,7 +166,7 @@ class _Envelope(Reader):
         left = [MAX_VALUE_ITEMS]
         values: list[object] = []
         pieces: list[object] = []
-        if self.text[self.pos : self.pos + 1] != "]":
+        if _EMPTY.match(self.text, self.pos) is None:
             while True:
                 if len(values) == MAX_ITEMS:
                     raise Uncrossable(f"{'dict' if keywords else 'tuple'} of more than {MAX_ITEMS} items")

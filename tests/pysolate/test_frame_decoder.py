@@ -175,6 +175,15 @@ def test_a_dict_keyed_by_a_dict_or_list_is_a_protocol_violation_both_ways(small_
     assert stepped(payload)[0] == "violation"
     assert inline(payload) == "violation"
 
+
+@pytest.mark.parametrize("args", [b'["t",[ ]]', b'["t",[\n\t]]'])
+def test_whitespace_in_an_empty_argument_list_is_json_both_ways(small_chunks: None, args: bytes) -> None:
+    """``[ ]`` is an empty JSON array: the stepped decoder refused a call whose empty
+    arguments had a space inside (hypothesis found it: a mutated frame), the inline one
+    accepted it."""
+    for payload in (raw_call(args), raw_call(b'["t",[]]', args.replace(b'"t"', b'"d"'))):
+        assert verdict(stepped(payload)[0]) == verdict(inline(payload)) == ("call", "t", "f", "()", "{}")
+
 # -- adversarial shapes: refused, and in linear work ------------------------------------------------
 
 SHAPES: dict[str, Callable[[int], bytes]] = {
