@@ -32,7 +32,7 @@ import anyio.lowlevel
 
 from pysolate import Effect, Host, Workspace, capability
 from pysolate._guest_api import GuestFactory, SessionGuestFactory
-from pysolate._workspace import VERSION
+from pysolate._workspace._workspace import VERSION
 from pysolate.streams import Chunk, play
 from pysolate.testing import Script, in_process_guest, in_process_session, scripted_tool
 

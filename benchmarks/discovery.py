@@ -15,7 +15,7 @@ Times are process CPU time with the cyclic GC paused during each timed run, best
 
 ``--stream`` measures instead what the Host pays per streamed run (issue 18 item 3): each
 read-only recording of the scale benchmark (``overhead.READ_ONLY``) is fed chunk by chunk
-to a ``PrefixParser`` and an ``EventGraph`` exactly as ``pysolate._stream_run`` does it
+to a ``PrefixParser`` and an ``EventGraph`` exactly as ``pysolate._run._stream_run`` does it
 (accepted statements, then the provisional parse of the statement still streaming), with
 every ready occurrence completed at once by the tool's own behaviour (a 0-latency tool).
 No Guest, no broker, no lane: the parser, the provisional repair and discovery only.
@@ -124,7 +124,7 @@ def answer(graph: EventGraph) -> None:
 
 
 def stream(chunks: list[str]) -> None:
-    """One streamed run as ``pysolate._stream_run.read_stream`` drives it, tools answering at once."""
+    """One streamed run as ``pysolate._run._stream_run.read_stream`` drives it, tools answering at once."""
     parser = PrefixParser()
     graph = EventGraph(CAPABILITIES, key_for)
 

@@ -58,7 +58,7 @@ from rich.console import Console
 from rich.table import Table
 
 from pysolate import LanePolicy, RunResult, Workspace, render_svg
-from pysolate._workspace import BranchState
+from pysolate._workspace._workspace import BranchState
 from pysolate.streams import Chunk, Recording, play, read_recording
 
 HERE = Path(__file__).resolve().parent

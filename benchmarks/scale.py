@@ -33,9 +33,9 @@ import anyio
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from pysolate import Effect, Host
-from pysolate._equivalence import differences
 from pysolate._guest import start_subprocess_guest
 from pysolate._guest_api import GuestLimits
+from pysolate._report._equivalence import differences
 from pysolate.ray import HostPool, RayGuestFactory
 from pysolate.testing import Script, scripted_tool
 

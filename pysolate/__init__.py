@@ -12,12 +12,8 @@ if TYPE_CHECKING:
     from occurrences import MethodSpec as MethodSpec
     from scheduler import LanePolicy as LanePolicy
 
-    from ._blocking import SyncHost as SyncHost
-    from ._blocking import SyncSession as SyncSession
-    from ._capability import EffectProposal as EffectProposal
-    from ._capability import capability as capability
-    from ._capability import propose_effect as propose_effect
-    from ._code_tool import CodeTool as CodeTool
+    from ._calls._sharing import ShareConfig as ShareConfig
+    from ._calls._sharing import ShareStatistics as ShareStatistics
     from ._exceptions import ApplyConflict as ApplyConflict
     from ._exceptions import CommitError as CommitError
     from ._exceptions import GuestStartError as GuestStartError
@@ -40,22 +36,26 @@ if TYPE_CHECKING:
     from ._guest_api import GuestLimits as GuestLimits
     from ._guest_api import Isolation as Isolation
     from ._guest_api import ToolFailure as ToolFailure
-    from ._host import Host as Host
-    from ._result import CallRecord as CallRecord
-    from ._result import RunReport as RunReport
-    from ._result import RunResult as RunResult
-    from ._result import RunStatus as RunStatus
-    from ._result import ValueDigest as ValueDigest
-    from ._result_text import result_text as result_text
-    from ._session import Session as Session
-    from ._session import SessionLimits as SessionLimits
-    from ._session import SessionState as SessionState
-    from ._session import SessionStatistics as SessionStatistics
-    from ._sharing import ShareConfig as ShareConfig
-    from ._sharing import ShareStatistics as ShareStatistics
-    from ._timeline import Timeline as Timeline
-    from ._timeline import render_svg as render_svg
-    from ._workspace import Workspace as Workspace
+    from ._report._result import CallRecord as CallRecord
+    from ._report._result import RunReport as RunReport
+    from ._report._result import RunResult as RunResult
+    from ._report._result import RunStatus as RunStatus
+    from ._report._result import ValueDigest as ValueDigest
+    from ._report._result_text import result_text as result_text
+    from ._report._timeline import Timeline as Timeline
+    from ._report._timeline import render_svg as render_svg
+    from ._run._blocking import SyncHost as SyncHost
+    from ._run._blocking import SyncSession as SyncSession
+    from ._run._code_tool import CodeTool as CodeTool
+    from ._run._host import Host as Host
+    from ._run._session import Session as Session
+    from ._run._session import SessionLimits as SessionLimits
+    from ._run._session import SessionState as SessionState
+    from ._run._session import SessionStatistics as SessionStatistics
+    from ._tools._capability import EffectProposal as EffectProposal
+    from ._tools._capability import capability as capability
+    from ._tools._capability import propose_effect as propose_effect
+    from ._workspace._workspace import Workspace as Workspace
 
 __all__ = [
     "ApplyConflict",

@@ -1,7 +1,7 @@
 """Speculative branch writes: a run's writes to its private branch, early, on a layer.
 
 A capability whose writes land in a run-private copy-on-write branch (the built-in
-``Workspace``, or anything implementing the branch protocol of ``pysolate._layers``) makes
+``Workspace``, or anything implementing the branch protocol of ``pysolate._run._layers``) makes
 a write discardable work, like a read: performed on a *speculative layer* of the branch, it
 reaches nothing until a Guest call claims it, and the layer is simply dropped otherwise.
 docs/contract.md, rule 2, allows exactly this, under the rules this module enforces:
@@ -94,7 +94,7 @@ def _order(node: Node) -> int:
 
 
 class Layers(Protocol):
-    """One run's speculative layers of its branch capabilities (``pysolate._layers``).
+    """One run's speculative layers of its branch capabilities (``pysolate._run._layers``).
 
     A version is named by the number ``fork`` gave it (0: the run's branch as it began).
     """

@@ -4,7 +4,7 @@ A run's own lane shares an exact-key physical observation among the run's occurr
 (``SpeculativeLane``). Many runs on one Host overlap too (best-of-N sampling, parallel
 rollouts, a retried turn), and contract rule 8 (docs/contract.md) lets a ``pure`` result serve any run
 and an ``immutable_read`` result any run whose view names the same frozen root. Which keys
-those are is the Host's business (``pysolate._sharing`` admits them); this module is how one
+those are is the Host's business (``pysolate._calls._sharing`` admits them); this module is how one
 physical call serves every run that asks for its key, while each run waits on its own terms.
 
 Prior art: request coalescing ("singleflight" in Go's ``x/sync``, a CDN collapsing equal

@@ -204,7 +204,7 @@ def resolve(binding: Binding, results: Results) -> object:
 EVALUATION_LIMITS = Limits(max_steps=5_000)
 """The evaluator's bounds for discovery: at most 5,000 steps per expression (the
 evaluator's own default allows 200,000). Discovery runs on the Host's event loop while the
-model streams (``pysolate._stream_run``), one statement per step, so one evaluation is what
+model streams (``pysolate._run._stream_run``), one statement per step, so one evaluation is what
 holds the loop longest: measured at 0.4-0.8 us per step on ordinary arguments
 (comprehensions, joins, ``map`` with a ``lambda``), 5,000 steps are 2-4 ms at most, where
 200,000 were up to 0.2 s. An argument past it is not known: that call is simply not

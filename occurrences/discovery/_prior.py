@@ -2,7 +2,7 @@
 
 A session's Guest keeps its globals from turn to turn, so turn N's program may read a name
 that turn N-1 bound. Discovery starts from what the Guest reported after the last turn
-(``pysolate._guest._turn_report``): ``known`` plain values, which the evaluator uses like any
+(``pysolate._guest.child._turn_report``): ``known`` plain values, which the evaluator uses like any
 value computed in the program (a ``paths`` list lets ``for p in paths: docs.read(p)``
 start its reads early), and ``opaque`` names of other values (functions, modules,
 objects), any use of which is unknown code, never a builtin of the same name.

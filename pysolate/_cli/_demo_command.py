@@ -15,9 +15,9 @@ import anyio
 from rich.console import Console, Group
 from rich.live import Live
 
-from .._equivalence import differences
-from .._progress import Progress, ProgressInstrument, counted
-from .._workspace import Workspace
+from .._report._equivalence import differences
+from .._report._progress import Progress, ProgressInstrument, counted
+from .._workspace._workspace import Workspace
 from ..streams import replay, source_to_stream, write_recording
 from ._guests import guests
 from ._inputs import check_recording

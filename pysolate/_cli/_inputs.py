@@ -18,7 +18,7 @@ from pathlib import Path
 import anyio
 import anyio.to_thread
 
-from .._host import Host
+from .._run._host import Host
 from ..streams import RecordingError, read_recording
 from ._errors import CliError, CommandFailed
 

@@ -7,8 +7,8 @@ from dataclasses import dataclass
 
 import anyio
 
-from .._host import Host
-from .._result import RunResult
+from .._report._result import RunResult
+from .._run._host import Host
 from ..streams import Code, decode_program
 
 

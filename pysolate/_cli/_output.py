@@ -12,8 +12,8 @@ from rich.measure import Measurement
 from rich.table import Table
 from rich.text import Text
 
-from .._result import RunResult
-from .._timeline import Comparison, headline, render_svg
+from .._report._result import RunResult
+from .._report._timeline import Comparison, headline, render_svg
 from ._errors import CliError
 from ._measure import Measured
 

@@ -77,7 +77,7 @@ def make_demo_repo(path: Path) -> Path:
     """A git repository at ``path`` (new or empty) whose one commit holds the demo
     workspace, for ``pysolate demo --git``: the run freezes its ``HEAD`` and the Pysolate
     run's changes become a commit there. Needs ``pysolate[git]``."""
-    from .._git_tree import load_pygit2
+    from .._workspace._git_tree import load_pygit2
 
     pygit2 = load_pygit2()
     repo = pygit2.init_repository(str(path), initial_head="main")

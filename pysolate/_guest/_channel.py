@@ -25,9 +25,9 @@ from typing import Any
 
 import anyio
 
-from .._clock import asyncio_loop
+from .._backend import asyncio_loop
 from ._frames import ProtocolViolation
-from ._wire import HEADER
+from .child._wire import HEADER
 
 _READ_CHUNK = 64 * 1024
 """Bytes one read asks for, unless the frame being read needs more (``_wanted``).

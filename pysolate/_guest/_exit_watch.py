@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 from collections.abc import Callable
 
-from .._clock import asyncio_loop
+from .._backend import asyncio_loop
 from . import _forked
 
 

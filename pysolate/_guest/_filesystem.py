@@ -16,7 +16,7 @@ import sys
 import sysconfig
 from pathlib import Path
 
-from . import _view
+from .child import _view
 
 PACKAGE_ROOT = Path(__file__).resolve().parents[2]
 """The directory holding the ``pysolate`` and ``occurrences`` packages."""

@@ -31,13 +31,13 @@ import threading
 import anyio
 import anyio.abc
 
-from .._lasting_thread import on_lasting_thread
 from . import _isolation
+from ._lasting_thread import on_lasting_thread
 
-SERVER = str(_isolation.PACKAGE_ROOT / "pysolate" / "_guest" / "_forkserver.py")
+SERVER = str(_isolation.PACKAGE_ROOT / "pysolate" / "_guest" / "child" / "_forkserver.py")
 """The server a ``landlock`` or ``seccomp`` Host starts (as the Host's own child)."""
 
-SANDBOXED_SERVER = f"{_isolation.SANDBOX_ROOT}/pysolate/_guest/_forkserver.py"
+SANDBOXED_SERVER = f"{_isolation.SANDBOX_ROOT}/pysolate/_guest/child/_forkserver.py"
 """The server a ``namespaces`` Host starts inside the Guest's bubblewrap sandbox (its path there)."""
 
 FORK_TIMEOUT = 5.0

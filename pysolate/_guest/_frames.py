@@ -24,7 +24,7 @@ from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 from occurrences.plain import NotPlain, from_tagged
 
 from .._guest_api import ErrorInfo
-from ._turn_report import MAX_REPORTED_NAMES
+from .child._turn_report import MAX_REPORTED_NAMES
 
 NAME_CHARS = 200
 """Longest capability, method, exception-type or mechanism name a Guest may send."""

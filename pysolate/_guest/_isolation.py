@@ -238,7 +238,7 @@ def _plan(level: Level, scratch_bytes: int, found: Machine) -> Plan:
             argv = (setpriv, "--clear-groups", "--", *argv)
             mechanisms.append("no-supplementary-groups")
         return Plan(level, argv, True, abi, tuple(mechanisms), landlock_reads(sandboxed=True), library, found.root)
-    child = str(PACKAGE_ROOT / "pysolate" / "_guest" / "_child.py")
+    child = str(PACKAGE_ROOT / "pysolate" / "_guest" / "child" / "_child.py")
     reads = landlock_reads(sandboxed=False) if abi else ()
     reveal = reveals(python)[0] if found.root else ()
     return Plan(level, (python, *INTERPRETER_FLAGS, child), False, abi, tuple(mechanisms), reads, library, found.root, reveal)

@@ -18,8 +18,8 @@ import sysconfig
 from dataclasses import dataclass
 from typing import Literal
 
-from . import _landlock
 from ._filesystem import bwrap_argv, interpreter, reveals
+from .child import _landlock
 
 Level = Literal["rlimits", "seccomp", "landlock", "namespaces"]
 LEVELS: tuple[Level, ...] = ("rlimits", "seccomp", "landlock", "namespaces")

@@ -18,7 +18,7 @@ from collections.abc import Callable
 import anyio
 import anyio.abc
 
-from .._clock import asyncio_loop
+from .._backend import asyncio_loop
 from . import _forked
 
 STDERR_KEPT = 8 * 1024

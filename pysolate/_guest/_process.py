@@ -59,7 +59,7 @@ from ._reaper import REAP_DELAY, hang_up_and_reap, reap_later
 from ._replies import answer, granted
 from ._scratch import remove_scratch
 from ._stepped import guest_frame
-from ._wire import HEADER, encode_frame
+from .child._wire import HEADER, encode_frame
 
 EXIT_GRACE = 0.5
 """Seconds a child may take to exit after ``done`` before it is killed (output is kept)."""

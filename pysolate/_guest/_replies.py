@@ -11,7 +11,7 @@ from collections.abc import Mapping
 
 from occurrences.plain import INT_BOUND, NotPlain, to_tagged
 
-from .._crossing import DECODED, invalid_result
+from .._calls._crossing import DECODED, invalid_result
 from .._guest_api import CallHandler, ToolFailure
 from .._guest_errors import arguments_not_plain
 from ._frames import Call, RefusedCall

@@ -18,14 +18,15 @@ import anyio
 
 from .._exceptions import GuestStartError, IsolationUnavailable
 from .._guest_api import GuestLimits, Isolation
-from . import _confine, _forked, _isolation, _verify
+from . import _forked, _isolation, _verify
 from ._cgroup import enter_cgroup
 from ._channel import Channel as _Channel
 from ._channel import ChannelClosed as _ChannelClosed
 from ._frames import ProtocolViolation, ReadyFrame, parse_guest_frame
 from ._process import SCRATCH_BYTES, SubprocessGuest
 from ._scratch import new_scratch, remove_scratch
-from ._wire import encode_frame
+from .child import _confine
+from .child._wire import encode_frame
 
 START_TIMEOUT = 20.0
 """Seconds a child may take to report ``ready`` before start-up counts as failed."""

@@ -47,7 +47,7 @@ from ._process import (
 )
 from ._start import start_subprocess_guest
 from ._stepped import guest_frame
-from ._wire import HEADER, encode_frame
+from .child._wire import HEADER, encode_frame
 
 
 class SubprocessTurns:

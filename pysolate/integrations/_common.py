@@ -20,9 +20,9 @@ from anyio.streams.memory import MemoryObjectReceiveStream
 
 from occurrences import Effect, MethodSpec
 
-from .._capability import capability
 from .._exceptions import RegistrationError
-from .._result_text import result_text
+from .._report._result_text import result_text
+from .._tools._capability import capability
 
 failure_message = result_text
 """What a failed run tells the model: ``pysolate.result_text``, the one copy of that text."""

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 import anyio
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
-from .._result import RunResult
+from .._report._result import RunResult
 from ._common import CONFIRM, SUPERSEDE, until_confirmed
 
 

@@ -19,7 +19,8 @@ import anyio
 import anyio.from_thread
 from anyio.abc import TaskGroup
 
-from .. import Host, Session, SessionLimits, SessionState
+from .._run._host import Host
+from .._run._session import Session, SessionLimits, SessionState
 
 
 class LoopThread:

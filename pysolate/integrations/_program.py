@@ -19,11 +19,11 @@ import weakref
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from .. import RunResult, UnqualifiedToolsWarning
-from .._code_tool import describe_callables
-from .._exceptions import RegistrationError
-from .._host import Host
-from .._setup_warnings import noted, unqualified_agent_tools, warn_once
+from .._exceptions import RegistrationError, UnqualifiedToolsWarning
+from .._report._result import RunResult
+from .._run._code_tool import describe_callables
+from .._run._host import Host
+from .._run._setup_warnings import noted, unqualified_agent_tools, warn_once
 from ._common import Qualification, check_function_name, qualifications, tool_function
 
 DESCRIPTION = (

@@ -66,8 +66,10 @@ from openai.types.responses import (
 )
 from pydantic_core import to_jsonable_python
 
-from .. import Host, NotStreamingWarning, RunResult, RunStatus
-from .._setup_warnings import warn_once
+from .._exceptions import NotStreamingWarning
+from .._report._result import RunResult, RunStatus
+from .._run._host import Host
+from .._run._setup_warnings import warn_once
 from ..streams import ToolCallCode
 from ..tracing import code_action
 from ._common import Qualification, check_function_name, failure_message

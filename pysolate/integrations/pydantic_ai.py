@@ -75,8 +75,10 @@ from pydantic_ai.tools import Tool
 from pydantic_ai.toolsets import AbstractToolset, FunctionToolset, ToolsetTool, WrapperToolset
 from pydantic_core import to_jsonable_python
 
-from .. import Host, NotStreamingWarning, RunResult, RunStatus
-from .._setup_warnings import warn_once
+from .._exceptions import NotStreamingWarning
+from .._report._result import RunResult, RunStatus
+from .._run._host import Host
+from .._run._setup_warnings import warn_once
 from ..streams import ToolCallCode
 from ..tracing import code_action
 from ._common import Qualification, check_function_name, failure_message

@@ -56,20 +56,18 @@ import anyio.from_thread
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 from smolagents.local_python_executor import CodeOutput, InterpreterError, PythonExecutor
 
-from .. import (
-    Effect,
-    Host,
-    MethodSpec,
+from occurrences import Effect, MethodSpec
+
+from .._exceptions import (
     NotStreamingWarning,
     PysolateError,
     RegistrationError,
-    RunResult,
-    RunStatus,
-    Session,
-    SessionLimits,
     UnqualifiedToolsWarning,
 )
-from .._setup_warnings import noted, unqualified_agent_tools, warn_once
+from .._report._result import RunResult, RunStatus
+from .._run._host import Host
+from .._run._session import Session, SessionLimits
+from .._run._setup_warnings import noted, unqualified_agent_tools, warn_once
 from ._code_tail import DEFAULT_CODE_BLOCK_TAGS, CodeTail
 from ._common import (
     CONFIRM,

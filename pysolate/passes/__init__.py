@@ -6,8 +6,8 @@ law, versions relied on) or leaves the program alone (``NotApplicable`` with a r
 the run report lists them (``RunReport.passes``). See docs/passes.md.
 """
 
-from .._capability import BatchLaw as BatchLaw
-from .._capability import ProjectionLaw as ProjectionLaw
+from .._tools._capability import BatchLaw as BatchLaw
+from .._tools._capability import ProjectionLaw as ProjectionLaw
 from ._batch import BatchFusion as BatchFusion
 from ._batch import BatchPolicy as BatchPolicy
 from ._batch import BatchStatistics as BatchStatistics

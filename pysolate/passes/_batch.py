@@ -32,15 +32,15 @@ from occurrences import NotPlain, canonical_arguments, fresh_copy
 from occurrences.plain import dumps
 from scheduler import Probe
 
-from .._broker import BoundCall, bind
-from .._crossing import MAX_RESULT_CHARS, failure_from, in_thread, is_tool_exception
+from .._calls._broker import BoundCall, bind
+from .._calls._crossing import MAX_RESULT_CHARS, failure_from, in_thread, is_tool_exception
 from .._guest_api import ToolFailure
 from ..tracing import source_hash
 from ._framework import Applied, NotApplicable, PassOutcome
 
 if TYPE_CHECKING:
-    from .._broker import Registration
-    from .._threads import WorkerThreads
+    from .._calls._broker import Registration
+    from .._calls._threads import WorkerThreads
 
 
 class BatchHost(Protocol):

@@ -17,7 +17,7 @@ stays as it was: the unchanged program is always the fallback. Lane passes (batc
 change physical calls only and report through the same ``Applied`` record.
 
 The outcomes themselves (``Applied``, ``NotApplicable``) are part of the run's report
-(``pysolate._result``), which lists them.
+(``pysolate._report._result``), which lists them.
 
 Prior art: stratum's exact logical rewrites (constant folding, CSE, projection pushdown,
 vectorization), admitted here only under the rules of ``seeds/001``.
@@ -30,9 +30,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
-from .._capability import CapabilityMethod
 from .._guest_errors import AGENT_FILENAME
-from .._result import Applied, NotApplicable, PassOutcome
+from .._report._result import Applied, NotApplicable, PassOutcome
+from .._tools._capability import CapabilityMethod
 from ..tracing import source_hash
 
 

@@ -29,7 +29,7 @@ from dataclasses import dataclass
 
 from occurrences import bound_names
 
-from .._capability import ProjectionLaw
+from .._tools._capability import ProjectionLaw
 from ._framework import Capabilities, Edit, NotApplicable, Offsets, Rewrite
 
 _REBINDERS = frozenset(

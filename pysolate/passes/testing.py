@@ -13,7 +13,7 @@ import anyio
 
 from occurrences import Effect
 
-from .._capability import BatchLaw, ProjectionLaw, capability
+from .._tools._capability import BatchLaw, ProjectionLaw, capability
 
 __all__ = ["LawfulFiles"]
 

@@ -4,7 +4,7 @@
 of those processes to the thread that started them (``PR_SET_PDEATHSIG``). The factories
 call Ray from ``anyio.to_thread`` workers, which exit with their event loop: a cluster
 started there died with the first event loop that used it. So ``ray.init`` runs on the
-process's lasting thread (``pysolate._lasting_thread``).
+process's lasting thread (``pysolate._guest._lasting_thread``).
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from typing import Any
 
 import ray
 
-from .._lasting_thread import on_lasting_thread
+from .._guest._lasting_thread import on_lasting_thread
 
 
 def ensure_connected(address: str | None, init: Mapping[str, Any]) -> None:

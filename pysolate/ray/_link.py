@@ -32,7 +32,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from occurrences.plain import from_tagged
 
 from .._guest._frames import NAME_CHARS, ProtocolViolation
-from .._guest._wire import HEADER, encode_frame
+from .._guest.child._wire import HEADER, encode_frame
 from .._guest_api import ErrorInfo, GuestOutcome, Isolation
 
 HELLO_BYTES = 512

@@ -28,8 +28,8 @@ from typing import Any
 import anyio
 import ray
 
-from .._host import Host
-from .._result import RunResult
+from .._report._result import RunResult
+from .._run._host import Host
 from ._cluster import ensure_connected
 
 

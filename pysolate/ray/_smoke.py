@@ -13,7 +13,7 @@ from typing import Any
 import anyio
 
 from pysolate import Effect, Host
-from pysolate._equivalence import differences
+from pysolate._report._equivalence import differences
 from pysolate.testing import Script, scripted_tool
 
 from ._factory import RayGuestFactory

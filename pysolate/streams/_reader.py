@@ -45,7 +45,7 @@ import anyio.lowlevel
 
 from occurrences import FenceExtractor
 
-from .._clock import loop_clock
+from .._backend import loop_clock
 from ._adapters import cut_reason, event_text
 from ._errors import NoCodeBlock, StreamCut, StreamError, StreamTimeout, ToolArgumentsError
 from ._events import events_of

@@ -34,7 +34,7 @@ from typing import Any, Final, Literal
 import anyio
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from .._clock import loop_checkpoint, loop_clock, loop_sleep
+from .._backend import loop_checkpoint, loop_clock, loop_sleep
 from .._exceptions import PysolateError
 from ._adapters import cut_reason, event_text
 from ._errors import StreamCut

@@ -20,7 +20,7 @@ prints or calls a tool; there is no CPU or memory limit. Output written to ``sys
 directly (not through ``print``) is not captured. Use it only for trusted test programs.
 """
 
-from .._equivalence import differences, observable
+from .._report._equivalence import differences, observable
 from ._in_process import InProcessGuest, InProcessSession, in_process_guest, in_process_session
 from ._invariants import check_invariants
 from ._scripted import Script, ScriptedCall, ScriptedTool, memory_workspace, scripted_tool

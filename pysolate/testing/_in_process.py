@@ -17,8 +17,8 @@ import anyio.from_thread
 
 from occurrences import FUNCTIONS, NotPlain, check_plain, fresh_copy
 
-from .._crossing import check_arguments
-from .._guest._turn_report import reported_globals
+from .._calls._crossing import check_arguments
+from .._guest.child._turn_report import reported_globals
 from .._guest_api import (
     CallHandler,
     ErrorInfo,
@@ -36,7 +36,7 @@ from .._guest_errors import (
     safe_str,
     split_program,
 )
-from .._guest_view import guest_import
+from ._guest_view import guest_import
 
 
 class _Abort(BaseException):

@@ -6,7 +6,7 @@ from collections.abc import Mapping
 
 from occurrences import Effect, MethodSpec
 
-from .._result import RunResult
+from .._report._result import RunResult
 
 _EARLY_DISPOSITIONS = frozenset({"claimed", "cancelled", "late", "orphaned", "discarded"})
 

@@ -16,8 +16,8 @@ import anyio.from_thread
 
 from occurrences import Effect
 
-from .._capability import capability
-from .._workspace import Workspace
+from .._tools._capability import capability
+from .._workspace._workspace import Workspace
 
 
 @dataclass(frozen=True, slots=True)

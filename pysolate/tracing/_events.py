@@ -3,8 +3,8 @@
 The Host reports a run through the hooks of ``_interface.py``; a ``StreamInstrument``
 (``_stream.py``) turns each hook into one frozen event below and hands it, in order, to every
 ``Listener`` of the run: OpenTelemetry spans (``_otel.py``), live progress
-(``pysolate._progress``), any hook-style ``Instrument`` (``HookListener``). The run itself
-adds its own listeners (the timeline and the observation records, ``pysolate._run_record``)
+(``pysolate._report._progress``), any hook-style ``Instrument`` (``HookListener``). The run itself
+adds its own listeners (the timeline and the observation records, ``pysolate._run._run_record``)
 and the events only it knows: when the tokens arrived and the Guest ran, and at its end the
 record of each observation and the receipts. An observation or a claim is named by the
 handle its hook returned (compared by identity), so a listener keys its own state by it.

@@ -32,8 +32,8 @@ from trio.testing import MockClock
 
 from occurrences import Effect
 from pysolate import GuestLimits, Host, LanePolicy, RunResult, Workspace
-from pysolate._equivalence import same
 from pysolate._guest_api import GuestFactory
+from pysolate._report._equivalence import same
 from pysolate.testing import (
     Script,
     ScriptedTool,

@@ -26,8 +26,8 @@ from trio.testing import MockClock
 
 from occurrences import Effect
 from pysolate import Host, RunResult, capability
-from pysolate._equivalence import observable, same
 from pysolate._guest_api import GuestFactory
+from pysolate._report._equivalence import observable, same
 from pysolate.testing import check_invariants, in_process_guest, memory_workspace
 
 from .harness import FILES, GENERATED_LIMITS, TimedChunks, stream_of

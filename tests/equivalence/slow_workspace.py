@@ -14,7 +14,7 @@ import anyio
 
 from occurrences import Effect
 from pysolate import Workspace, capability
-from pysolate._workspace import VERSION
+from pysolate._workspace._workspace import VERSION
 
 
 class SlowWorkspace(Workspace):

@@ -18,8 +18,8 @@ import anyio
 import pytest
 
 from pysolate import Host, LanePolicy
+from pysolate._calls._threads import WorkerThreads
 from pysolate._guest_api import GuestFactory
-from pysolate._threads import WorkerThreads
 
 from .faulty import both_ways, guests, odd_host
 from .harness import TimedChunks, assert_same

@@ -90,7 +90,7 @@ async def test_hanging_write_is_outcome_unknown_and_never_retried() -> None:
 
 
 async def test_result_over_the_size_cap_fails_at_the_call(monkeypatch: pytest.MonkeyPatch) -> None:
-    from pysolate import _crossing
+    from pysolate._calls import _crossing
 
     monkeypatch.setattr(_crossing, "MAX_RESULT_CHARS", 64)
     source = "ok = docs.search('a')\ntry:\n    docs.search('b' * 100)\nexcept ValueError as e:\n    print('too big')\nok\n"

@@ -16,7 +16,7 @@ import pytest
 from occurrences import Effect
 from pysolate import CommitError, GuestLimits, Host, Workspace, capability
 from pysolate._guest_api import GuestFactory
-from pysolate._workspace import BranchState
+from pysolate._workspace._workspace import BranchState
 
 from .faulty import both_ways, guests, odd_host
 from .harness import TimedChunks, assert_same

@@ -3,7 +3,7 @@
 Discovery runs on the event loop every run shares. Two things must hold, whatever it
 costs: the Host's own work is never taken for the model's silence (the idle watchdog
 counts only a read's wait), and the Host's work comes in bounded steps - statements one
-at a time, the loop let run once a slice is spent (``pysolate._pace``), each argument
+at a time, the loop let run once a slice is spent (``pysolate._run._pace``), each argument
 evaluation bounded (``EVALUATION_LIMITS``).
 
 Time is trio's ``MockClock`` and the Guest the async twin (``twin``), so a slow discovery is
@@ -24,7 +24,7 @@ from occurrences import CallKey, Effect, MethodSpec, canonical_arguments
 from occurrences.discovery._bindings import EVALUATION_LIMITS
 from occurrences.evaluator import _budget
 from pysolate import Host, RunResult
-from pysolate._pace import SLICE
+from pysolate._run._pace import SLICE
 from pysolate.testing import Script, differences, scripted_tool
 from scheduler import EventGraph, State
 

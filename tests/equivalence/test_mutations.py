@@ -25,11 +25,12 @@ from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
 from occurrences import CallKey, Effect, PrefixParser, SealError, Snapshot
-from pysolate import _broker, _execute, _stream_run
-from pysolate._broker import RunScope
-from pysolate._run_objects import RunObjects
-from pysolate._sharing import HostSharing, RunSharing
-from pysolate._threads import WorkerThreads
+from pysolate._calls import _broker, _execute
+from pysolate._calls._broker import RunScope
+from pysolate._calls._run_objects import RunObjects
+from pysolate._calls._sharing import HostSharing, RunSharing
+from pysolate._calls._threads import WorkerThreads
+from pysolate._run import _stream_run
 from pysolate.testing import in_process_guest
 from scheduler import BranchSpeculation, Observation, _lane
 from scheduler._shared import ObservationTable

@@ -23,9 +23,9 @@ from hypothesis import Phase, find, given, settings
 from hypothesis import strategies as st
 
 from pysolate import Effect, Host, LanePolicy, RunResult, capability
-from pysolate._equivalence import same
 from pysolate._guest import start_subprocess_guest
 from pysolate._guest_api import GuestFactory
+from pysolate._report._equivalence import same
 from pysolate.passes import BatchPolicy, PassConfig
 from pysolate.passes.testing import LawfulFiles
 from pysolate.testing import check_invariants, in_process_guest, observable

@@ -24,8 +24,8 @@ from example_counts import DIFFERENTIAL, examples
 from hypothesis import example, given, settings
 
 from pysolate import LanePolicy, RunResult, RunStatus
-from pysolate._equivalence import same
 from pysolate._guest_api import SessionGuestFactory
+from pysolate._report._equivalence import same
 from pysolate.testing import check_invariants, in_process_session, observable
 
 from .apis import Api

@@ -23,7 +23,7 @@ from collections.abc import Mapping, Sequence
 from types import CodeType
 
 from occurrences import NotPlain, check_plain, fresh_copy
-from pysolate._crossing import check_arguments
+from pysolate._calls._crossing import check_arguments
 from pysolate._guest_api import (
     CallHandler,
     ErrorInfo,

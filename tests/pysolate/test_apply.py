@@ -13,10 +13,10 @@ from pathlib import Path
 import pytest
 from git_repos import git, make_repo, snapshot
 
-import pysolate._apply as apply_module
+import pysolate._workspace._apply as apply_module
 from pysolate import ApplyConflict, CommitError, Host, Workspace, WorkspaceError
-from pysolate._journal import journal_path, recover
-from pysolate._workspace import BranchState
+from pysolate._workspace._journal import journal_path, recover
+from pysolate._workspace._workspace import BranchState
 from pysolate.testing import in_process_guest
 
 pytestmark = pytest.mark.anyio

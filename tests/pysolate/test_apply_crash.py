@@ -24,7 +24,7 @@ import pytest
 from crash_apply_child import FILES, edit, new_content, root
 from git_repos import make_repo, snapshot
 
-from pysolate._journal import journal_path
+from pysolate._workspace._journal import journal_path
 
 QUICK_KILLS = 8
 """Kills per root kind in the default run."""

@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 
 from occurrences import canonical_arguments
 from occurrences.plain import to_tagged
-from pysolate._binding import Binder
+from pysolate._tools._binding import Binder
 
 P = inspect.Parameter
 NAMES = ["a", "b", "c", "d", "e"]

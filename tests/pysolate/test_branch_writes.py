@@ -20,10 +20,10 @@ from pathlib import Path
 import anyio
 import pytest
 
-import pysolate._workspace as workspace_module
+import pysolate._workspace._workspace as workspace_module
 from pysolate import Effect, Host, LanePolicy, RunResult, ToolFailure, Workspace, capability
 from pysolate._guest_api import CallHandler, GuestLimits, GuestOutcome
-from pysolate._workspace import VERSION
+from pysolate._workspace._workspace import VERSION
 from pysolate.testing import (
     Script,
     check_invariants,

@@ -21,8 +21,8 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from occurrences.plain import MAX_INT_DIGITS, NotPlain, from_tagged, own, to_tagged
-from pysolate import _crossing
-from pysolate._crossing import checked_result, owned_arguments
+from pysolate._calls import _crossing
+from pysolate._calls._crossing import checked_result, owned_arguments
 from pysolate._guest._frames import _arguments, _loads
 from pysolate._guest_api import ToolFailure
 

@@ -21,7 +21,7 @@ from hypothesis import strategies as st
 from pydantic import ValidationError
 
 from occurrences.plain import MAX_DEPTH, NotPlain, fresh_copy, from_tagged, own, to_tagged
-from pysolate._execute import _awaited, _may_suspend
+from pysolate._calls._execute import _awaited, _may_suspend
 from pysolate._guest._frames import (
     _GUEST_FRAME,
     Call,
@@ -32,7 +32,7 @@ from pysolate._guest._frames import (
     _text,
     parse_guest_frame,
 )
-from pysolate._guest._wire import encode_frame
+from pysolate._guest.child._wire import encode_frame
 
 scalars = st.one_of(
     st.none(),

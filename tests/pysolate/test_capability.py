@@ -6,7 +6,7 @@ import pytest
 
 from occurrences import Effect, canonical_arguments
 from pysolate import Host, RegistrationError, capability, propose_effect
-from pysolate._capability import capability_methods
+from pysolate._tools._capability import capability_methods
 
 
 class Docs:

@@ -14,7 +14,7 @@ import pytest
 from waiting import wait_until_quiet
 
 from pysolate._guest._channel import Channel, ChannelClosed
-from pysolate._guest._wire import HEADER
+from pysolate._guest.child._wire import HEADER
 
 pytestmark = pytest.mark.anyio
 

@@ -9,7 +9,7 @@ import pytest
 from git_repos import git, head, make_repo, snapshot
 
 from pysolate import CommitError, Host, Workspace, WorkspaceError
-from pysolate._workspace import BranchState
+from pysolate._workspace._workspace import BranchState
 from pysolate.testing import in_process_guest
 
 pytestmark = pytest.mark.anyio

@@ -22,10 +22,10 @@ from hypothesis import strategies as st
 
 from occurrences import canonical_arguments
 from occurrences.plain import MAX_INT_DIGITS, own, to_tagged
-from pysolate._binding import Binder
-from pysolate._compact import compact
-from pysolate._crossing import _size_bound
-from pysolate._guest._wire import HEADER, encode_frame
+from pysolate._calls._crossing import _size_bound
+from pysolate._guest.child._wire import HEADER, encode_frame
+from pysolate._tools._binding import Binder
+from pysolate._tools._compact import compact
 
 REFERENCE = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, allow_nan=False)
 

@@ -1,5 +1,5 @@
 """Rich tool results become plain data by documented rules, the same in both lanes
-(``pysolate._conversion``; docs/tools.md, "Values")."""
+(``pysolate._tools._conversion``; docs/tools.md, "Values")."""
 
 from __future__ import annotations
 
@@ -19,8 +19,8 @@ import pytest
 
 from occurrences import check_plain
 from pysolate import Effect, Host, capability
-from pysolate._conversion import ConversionError, to_plain
 from pysolate._guest import start_subprocess_guest
+from pysolate._tools._conversion import ConversionError, to_plain
 from pysolate.testing import differences, in_process_guest
 
 UTC = datetime.UTC

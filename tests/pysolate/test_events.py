@@ -10,7 +10,7 @@ import anyio
 import pytest
 
 from pysolate import Effect, Host
-from pysolate._progress import Progress, ProgressInstrument
+from pysolate._report._progress import Progress, ProgressInstrument
 from pysolate.testing import Script, in_process_guest, scripted_tool
 from pysolate.tracing import NULL_RUN, Instrument, ObservationTrace, RunTrace
 from pysolate.tracing import events as E

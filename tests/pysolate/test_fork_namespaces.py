@@ -19,8 +19,9 @@ import threading
 import anyio
 import pytest
 
-from pysolate._guest import _forked, _init_elf, _isolation, start_subprocess_guest
+from pysolate._guest import _forked, _isolation, start_subprocess_guest
 from pysolate._guest._process import SubprocessGuest
+from pysolate._guest.child import _init_elf
 from pysolate._guest_api import GuestLimits, GuestOutcome
 
 pytestmark = [
@@ -314,7 +315,7 @@ async def test_the_init_becomes_the_tiny_program_and_the_guest_holds_none_of_it(
 PEEK = """
 import ctypes, os, sys, time
 sys.path.insert(0, sys.argv[2])
-from pysolate._guest import _privileges
+from pysolate._guest.child import _privileges
 
 init = int(sys.argv[1])
 libc = ctypes.CDLL(None, use_errno=True)

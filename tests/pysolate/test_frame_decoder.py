@@ -30,10 +30,10 @@ from occurrences.plain import (
     own,
     to_tagged,
 )
-from pysolate._compact import compact
 from pysolate._guest import _json_tokens, _reader, _stepped
 from pysolate._guest._frames import Call, ProtocolViolation, RefusedCall, parse_guest_frame
-from pysolate._guest._wire import encode_frame
+from pysolate._guest.child._wire import encode_frame
+from pysolate._tools._compact import compact
 
 P = 2**61 - 1
 

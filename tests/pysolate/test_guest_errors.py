@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from pysolate._broker import failure_from
+from pysolate._calls._broker import failure_from
 from pysolate._guest_errors import (
     AGENT_FILENAME,
     ToolError,

@@ -23,7 +23,7 @@ from guest_levels import guest_factory, params
 from pysolate import _guest_errors
 from pysolate._guest import _forked, _output, _process, _reaper
 from pysolate._guest._channel import Channel
-from pysolate._guest._wire import HEADER
+from pysolate._guest.child._wire import HEADER
 from pysolate._guest_api import Guest, GuestLimits, GuestOutcome
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -31,11 +31,11 @@ ROOT = Path(__file__).resolve().parents[2]
 FINISH = """\
 import importlib.util, os, sys, time
 root, fd = sys.argv[1], int(sys.argv[2])
-spec = importlib.util.spec_from_file_location("_child", os.path.join(root, "pysolate", "_guest", "_child.py"))
+spec = importlib.util.spec_from_file_location("_child", os.path.join(root, "pysolate", "_guest", "child", "_child.py"))
 child = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(child)
 child._register_packages(root)
-from pysolate._guest import _wire
+from pysolate._guest.child import _wire
 guest = child._Guest(child._Channel(fd, _wire.HEADER, _wire.encode_frame), {"limits": {"max_frame_bytes": 1 << 20}, "capabilities": {}})
 print("printed before the end")
 os._exit = lambda code: time.sleep(60)  # stay alive after done: EOF must not come from the exit
@@ -82,7 +82,7 @@ def test_output_is_complete_when_done_arrives() -> None:
 
 def test_the_warm_up_compiles_a_program_with_a_final_expression() -> None:
     """``warm`` compiles both parts ``split_program`` makes (a failure would be silent)."""
-    spec = importlib.util.spec_from_file_location("_warm_child", ROOT / "pysolate" / "_guest" / "_child.py")
+    spec = importlib.util.spec_from_file_location("_warm_child", ROOT / "pysolate" / "_guest" / "child" / "_child.py")
     assert spec is not None and spec.loader is not None
     child = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(child)

@@ -472,10 +472,11 @@ async def test_host_files_are_invisible_in_namespaces(mode: str, monkeypatch: py
 
 @pytest.mark.parametrize("mode", params("namespaces", hidden_bwrap=False))
 async def test_only_the_needed_package_sources_are_visible(mode: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    paths = ["/pysolate/pysolate/_guest/_child.py", "/pysolate/occurrences/plain.py", "/pysolate/pysolate/_guest_errors.py",
-             "/pysolate/pysolate/_host.py", "/pysolate/scheduler", "/pysolate/pyproject.toml", "/etc", "/home"]
+    paths = ["/pysolate/pysolate/_guest/child/_child.py", "/pysolate/occurrences/plain.py", "/pysolate/pysolate/_guest_errors.py",
+             "/pysolate/pysolate/_run/_host.py", "/pysolate/pysolate/_guest/_process.py", "/pysolate/scheduler",
+             "/pysolate/pyproject.toml", "/etc", "/home"]
     out = await run(f"import os\n[os.path.exists(p) for p in {paths!r}]", mode, monkeypatch)
-    assert out.value == [True, True, True] + [False] * 5
+    assert out.value == [True, True, True] + [False] * 6
 
 
 @pytest.mark.parametrize("mode", FILE_SYSTEM)

@@ -270,8 +270,8 @@ def _library_files() -> list[Path]:
     root = _isolation.PACKAGE_ROOT
     import anyio as anyio_module
 
-    return [root / "pysolate" / "_guest" / "_seccomp.py", root / "pysolate" / "_guest" / "_seccomp_rules.py",
-            root / "pysolate" / "_guest" / "_child.py",
+    return [root / "pysolate" / "_guest" / "child" / "_seccomp.py", root / "pysolate" / "_guest" / "child" / "_seccomp_rules.py",
+            root / "pysolate" / "_guest" / "child" / "_child.py",
             root / "pysolate" / "_guest" / "_isolation.py", root / "pysolate" / "_guest_errors.py",
             root / "occurrences" / "plain.py", Path(anyio_module.__file__ or ""), Path(os.__file__)]
 
@@ -303,8 +303,8 @@ async def test_the_librarys_own_files_are_not_writable(mode: str, monkeypatch: p
     ``install()`` to ``_seccomp.py``, and a later default Host ran its Guests unfiltered."""
     files = _library_files()
     sandboxed = [f"{_isolation.SANDBOX_ROOT}/{path.relative_to(_isolation.PACKAGE_ROOT)}" for path in files[:6]]
-    new = [str(_isolation.PACKAGE_ROOT / "pysolate" / "_guest" / f"_pwned_{os.getpid()}.py"),
-           f"{_isolation.SANDBOX_ROOT}/pysolate/_guest/_pwned.py", str(Path(os.__file__).with_name(f"pwned_{os.getpid()}.py"))]
+    new = [str(_isolation.PACKAGE_ROOT / "pysolate" / "_guest" / "child" / f"_pwned_{os.getpid()}.py"),
+           f"{_isolation.SANDBOX_ROOT}/pysolate/_guest/child/_pwned.py", str(Path(os.__file__).with_name(f"pwned_{os.getpid()}.py"))]
     before = {path: (path.stat().st_size, path.stat().st_mtime_ns) for path in files}
     try:
         out = await run(f"TARGETS = {[*map(str, files), *sandboxed]!r}\nNEW = {new!r}\n" + LIBRARY_WRITE, mode, monkeypatch)

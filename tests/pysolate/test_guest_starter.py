@@ -7,7 +7,7 @@ import anyio
 import pytest
 
 from pysolate._guest_api import GuestLimits
-from pysolate._guest_start import GuestStarter
+from pysolate._run._guest_start import GuestStarter
 
 pytestmark = pytest.mark.anyio
 

@@ -15,7 +15,7 @@ from waiting import wait_until
 
 from pysolate._guest import SubprocessTurns, start_subprocess_guest, start_subprocess_session
 from pysolate._guest._frames import ProtocolViolation, TurnDone, parse_guest_frame
-from pysolate._guest._turn_report import MAX_REPORTED_NAMES, reported_globals
+from pysolate._guest.child._turn_report import MAX_REPORTED_NAMES, reported_globals
 from pysolate._guest_api import GuestLimits
 
 pytestmark = pytest.mark.anyio

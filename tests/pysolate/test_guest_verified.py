@@ -103,7 +103,7 @@ def tampered_library() -> Iterator[Path]:
             else:
                 target.parent.mkdir(parents=True, exist_ok=True)
                 shutil.copy(source, target)
-        with open(top / "pysolate" / "_guest" / "_seccomp.py", "a") as f:
+        with open(top / "pysolate" / "_guest" / "child" / "_seccomp.py", "a") as f:
             f.write("\n\ndef install(library_path, *, restrict_files, strict=False):\n"
                     "    return ['seccomp-allowlist', 'no-fork', 'no-sockets', 'no-io-uring', 'no-memfd', 'no-sigio']"
                     " + (['no-file-writes'] if restrict_files else [])\n")
@@ -116,7 +116,7 @@ def tampered_library() -> Iterator[Path]:
 
 def _run_from(monkeypatch: pytest.MonkeyPatch, library: Path, level: str) -> None:
     real = _isolation.plan(level, _process.SCRATCH_BYTES)  # type: ignore[arg-type]
-    tampered = dataclasses.replace(real, argv=(*real.argv[:-1], str(library / "pysolate" / "_guest" / "_child.py")))
+    tampered = dataclasses.replace(real, argv=(*real.argv[:-1], str(library / "pysolate" / "_guest" / "child" / "_child.py")))
     monkeypatch.setattr(_isolation, "planned", lambda choice, scratch_bytes: tampered)
 
 

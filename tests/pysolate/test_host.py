@@ -227,7 +227,7 @@ async def test_bad_calls_raise_type_error_in_the_program(factory: GuestFactory) 
 
 
 async def test_oversized_results_are_an_error_in_the_program(factory: GuestFactory, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr("pysolate._crossing.MAX_RESULT_CHARS", 100)
+    monkeypatch.setattr("pysolate._calls._crossing.MAX_RESULT_CHARS", 100)
     host, _ = _host(factory)
     result = await host.run_source("store.odd('x' * 200)")
     assert result.status == "error"

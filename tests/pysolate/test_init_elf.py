@@ -18,10 +18,10 @@ from pathlib import Path
 
 import pytest
 
-from pysolate._guest import _init_elf
+from pysolate._guest.child import _init_elf
 
 ROOT = Path(__file__).resolve().parents[2]
-SOURCE = ROOT / "pysolate" / "_guest" / "_init_x86_64.S"
+SOURCE = ROOT / "pysolate" / "_guest" / "child" / "_init_x86_64.S"
 X86_64 = os.uname().machine == "x86_64"
 needs_x86_64 = pytest.mark.skipif(not X86_64, reason="the init's program is x86_64 only (elsewhere the init stays Python)")
 
@@ -36,7 +36,7 @@ def test_the_bytes_are_the_assembly_source(tmp_path: Path) -> None:
 INIT = """
 import array, os, signal, socket, sys, time
 sys.path.insert(0, {root!r})
-from pysolate._guest import _init_elf, _privileges, _unshare
+from pysolate._guest.child import _init_elf, _privileges, _unshare
 
 ending, how = sys.argv[1], sys.argv[2]
 host, status = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)

@@ -112,7 +112,7 @@ def test_the_covers_reach_what_nobody_must_read() -> None:
     import shutil
     import tempfile
 
-    from pysolate._guest import _view
+    from pysolate._guest.child import _view
 
     top = tempfile.mkdtemp(dir="/tmp")  # (pytest's tmp_path lies beneath a 0700 directory)
     os.chmod(top, 0o755)

@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-HEAVY = ("networkx", "opentelemetry", "pydantic", "anyio", "scheduler", "pysolate._host")
+HEAVY = ("networkx", "opentelemetry", "pydantic", "anyio", "scheduler", "pysolate._run._host")
 
 
 def _loaded_after(statement: str) -> set[str]:
@@ -25,7 +25,7 @@ def test_importing_the_package_or_its_pytest_plugin_loads_nothing_heavy(statemen
 
 def test_a_name_is_imported_at_its_first_use() -> None:
     loaded = _loaded_after("import pysolate\npysolate.Host")
-    assert "pysolate._host" in loaded and "networkx" in loaded
+    assert "pysolate._run._host" in loaded and "networkx" in loaded
 
 
 @pytest.mark.parametrize("package", ["pysolate", "pysolate.streams"])

@@ -1,4 +1,4 @@
-"""``pysolate._clock``: the loop's clock, sleep and checkpoint looked up once per stream.
+"""``pysolate._backend``: the loop's clock, sleep and checkpoint looked up once per stream.
 
 The stream paths (``play``, ``CodeReader``) take them once instead of through anyio's
 backend lookup per chunk; they must be the same clock and the same scheduling as anyio's
@@ -13,7 +13,7 @@ import anyio
 import anyio.lowlevel
 import pytest
 
-from pysolate._clock import loop_checkpoint, loop_clock, loop_sleep
+from pysolate._backend import loop_checkpoint, loop_clock, loop_sleep
 from pysolate.streams import Chunk, CodeReader, StreamTimeout, play
 
 pytestmark = pytest.mark.anyio

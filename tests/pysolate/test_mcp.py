@@ -18,7 +18,8 @@ from mcp import Client, ClientSession, StdioServerParameters, stdio_client
 from mcp_kb_server import make_server  # beside this file (pytest puts its directory on sys.path)
 
 from pysolate import Effect, Host, RegistrationError, capability, propose_effect
-from pysolate.mcp import MCP_TOOL_ERROR, register, result_value
+from pysolate.integrations.mcp import result_value
+from pysolate.mcp import MCP_TOOL_ERROR, register
 from pysolate.testing import differences, in_process_guest
 
 pytestmark = pytest.mark.anyio
@@ -186,7 +187,7 @@ def _tool(schema: dict[str, object], **extra: object) -> mt.Tool:
 
 
 def test_the_signature_keeps_property_order_when_required_ones_come_first() -> None:
-    from pysolate.mcp import _signature
+    from pysolate.integrations.mcp import _signature
 
     sig, omit = _signature(_tool({"type": "object", "properties": {"q": {}, "n": {"default": 3}, "t": {}}, "required": ["q"]}))
     assert str(sig) == "(q, n=3, t=None)" and omit == {"t"}
@@ -206,7 +207,7 @@ def test_the_signature_keeps_property_order_when_required_ones_come_first() -> N
     ],
 )
 def test_schemas_that_cannot_be_a_signature_are_refused(schema: dict[str, object], message: str) -> None:
-    from pysolate.mcp import _signature
+    from pysolate.integrations.mcp import _signature
 
     with pytest.raises(RegistrationError, match=message):
         _signature(_tool(schema))

@@ -11,7 +11,7 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from pysolate import Effect, Host
-from pysolate._progress import Progress, ProgressInstrument, counted
+from pysolate._report._progress import Progress, ProgressInstrument, counted
 from pysolate.testing import Script, in_process_guest, scripted_tool
 from pysolate.tracing import OTelInstrument
 

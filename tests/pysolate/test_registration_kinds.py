@@ -8,7 +8,7 @@ from collections.abc import Mapping
 import pytest
 
 from pysolate import Effect, Host, capability
-from pysolate._broker import RunScoped, Viewed
+from pysolate._calls._broker import RunScoped, Viewed
 from pysolate.testing import memory_workspace
 
 

@@ -11,7 +11,7 @@ import pickle
 import pytest
 
 from occurrences import CallKey, Effect
-from pysolate._result import CallRecord
+from pysolate._report._result import CallRecord
 
 
 @pytest.mark.parametrize("cls", [CallRecord, CallKey])

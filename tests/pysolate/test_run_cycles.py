@@ -15,7 +15,7 @@ import anyio
 import pytest
 
 from pysolate import Effect, Host, LanePolicy, Workspace
-from pysolate._broker import RunScope
+from pysolate._calls._broker import RunScope
 from pysolate.streams import CodeReader
 from pysolate.testing import Script, in_process_guest, memory_workspace, scripted_tool
 from scheduler import BranchSpeculation, EventGraph, SpeculativeLane
@@ -120,7 +120,7 @@ def test_branch_classification_of_attribute_proxies_is_unchanged() -> None:
     # ``RunLayers`` tests identity with the root before the Protocol check (the check is
     # the cost); which capabilities are branched must not move: a proxy that is the root
     # is not, a run's own proxy is (as the Protocol check alone says).
-    from pysolate._layers import Branch, RunLayers
+    from pysolate._run._layers import Branch, RunLayers
 
     shared, own = _Anything(), _Anything()
     branched = isinstance(own, Branch)  # True on 3.11 (``hasattr``); 3.12+ look statically

@@ -16,10 +16,10 @@ from test_sharing import make_host, run_many
 
 from occurrences import tool_name
 from pysolate import Effect, Host, RunResult
-from pysolate._result import ObservationRecord
-from pysolate._run import Run
-from pysolate._run_record import RecordsListener, TimelineListener
-from pysolate._timeline import Bar
+from pysolate._report._result import ObservationRecord
+from pysolate._report._timeline import Bar
+from pysolate._run._run import Run
+from pysolate._run._run_record import RecordsListener, TimelineListener
 from pysolate.testing import Script, in_process_guest, scripted_tool
 from pysolate.tracing import NULL_RUN, Instrument
 from pysolate.tracing import events as E

@@ -1,4 +1,4 @@
-"""Every run takes one path (``pysolate._run.Run``) with different inputs: a stream or a
+"""Every run takes one path (``pysolate._run._run.Run``) with different inputs: a stream or a
 whole source, speculating or not. A whole source is sealed once, before anything starts;
 a run that does not speculate runs the sealed source as written, however it arrives."""
 
@@ -9,7 +9,8 @@ from collections.abc import AsyncIterator, Callable
 import anyio
 import pytest
 
-from pysolate import Effect, Host, RunStatus, _seal
+from pysolate import Effect, Host, RunStatus
+from pysolate._run import _seal
 from pysolate.passes import BatchPolicy, PassConfig
 from pysolate.passes.testing import LawfulFiles
 from pysolate.testing import Script, in_process_guest, scripted_tool

@@ -16,9 +16,10 @@ from pathlib import Path
 
 import pytest
 
-from pysolate._guest import _isolation, _landlock
+from pysolate._guest import _isolation
+from pysolate._guest.child import _landlock
 
-GUEST = Path(_isolation.PACKAGE_ROOT) / "pysolate" / "_guest"
+GUEST = Path(_isolation.PACKAGE_ROOT) / "pysolate" / "_guest" / "child"
 
 CONFINE_AND_WORK = r"""
 import importlib, os, sys, sysconfig, types

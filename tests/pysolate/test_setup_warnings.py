@@ -11,7 +11,7 @@ import warnings
 import pytest
 
 from pysolate import Effect, Host, PysolateWarning, UnqualifiedToolsWarning, capability
-from pysolate._setup_warnings import named, unqualified_agent_tools
+from pysolate._run._setup_warnings import named, unqualified_agent_tools
 from pysolate.testing import in_process_guest, in_process_session
 
 pytestmark = pytest.mark.anyio

@@ -9,7 +9,7 @@ from trio.testing import MockClock
 
 from occurrences import Effect
 from pysolate import GuestLimits, Host, RunStatus
-from pysolate._broker import OutcomeUnknown, execute
+from pysolate._calls._broker import OutcomeUnknown, execute
 from pysolate._guest_api import ToolFailure
 from pysolate.testing import (
     InProcessGuest,

@@ -7,7 +7,7 @@ import xml.etree.ElementTree as ET
 
 import pytest
 
-from pysolate._timeline import (
+from pysolate._report._timeline import (
     TICK_PIXELS,
     Box,
     Comparison,

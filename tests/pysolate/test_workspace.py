@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from pysolate import CommitError, Workspace, WorkspaceError
-from pysolate._workspace import BranchState
+from pysolate._workspace._workspace import BranchState
 
 pytestmark = pytest.mark.anyio
 

@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 from git_repos import git, head, make_repo
 
-import pysolate._git_tree as git_tree
-import pysolate._tree as tree_module
+import pysolate._workspace._git_tree as git_tree
+import pysolate._workspace._tree as tree_module
 from pysolate import Host, Workspace, WorkspaceChanged, WorkspaceError
 from pysolate.testing import in_process_guest
 

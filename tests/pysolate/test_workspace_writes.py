@@ -9,12 +9,12 @@ from pathlib import Path
 
 import pytest
 
-import pysolate._write_out as write_out
+import pysolate._workspace._write_out as write_out
 from pysolate import CommitError, Host, Workspace, WorkspaceError
 from pysolate._guest import start_subprocess_guest
 from pysolate._guest_api import GuestFactory
-from pysolate._tree import NAME_MAX, PATH_MAX
-from pysolate._workspace import BranchState
+from pysolate._workspace._tree import NAME_MAX, PATH_MAX
+from pysolate._workspace._workspace import BranchState
 from pysolate.testing import in_process_guest
 
 pytestmark = pytest.mark.anyio

@@ -8,7 +8,7 @@ import ast
 import pytest
 
 from pysolate import Effect, RegistrationError, capability
-from pysolate._capability import capability_methods
+from pysolate._tools._capability import capability_methods
 from pysolate.passes import (
     Applied,
     BatchLaw,

@@ -15,9 +15,9 @@ from equivalence.programs import conditions, programs
 from hypothesis import HealthCheck, given, settings
 
 from pysolate import Effect, Host
-from pysolate._equivalence import differences
 from pysolate._guest import start_subprocess_guest
 from pysolate._guest_api import GuestLimits
+from pysolate._report._equivalence import differences
 
 from .test_link import CAPS, LIMITS, PROGRAMS, _local, _remote
 

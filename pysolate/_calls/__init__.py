@@ -1,0 +1,1 @@
+"""Calls across the boundary: the broker, a call's execution, crossings, worker threads, sharing."""

@@ -1,0 +1,1 @@
+"""What the Guest child process runs: standard library only, and nothing of the Host."""

@@ -1,0 +1,1 @@
+"""What a run reports: results, receipts, the timeline, progress, equivalence."""

@@ -1,0 +1,1 @@
+"""What a registered tool is: capabilities and effects, argument binding, value conversion."""

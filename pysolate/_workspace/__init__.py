@@ -1,0 +1,1 @@
+"""The workspace: frozen roots (in memory, lazy, git), branches, commit and apply."""
