@@ -4,7 +4,7 @@ While chunks arrive (``pysolate.streams.CodeReader``) the prefix parser accepts 
 statements, and each one grows the run's event graph (``Discovery``), so the lane can start
 ready, eligible calls while the model still streams. When the program is complete (the end
 of a raw stream, the closing fence of the markdown block, the end of the code tool's call)
-the source is sealed (``PrefixParser.close`` and ``_seal.seal``). A syntax error, no code
+the source is sealed (``PrefixParser.close`` and ``seal``, which checks it as the Guest's compiler would). A syntax error, no code
 block or bad tool arguments make the run ``rejected``; a stream that raises, is cut or
 stalls makes it ``aborted`` (``Unsealed``): either way the Guest never receives a source.
 
@@ -24,17 +24,18 @@ import anyio
 import anyio.abc
 
 from occurrences import Pending, PrefixParser, SealError, Snapshot
+from occurrences.depth import LIMIT_ERRORS, compile_tree, parse
 from scheduler import EventGraph, SpeculativeLane
 
 from .._calls._registry import Registry
 from .._guest_api import ErrorInfo
+from .._guest_errors import AGENT_FILENAME
 from .._report._result import RunStatus
 from ..passes import PassConfig, PassOutcome, apply_source_passes, speculative_statements
 from ..streams import CodeReader, StreamError
 from ..tracing import source_hash
 from ..tracing.events import EventStream, TokensArrived
 from ._pace import Pacer
-from ._seal import rejection, seal
 
 Lens = Callable[[Sequence[ast.stmt]], Sequence[ast.stmt]]
 """How discovery reads accepted statements (as the pushdown pass will derive them)."""
@@ -47,6 +48,39 @@ class Unsealed(Exception):
         super().__init__(error.message)
         self.status = status
         self.error = error
+
+
+def seal(source: str, tree: ast.Module | None = None) -> ast.Module:
+    """Check that ``source`` compiles as a whole and return its tree; raise ``SealError``
+    when it does not.
+
+    ``compile``, not only ``ast.parse``: some errors (``return`` outside a function, a
+    top-level ``await``, ``too many statically nested blocks``) are only found by the
+    compiler, and the Guest must never start on a source it would reject. ``tree``, when
+    given, is ``source`` already parsed (the prefix parser's statements equal
+    ``ast.parse``'s), so it is not parsed again.
+
+    A source nested past CPython's limits (``RecursionError``, the parser's
+    ``MemoryError``) is rejected with CPython's class and message, at the same depth for
+    every caller (``occurrences.depth``): ``run_source``, ``run_stream`` and a
+    session draw the line in the same place.
+    """
+    try:
+        if tree is None:
+            tree = parse(source, AGENT_FILENAME)
+        compile_tree(source, tree, AGENT_FILENAME, "exec")
+        return tree
+    except SyntaxError as exc:
+        raise SealError.from_syntax_error(exc)  # noqa: B904 (it sets __cause__ itself)
+    except LIMIT_ERRORS as exc:
+        raise SealError.from_limit(exc) from exc
+    except ValueError as exc:  # NUL bytes, lone surrogates: reported as the prefix parser does
+        raise SealError(str(exc)) from exc
+
+
+def rejection(exc: SealError) -> ErrorInfo:
+    """The error a rejected run reports: the compiler's own class name, message and line."""
+    return ErrorInfo(type(exc.__cause__ or exc).__name__, exc.msg, exc.lineno)
 
 
 def seal_whole(source: str) -> Snapshot:

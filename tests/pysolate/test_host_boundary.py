@@ -34,7 +34,7 @@ from pysolate import (
     Workspace,
     capability,
 )
-from pysolate._run._seal import seal
+from pysolate._run._stream_run import seal
 from pysolate.testing import differences, in_process_guest, in_process_session
 
 T = TypeVar("T")

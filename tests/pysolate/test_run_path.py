@@ -10,7 +10,7 @@ import anyio
 import pytest
 
 from pysolate import Effect, Host, RunStatus
-from pysolate._run import _seal
+from pysolate._run import _stream_run
 from pysolate.passes import BatchPolicy, PassConfig
 from pysolate.passes.testing import LawfulFiles
 from pysolate.testing import Script, in_process_guest, scripted_tool
@@ -34,15 +34,15 @@ def _host(**options: object) -> Host:
 
 @pytest.fixture
 def seals(monkeypatch: pytest.MonkeyPatch) -> list[str]:
-    """The sources compiled as seals (``_seal.seal``'s compile step), in order."""
+    """The sources compiled as seals (``_stream_run.seal``'s compile step), in order."""
     compiled: list[str] = []
-    compile_tree: Callable[..., object] = _seal.compile_tree
+    compile_tree: Callable[..., object] = _stream_run.compile_tree
 
     def counted(source: str, *args: object) -> object:
         compiled.append(source)
         return compile_tree(source, *args)
 
-    monkeypatch.setattr(_seal, "compile_tree", counted)
+    monkeypatch.setattr(_stream_run, "compile_tree", counted)
     return compiled
 
 
