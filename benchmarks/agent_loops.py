@@ -38,7 +38,9 @@ from fake_llm import FakeModel  # noqa: E402
 
 from pysolate import CodeTool, Effect, Host, RunResult, SyncHost, capability  # noqa: E402
 
-PROGRAM = 'hits = docs.search("retries") + docs.search("timeouts")\nprint(len(hits), "hits")\nhits[0]\n'
+PROGRAM = (
+    'hits = docs.search("retries") + docs.search("timeouts")\nprint(len(hits), "hits")\nhits[0]\n'
+)
 SEARCH_SECONDS = 0.5
 
 
@@ -56,14 +58,20 @@ def make_host() -> Host:
     return host
 
 
-def run(host: SyncHost, tool: CodeTool, stream: Any, final: Any, arguments: Any, pysolate: bool) -> tuple[RunResult, Any]:
+def run(
+    host: SyncHost, tool: CodeTool, stream: Any, final: Any, arguments: Any, pysolate: bool
+) -> tuple[RunResult, Any]:
     """One turn's run and the whole reply, as each mode gets them."""
     if pysolate:
         result = host.run_stream(stream, code=tool.code)
         return result, final()
     reply = final()
     code = arguments(reply)
-    return (host.run_source(code, speculate=False) if code is not None else host.run_stream([], code=tool.code)), reply
+    return (
+        host.run_source(code, speculate=False)
+        if code is not None
+        else host.run_stream([], code=tool.code)
+    ), reply
 
 
 def chat_code(completion: Any) -> str | None:
@@ -72,7 +80,10 @@ def chat_code(completion: Any) -> str | None:
 
 
 def responses_code(response: Any) -> str | None:
-    return next((json.loads(i.arguments)["code"] for i in response.output if i.type == "function_call"), None)
+    return next(
+        (json.loads(i.arguments)["code"] for i in response.output if i.type == "function_call"),
+        None,
+    )
 
 
 def chat(pysolate: bool) -> tuple[float, float]:
@@ -83,8 +94,12 @@ def chat(pysolate: bool) -> tuple[float, float]:
         messages: list[Any] = [{"role": "user", "content": "How do retries work?"}]
         started = time.monotonic()
         while True:
-            with client.chat.completions.stream(model="gpt-5", messages=messages, tools=[tool.openai_chat()]) as stream:
-                result, completion = run(host, tool, stream, stream.get_final_completion, chat_code, pysolate)
+            with client.chat.completions.stream(
+                model="gpt-5", messages=messages, tools=[tool.openai_chat()]
+            ) as stream:
+                result, completion = run(
+                    host, tool, stream, stream.get_final_completion, chat_code, pysolate
+                )
             if not (reply := tool.openai_chat_reply(completion, result)):
                 return time.monotonic() - started, after
             after = time.monotonic() - model.last_sent
@@ -99,8 +114,15 @@ def responses(pysolate: bool) -> tuple[float, float]:
         items: list[Any] = [{"role": "user", "content": "How do retries work?"}]
         started = time.monotonic()
         while True:
-            with client.responses.stream(model="gpt-5", input=items, tools=[tool.openai_responses()], previous_response_id=previous) as stream:
-                result, response = run(host, tool, stream, stream.get_final_response, responses_code, pysolate)
+            with client.responses.stream(
+                model="gpt-5",
+                input=items,
+                tools=[tool.openai_responses()],
+                previous_response_id=previous,
+            ) as stream:
+                result, response = run(
+                    host, tool, stream, stream.get_final_response, responses_code, pysolate
+                )
             if not (items := tool.openai_responses_reply(response, result)):
                 return time.monotonic() - started, after
             after, previous = time.monotonic() - model.last_sent, response.id
@@ -115,7 +137,12 @@ def messages(pysolate: bool) -> tuple[float, float]:
             history: list[Any] = [{"role": "user", "content": "How do retries work?"}]
             started = time.monotonic()
             while True:
-                async with client.messages.stream(model="claude-sonnet-4-5", max_tokens=1024, messages=history, tools=[tool.anthropic()]) as stream:
+                async with client.messages.stream(
+                    model="claude-sonnet-4-5",
+                    max_tokens=1024,
+                    messages=history,
+                    tools=[tool.anthropic()],
+                ) as stream:
                     if pysolate:
                         result = await host.run_stream(stream, code=tool.code)
                         message = await stream.get_final_message()
@@ -123,7 +150,11 @@ def messages(pysolate: bool) -> tuple[float, float]:
                         message = await stream.get_final_message()
                         use = next((b for b in message.content if b.type == "tool_use"), None)
                         code = use.input["code"] if use is not None else None  # type: ignore[index]
-                        result = await (host.run_source(code, speculate=False) if code else host.run_stream([], code=tool.code))
+                        result = await (
+                            host.run_source(code, speculate=False)
+                            if code
+                            else host.run_stream([], code=tool.code)
+                        )
                 if not (reply := tool.anthropic_reply(message, result)):
                     return time.monotonic() - started, after
                 after = time.monotonic() - model.last_sent
@@ -132,7 +163,11 @@ def messages(pysolate: bool) -> tuple[float, float]:
     return anyio.run(main)
 
 
-LOOPS = {"OpenAI chat (sync)": chat, "OpenAI Responses (sync)": responses, "Anthropic (async)": messages}
+LOOPS = {
+    "OpenAI chat (sync)": chat,
+    "OpenAI Responses (sync)": responses,
+    "Anthropic (async)": messages,
+}
 
 
 def main() -> None:
@@ -148,7 +183,9 @@ def main() -> None:
             rows[pysolate] = (min(r[0] for r in runs), min(r[1] for r in runs))
             label = "Pysolate" if pysolate else "stream, then run"
             print(f"{name:<26} {label:<16} {rows[pysolate][0]:>7.2f} {rows[pysolate][1]:>17.2f}")
-        print(f"{name:<26} {'ratio':<16} {rows[False][0] / rows[True][0]:>7.2f} {rows[False][1] / rows[True][1]:>17.2f}")
+        print(
+            f"{name:<26} {'ratio':<16} {rows[False][0] / rows[True][0]:>7.2f} {rows[False][1] / rows[True][1]:>17.2f}"
+        )
 
 
 if __name__ == "__main__":

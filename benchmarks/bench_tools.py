@@ -50,7 +50,9 @@ def guest_factory(kind: GuestKind) -> GuestFactory | None:
         from pysolate._guest import start_subprocess_guest
 
         level = "seccomp" if kind == "seccomp" else "landlock"
-        return functools.partial(start_subprocess_guest, isolation=level, fork_server=kind != "landlock-spawn")
+        return functools.partial(
+            start_subprocess_guest, isolation=level, fork_server=kind != "landlock-spawn"
+        )
     return None
 
 
@@ -62,7 +64,9 @@ def session_factory(kind: GuestKind) -> SessionGuestFactory | None:
         from pysolate._guest import start_subprocess_session
 
         level = "seccomp" if kind == "seccomp" else "landlock"
-        return functools.partial(start_subprocess_session, isolation=level, fork_server=kind != "landlock-spawn")
+        return functools.partial(
+            start_subprocess_session, isolation=level, fork_server=kind != "landlock-spawn"
+        )
     return None
 
 
@@ -196,9 +200,21 @@ def _ws_specs(s: float) -> dict[str, ToolSpec]:
     def write_text(path: str, text: str, encoding: str = "utf-8") -> None:
         files[path] = text
 
-    effects = {"read_text": Effect.IMMUTABLE_READ, "exists": Effect.IMMUTABLE_READ, "list_dir": Effect.IMMUTABLE_READ}
-    behaviours = {"read_text": read_text, "exists": exists, "list_dir": list_dir, "write_text": write_text}
-    return {m: ToolSpec(b, effects.get(m, Effect.WRITE), WS_LATENCY[m] * s) for m, b in behaviours.items()}
+    effects = {
+        "read_text": Effect.IMMUTABLE_READ,
+        "exists": Effect.IMMUTABLE_READ,
+        "list_dir": Effect.IMMUTABLE_READ,
+    }
+    behaviours = {
+        "read_text": read_text,
+        "exists": exists,
+        "list_dir": list_dir,
+        "write_text": write_text,
+    }
+    return {
+        m: ToolSpec(b, effects.get(m, Effect.WRITE), WS_LATENCY[m] * s)
+        for m, b in behaviours.items()
+    }
 
 
 def tool_specs(latency_scale: float = 1.0) -> dict[str, dict[str, ToolSpec]]:
@@ -243,7 +259,10 @@ def final_state(specs: dict[str, dict[str, ToolSpec]]) -> object:
 
 
 def public_methods(specs: dict[str, dict[str, ToolSpec]]) -> dict[str, dict[str, ToolSpec]]:
-    return {cap: {m: t for m, t in methods.items() if not m.startswith("_")} for cap, methods in specs.items()}
+    return {
+        cap: {m: t for m, t in methods.items() if not m.startswith("_")}
+        for cap, methods in specs.items()
+    }
 
 
 def make_host(
@@ -252,15 +271,23 @@ def make_host(
     """A Host with every benchmark tool registered, and the specs behind it (fresh state);
     ``share``: ``Host(share=...)``, its runs share physical calls (issue 40)."""
     specs = tool_specs(latency_scale)
-    host = Host(guest_factory=guest_factory(guest), session_factory=session_factory(guest), share=share)
+    host = Host(
+        guest_factory=guest_factory(guest), session_factory=session_factory(guest), share=share
+    )
     for cap, methods in public_methods(specs).items():
         if cap == "ws":
             host.register(cap, bench_workspace(latency_scale))
             continue
         if EXACT_TIMERS:
-            scripts = {m: Script(_after_latency(t), effect=t.effect, version="1") for m, t in methods.items()}
+            scripts = {
+                m: Script(_after_latency(t), effect=t.effect, version="1")
+                for m, t in methods.items()
+            }
         else:
-            scripts = {m: Script(t.behaviour, effect=t.effect, version="1", latency=t.latency) for m, t in methods.items()}
+            scripts = {
+                m: Script(t.behaviour, effect=t.effect, version="1", latency=t.latency)
+                for m, t in methods.items()
+            }
         host.register(cap, scripted_tool(**scripts))
     return host, specs
 

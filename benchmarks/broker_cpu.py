@@ -53,12 +53,17 @@ async def host_cpu_per_call(calls: int, guest: str = "isolated") -> float:
             return x
 
     kind: GuestKind = guest  # type: ignore[assignment]
-    host = Host(guest_factory=guest_factory(kind), limits=GuestLimits(wall_time=120, cpu_time=120, max_calls=10**7))
+    host = Host(
+        guest_factory=guest_factory(kind),
+        limits=GuestLimits(wall_time=120, cpu_time=120, max_calls=10**7),
+    )
     host.register("tools", Tools())
 
     async def cpu(n: int) -> float:
         c0 = time.process_time()
-        result = await host.run_source(f"for _ in range({n}):\n    tools.echo(7)\n", speculate=False)
+        result = await host.run_source(
+            f"for _ in range({n}):\n    tools.echo(7)\n", speculate=False
+        )
         assert result.status == "ok", result.error
         return time.process_time() - c0
 
@@ -77,18 +82,35 @@ def _measure_in(tree: Path, calls: int, guest: str, cpu: int | None = None) -> f
     env = {**os.environ, "PYTHONPATH": str(tree)}
     pin = None if cpu is None else (lambda: os.sched_setaffinity(0, {cpu}))
     out = subprocess.run(
-        [sys.executable, "-c", code, str(tree), str(Path(__file__).resolve().parent), str(calls), guest],
-        check=True, capture_output=True, text=True, env=env, cwd=tree, preexec_fn=pin,
+        [
+            sys.executable,
+            "-c",
+            code,
+            str(tree),
+            str(Path(__file__).resolve().parent),
+            str(calls),
+            guest,
+        ],
+        check=True,
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=tree,
+        preexec_fn=pin,
     )
     return float(out.stdout.strip().splitlines()[-1])
 
 
-def side_by_side(baseline: str | None, calls: int, rounds: int, guest: str, cpu: int | None = None) -> dict[str, float]:
+def side_by_side(
+    baseline: str | None, calls: int, rounds: int, guest: str, cpu: int | None = None
+) -> dict[str, float]:
     """Best Host CPU seconds per call of this tree (and of ``baseline``), alternating."""
     trees = {"this tree": ROOT}
     with tempfile.TemporaryDirectory() as tmp:
         if baseline is not None:
-            archive = subprocess.run(["git", "-C", str(ROOT), "archive", baseline], check=True, capture_output=True).stdout
+            archive = subprocess.run(
+                ["git", "-C", str(ROOT), "archive", baseline], check=True, capture_output=True
+            ).stdout
             subprocess.run(["tar", "-x", "-C", tmp], input=archive, check=True)
             trees = {baseline: Path(tmp), **trees}
         best = dict.fromkeys(trees, float("inf"))
@@ -99,15 +121,23 @@ def side_by_side(baseline: str | None, calls: int, rounds: int, guest: str, cpu:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--baseline", help="a git revision to measure side by side (e.g. main)")
     parser.add_argument("--calls", type=int, default=2000)
     parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--guest", default="isolated", choices=["isolated", "seccomp", "landlock", "landlock-spawn"])
-    parser.add_argument("--cpu", type=int, help="run the Host and its Guests on this CPU only (see above)")
+    parser.add_argument(
+        "--guest", default="isolated", choices=["isolated", "seccomp", "landlock", "landlock-spawn"]
+    )
+    parser.add_argument(
+        "--cpu", type=int, help="run the Host and its Guests on this CPU only (see above)"
+    )
     options = parser.parse_args()
     load_before = os.getloadavg()[0]
-    results = side_by_side(options.baseline, options.calls, options.rounds, options.guest, options.cpu)
+    results = side_by_side(
+        options.baseline, options.calls, options.rounds, options.guest, options.cpu
+    )
     where = "all CPUs" if options.cpu is None else f"CPU {options.cpu} only"
     print(
         f"Host CPU per broker call (0-latency async tool, int argument; best of {options.rounds} rounds x {BATCHES} "

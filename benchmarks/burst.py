@@ -120,17 +120,21 @@ def rows(recording: Recording, width: float, cores: int) -> list[Row]:
         busy = (total - ticks[3] - ticks[4]) / total * cores  # idle and iowait out
         lo, hi = a["t"] - recording.t0, b["t"] - recording.t0
         lags = [lag for at, lag in recording.lags if lo <= at - recording.t0 < hi]
-        counts = collections.Counter(what for at, what in recording.stamps if lo <= at - recording.t0 < hi)
-        out.append(Row(
-            start=lo,
-            machine=busy,
-            machine_system=ticks[2] / total * cores,
-            runs_cgroup=(b["cgroup"][0] - a["cgroup"][0]) / dt,
-            loop=(b["loop"] - a["loop"]) / dt,
-            loop_waiting=(b["sched"][1] - a["sched"][1]) / 1e9 / dt,
-            lag_median_ms=statistics.median(lags) * 1e3 if lags else 0.0,
-            stamps={what: counts[what] for what in STAMPS},
-        ))
+        counts = collections.Counter(
+            what for at, what in recording.stamps if lo <= at - recording.t0 < hi
+        )
+        out.append(
+            Row(
+                start=lo,
+                machine=busy,
+                machine_system=ticks[2] / total * cores,
+                runs_cgroup=(b["cgroup"][0] - a["cgroup"][0]) / dt,
+                loop=(b["loop"] - a["loop"]) / dt,
+                loop_waiting=(b["sched"][1] - a["sched"][1]) / 1e9 / dt,
+                lag_median_ms=statistics.median(lags) * 1e3 if lags else 0.0,
+                stamps={what: counts[what] for what in STAMPS},
+            )
+        )
         first = i
     return out
 
@@ -175,7 +179,9 @@ class StackSampler:
 def stamp_guest_starts(stamps: list[tuple[float, str]]) -> None:
     """Wrap the Guest start's steps so each leaves a stamp (this process only)."""
 
-    def stamped(function: Callable[..., Awaitable[Any]], before: str | None, after: str) -> Callable[..., Awaitable[Any]]:
+    def stamped(
+        function: Callable[..., Awaitable[Any]], before: str | None, after: str
+    ) -> Callable[..., Awaitable[Any]]:
         async def wrapper(*args: Any, **kwargs: Any) -> Any:
             if before is not None:
                 stamps.append((time.monotonic(), before))
@@ -219,7 +225,10 @@ async def burst(guest: GuestKind, runs: int, width: float, every: float, profile
     names = [READ_ONLY[i % len(READ_ONLY)] for i in range(runs)]
     results: list[RunResult | None] = [None] * runs
     sampler = subprocess.Popen(
-        [sys.executable, "-c", SAMPLER, str(os.getpid()), meter.path, str(every)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+        [sys.executable, "-c", SAMPLER, str(os.getpid()), meter.path, str(every)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
     )
     with open(os.path.join(meter.origin, "cgroup.procs"), "w") as f:
         f.write(str(sampler.pid))  # its CPU is not the runs'
@@ -251,24 +260,45 @@ async def burst(guest: GuestKind, runs: int, width: float, every: float, profile
         switches = [b - a for a, b in zip(switches0, context_switches(), strict=True)]
         await anyio.sleep(2 * every)
         done.set()
-    recording = Recording(t0, json.loads(sampler.communicate("")[0]), [s for s in stamps if s[0] <= t0 + wall], lags)
+    recording = Recording(
+        t0, json.loads(sampler.communicate("")[0]), [s for s in stamps if s[0] <= t0 + wall], lags
+    )
     recording.stamps = [s for s in recording.stamps if s[0] >= t0]
     equal = equal_to_twins(results, await sequential_twins(guest, recordings, names))
     longest = max(recordings[n].duration for n in names)
-    print(f"burst [{guest}]: {runs} runs, wall {wall:.2f} s = {wall / longest:.2f}x the longest stream ({longest:.2f} s); equal {equal}/{runs}; load {os.getloadavg()[0]:.2f}")
-    print(f"   loop thread: {thread:.2f} s CPU = {thread / runs * 1e3:.2f} ms per run, {thread / wall:.2f} of a core; context switches: {switches[0]} voluntary, {switches[1]} involuntary")
-    print(f"   {'t (s)':>6} {'busy':>5} {'sys':>5} {'runs':>5} {'loop':>5} {'wait':>5} {'lag ms':>6}  " + " ".join(f"{s:>14}" for s in STAMPS))
+    print(
+        f"burst [{guest}]: {runs} runs, wall {wall:.2f} s = {wall / longest:.2f}x the longest stream ({longest:.2f} s); equal {equal}/{runs}; load {os.getloadavg()[0]:.2f}"
+    )
+    print(
+        f"   loop thread: {thread:.2f} s CPU = {thread / runs * 1e3:.2f} ms per run, {thread / wall:.2f} of a core; context switches: {switches[0]} voluntary, {switches[1]} involuntary"
+    )
+    print(
+        f"   {'t (s)':>6} {'busy':>5} {'sys':>5} {'runs':>5} {'loop':>5} {'wait':>5} {'lag ms':>6}  "
+        + " ".join(f"{s:>14}" for s in STAMPS)
+    )
     for row in rows(recording, width, os.cpu_count() or 1):
         print(
             f"   {row.start:6.2f} {row.machine:5.2f} {row.machine_system:5.2f} {row.runs_cgroup:5.2f} {row.loop:5.2f} {row.loop_waiting:5.2f} {row.lag_median_ms:6.0f}  "
             + " ".join(f"{row.stamps[s]:>14}" for s in STAMPS)
         )
-    print("   busy: the machine's cores; sys: of which kernel; runs: the runs' cgroup (Host + fork servers + Guests);")
-    print("   loop: the event-loop thread's CPU; wait: its time runnable on a runqueue (cores); lag: a 10 ms sleep's lateness")
-    seal = [s for r, n in zip(results, names, strict=True) if r is not None and r.timeline is not None
-            for s in [next(m.at for m in r.timeline.marks if m.kind == "seal") - recordings[n].duration]]
+    print(
+        "   busy: the machine's cores; sys: of which kernel; runs: the runs' cgroup (Host + fork servers + Guests);"
+    )
+    print(
+        "   loop: the event-loop thread's CPU; wait: its time runnable on a runqueue (cores); lag: a 10 ms sleep's lateness"
+    )
+    seal = [
+        s
+        for r, n in zip(results, names, strict=True)
+        if r is not None and r.timeline is not None
+        for s in [next(m.at for m in r.timeline.marks if m.kind == "seal") - recordings[n].duration]
+    ]
     print(f"   seal after the recording's own end: {_quantiles(seal)}")
-    for label, kind in (("ready", "ready"), ("cgroup entered", "cgroup entered"), ("fork got", "fork got")):
+    for label, kind in (
+        ("ready", "ready"),
+        ("cgroup entered", "cgroup entered"),
+        ("fork got", "fork got"),
+    ):
         at = sorted(t - t0 for t, what in recording.stamps if what == kind)
         if at:
             print(f"   {label}: first {at[0]:.2f} s, last {at[-1]:.2f} s ({len(at)})")
@@ -277,11 +307,17 @@ async def burst(guest: GuestKind, runs: int, width: float, every: float, profile
 
 
 if __name__ == "__main__":
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--guest", choices=["isolated", "seccomp", "landlock", "landlock-spawn"], default="isolated")
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument(
+        "--guest", choices=["isolated", "seccomp", "landlock", "landlock-spawn"], default="isolated"
+    )
     parser.add_argument("--runs", type=int, default=500)
     parser.add_argument("--bin", type=float, default=0.25, help="seconds per row of the timeline")
     parser.add_argument("--every", type=float, default=0.05, help="seconds between two samples")
-    parser.add_argument("--profile", action="store_true", help="SIGPROF stack samples of the loop thread")
+    parser.add_argument(
+        "--profile", action="store_true", help="SIGPROF stack samples of the loop thread"
+    )
     options = parser.parse_args()
     anyio.run(burst, options.guest, options.runs, options.bin, options.every, options.profile)

@@ -27,8 +27,17 @@ def usage_usec(text: str) -> int:
 
 def own_cgroup(mountinfo: str, proc_cgroup: str) -> str | None:
     """This process's cgroup v2 directory from ``/proc/self/mountinfo`` and ``/proc/self/cgroup``."""
-    mount = next((fields[4] for fields in map(str.split, mountinfo.splitlines()) if "-" in fields and fields[fields.index("-") + 1] == "cgroup2"), None)
-    own = next((line.split(":", 2)[2] for line in proc_cgroup.splitlines() if line.startswith("0::")), None)
+    mount = next(
+        (
+            fields[4]
+            for fields in map(str.split, mountinfo.splitlines())
+            if "-" in fields and fields[fields.index("-") + 1] == "cgroup2"
+        ),
+        None,
+    )
+    own = next(
+        (line.split(":", 2)[2] for line in proc_cgroup.splitlines() if line.startswith("0::")), None
+    )
     return None if mount is None or own is None else os.path.join(mount, own.lstrip("/"))
 
 

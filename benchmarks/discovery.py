@@ -50,7 +50,12 @@ from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 
 # ``--root DIR`` (the baseline's subprocess): import the code under test from DIR instead.
-sys.path.insert(0, sys.argv[sys.argv.index("--root") + 1] if "--root" in sys.argv else str(Path(__file__).resolve().parents[1]))
+sys.path.insert(
+    0,
+    sys.argv[sys.argv.index("--root") + 1]
+    if "--root" in sys.argv
+    else str(Path(__file__).resolve().parents[1]),
+)
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import anyio
@@ -64,11 +69,22 @@ from pysolate.streams import read_recording
 from scheduler import EventGraph, State
 
 _ROOT = str(Path(occurrences.__file__).resolve().parents[1])  # the tree under test
-READ_ONLY = ["issue5_four_reads", "parallel_reads", "dependent_chain", "loop_known_list", "loop_listed_dir", "branches", "failing_read_caught"]
+READ_ONLY = [
+    "issue5_four_reads",
+    "parallel_reads",
+    "dependent_chain",
+    "loop_known_list",
+    "loop_listed_dir",
+    "branches",
+    "failing_read_caught",
+]
 """``overhead.READ_ONLY``, copied: a baseline revision's subprocess cannot import this tree's overhead.py
 (``compare_stream`` checks the copy)."""
 SCENARIO_DIR = Path(__file__).resolve().parent / "scenarios"
-BEHAVIOURS = {cap: {m: t.behaviour for m, t in methods.items()} for cap, methods in public_methods(tool_specs()).items()}
+BEHAVIOURS = {
+    cap: {m: t.behaviour for m, t in methods.items()}
+    for cap, methods in public_methods(tool_specs()).items()
+}
 
 CAPABILITIES = {
     capability: {method: MethodSpec(tool.effect, "1") for method, tool in methods.items()}
@@ -76,9 +92,13 @@ CAPABILITIES = {
 }
 
 
-def key_for(capability: str, method: str, args: tuple[object, ...], kwargs: dict[str, object]) -> CallKey | None:
+def key_for(
+    capability: str, method: str, args: tuple[object, ...], kwargs: dict[str, object]
+) -> CallKey | None:
     try:
-        return CallKey(capability, method, "1", canonical_arguments({"args": args, "kwargs": kwargs}), "root")
+        return CallKey(
+            capability, method, "1", canonical_arguments({"args": args, "kwargs": kwargs}), "root"
+        )
     except NotPlain:
         return None
 
@@ -116,7 +136,9 @@ def answer(graph: EventGraph) -> None:
                 continue
             graph.mark_dispatched(node.id)
             try:
-                result = BEHAVIOURS[node.site.capability][node.site.method](*node.args, **node.kwargs)
+                result = BEHAVIOURS[node.site.capability][node.site.method](
+                    *node.args, **node.kwargs
+                )
             except Exception:
                 graph.fail(node.id)
             else:
@@ -146,14 +168,22 @@ def stream(chunks: list[str]) -> None:
 
 def measure_stream(repeats: int) -> dict[str, float]:
     """Scenario -> best-of-``repeats`` CPU µs per streamed run."""
-    recordings = {name: [c.text for c in read_recording(SCENARIO_DIR / f"{name}.jsonl").chunks] for name in READ_ONLY}
-    return {name: best_microseconds(lambda c=chunks: stream(c), 1, repeats) for name, chunks in recordings.items()}
+    recordings = {
+        name: [c.text for c in read_recording(SCENARIO_DIR / f"{name}.jsonl").chunks]
+        for name in READ_ONLY
+    }
+    return {
+        name: best_microseconds(lambda c=chunks: stream(c), 1, repeats)
+        for name, chunks in recordings.items()
+    }
 
 
 def _subprocess_stream(root: str, repeats: int) -> dict[str, float]:
     out = subprocess.run(
         [sys.executable, __file__, "--stream-json", "--repeats", str(repeats), "--root", root],
-        check=True, capture_output=True, text=True,
+        check=True,
+        capture_output=True,
+        text=True,
     ).stdout
     return {k: float(v) for k, v in json.loads(out).items()}
 
@@ -167,7 +197,9 @@ def compare_stream(baseline: str | None, repeats: int, rounds: int = 3) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         roots = {"this tree": _ROOT}
         if baseline is not None:
-            archive = subprocess.run(["git", "-C", _ROOT, "archive", baseline], check=True, capture_output=True).stdout
+            archive = subprocess.run(
+                ["git", "-C", _ROOT, "archive", baseline], check=True, capture_output=True
+            ).stdout
             subprocess.run(["tar", "-x", "-C", tmp], input=archive, check=True)
             roots = {baseline: tmp, **roots}
         best: dict[str, dict[str, float]] = {label: {} for label in roots}
@@ -176,13 +208,27 @@ def compare_stream(baseline: str | None, repeats: int, rounds: int = 3) -> None:
                 for name, us in _subprocess_stream(root, repeats).items():
                     best[label][name] = min(us, best[label].get(name, float("inf")))
     labels = list(roots)
-    print(f"streaming pipeline, CPU µs per run, best of {rounds}x{repeats} (parser + provisional + discovery)")
-    print(f"{'scenario':24}" + "".join(f"{label:>14}" for label in labels) + ("   after/before" if baseline else ""))
+    print(
+        f"streaming pipeline, CPU µs per run, best of {rounds}x{repeats} (parser + provisional + discovery)"
+    )
+    print(
+        f"{'scenario':24}"
+        + "".join(f"{label:>14}" for label in labels)
+        + ("   after/before" if baseline else "")
+    )
     for name in READ_ONLY:
         row = [best[label][name] for label in labels]
-        print(f"{name:24}" + "".join(f"{v:14.0f}" for v in row) + (f"{row[-1] / row[0]:15.2f}" if baseline else ""))
+        print(
+            f"{name:24}"
+            + "".join(f"{v:14.0f}" for v in row)
+            + (f"{row[-1] / row[0]:15.2f}" if baseline else "")
+        )
     means = [statistics.fmean(best[label].values()) for label in labels]
-    print(f"{'mean per run':24}" + "".join(f"{v:14.0f}" for v in means) + (f"{means[-1] / means[0]:15.2f}" if baseline else ""))
+    print(
+        f"{'mean per run':24}"
+        + "".join(f"{v:14.0f}" for v in means)
+        + (f"{means[-1] / means[0]:15.2f}" if baseline else "")
+    )
 
 
 BODY_LINES = (25, 50, 100, 200, 400)
@@ -222,7 +268,9 @@ def measure_lines(repeats: int) -> dict[str, object]:
         source = loop_program(lines)
         chunks = chunks_of(source)
         once = best_microseconds(lambda s=source: whole(s), 1, repeats)
-        streamed = best_microseconds(lambda c=chunks: stream(c), 1, max(1, repeats // (1 + lines // 100)))
+        streamed = best_microseconds(
+            lambda c=chunks: stream(c), 1, max(1, repeats // (1 + lines // 100))
+        )
         per[str(lines)] = (once, streamed)
     holds = {
         "loop400": anyio.run(worst_hold, chunks_of(loop_program(400))),
@@ -269,18 +317,32 @@ def compare_lines(baseline: str | None, repeats: int) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         roots = {"this tree": _ROOT}
         if baseline is not None:
-            archive = subprocess.run(["git", "-C", _ROOT, "archive", baseline], check=True, capture_output=True).stdout
+            archive = subprocess.run(
+                ["git", "-C", _ROOT, "archive", baseline], check=True, capture_output=True
+            ).stdout
             subprocess.run(["tar", "-x", "-C", tmp], input=archive, check=True)
             roots = {baseline: tmp, **roots}
         got = {}
         for label, root in roots.items():
             out = subprocess.run(
-                [sys.executable, __file__, "--lines-json", "--repeats", str(repeats), "--root", root],
-                check=True, capture_output=True, text=True,
+                [
+                    sys.executable,
+                    __file__,
+                    "--lines-json",
+                    "--repeats",
+                    str(repeats),
+                    "--root",
+                    root,
+                ],
+                check=True,
+                capture_output=True,
+                text=True,
             ).stdout
             got[label] = json.loads(out)
     labels = list(roots)
-    print("an unfinished for-body of N lines in 5-character chunks: CPU per body line (µs), streamed / whole")
+    print(
+        "an unfinished for-body of N lines in 5-character chunks: CPU per body line (µs), streamed / whole"
+    )
     print(f"{'lines':>6}" + "".join(f"{label + ' µs/line':>24}{'ratio':>8}" for label in labels))
     for lines in BODY_LINES:
         row = ""
@@ -297,9 +359,15 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=20)
     parser.add_argument("--profile", action="store_true")
-    parser.add_argument("--stream", action="store_true", help="per-run CPU of the streaming pipeline")
-    parser.add_argument("--baseline", help="with --stream or --lines: a git revision measured side by side")
-    parser.add_argument("--lines", action="store_true", help="cost per new line of an unfinished block; loop holds")
+    parser.add_argument(
+        "--stream", action="store_true", help="per-run CPU of the streaming pipeline"
+    )
+    parser.add_argument(
+        "--baseline", help="with --stream or --lines: a git revision measured side by side"
+    )
+    parser.add_argument(
+        "--lines", action="store_true", help="cost per new line of an unfinished block; loop holds"
+    )
     parser.add_argument("--lines-json", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--stream-json", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--root", help=argparse.SUPPRESS)
@@ -319,7 +387,10 @@ def main() -> None:
     if options.stream:
         compare_stream(options.baseline, options.repeats)
         if options.profile:
-            recordings = [[c.text for c in read_recording(SCENARIO_DIR / f"{n}.jsonl").chunks] for n in READ_ONLY]
+            recordings = [
+                [c.text for c in read_recording(SCENARIO_DIR / f"{n}.jsonl").chunks]
+                for n in READ_ONLY
+            ]
             print_profile(lambda: [stream(chunks) for chunks in recordings], rounds=20, rows=25)
         return
     ratios, costs, total = [], [], 0.0
@@ -328,12 +399,16 @@ def main() -> None:
         body = ast.parse(scenario.source).body
         sources = [ast.get_source_segment(scenario.source, s) or "" for s in body]
         cost = best_microseconds(lambda body=body: discover(body), len(body), options.repeats)
-        parse = best_microseconds(lambda s=sources: [ast.parse(x) for x in s], len(body), options.repeats)
+        parse = best_microseconds(
+            lambda s=sources: [ast.parse(x) for x in s], len(body), options.repeats
+        )
         ratios.append(cost / parse)
         costs.append(cost)
         total += cost * len(body)
         print(f"{scenario.name:24} {len(body):5} {cost:12.1f} {parse:9.1f} {cost / parse:6.1f}")
-    print(f"{'median':24} {'':5} {statistics.median(costs):12.1f} {'':9} {statistics.median(ratios):6.1f}")
+    print(
+        f"{'median':24} {'':5} {statistics.median(costs):12.1f} {'':9} {statistics.median(ratios):6.1f}"
+    )
     print(f"{'all statements, ms':24} {'':5} {total / 1e3:12.2f}")
     if options.profile:
         bodies = [ast.parse(s.source).body for s in SCENARIOS]

@@ -62,9 +62,17 @@ def pydantic_ai() -> tuple[Step, Callable[[], None]]:
     def step(pysolate: bool) -> tuple[float, RunResult]:
         mode.stream = mode.speculate = pysolate
         t0 = time.monotonic()
-        run = anyio.run(lambda: agent.run("How do retries and timeouts work?", event_stream_handler=drain))
+        run = anyio.run(
+            lambda: agent.run("How do retries and timeouts work?", event_stream_handler=drain)
+        )
         wall = time.monotonic() - t0
-        (part,) = [p for m in run.all_messages() if isinstance(m, ModelRequest) for p in m.parts if isinstance(p, ToolReturnPart)]
+        (part,) = [
+            p
+            for m in run.all_messages()
+            if isinstance(m, ModelRequest)
+            for p in m.parts
+            if isinstance(p, ToolReturnPart)
+        ]
         return wall, part.metadata
 
     return step, lambda: None
@@ -151,14 +159,20 @@ def measure(name: str, repeat: int) -> tuple[float, float, bool]:
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeat", type=int, default=3)
-    parser.add_argument("--only", default=",".join(EXAMPLES), help="comma-separated: " + ", ".join(EXAMPLES))
+    parser.add_argument(
+        "--only", default=",".join(EXAMPLES), help="comma-separated: " + ", ".join(EXAMPLES)
+    )
     args = parser.parse_args(argv)
-    warnings.simplefilter("ignore", PysolateWarning)  # the stream-then-run setups say they gain nothing
+    warnings.simplefilter(
+        "ignore", PysolateWarning
+    )  # the stream-then-run setups say they gain nothing
     print(f"best of {args.repeat}, wall seconds of one agent step")
     print(f"{'example':<14} {'stream, then run':>17} {'Pysolate':>9} {'ratio':>6}  equal")
     for name in args.only.split(","):
         base, fast, equal = measure(name, args.repeat)
-        print(f"{name:<14} {base:>17.2f} {fast:>9.2f} {base / fast:>5.2f}x  {'yes' if equal else 'NO'}")
+        print(
+            f"{name:<14} {base:>17.2f} {fast:>9.2f} {base / fast:>5.2f}x  {'yes' if equal else 'NO'}"
+        )
 
 
 if __name__ == "__main__":

@@ -38,7 +38,12 @@ def rss_mb() -> float:
 
 def pick(repo: str) -> dict[str, list[str]]:
     """PER_CLASS paths of each size class (sizes from ``git ls-tree -l``)."""
-    listing = subprocess.run(["git", "-C", repo, "ls-tree", "-r", "-l", "HEAD"], capture_output=True, text=True, check=True)
+    listing = subprocess.run(
+        ["git", "-C", repo, "ls-tree", "-r", "-l", "HEAD"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     out: dict[str, list[str]] = {name: [] for name in CLASSES}
     for line in listing.stdout.splitlines():
         meta, path = line.split("\t", 1)
@@ -85,7 +90,11 @@ def measure(library: str, repo: str, paths: dict[str, list[str]]) -> dict[str, f
             return [e.path.decode() for e in tree.iteritems()]
 
     else:
-        child = subprocess.Popen(["git", "-C", repo, "cat-file", "--batch"], stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+        child = subprocess.Popen(
+            ["git", "-C", repo, "cat-file", "--batch"],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+        )
         assert child.stdin is not None and child.stdout is not None
         stdin, stdout = child.stdin, child.stdout
 
@@ -98,7 +107,12 @@ def measure(library: str, repo: str, paths: dict[str, list[str]]) -> dict[str, f
             return data
 
         # The commit id, as a git root would resolve it (one more short-lived git process).
-        commit = subprocess.run(["git", "-C", repo, "rev-parse", "HEAD^{commit}"], capture_output=True, text=True, check=True).stdout.strip()
+        commit = subprocess.run(
+            ["git", "-C", repo, "rev-parse", "HEAD^{commit}"],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.strip()
 
         def read(path: str) -> bytes:
             return ask(f"{commit}:{path}")
@@ -112,7 +126,12 @@ def measure(library: str, repo: str, paths: dict[str, list[str]]) -> dict[str, f
             return names
 
     froze, r2 = time.perf_counter() - t, rss_mb()
-    out = {"import ms": imported * 1e3, "import MB": r1 - r0, "freeze ms": froze * 1e3, "freeze MB": r2 - r1}
+    out = {
+        "import ms": imported * 1e3,
+        "import MB": r1 - r0,
+        "freeze ms": froze * 1e3,
+        "freeze MB": r2 - r1,
+    }
     some_dir = next(iter(paths.values()))[0].rpartition("/")[0]
     best = min(_timed(lambda: listing(some_dir)) for _ in range(20))
     out["list_dir µs"] = best * 1e6
@@ -140,7 +159,9 @@ def main() -> None:
     rows: dict[str, dict[str, float]] = {}
     for library in CANDIDATES:
         done = subprocess.run(
-            [sys.executable, __file__, "--one", library, repo, json.dumps(paths)], capture_output=True, text=True
+            [sys.executable, __file__, "--one", library, repo, json.dumps(paths)],
+            capture_output=True,
+            text=True,
         )
         if done.returncode:
             print(f"{library}: not measured ({done.stderr.strip().splitlines()[-1:]})")

@@ -46,9 +46,13 @@ CAPS = {
 WINDOW = 100
 
 
-def key_for(capability: str, method: str, args: tuple[object, ...], kwargs: dict[str, object]) -> CallKey | None:
+def key_for(
+    capability: str, method: str, args: tuple[object, ...], kwargs: dict[str, object]
+) -> CallKey | None:
     try:
-        return CallKey(capability, method, "1", canonical_arguments({"args": args, "kwargs": kwargs}), "root")
+        return CallKey(
+            capability, method, "1", canonical_arguments({"args": args, "kwargs": kwargs}), "root"
+        )
     except NotPlain:
         return None
 
@@ -164,15 +168,21 @@ def paused(fn: Callable[..., dict[str, float]], *args: int) -> dict[str, float]:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--sizes", default="100,1000,10000")
     ap.add_argument("--seed", type=int, default=1)
     args = ap.parse_args()
     sizes = [int(s) for s in args.sizes.split(",")]
     per_update(WINDOW * 2)  # warm-up: imports, caches, first allocations
-    print(f"Python {sys.version.split()[0]}; best of {args.repeats} runs; CPU microseconds, GC paused")
-    print("\n| nodes per kind | total nodes | add | complete (2 dependents) | complete (branch dies) |")
+    print(
+        f"Python {sys.version.split()[0]}; best of {args.repeats} runs; CPU microseconds, GC paused"
+    )
+    print(
+        "\n| nodes per kind | total nodes | add | complete (2 dependents) | complete (branch dies) |"
+    )
     print("|---:|---:|---:|---:|---:|")
     for size in sizes:
         runs = [paused(per_update, size) for _ in range(args.repeats)]

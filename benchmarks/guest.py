@@ -77,7 +77,9 @@ BATCHES = 7
 """Round-trip batches per payload; median and best are reported (the machine is noisy)."""
 
 
-async def echo(capability: str, method: str, args: tuple[object, ...], kwargs: dict[str, object]) -> object:
+async def echo(
+    capability: str, method: str, args: tuple[object, ...], kwargs: dict[str, object]
+) -> object:
     return args[0]
 
 
@@ -97,7 +99,9 @@ async def host_cpu_per_call(isolation: IsolationChoice, calls: int) -> float:
 
     async def cpu(n: int) -> float:
         c0 = time.process_time()
-        result = await host.run_source(f"for _ in range({n}):\n    tools.echo(7)\n", speculate=False)
+        result = await host.run_source(
+            f"for _ in range({n}):\n    tools.echo(7)\n", speculate=False
+        )
         assert result.status == "ok", result.error
         return time.process_time() - c0
 
@@ -116,7 +120,15 @@ async def check_cost(isolation: IsolationChoice) -> float:
         for _ in range(5):
             c0 = time.process_time()
             for _ in range(300):
-                _verify.verify_started(guest._process, pid, plan, guest._limits, guest._scratch, SCRATCH_BYTES, reported)
+                _verify.verify_started(
+                    guest._process,
+                    pid,
+                    plan,
+                    guest._limits,
+                    guest._scratch,
+                    SCRATCH_BYTES,
+                    reported,
+                )
             best.append((time.process_time() - c0) / 300)
         return min(best)
     finally:
@@ -133,7 +145,11 @@ def bare_interpreter(n: int) -> list[float]:
     samples = []
     for _ in range(n):
         t0 = time.perf_counter()
-        subprocess.run([_isolation.interpreter(), *_isolation.INTERPRETER_FLAGS, "-c", "pass"], check=True, env={})
+        subprocess.run(
+            [_isolation.interpreter(), *_isolation.INTERPRETER_FLAGS, "-c", "pass"],
+            check=True,
+            env={},
+        )
         samples.append(time.perf_counter() - t0)
     return samples
 
@@ -151,7 +167,9 @@ def children_cpu() -> float:
             fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
         except OSError:
             continue
-        total += sum(int(f) for f in fields[11:15]) / os.sysconf("SC_CLK_TCK")  # utime stime cutime cstime
+        total += sum(int(f) for f in fields[11:15]) / os.sysconf(
+            "SC_CLK_TCK"
+        )  # utime stime cutime cstime
     return total
 
 
@@ -184,16 +202,26 @@ async def pool_full(pool: _pool.GuestPool) -> None:
             await anyio.sleep(0.0005)
 
 
-async def startups(chosen: list[Mode], starts: int, meter: CgroupMeter | None) -> dict[str, tuple[list[float], float, float, list[float]]]:
+async def startups(
+    chosen: list[Mode], starts: int, meter: CgroupMeter | None
+) -> dict[str, tuple[list[float], float, float, list[float]]]:
     """Per mode: start-up seconds, Guest-side CPU per Guest (mean), Host CPU per Guest
     (mean), run-of-'1' seconds. The CPU spans start, run of '1' and reaping; with a
     ``meter`` the total is its cgroup delta and the Guest's share the total minus the Host's."""
     limits = GuestLimits(wall_time=120, cpu_time=120)
-    pools = {mode.label: _pool.GuestPool(1, isolation=mode.level, fork_server=True) for mode in chosen if mode.pool}
+    pools = {
+        mode.label: _pool.GuestPool(1, isolation=mode.level, fork_server=True)
+        for mode in chosen
+        if mode.pool
+    }
     for mode in chosen:
-        await (await start_subprocess_guest(CAPS, limits, isolation=mode.level, fork_server=mode.fork)).aclose()  # warm caches
+        await (
+            await start_subprocess_guest(CAPS, limits, isolation=mode.level, fork_server=mode.fork)
+        ).aclose()  # warm caches
         if mode.pool:
-            await (await pools[mode.label].take(CAPS, limits)).aclose()  # a fresh start; the pool fills
+            await (
+                await pools[mode.label].take(CAPS, limits)
+            ).aclose()  # a fresh start; the pool fills
             await pool_full(pools[mode.label])
     walls: dict[str, list[float]] = {mode.label: [] for mode in chosen}
     runs: dict[str, list[float]] = {mode.label: [] for mode in chosen}
@@ -207,7 +235,9 @@ async def startups(chosen: list[Mode], starts: int, meter: CgroupMeter | None) -
             if mode.pool:
                 guest = await pools[mode.label].take(CAPS, limits)
             else:
-                guest = await start_subprocess_guest(CAPS, limits, isolation=mode.level, fork_server=mode.fork)
+                guest = await start_subprocess_guest(
+                    CAPS, limits, isolation=mode.level, fork_server=mode.fork
+                )
             walls[mode.label].append(time.perf_counter() - t0)
             t0 = time.perf_counter()
             await guest.run("1", echo)
@@ -224,8 +254,14 @@ async def startups(chosen: list[Mode], starts: int, meter: CgroupMeter | None) -
         print(f"  {label}: {pool.stats}")
         await pool.aclose()
     if meter is not None:
-        print("  Guest CPU per Guest the old way (RUSAGE_CHILDREN + fork servers' /proc stat), same starts: " + ", ".join(f"{label} {cpu / starts * 1e3:.2f} ms" for label, cpu in rusage_cpu.items()))
-    return {label: (walls[label], guest_cpu[label] / starts, host_cpu[label] / starts, runs[label]) for label in walls}
+        print(
+            "  Guest CPU per Guest the old way (RUSAGE_CHILDREN + fork servers' /proc stat), same starts: "
+            + ", ".join(f"{label} {cpu / starts * 1e3:.2f} ms" for label, cpu in rusage_cpu.items())
+        )
+    return {
+        label: (walls[label], guest_cpu[label] / starts, host_cpu[label] / starts, runs[label])
+        for label in walls
+    }
 
 
 def tree_pss(pid: int) -> int:
@@ -254,7 +290,12 @@ def tree_pss(pid: int) -> int:
 
 async def pss_per_guest(mode: Mode, count: int) -> float:
     """Mean PSS bytes of ``count`` ready Guests held at once."""
-    guests = [await start_subprocess_guest(CAPS, GuestLimits(), isolation=mode.level, fork_server=mode.fork) for _ in range(count)]
+    guests = [
+        await start_subprocess_guest(
+            CAPS, GuestLimits(), isolation=mode.level, fork_server=mode.fork
+        )
+        for _ in range(count)
+    ]
     try:
         return statistics.mean(tree_pss(guest.pid) for guest in guests)
     finally:
@@ -265,7 +306,11 @@ async def pss_per_guest(mode: Mode, count: int) -> float:
 async def round_trips(isolation: IsolationChoice, calls: int) -> dict[str, float]:
     limits = GuestLimits(wall_time=120, cpu_time=120)
     medians = {}
-    for label, argument in (("int", "7"), ("1 KiB str", "'x' * 1024"), ("100 KiB str", "'x' * 102400")):
+    for label, argument in (
+        ("int", "7"),
+        ("1 KiB str", "'x' * 1024"),
+        ("100 KiB str", "'x' * 102400"),
+    ):
         n = calls if label != "100 KiB str" else max(1, calls // 10)
         source = (
             f"import time\na = {argument}\nfor _ in range(50):\n    tools.echo(a)\nbatches = []\n"
@@ -303,24 +348,38 @@ async def main(starts: int, calls: int, only: list[str]) -> None:
     chosen = [mode for mode in modes(levels) if not only or mode.label in only]
     levels = [level for level in levels if any(mode.level == level for mode in chosen)]
     samples = await startups(chosen, starts, meter)
-    pss = {mode.label: await pss_per_guest(mode, 10) for mode in chosen}  # (a pool mode's Guests are forked ones)
+    pss = {
+        mode.label: await pss_per_guest(mode, 10) for mode in chosen
+    }  # (a pool mode's Guests are forked ones)
     trips: dict[str, dict[str, float]] = {}
     full: dict[str, float] = {}
     for isolation in levels:
         guest = await start_subprocess_guest(CAPS, GuestLimits(), isolation=isolation)
         await guest.aclose()
         print(f"[{isolation}] mechanisms: {', '.join(guest.isolation.mechanisms)}")
-        print(f"  Host CPU to check a ready Guest in /proc (_verify, once per start): {await check_cost(isolation) * 1e6:5.0f} µs")
+        print(
+            f"  Host CPU to check a ready Guest in /proc (_verify, once per start): {await check_cost(isolation) * 1e6:5.0f} µs"
+        )
         for mode in (m for m in chosen if m.level == isolation):
             start_times, guest_cpu, host_cpu, run_times = samples[mode.label]
-            print(f"  {mode.label:<17} start-up (to ready)     {quantiles(start_times)}   CPU per Guest: {(guest_cpu + host_cpu) * 1e3:6.2f} ms = Guest {guest_cpu * 1e3:6.2f} + Host {host_cpu * 1e3:5.2f} (means)")
-            print(f"  {mode.label:<17} run of '1' (to reaped)  {quantiles(run_times)}   PSS per ready Guest {pss[mode.label] / 2**20:5.2f} MiB")
+            print(
+                f"  {mode.label:<17} start-up (to ready)     {quantiles(start_times)}   CPU per Guest: {(guest_cpu + host_cpu) * 1e3:6.2f} ms = Guest {guest_cpu * 1e3:6.2f} + Host {host_cpu * 1e3:5.2f} (means)"
+            )
+            print(
+                f"  {mode.label:<17} run of '1' (to reaped)  {quantiles(run_times)}   PSS per ready Guest {pss[mode.label] / 2**20:5.2f} MiB"
+            )
         trips[isolation] = await round_trips(isolation, calls)
         full[isolation] = await host_cpu_per_call(isolation, calls)
-        print(f"  Host CPU per call, full broker path (RunScope.handler, 0-latency tool, int): {full[isolation] * 1e6:5.1f} µs (target <= 40)")
+        print(
+            f"  Host CPU per call, full broker path (RunScope.handler, 0-latency tool, int): {full[isolation] * 1e6:5.1f} µs (target <= 40)"
+        )
     base = statistics.median(bare)
-    print(f"\nside by side (medians of {starts} interleaved starts per mode; CPU per Guest = Guest + Host: means; targets: start <= 3 ms, CPU <= 3 ms, PSS <= 3 MiB, Host/call <= 40 µs)")
-    print(f"  {'mode':<17} {'start ms':>9} {'x bare':>7} {'CPU ms':>7} {'Guest ms':>8} {'Host ms':>8} {'PSS MiB':>8} {'run ms':>7} {'call µs':>8} {'Host µs':>8}")
+    print(
+        f"\nside by side (medians of {starts} interleaved starts per mode; CPU per Guest = Guest + Host: means; targets: start <= 3 ms, CPU <= 3 ms, PSS <= 3 MiB, Host/call <= 40 µs)"
+    )
+    print(
+        f"  {'mode':<17} {'start ms':>9} {'x bare':>7} {'CPU ms':>7} {'Guest ms':>8} {'Host ms':>8} {'PSS MiB':>8} {'run ms':>7} {'call µs':>8} {'Host µs':>8}"
+    )
     for mode in chosen:
         start_times, guest_cpu, host_cpu, run_times = samples[mode.label]
         start = statistics.median(start_times)
@@ -332,9 +391,16 @@ async def main(starts: int, calls: int, only: list[str]) -> None:
 
 
 if __name__ == "__main__":
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--starts", type=int, default=20)
     parser.add_argument("--calls", type=int, default=1000)
-    parser.add_argument("--only", nargs="*", default=[], help="mode labels to run (e.g. 'landlock fork'); default all")
+    parser.add_argument(
+        "--only",
+        nargs="*",
+        default=[],
+        help="mode labels to run (e.g. 'landlock fork'); default all",
+    )
     options = parser.parse_args()
     anyio.run(main, options.starts, options.calls, options.only)

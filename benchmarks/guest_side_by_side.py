@@ -45,20 +45,37 @@ def _number(word: str) -> bool:
 
 
 def run_tree(tree: Path, starts: int, only: list[str]) -> dict[str, list[float]]:
-    command = [sys.executable, str(tree / "benchmarks" / "guest.py"), "--starts", str(starts), "--calls", "20"]
-    done = subprocess.run([*command, "--only", *only] if only else command, capture_output=True, text=True, cwd=tree, check=True)
+    command = [
+        sys.executable,
+        str(tree / "benchmarks" / "guest.py"),
+        "--starts",
+        str(starts),
+        "--calls",
+        "20",
+    ]
+    done = subprocess.run(
+        [*command, "--only", *only] if only else command,
+        capture_output=True,
+        text=True,
+        cwd=tree,
+        check=True,
+    )
     return rows(done.stdout)
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--baseline", required=True, help="a git revision (e.g. main)")
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--starts", type=int, default=15)
     parser.add_argument("--only", nargs="*", default=["landlock fork", "namespaces fork"])
     options = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
-        archive = subprocess.run(["git", "-C", str(ROOT), "archive", options.baseline], check=True, capture_output=True).stdout
+        archive = subprocess.run(
+            ["git", "-C", str(ROOT), "archive", options.baseline], check=True, capture_output=True
+        ).stdout
         subprocess.run(["tar", "-x", "-C", tmp], input=archive, check=True)
         trees = {options.baseline: Path(tmp), "this tree": ROOT}
         seen: dict[tuple[str, str], list[list[float]]] = {}
@@ -66,11 +83,17 @@ def main() -> None:
             for label, tree in trees.items():
                 for mode, values in run_tree(tree, options.starts, options.only).items():
                     seen.setdefault((mode, label), []).append(values)
-    print(f"medians of {options.rounds} alternating rounds x {options.starts} starts per mode (benchmarks/guest.py of each tree)")
+    print(
+        f"medians of {options.rounds} alternating rounds x {options.starts} starts per mode (benchmarks/guest.py of each tree)"
+    )
     print(f"  {'mode':<17} {'tree':<12} " + " ".join(f"{c:>9}" for c in COLUMNS) + "  min CPU ms")
     for (mode, label), samples in sorted(seen.items()):
         medians = [statistics.median(column) for column in zip(*samples, strict=True)]
-        print(f"  {mode:<17} {label:<12} " + " ".join(f"{m:9.2f}" for m in medians) + f"  {min(s[2] for s in samples):9.2f}")
+        print(
+            f"  {mode:<17} {label:<12} "
+            + " ".join(f"{m:9.2f}" for m in medians)
+            + f"  {min(s[2] for s in samples):9.2f}"
+        )
 
 
 if __name__ == "__main__":

@@ -78,10 +78,14 @@ class ScriptedModel(Model):
         super().__init__(model_id="scripted")
         self.text, self.clock = text, clock
 
-    def generate(self, messages: list[Any], stop_sequences: list[str] | None = None, **kwargs: Any) -> ChatMessage:
+    def generate(
+        self, messages: list[Any], stop_sequences: list[str] | None = None, **kwargs: Any
+    ) -> ChatMessage:
         raise AssertionError("the benchmark streams")
 
-    def generate_stream(self, messages: list[Any], stop_sequences: list[str] | None = None, **kwargs: Any) -> Iterator[ChatMessageStreamDelta]:
+    def generate_stream(
+        self, messages: list[Any], stop_sequences: list[str] | None = None, **kwargs: Any
+    ) -> Iterator[ChatMessageStreamDelta]:
         for i in range(0, len(self.text), CHARS_PER_TOKEN):
             time.sleep(1 / TOKENS_PER_SECOND)
             yield ChatMessageStreamDelta(content=self.text[i : i + CHARS_PER_TOKEN])
@@ -109,7 +113,9 @@ def smolagents_step(pysolate: bool, make_host: Callable[[], Host]) -> tuple[floa
         return "saved"
 
     clock = Clock()
-    model = ScriptedModel(f"Thought: search each topic.\n<code>\n{PROGRAM}\nfinal_answer(len(notes))\n", clock)
+    model = ScriptedModel(
+        f"Thought: search each topic.\n<code>\n{PROGRAM}\nfinal_answer(len(notes))\n", clock
+    )
     executor = PysolateExecutor(make_host(), effects={"search": Effect.PURE}, speculate=pysolate)
     agent = CodeAgent(
         tools=[search, save_note],
@@ -137,7 +143,12 @@ def pydantic_ai_step(pysolate: bool, make_host: Callable[[], Host]) -> tuple[flo
     ended: list[float] = []
 
     async def stream(messages: list[ModelMessage], info: AgentInfo) -> AsyncIterator[Any]:
-        if any(isinstance(p, ToolReturnPart) for m in messages if isinstance(m, ModelRequest) for p in m.parts):
+        if any(
+            isinstance(p, ToolReturnPart)
+            for m in messages
+            if isinstance(m, ModelRequest)
+            for p in m.parts
+        ):
             ended.append(time.monotonic())
             yield "done"
             return
@@ -148,7 +159,9 @@ def pydantic_ai_step(pysolate: bool, make_host: Callable[[], Host]) -> tuple[flo
             yield {0: DeltaToolCall(json_args=arguments[i : i + CHARS_PER_TOKEN])}
         clock.stream_end = time.monotonic()
 
-    mode = PysolateCodeMode(make_host(), effects={"search": Effect.PURE}, stream=pysolate, speculate=pysolate)
+    mode = PysolateCodeMode(
+        make_host(), effects={"search": Effect.PURE}, stream=pysolate, speculate=pysolate
+    )
     agent = Agent(FunctionModel(stream_function=stream), capabilities=[mode])
 
     @agent.tool_plain
@@ -177,9 +190,13 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--guest", choices=["in-process", "subprocess"], default="subprocess")
     args = parser.parse_args()
-    warnings.simplefilter("ignore", PysolateWarning)  # the stream-then-run setups say they gain nothing
+    warnings.simplefilter(
+        "ignore", PysolateWarning
+    )  # the stream-then-run setups say they gain nothing
     make_host = host_factory(args.guest)
-    print(f"{len(PROGRAM)} characters at {TOKENS_PER_SECOND} tokens/s, 3 searches of {SEARCH_SECONDS} s, guest {args.guest}, best of {args.repeat}")
+    print(
+        f"{len(PROGRAM)} characters at {TOKENS_PER_SECOND} tokens/s, 3 searches of {SEARCH_SECONDS} s, guest {args.guest}, best of {args.repeat}"
+    )
     print(f"{'framework':<12} {'mode':<16} {'step s':>7} {'after last token s':>19}")
     for name, step in (("smolagents", smolagents_step), ("pydantic-ai", pydantic_ai_step)):
         rows = {}
@@ -189,7 +206,9 @@ def main() -> None:
             label = "Pysolate" if pysolate else "stream, then run"
             print(f"{name:<12} {label:<16} {rows[pysolate][0]:>7.2f} {rows[pysolate][1]:>19.2f}")
         (base_step, base_after), (fast_step, fast_after) = rows[False], rows[True]
-        print(f"{name:<12} {'ratio':<16} {base_step / fast_step:>7.2f} {base_after / fast_after:>19.2f}")
+        print(
+            f"{name:<12} {'ratio':<16} {base_step / fast_step:>7.2f} {base_after / fast_after:>19.2f}"
+        )
 
 
 if __name__ == "__main__":

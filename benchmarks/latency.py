@@ -118,7 +118,9 @@ def scaled(chunks: Sequence[Chunk], speed: float) -> list[Chunk]:
     return [Chunk(c.t / speed, c.text) for c in chunks]
 
 
-async def timed_play(chunks: Sequence[Chunk], receipts: list[float], t0: float | None = None) -> AsyncIterator[str]:
+async def timed_play(
+    chunks: Sequence[Chunk], receipts: list[float], t0: float | None = None
+) -> AsyncIterator[str]:
     """Play at recorded speed from ``t0`` (``anchored``); note when each chunk is handed
     to the consumer."""
     async for text in anchored(chunks, t0):
@@ -126,7 +128,9 @@ async def timed_play(chunks: Sequence[Chunk], receipts: list[float], t0: float |
         yield text
 
 
-async def run_baseline(chunks: Sequence[Chunk], latency_scale: float, guest: GuestKind) -> tuple[RunResult, float, object]:
+async def run_baseline(
+    chunks: Sequence[Chunk], latency_scale: float, guest: GuestKind
+) -> tuple[RunResult, float, object]:
     host, specs = make_host(latency_scale, guest=guest)
     t0 = anyio.current_time()
     parts = [text async for text in anchored(chunks, t0 if ANCHOR_AT_START else None)]
@@ -140,13 +144,23 @@ async def run_pysolate(
     host, specs = make_host(latency_scale, guest=guest)
     receipts: list[float] = []
     t0 = anyio.current_time()
-    result = await host.run_stream(timed_play(chunks, receipts, t0 if ANCHOR_AT_START else None), policy=POLICY)
+    result = await host.run_stream(
+        timed_play(chunks, receipts, t0 if ANCHOR_AT_START else None), policy=POLICY
+    )
     return result, anyio.current_time() - t0, final_state(specs), receipts, specs
 
 
 def call_log(result: RunResult) -> list[tuple[object, ...]]:
     return [
-        (c.capability, c.method, c.args, c.kwargs, c.outcome, c.result, c.error and (c.error.type, c.error.message))
+        (
+            c.capability,
+            c.method,
+            c.args,
+            c.kwargs,
+            c.outcome,
+            c.result,
+            c.error and (c.error.type, c.error.message),
+        )
         for c in result.calls
     ]
 
@@ -192,13 +206,22 @@ def dispatch_latencies(result: RunResult, oracle: Oracle, receipts: list[float])
     samples: list[float] = []
     for record, planned in zip(result.calls, oracle.calls, strict=False):
         obs = observations.get(record.observation_id) if record.observation_id is not None else None
-        if record.lane != "claimed" or obs is None or obs.lane != "speculative" or obs.started is None:
+        if (
+            record.lane != "claimed"
+            or obs is None
+            or obs.lane != "speculative"
+            or obs.started is None
+        ):
             continue
         if obs.ended is not None:
             early_end[planned.index] = obs.ended
         if any(d not in early_end for d in planned.deps):
             continue
-        chunk_at = receipts[planned.complete_chunk] - base if planned.complete_chunk < len(receipts) else None
+        chunk_at = (
+            receipts[planned.complete_chunk] - base
+            if planned.complete_chunk < len(receipts)
+            else None
+        )
         if chunk_at is None:
             continue
         trigger = max([chunk_at, *(early_end[d] for d in planned.deps)])
@@ -223,19 +246,37 @@ async def measure(
     reference, baseline, ref_state = await run_baseline(chunks, latency_scale, guest)
     result, wall, state, receipts, _ = await run_pysolate(chunks, latency_scale, guest)
     measured = Measured(
-        name, title, baseline, wall, oracle, result, reference, mismatches(result, state, reference, ref_state)
+        name,
+        title,
+        baseline,
+        wall,
+        oracle,
+        result,
+        reference,
+        mismatches(result, state, reference, ref_state),
     )
     measured.dispatch = dispatch_latencies(result, oracle, receipts)
     if peer_modes:
         from peer import run_peer
 
         for mode in peer_modes:
-            outcome = await run_peer(name, mode, speed=speed, latency_scale=latency_scale, reference=reference, reference_state=ref_state)
+            outcome = await run_peer(
+                name,
+                mode,
+                speed=speed,
+                latency_scale=latency_scale,
+                reference=reference,
+                reference_state=ref_state,
+            )
             measured.peer[mode] = PeerTime(outcome.seconds, outcome.equal, outcome.note)
     if svg_dir is not None and result.timeline is not None:
         svg_dir.mkdir(parents=True, exist_ok=True)
-        label = f"{title} — baseline {baseline:.2f} s, Pysolate {wall:.2f} s, oracle {oracle.end:.2f} s"
-        (svg_dir / f"{name}.svg").write_text(render_svg(result.timeline, title=label), encoding="utf-8")
+        label = (
+            f"{title} — baseline {baseline:.2f} s, Pysolate {wall:.2f} s, oracle {oracle.end:.2f} s"
+        )
+        (svg_dir / f"{name}.svg").write_text(
+            render_svg(result.timeline, title=label), encoding="utf-8"
+        )
     return measured
 
 
@@ -247,7 +288,16 @@ def quantile(samples: Sequence[float], q: float) -> float:
 def table(rows: Sequence[Measured]) -> Table:
     modes = [m for m in ("plain", "eager", "speculate") if any(m in r.peer for r in rows)]
     t = Table(title="Latency: first token -> result (seconds, one run)")
-    for col in ("scenario", "baseline", "Pysolate", "oracle", "speed-up", "share", "phys/log/orph", "= baseline"):
+    for col in (
+        "scenario",
+        "baseline",
+        "Pysolate",
+        "oracle",
+        "speed-up",
+        "share",
+        "phys/log/orph",
+        "= baseline",
+    ):
         t.add_column(col, justify="left" if col == "scenario" else "right")
     for mode in modes:
         t.add_column(f"peer {mode}", justify="right")
@@ -271,7 +321,9 @@ def table(rows: Sequence[Measured]) -> Table:
     return t
 
 
-def best_peer(r: Measured, modes: Sequence[str] = ("plain", "eager", "speculate")) -> tuple[str, PeerTime] | None:
+def best_peer(
+    r: Measured, modes: Sequence[str] = ("plain", "eager", "speculate")
+) -> tuple[str, PeerTime] | None:
     """The peer's fastest mode among ``modes`` whose result equals the sequential one."""
     correct = {m: p for m, p in r.peer.items() if p.equal and m in modes}
     if not correct:
@@ -292,7 +344,9 @@ def summary(rows: Sequence[Measured]) -> list[str]:
         )
     for r in rows:
         if r.share is None:
-            lines.append(f"{r.name}: no saving possible; Pysolate / baseline = {r.pysolate / r.baseline:.3f} (target <= 1.00)")
+            lines.append(
+                f"{r.name}: no saving possible; Pysolate / baseline = {r.pysolate / r.baseline:.3f} (target <= 1.00)"
+            )
     samples = [s for r in rows for s in r.dispatch]
     if samples:
         lines.append(
@@ -302,15 +356,22 @@ def summary(rows: Sequence[Measured]) -> list[str]:
     for r in rows:
         for mode, p in r.peer.items():
             if not p.equal or p.note:
-                lines.append(f"peer {mode} on {r.name}: {p.seconds:.2f} s, equal={p.equal}: {p.note}")
+                lines.append(
+                    f"peer {mode} on {r.name}: {p.seconds:.2f} s, equal={p.equal}: {p.note}"
+                )
     if any(r.peer for r in rows):
-        for label, modes in (("any mode", ("plain", "eager", "speculate")), ("no effect before seal", ("plain", "speculate"))):
+        for label, modes in (
+            ("any mode", ("plain", "eager", "speculate")),
+            ("no effect before seal", ("plain", "speculate")),
+        ):
             ahead = [
                 f"{r.name} ({b[0]} {b[1].seconds:.2f} s vs {r.pysolate:.2f} s)"
                 for r in rows
                 if (b := best_peer(r, modes)) is not None and b[1].seconds < r.pysolate
             ]
-            lines.append(f"peer with a correct result ahead of Pysolate ({label}): {', '.join(ahead) or 'none'}")
+            lines.append(
+                f"peer with a correct result ahead of Pysolate ({label}): {', '.join(ahead) or 'none'}"
+            )
     return lines
 
 
@@ -375,16 +436,25 @@ def session_lines(latency_scale: float, guest: GuestKind, speed: float = 1.0) ->
         f"early results reused from the rejected turn {m.reused}; equal to the sequential session: "
         + ("yes" if not m.mismatches else "NO: " + ",".join(m.mismatches))
     ]
-    lines += [f"  turn {name:8} {status:8} baseline {b:.2f} s  Pysolate {p:.2f} s  oracle {o:.2f} s" for name, b, p, o, status in m.turns]
+    lines += [
+        f"  turn {name:8} {status:8} baseline {b:.2f} s  Pysolate {p:.2f} s  oracle {o:.2f} s"
+        for name, b, p, o, status in m.turns
+    ]
     return lines
 
 
 def main(argv: Sequence[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--only", default="", help="comma-separated scenario names")
-    parser.add_argument("--speed", type=float, default=1.0, help="replay speed factor (1 = recorded)")
+    parser.add_argument(
+        "--speed", type=float, default=1.0, help="replay speed factor (1 = recorded)"
+    )
     parser.add_argument("--latency-scale", type=float, default=1.0, help="tool latency factor")
-    parser.add_argument("--guest", choices=["isolated", "seccomp", "in-process"], default="isolated")
+    parser.add_argument(
+        "--guest", choices=["isolated", "seccomp", "in-process"], default="isolated"
+    )
     parser.add_argument("--no-peer", action="store_true", help="skip Pydantic AI code mode")
     parser.add_argument(
         "--peer-modes",
@@ -394,7 +464,9 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--svg-dir", default=str(OUT_DIR), help="where timeline SVGs go")
     parser.add_argument("--no-session", action="store_true", help="skip the session scenario")
     parser.add_argument(
-        "--no-branch-writes", action="store_true", help="workspace writes wait for the program (the rule before issue 17)"
+        "--no-branch-writes",
+        action="store_true",
+        help="workspace writes wait for the program (the rule before issue 17)",
     )
     parser.add_argument(
         "--anchor",
@@ -428,7 +500,9 @@ def main(argv: Sequence[str] | None = None) -> None:
     if not args.no_session and (names is None or "session" in names):
         for line in session_lines(args.latency_scale, args.guest, args.speed):
             console.print(line)
-    console.print(f"[dim]ran in {time.perf_counter() - started:.0f} s; SVGs in {args.svg_dir}[/dim]")
+    console.print(
+        f"[dim]ran in {time.perf_counter() - started:.0f} s; SVGs in {args.svg_dir}[/dim]"
+    )
 
 
 if __name__ == "__main__":

@@ -320,7 +320,19 @@ first = ws.read_text(path="report/mon.md")
 
 def long_program(sections: int = 18) -> str:
     """A long agent program (>= 300 lines): sections of plain computation around reads."""
-    topics = ["retry", "cache", "rate", "logging", "tracing", "billing", "search", "auth", "queue", "deploy", "backup"]
+    topics = [
+        "retry",
+        "cache",
+        "rate",
+        "logging",
+        "tracing",
+        "billing",
+        "search",
+        "auth",
+        "queue",
+        "deploy",
+        "backup",
+    ]
     lines = [
         "# Audit every subsystem: docs, owners, notes, and a score per subsystem.",
         "weights = {'docs': 3, 'owner': 2, 'notes': 1}",
@@ -385,7 +397,9 @@ def main(argv: list[str] | None = None) -> None:
         if scenario.bursty:
             chunks = bursty_stream(scenario.source, seed=0)
         else:
-            chunks = source_to_stream(scenario.source, tokens_per_second=scenario.tokens_per_second, seed=0)
+            chunks = source_to_stream(
+                scenario.source, tokens_per_second=scenario.tokens_per_second, seed=0
+            )
         metadata = {
             "name": scenario.name,
             "title": scenario.title,
@@ -395,7 +409,9 @@ def main(argv: list[str] | None = None) -> None:
             "lines": scenario.source.count("\n"),
         }
         write_recording(SCENARIO_DIR / f"{scenario.name}.jsonl", chunks, metadata=metadata)
-        print(f"{scenario.name:22} {len(chunks):5} tokens {chunks[-1].t:6.2f} s {metadata['lines']:4} lines")
+        print(
+            f"{scenario.name:22} {len(chunks):5} tokens {chunks[-1].t:6.2f} s {metadata['lines']:4} lines"
+        )
 
 
 if __name__ == "__main__":

@@ -51,7 +51,9 @@ from pysolate.streams import Chunk, read_recording, source_to_stream
 from pysolate.testing import differences
 
 SCENARIO_DIR = Path(__file__).resolve().parent / "scenarios"
-LEFT_OUT = frozenset({"live_and_writes", "no_eligible", "read_after_write", "reads_after_write", "long_program"})
+LEFT_OUT = frozenset(
+    {"live_and_writes", "no_eligible", "read_after_write", "reads_after_write", "long_program"}
+)
 """Scenarios whose runs write one shared ``store`` (not independent rollouts), and the long one."""
 
 VARIANTS = 8
@@ -86,9 +88,12 @@ def variant(source: str, index: int) -> str:
         _Rename(_names(tree, ast.Store), f"_{index}").visit(tree)
     if rng.random() < 0.5:  # swap two adjacent independent assignments
         pairs = [
-            j for j in range(len(body) - 2)
-            if isinstance(body[j], ast.Assign) and isinstance(body[j + 1], ast.Assign)
-            and not _names(body[j], ast.Store) & (_names(body[j + 1], ast.Load) | _names(body[j + 1], ast.Store))
+            j
+            for j in range(len(body) - 2)
+            if isinstance(body[j], ast.Assign)
+            and isinstance(body[j + 1], ast.Assign)
+            and not _names(body[j], ast.Store)
+            & (_names(body[j + 1], ast.Load) | _names(body[j + 1], ast.Store))
             and not _names(body[j + 1], ast.Store) & _names(body[j], ast.Load)
         ]
         if pairs:
@@ -96,14 +101,18 @@ def variant(source: str, index: int) -> str:
             body[j], body[j + 1] = body[j + 1], body[j]
     if rng.random() < 0.5:  # drop a statement whose bindings nobody reads
         droppable = [
-            j for j in range(len(body) - 1)
+            j
+            for j in range(len(body) - 1)
             if isinstance(body[j], ast.Assign)
-            and not _names(body[j], ast.Store) & set().union(*(_names(s, ast.Load) for s in body[j + 1 :]))
+            and not _names(body[j], ast.Store)
+            & set().union(*(_names(s, ast.Load) for s in body[j + 1 :]))
         ]
         if droppable:
             del body[rng.choice(droppable)]
     for k in range(1 + index % 2):  # a search or two of its own
-        extra = ast.parse(f'extra_{index}_{k} = docs.search(query="variant {index} note {k}")').body[0]
+        extra = ast.parse(
+            f'extra_{index}_{k} = docs.search(query="variant {index} note {k}")'
+        ).body[0]
         body.insert(rng.randrange(len(body)), extra)
     text = ast.unparse(tree)
     compile(text, "<variant>", "exec")
@@ -215,7 +224,11 @@ def bound(results: Sequence[RunResult]) -> int:
             if call.effect is None or not call.effect.speculable:
                 own += 1
                 continue
-            keys.add((result.run_id, call.key) if call.key is not None and "+w" in call.key.view else call.key)
+            keys.add(
+                (result.run_id, call.key)
+                if call.key is not None and "+w" in call.key.view
+                else call.key
+            )
             failures += call.outcome == "error"
         for obs in result.observations:
             if obs.lane == "speculative" and obs.physical:  # early work, orphans included
@@ -223,10 +236,16 @@ def bound(results: Sequence[RunResult]) -> int:
     return len(keys) + own + failures
 
 
-async def measure(name: str, new_host: Callable[[bool], Host], plans: Sequence[Plan], repeat: int) -> Row:
+async def measure(
+    name: str, new_host: Callable[[bool], Host], plans: Sequence[Plan], repeat: int
+) -> Row:
     """The set three ways, best of ``repeat`` for walls and CPU (counts from the first)."""
     tries = [
-        (await at_once(new_host, plans, share=True), await at_once(new_host, plans, share=False), await alone(new_host, plans))
+        (
+            await at_once(new_host, plans, share=True),
+            await at_once(new_host, plans, share=False),
+            await alone(new_host, plans),
+        )
         for _ in range(repeat)
     ]
     shared, unshared, _ = tries[0]
@@ -237,9 +256,18 @@ async def measure(name: str, new_host: Callable[[bool], Host], plans: Sequence[P
         for got, want in zip(phase.results, a.results, strict=True)
     )
     return Row(
-        name, len(plans), shared.logical, shared.physical, unshared.physical, bound(shared.results),
-        min(t[0].wall for t in tries), min(t[1].wall for t in tries), min(t[2].wall for t in tries),
-        min(t[0].cpu_per_run for t in tries), min(t[1].cpu_per_run for t in tries), min(t[2].cpu_per_run for t in tries),
+        name,
+        len(plans),
+        shared.logical,
+        shared.physical,
+        unshared.physical,
+        bound(shared.results),
+        min(t[0].wall for t in tries),
+        min(t[1].wall for t in tries),
+        min(t[2].wall for t in tries),
+        min(t[0].cpu_per_run for t in tries),
+        min(t[1].cpu_per_run for t in tries),
+        min(t[2].cpu_per_run for t in tries),
         equal,
     )
 
@@ -273,7 +301,10 @@ def demo_host(latency_scale: float, guest: GuestKind) -> Callable[[bool], Host]:
 
     factory = guest_factory(guest)
     return lambda share: tools.make_host(
-        docs_latency=0.5 * latency_scale, people_latency=0.3 * latency_scale, guest_factory=factory, share=share
+        docs_latency=0.5 * latency_scale,
+        people_latency=0.3 * latency_scale,
+        guest_factory=factory,
+        share=share,
     )
 
 
@@ -305,11 +336,15 @@ stream ends, its three reads still running: they started a few lines before), an
 model's corrected retry."""
 
 
-async def session_retry(latency_scale: float, guest: GuestKind, speed: float, repeat: int) -> tuple[list[RetryRow], bool]:
+async def session_retry(
+    latency_scale: float, guest: GuestKind, speed: float, repeat: int
+) -> tuple[list[RetryRow], bool]:
     """``RETRY_TURNS`` on a sharing Host and on one that does not share: the retry's
     physical calls, the calls the rejected attempt's still-running reads served it, its wall
     time from its first token (best of ``repeat``)."""
-    chunks = [source_to_stream(t, tokens_per_second=60 * speed, seed=n) for n, t in enumerate(RETRY_TURNS)]
+    chunks = [
+        source_to_stream(t, tokens_per_second=60 * speed, seed=n) for n, t in enumerate(RETRY_TURNS)
+    ]
     rows, outcomes = [], []
     for share in (True, False):
         best: RetryRow | None = None
@@ -324,14 +359,21 @@ async def session_retry(latency_scale: float, guest: GuestKind, speed: float, re
                 carried = session.statistics().reused
             retry = results[-1]
             row = RetryRow(
-                share, walls[-1], retry.report.physical, retry.report.host_shared, carried,
-                sum(r.report.physical for r in results), [r.status.value for r in results],
+                share,
+                walls[-1],
+                retry.report.physical,
+                retry.report.host_shared,
+                carried,
+                sum(r.report.physical for r in results),
+                [r.status.value for r in results],
             )
             best = row if best is None or row.retry_wall < best.retry_wall else best
             outcomes.append(results)
         assert best is not None
         rows.append(best)
-    equal = all(not differences(g, w) for got in outcomes for g, w in zip(got, outcomes[0], strict=True))
+    equal = all(
+        not differences(g, w) for got in outcomes for g, w in zip(got, outcomes[0], strict=True)
+    )
     return rows, equal
 
 
@@ -375,7 +417,11 @@ async def main_async(args: argparse.Namespace) -> None:
     scenario = scenario_host(args.latency_scale, args.guest)
     rows = []
     for name in names:
-        rows.append(await measure(name, scenario, best_of_8_plans(name, args.speed, args.variants), args.repeat))
+        rows.append(
+            await measure(
+                name, scenario, best_of_8_plans(name, args.speed, args.variants), args.repeat
+            )
+        )
         print(table(rows[-1:])[-1], flush=True)
     if len(rows) > 1:
         total = Row("all best-of-8 sets", *(sum(getattr(r, f) for r in rows) for f in ("runs", "logical", "shared_physical", "unshared_physical", "bound")),
@@ -383,8 +429,17 @@ async def main_async(args: argparse.Namespace) -> None:
                     all(r.equal for r in rows))  # fmt: skip
         rows.append(total)
     if args.rollouts:
-        rows.append(await measure(f"demo x {args.rollouts}", demo_host(args.latency_scale, args.guest), rollout_plans(args.speed, args.rollouts), args.repeat))
-    print(f"\nspeed {args.speed}x, latency scale {args.latency_scale}, guest {args.guest}, best of {args.repeat}\n")
+        rows.append(
+            await measure(
+                f"demo x {args.rollouts}",
+                demo_host(args.latency_scale, args.guest),
+                rollout_plans(args.speed, args.rollouts),
+                args.repeat,
+            )
+        )
+    print(
+        f"\nspeed {args.speed}x, latency scale {args.latency_scale}, guest {args.guest}, best of {args.repeat}\n"
+    )
     print("\n".join(table(rows)))
     retry, equal = await session_retry(args.latency_scale, args.guest, args.speed, args.repeat)
     print("\nsession retry\n")
@@ -393,9 +448,15 @@ async def main_async(args: argparse.Namespace) -> None:
 
 def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--speed", type=float, default=2.0, help="stream speed-up over the recordings")
-    parser.add_argument("--latency-scale", type=float, default=0.5, help="tool latencies times this")
-    parser.add_argument("--guest", default="in-process", choices=("isolated", "seccomp", "landlock", "in-process"))
+    parser.add_argument(
+        "--speed", type=float, default=2.0, help="stream speed-up over the recordings"
+    )
+    parser.add_argument(
+        "--latency-scale", type=float, default=0.5, help="tool latencies times this"
+    )
+    parser.add_argument(
+        "--guest", default="in-process", choices=("isolated", "seccomp", "landlock", "in-process")
+    )
     parser.add_argument("--repeat", type=int, default=3, help="best of N for walls and CPU")
     parser.add_argument("--variants", type=int, default=VARIANTS)
     parser.add_argument("--rollouts", type=int, default=ROLLOUTS)

@@ -101,7 +101,9 @@ class _Traced:
     extra: dict[str, object] = field(default_factory=dict)
 
 
-def completion_times(chunks: Sequence[Chunk], speed: float = 1.0) -> tuple[list[float], list[int], str]:
+def completion_times(
+    chunks: Sequence[Chunk], speed: float = 1.0
+) -> tuple[list[float], list[int], str]:
     """Per top-level statement: when it was complete, and the index of the chunk that did it."""
     parser = PrefixParser()
     times: list[float] = []
@@ -120,7 +122,9 @@ def completion_times(chunks: Sequence[Chunk], speed: float = 1.0) -> tuple[list[
     return times, which, final.source
 
 
-def line_times(chunks: Sequence[Chunk], source: str, speed: float = 1.0) -> tuple[list[float], list[int]]:
+def line_times(
+    chunks: Sequence[Chunk], source: str, speed: float = 1.0
+) -> tuple[list[float], list[int]]:
     """Per physical line (1-based; index 0 unused): when its terminator had streamed, and
     the index of the chunk that brought it."""
     ends = [m.end() for m in re.finditer(r"\r\n|\r|\n", source)]
@@ -138,7 +142,15 @@ def line_times(chunks: Sequence[Chunk], source: str, speed: float = 1.0) -> tupl
     return times, which
 
 
-_DECIDING = (ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp, ast.IfExp, ast.BoolOp, ast.Lambda)
+_DECIDING = (
+    ast.ListComp,
+    ast.SetComp,
+    ast.DictComp,
+    ast.GeneratorExp,
+    ast.IfExp,
+    ast.BoolOp,
+    ast.Lambda,
+)
 _BODIES = frozenset({"body", "orelse", "finalbody", "handlers", "cases"})
 
 
@@ -152,8 +164,15 @@ def _innermost(top: ast.stmt, span: tuple[int, int, int, int]) -> ast.stmt:
     """The innermost statement of ``top`` whose text holds the call at ``span``."""
     found = top
     for node in ast.walk(top):
-        if isinstance(node, ast.stmt) and node.end_lineno is not None and node.end_col_offset is not None:
-            holds = (node.lineno, node.col_offset) <= span[:2] and span[2:] <= (node.end_lineno, node.end_col_offset)
+        if (
+            isinstance(node, ast.stmt)
+            and node.end_lineno is not None
+            and node.end_col_offset is not None
+        ):
+            holds = (node.lineno, node.col_offset) <= span[:2] and span[2:] <= (
+                node.end_lineno,
+                node.end_col_offset,
+            )
             if holds and (node.lineno, node.col_offset) >= (found.lineno, found.col_offset):
                 found = node
     return found
@@ -162,12 +181,23 @@ def _innermost(top: ast.stmt, span: tuple[int, int, int, int]) -> ast.stmt:
 def _final_at_its_paren(stmt: ast.stmt) -> bool:
     """Whether a call in ``stmt``'s own expressions (not its bodies) runs, once, with the
     arguments its text shows, whatever follows its closing parenthesis."""
-    own = [value for name, value in ast.iter_fields(stmt) if name not in _BODIES and isinstance(value, ast.AST | list)]
-    parts = [p for value in own for p in (value if isinstance(value, list) else [value]) if isinstance(p, ast.AST)]
+    own = [
+        value
+        for name, value in ast.iter_fields(stmt)
+        if name not in _BODIES and isinstance(value, ast.AST | list)
+    ]
+    parts = [
+        p
+        for value in own
+        for p in (value if isinstance(value, list) else [value])
+        if isinstance(p, ast.AST)
+    ]
     return not any(isinstance(n, _DECIDING) for part in parts for n in ast.walk(part))
 
 
-def char_times(chunks: Sequence[Chunk], source: str, speed: float = 1.0) -> Callable[[int, int], tuple[float, int]]:
+def char_times(
+    chunks: Sequence[Chunk], source: str, speed: float = 1.0
+) -> Callable[[int, int], tuple[float, int]]:
     """``at(line, utf8_column)``: when the character just before that position had
     streamed, and the index of the chunk that brought it."""
     starts = [0, *(m.end() for m in re.finditer(r"\r\n|\r|\n", source))]
@@ -201,9 +231,17 @@ def trace_calls(
             def call(*args: object, **kwargs: object) -> object:
                 frame = sys._getframe(1)
                 pos = inspect.getframeinfo(frame).positions
-                site = (frame.f_lineno, pos.col_offset if pos and pos.col_offset is not None else -1)
+                site = (
+                    frame.f_lineno,
+                    pos.col_offset if pos and pos.col_offset is not None else -1,
+                )
                 span = (
-                    (pos.lineno or 0, pos.col_offset or 0, pos.end_lineno or 0, pos.end_col_offset or 0)
+                    (
+                        pos.lineno or 0,
+                        pos.col_offset or 0,
+                        pos.end_lineno or 0,
+                        pos.end_col_offset or 0,
+                    )
                     if pos is not None
                     else (0, 0, 0, 0)
                 )
@@ -211,7 +249,10 @@ def trace_calls(
                 while module.f_code.co_name != "<module>" and module.f_back is not None:
                     module = module.f_back
                 mpos = inspect.getframeinfo(module).positions
-                outer = (module.f_lineno, mpos.col_offset if mpos and mpos.col_offset is not None else 0)
+                outer = (
+                    module.f_lineno,
+                    mpos.col_offset if mpos and mpos.col_offset is not None else 0,
+                )
                 traced.append(
                     _Traced(
                         capability,
@@ -233,7 +274,9 @@ def trace_calls(
 
     if namespace is None:
         namespace = {}
-    namespace.update({"__name__": "__main__", "__builtins__": dict(vars(builtins), print=lambda *a, **k: None)})
+    namespace.update(
+        {"__name__": "__main__", "__builtins__": dict(vars(builtins), print=lambda *a, **k: None)}
+    )
     for capability, methods in public_methods(specs).items():
         namespace[capability] = Proxy(capability, methods)
     with contextlib.suppress(Exception):  # a program that raises made its calls up to there
@@ -265,14 +308,20 @@ def _names(nodes: Sequence[ast.AST], capabilities: set[str]) -> tuple[set[str], 
         for sub in ast.walk(node):
             if isinstance(sub, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
                 writes.add(sub.name)
-            elif isinstance(sub, ast.Subscript | ast.Attribute) and isinstance(sub.ctx, ast.Store | ast.Del):
+            elif isinstance(sub, ast.Subscript | ast.Attribute) and isinstance(
+                sub.ctx, ast.Store | ast.Del
+            ):
                 base = sub.value
                 while isinstance(base, ast.Subscript | ast.Attribute):
                     base = base.value
                 if isinstance(base, ast.Name):
                     writes.add(base.id)
                     store_bases.add(id(base))
-            elif isinstance(sub, ast.Call) and isinstance(sub.func, ast.Attribute) and isinstance(sub.func.value, ast.Name):
+            elif (
+                isinstance(sub, ast.Call)
+                and isinstance(sub.func, ast.Attribute)
+                and isinstance(sub.func.value, ast.Name)
+            ):
                 writes.add(sub.func.value.id)  # ``xs.append(...)`` may mutate ``xs``
             elif isinstance(sub, ast.AugAssign):
                 base = sub.target
@@ -289,17 +338,31 @@ def _names(nodes: Sequence[ast.AST], capabilities: set[str]) -> tuple[set[str], 
 def _units(body: Sequence[ast.stmt], capabilities: set[str]) -> list[_Unit]:
     units: list[_Unit] = []
 
-    def add(top: int, start: ast.AST, end: ast.AST, nodes: Sequence[ast.AST], loops: frozenset[int], controls: tuple[int, ...]) -> int:
+    def add(
+        top: int,
+        start: ast.AST,
+        end: ast.AST,
+        nodes: Sequence[ast.AST],
+        loops: frozenset[int],
+        controls: tuple[int, ...],
+    ) -> int:
         reads, writes = _names(nodes, capabilities)
         unit = _Unit(
-            len(units), top, (start.lineno, start.col_offset),  # type: ignore[attr-defined]
+            len(units),
+            top,
+            (start.lineno, start.col_offset),  # type: ignore[attr-defined]
             (end.end_lineno, end.end_col_offset),  # type: ignore[attr-defined]
-            reads, writes, loops, controls,
+            reads,
+            writes,
+            loops,
+            controls,
         )
         units.append(unit)
         return unit.id
 
-    def walk(stmts: Sequence[ast.stmt], top: int | None, loops: frozenset[int], controls: tuple[int, ...]) -> None:
+    def walk(
+        stmts: Sequence[ast.stmt], top: int | None, loops: frozenset[int], controls: tuple[int, ...]
+    ) -> None:
         for i, stmt in enumerate(stmts):
             t = i if top is None else top
             if isinstance(stmt, ast.If | ast.While):
@@ -372,7 +435,9 @@ def _norm(path: str) -> str:
     return "/".join(p for p in path.split("/") if p not in ("", "."))
 
 
-def call_id(capability: str, method: str, args: tuple[object, ...], kwargs: dict[str, object]) -> tuple[object, ...]:
+def call_id(
+    capability: str, method: str, args: tuple[object, ...], kwargs: dict[str, object]
+) -> tuple[object, ...]:
     """What makes two calls the same call (before any write to their capability)."""
     return (capability, method, repr(args), repr(sorted(kwargs.items())))
 
@@ -419,9 +484,13 @@ def compute(
         unit = placed[i]
         s = unit.top
         top = body[s]
-        simple = not isinstance(top, ast.If | ast.For | ast.While | ast.With | ast.Try | ast.FunctionDef | ast.ClassDef)
+        simple = not isinstance(
+            top, ast.If | ast.For | ast.While | ast.With | ast.Try | ast.FunctionDef | ast.ClassDef
+        )
 
-        def before(u: _Traced, t: _Traced = t, separable: bool = simple and _separable(top)) -> bool:
+        def before(
+            u: _Traced, t: _Traced = t, separable: bool = simple and _separable(top)
+        ) -> bool:
             """``u``'s text ends before ``t``'s begins, in one separable statement."""
             return separable and (u.span[2], u.span[3]) <= (t.span[0], t.span[1])
 
@@ -430,7 +499,11 @@ def compute(
             for j, u in enumerate(traced[:i])
             if placed[j].id in closure[unit.id]
             or (placed[j].id == unit.id and u.site != t.site and not before(u))
-            or (u.may_write and u.capability == t.capability and (t.may_write or _overlap(u, t, scopes)))
+            or (
+                u.may_write
+                and u.capability == t.capability
+                and (t.may_write or _overlap(u, t, scopes))
+            )
         }
         available, chunk = times[s], which[s]
         inside = top.lineno <= t.span[2] <= (top.end_lineno or top.lineno)
@@ -466,8 +539,19 @@ def compute(
         results.append(done)
         calls.append(
             OracleCall(
-                i, t.capability, t.method, t.args, t.kwargs, t.site, s, available, chunk, frozenset(deps),
-                t.effect_speculable or branch_write, start, done,
+                i,
+                t.capability,
+                t.method,
+                t.args,
+                t.kwargs,
+                t.site,
+                s,
+                available,
+                chunk,
+                frozenset(deps),
+                t.effect_speculable or branch_write,
+                start,
+                done,
             )
         )
     return Oracle(end=guest, stream_end=stream_end, calls=tuple(calls))

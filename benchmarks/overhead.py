@@ -71,7 +71,15 @@ TUNED_GC = (10_000, 10, 10)
 """The GC thresholds docs/scale-out.md recommends for a Host serving hundreds of runs (CPython's
 default: 700, 10, 10): a young-generation collection every 10,000 net allocations instead of 700,
 so the full ones, which scan every live object of every run, come about 14x less often."""
-READ_ONLY = ["issue5_four_reads", "parallel_reads", "dependent_chain", "loop_known_list", "loop_listed_dir", "branches", "failing_read_caught"]
+READ_ONLY = [
+    "issue5_four_reads",
+    "parallel_reads",
+    "dependent_chain",
+    "loop_known_list",
+    "loop_listed_dir",
+    "branches",
+    "failing_read_caught",
+]
 
 
 def tiny_host(guest: GuestKind) -> Host:
@@ -106,7 +114,8 @@ async def broker_cost(guest: GuestKind, n: int) -> None:
         host = tiny_host(guest)
         body = timed_calls(method, n)
         result = await host.run_stream(
-            chunks_then_pause([body, "elapsed\n"], 1.0), policy=LanePolicy(concurrency=64, budget=n + 10)
+            chunks_then_pause([body, "elapsed\n"], 1.0),
+            policy=LanePolicy(concurrency=64, budget=n + 10),
         )
         assert result.status == "ok", result.error
         lanes = [c.lane for c in result.calls]
@@ -125,8 +134,13 @@ async def guest_start(guest: GuestKind) -> None:
         t0 = time.perf_counter()
         result = await host.run_source("1", speculate=False)
         cold.append(time.perf_counter() - t0 - result.report.guest_seconds)
-    print(f"   cold start (run_source('1') minus the run): median {statistics.median(cold) * 1e3:.1f} ms")
-    for label, parts, pause in (("1 s stream", ["x = 1\n", "x\n"], 1.0), ("one instant chunk", ["x = 1\n", "x\n"], 0.0)):
+    print(
+        f"   cold start (run_source('1') minus the run): median {statistics.median(cold) * 1e3:.1f} ms"
+    )
+    for label, parts, pause in (
+        ("1 s stream", ["x = 1\n", "x\n"], 1.0),
+        ("one instant chunk", ["x = 1\n", "x\n"], 0.0),
+    ):
         gaps = []
         for _ in range(5):
             result = await host.run_stream(chunks_then_pause(parts, pause))
@@ -142,7 +156,8 @@ async def tiny_calls(guest: GuestKind) -> None:
     programs = {
         "one loop of 1,000": "total = 0\nfor i in range(1000):\n    total += tiny.pure(x=i)\ntotal\n",
         "4 loops of 250": "".join(
-            f"total{k} = 0\nfor i in range({k * 250}, {(k + 1) * 250}):\n    total{k} += tiny.pure(x=i)\n" for k in range(4)
+            f"total{k} = 0\nfor i in range({k * 250}, {(k + 1) * 250}):\n    total{k} += tiny.pure(x=i)\n"
+            for k in range(4)
         )
         + "total0 + total1 + total2 + total3\n",
     }
@@ -152,7 +167,9 @@ async def tiny_calls(guest: GuestKind) -> None:
         reference = await host.run_source(source, speculate=False)
         sequential = time.perf_counter() - t0
         t0 = time.perf_counter()
-        streamed = await host.run_stream(chunks_then_pause([source], 0.0), policy=LanePolicy(concurrency=64, budget=2000))
+        streamed = await host.run_stream(
+            chunks_then_pause([source], 0.0), policy=LanePolicy(concurrency=64, budget=2000)
+        )
         speculative = time.perf_counter() - t0
         equal = (streamed.status, streamed.value, call_log(streamed)) == (
             reference.status,
@@ -211,7 +228,9 @@ class TreeSampler:
         here = str(Path(__file__).resolve().parent)
         self._process = subprocess.Popen(
             [sys.executable, "-c", code, here, str(os.getpid()), str(SAMPLE_EVERY)],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
         )
         if meter is not None:  # out of the measured cgroup: its CPU is not the runs'
             with open(os.path.join(meter.origin, "cgroup.procs"), "w") as f:
@@ -223,7 +242,9 @@ class TreeSampler:
         return int(out)
 
 
-async def sequential_twins(guest: GuestKind, recordings: dict[str, Recording], names: list[str]) -> list[RunResult]:
+async def sequential_twins(
+    guest: GuestKind, recordings: dict[str, Recording], names: list[str]
+) -> list[RunResult]:
     """Each run's sequential twin (``run_source(speculate=False)`` of its recording's text),
     all at once in a Host of their own."""
     twins_host, _ = make_host(guest=guest)
@@ -243,12 +264,18 @@ def equal_to_twins(results: list[RunResult | None], twins: list[RunResult]) -> i
     return sum(
         1
         for r, t in zip(results, twins, strict=True)
-        if r is not None and (r.status, r.value, r.stdout, r.error, call_log(r)) == (t.status, t.value, t.stdout, t.error, call_log(t))
+        if r is not None
+        and (r.status, r.value, r.stdout, r.error, call_log(r))
+        == (t.status, t.value, t.stdout, t.error, call_log(t))
     )
 
 
-async def scale(guest: GuestKind, runs: int, meter: CgroupMeter | None, gc_setting: str = "default") -> None:
-    print(f"4. scale [{guest}, GC {gc_setting}]: {runs} concurrent run_stream runs in one Host ({len(READ_ONLY)} read-only scenarios round-robin)")
+async def scale(
+    guest: GuestKind, runs: int, meter: CgroupMeter | None, gc_setting: str = "default"
+) -> None:
+    print(
+        f"4. scale [{guest}, GC {gc_setting}]: {runs} concurrent run_stream runs in one Host ({len(READ_ONLY)} read-only scenarios round-robin)"
+    )
     recordings = {name: load(name) for name in READ_ONLY}
     host, _ = make_host(guest=guest)
     names = [READ_ONLY[i % len(READ_ONLY)] for i in range(runs)]
@@ -296,7 +323,11 @@ async def scale(guest: GuestKind, runs: int, meter: CgroupMeter | None, gc_setti
     print(
         f"   wall / longest single run: {wall / longest:.2f}x (target <= 1.5x); runs per core: {runs / cores * longest / wall:.0f} "
         f"(runs / {cores} cores x longest stream / wall: the runs each core keeps up with their streams); CPU of the runs: "
-        + (f"{cpu:.2f} s = {cpu / runs * 1e3:.1f} ms per run, {cpu / wall:.2f} cores busy (cgroup v2 usage_usec)" if cpu is not None else CgroupMeter.FALLBACK)
+        + (
+            f"{cpu:.2f} s = {cpu / runs * 1e3:.1f} ms per run, {cpu / wall:.2f} cores busy (cgroup v2 usage_usec)"
+            if cpu is not None
+            else CgroupMeter.FALLBACK
+        )
     )
     print(
         f"   of which the Host process {host_cpu:.2f} s ({host_cpu / runs * 1e3:.1f} ms per run, {host_cpu / wall:.2f} of a core: its event loop is one thread), "
@@ -306,7 +337,11 @@ async def scale(guest: GuestKind, runs: int, meter: CgroupMeter | None, gc_setti
         f"   of the Host's CPU, CPython's cyclic GC: {collections.seconds:.2f} s in {collections.count} collections "
         f"({collections.full} of the oldest generation, the longest {collections.longest * 1e3:.0f} ms: the event loop stands still meanwhile)"
     )
-    print(f"   equal to the sequential twin: {equal}/{runs}; raised: {len(raised)}" + (f" (first: {raised[0]!r})" if raised else "") + f"; commonest status {statuses}")
+    print(
+        f"   equal to the sequential twin: {equal}/{runs}; raised: {len(raised)}"
+        + (f" (first: {raised[0]!r})" if raised else "")
+        + f"; commonest status {statuses}"
+    )
 
 
 @dataclass
@@ -370,12 +405,21 @@ async def host_cpu(guest: GuestKind, baseline: str | None) -> None:
         best = {"this tree": await host_cpu_per_call(2000, guest)}
     else:  # each tree in its own interpreter, alternating (benchmarks/broker_cpu.py)
         best = await anyio.to_thread.run_sync(side_by_side, baseline, 2000, 3, guest)
-    print("1b. Host CPU per broker call (0-latency async tool, int argument, process_time; target <= 40 µs)")
+    print(
+        "1b. Host CPU per broker call (0-latency async tool, int argument, process_time; target <= 40 µs)"
+    )
     for label, seconds in best.items():
         print(f"   {label:12} {seconds * 1e6:6.1f} µs")
 
 
-async def main(guests: list[GuestKind], calls: int, runs: int, baseline: str | None, scale_only: bool, gc_settings: list[str]) -> None:
+async def main(
+    guests: list[GuestKind],
+    calls: int,
+    runs: int,
+    baseline: str | None,
+    scale_only: bool,
+    gc_settings: list[str],
+) -> None:
     meter = CgroupMeter.enter()  # before any Guest, so every Guest cgroup lands beneath it
     for guest in guests:
         if not scale_only:
@@ -388,15 +432,37 @@ async def main(guests: list[GuestKind], calls: int, runs: int, baseline: str | N
 
 
 if __name__ == "__main__":
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--guest", nargs="+", choices=["isolated", "seccomp", "landlock", "landlock-spawn", "in-process"], default=["isolated"])
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument(
+        "--guest",
+        nargs="+",
+        choices=["isolated", "seccomp", "landlock", "landlock-spawn", "in-process"],
+        default=["isolated"],
+    )
     parser.add_argument("--calls", type=int, default=500)
     parser.add_argument("--runs", type=int, default=200)
-    parser.add_argument("--scale-only", action="store_true", help="only section 4 (scale), for each --guest")
-    parser.add_argument("--baseline", help="a git revision whose Host CPU per call is measured side by side (1b)")
     parser.add_argument(
-        "--gc", nargs="+", choices=["default", "tuned"], default=["default"],
+        "--scale-only", action="store_true", help="only section 4 (scale), for each --guest"
+    )
+    parser.add_argument(
+        "--baseline", help="a git revision whose Host CPU per call is measured side by side (1b)"
+    )
+    parser.add_argument(
+        "--gc",
+        nargs="+",
+        choices=["default", "tuned"],
+        default=["default"],
         help="the Host's GC thresholds in section 4, one scale run each, side by side (tuned: TUNED_GC, docs/scale-out.md)",
     )
     options = parser.parse_args()
-    anyio.run(main, options.guest, options.calls, options.runs, options.baseline, options.scale_only, options.gc)
+    anyio.run(
+        main,
+        options.guest,
+        options.calls,
+        options.runs,
+        options.baseline,
+        options.scale_only,
+        options.gc,
+    )

@@ -197,16 +197,24 @@ def accept_report(sources: list[str], seed: int) -> None:
         for index, piece in enumerate(pieces):
             snap = parser.feed(piece)
             if snap is not None:
-                accepted_in += [index] * (snap.first_new + len(snap.new_statements) - len(accepted_in))
+                accepted_in += [index] * (
+                    snap.first_new + len(snap.new_statements) - len(accepted_in)
+                )
         accepted_in += [len(pieces)] * (len(body) - len(accepted_in))  # at close()
         for i, stmt in enumerate(body):
             # Where its logical line ends (statements joined by ";" and "\\" end together).
-            end = due.get(i, starts[stmt.end_lineno] if stmt.end_lineno is not None else len(source))
+            end = due.get(
+                i, starts[stmt.end_lineno] if stmt.end_lineno is not None else len(source)
+            )
             complete = _chunk_at(bounds, end)
             if i in due:
                 simple.append(accepted_in[i] - complete)
                 nxt = body[i + 1] if i + 1 < len(body) else None
-                later = _chunk_at(bounds, starts[nxt.lineno - 1] + 1) if nxt is not None else len(pieces)
+                later = (
+                    _chunk_at(bounds, starts[nxt.lineno - 1] + 1)
+                    if nxt is not None
+                    else len(pieces)
+                )
                 simple_before.append(max(later, complete) - complete)
             elif isinstance(stmt, _COMPOUND):
                 compound.append(accepted_in[i] - complete)

@@ -112,7 +112,10 @@ def _tools(specs: dict[str, dict[str, ToolSpec]], log: _Log) -> list[Any]:
     def tool(fn: Any, cap: str, method: str, spec: ToolSpec) -> Any:
         return Tool(fn, name=f"{cap}_{method}", metadata={"read_only": spec.effect.speculable})
 
-    m = {cap: {name: make(cap, name, s) for name, s in methods.items()} for cap, methods in public_methods(specs).items()}
+    m = {
+        cap: {name: make(cap, name, s) for name, s in methods.items()}
+        for cap, methods in public_methods(specs).items()
+    }
     s = public_methods(specs)
 
     async def docs_search(query: str) -> list[str]:
@@ -185,7 +188,9 @@ def _tools(specs: dict[str, dict[str, ToolSpec]], log: _Log) -> list[Any]:
     return [tool(fn, cap, method, s[cap][method]) for (cap, method), fn in fns.items()]
 
 
-def _bound(spec: ToolSpec, args: tuple[object, ...], kwargs: dict[str, object]) -> dict[str, object]:
+def _bound(
+    spec: ToolSpec, args: tuple[object, ...], kwargs: dict[str, object]
+) -> dict[str, object]:
     """A call's arguments by parameter name, defaults applied: receipts keep them as the
     broker bound them, the peer's tools as the model spelled them."""
     bound = inspect.signature(spec.behaviour).bind(*args, **kwargs)
@@ -219,7 +224,9 @@ async def run_peer(
     else:
         # The rewritten program has a few more tokens; stream it over the recording's duration.
         tokens = len(source_to_stream(program))
-        chunks = source_to_stream(program, tokens_per_second=tokens * speed / recording.duration, seed=0)
+        chunks = source_to_stream(
+            program, tokens_per_second=tokens * speed / recording.duration, seed=0
+        )
     specs = tool_specs(latency_scale)
     log = _Log()
     done: dict[str, Any] = {}
@@ -227,7 +234,9 @@ async def run_peer(
 
     async def stream(messages: list[ModelMessage], info: AgentInfo) -> AsyncIterator[Any]:
         last = messages[-1]
-        returned = [p for p in getattr(last, "parts", []) if isinstance(p, ToolReturnPart | RetryPromptPart)]
+        returned = [
+            p for p in getattr(last, "parts", []) if isinstance(p, ToolReturnPart | RetryPromptPart)
+        ]
         if returned:
             done.setdefault("at", anyio.current_time() - t0)
             done.setdefault("part", returned[0])
@@ -246,22 +255,32 @@ async def run_peer(
         options["eager"] = True
     elif mode == "speculate":
         options["speculate"] = "declared"
-    agent = Agent(FunctionModel(stream_function=stream), capabilities=[CodeMode(**options)], tools=_tools(specs, log))
+    agent = Agent(
+        FunctionModel(stream_function=stream),
+        capabilities=[CodeMode(**options)],
+        tools=_tools(specs, log),
+    )
     t0 = anyio.current_time()
     try:
         async with agent.run_stream("run the program") as run:
             await run.get_output()
     except Exception as exc:
-        return PeerOutcome(anyio.current_time() - t0, False, f"failed: {type(exc).__name__}: {exc}"[:160])
+        return PeerOutcome(
+            anyio.current_time() - t0, False, f"failed: {type(exc).__name__}: {exc}"[:160]
+        )
     part = done.get("part")
     seconds = done.get("at", anyio.current_time() - t0)
     if not isinstance(part, ToolReturnPart):
-        note = "run_code asked for a retry: " + str(getattr(part, "content", ""))[:120].replace("\n", " ")
+        note = "run_code asked for a retry: " + str(getattr(part, "content", ""))[:120].replace(
+            "\n", " "
+        )
         return PeerOutcome(seconds, False, note)
     content = part.content
     stream_end = t0 + chunks[-1].t
     early = sum(1 for t in log.effect_times if t < stream_end)
-    before_seal = f"{early} live read/write/unknown call(s) ran before the stream ended" if early else ""
+    before_seal = (
+        f"{early} live read/write/unknown call(s) ran before the stream ended" if early else ""
+    )
     if reference is None:
         return PeerOutcome(seconds, True, before_seal, content)
     equal, note = _compare(content, log, reference, reference_state, final_state(specs), specs)
@@ -280,7 +299,12 @@ def _compare(
         expected: object = {"output": reference.stdout, "result": reference.value}
     else:
         expected = reference.value
-    if isinstance(content, dict) and "output" in content and isinstance(expected, dict) and "output" in expected:
+    if (
+        isinstance(content, dict)
+        and "output" in content
+        and isinstance(expected, dict)
+        and "output" in expected
+    ):
         content = {**content, "output": str(content["output"]).rstrip("\n")}
         expected = {**expected, "output": str(expected["output"]).rstrip("\n")}
     problems = []
@@ -291,7 +315,9 @@ def _compare(
         for c in reference.calls
         if c.effect is not None and not c.effect.speculable
     ]
-    ran = [(cap, method, _bound(specs[cap][method], (), kwargs)) for cap, method, kwargs in log.effects]
+    ran = [
+        (cap, method, _bound(specs[cap][method], (), kwargs)) for cap, method, kwargs in log.effects
+    ]
     if _normal(ran) != _normal(effects):
         problems.append(f"effects {len(log.effects)} calls != {len(effects)}")
     if _normal(state) != _normal(ref_state):
@@ -303,13 +329,17 @@ async def main_async(names: list[str], modes: list[str]) -> None:
     for name in names:
         for mode in modes:
             outcome = await run_peer(name, mode)
-            print(f"{name:22} {mode:10} {outcome.seconds:6.2f} s  {outcome.note or ''}  {str(outcome.value)[:80]}")
+            print(
+                f"{name:22} {mode:10} {outcome.seconds:6.2f} s  {outcome.note or ''}  {str(outcome.value)[:80]}"
+            )
 
 
 def main() -> None:
     from make_scenarios import SCENARIOS
 
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--only", default="")
     parser.add_argument("--modes", default=",".join(MODES))
     args = parser.parse_args()

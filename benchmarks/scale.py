@@ -47,13 +47,17 @@ PROGRAM = (
 )
 
 
-async def echo(capability: str, method: str, args: tuple[object, ...], kwargs: dict[str, object]) -> object:
+async def echo(
+    capability: str, method: str, args: tuple[object, ...], kwargs: dict[str, object]
+) -> object:
     return args[0]
 
 
 def make_host(factory: object = None) -> Host:
     host = Host(guest_factory=factory, instrument=None)  # type: ignore[arg-type]
-    host.register("kb", scripted_tool(search=Script(lambda q: [q.upper()], effect=Effect.PURE, latency=0.02)))
+    host.register(
+        "kb", scripted_tool(search=Script(lambda q: [q.upper()], effect=Effect.PURE, latency=0.02))
+    )
     host.register("log", scripted_tool(write=Script(lambda text: len(text))))
     return host
 
@@ -79,7 +83,9 @@ async def startup(factory: Callable[..., Awaitable[object]], n: int) -> list[flo
     return times
 
 
-async def per_call(factory: Callable[..., Awaitable[object]], n: int, argument: str) -> tuple[float, float]:
+async def per_call(
+    factory: Callable[..., Awaitable[object]], n: int, argument: str
+) -> tuple[float, float]:
     """Best of 5 batches: (seconds per call in the Guest, Host CPU seconds per call)."""
     source = f"import time\nx = {argument}\nt0 = time.perf_counter()\nfor _ in range({n}):\n    tools.echo(x)\n(time.perf_counter() - t0) / {n}\n"
     best, cpu = float("inf"), float("inf")
@@ -109,35 +115,61 @@ async def concurrent(run: Callable[[], Awaitable[object]], n: int) -> tuple[floa
 
 async def main(args: argparse.Namespace) -> None:
     reference = await make_host().run_source(PROGRAM, speculate=False)
-    print(f"Ray Guests vs local Guests, one run on {os.cpu_count()} cores ({args.agents} node agents)\n")
-    async with RayGuestFactory(agents=args.agents, init={"num_cpus": os.cpu_count()}) as ray_factory:
+    print(
+        f"Ray Guests vs local Guests, one run on {os.cpu_count()} cores ({args.agents} node agents)\n"
+    )
+    async with RayGuestFactory(
+        agents=args.agents, init={"num_cpus": os.cpu_count()}
+    ) as ray_factory:
         local_start = await startup(start_subprocess_guest, args.starts)
         ray_start = await startup(ray_factory, args.starts)
         (lm, lp), (rm, rp) = quantiles(local_start), quantiles(ray_start)
         print("start-up (factory → ready)   median      p90")
         print(f"  local Guest                 {lm * 1e3:6.1f} ms  {lp * 1e3:6.1f} ms")
-        print(f"  Ray Guest                   {rm * 1e3:6.1f} ms  {rp * 1e3:6.1f} ms   (+{(rm - lm) * 1e3:.1f} ms, x{rm / lm:.2f})")
-        hidden = await make_host(ray_factory).run_stream(chunks(PROGRAM * 1, rate=len(PROGRAM) / 4))  # ~1 s stream
-        print(f"  behind a 1 s stream: Pysolate finished {hidden.report.wall_seconds:.2f} s after its first token, status {hidden.status}\n")
+        print(
+            f"  Ray Guest                   {rm * 1e3:6.1f} ms  {rp * 1e3:6.1f} ms   (+{(rm - lm) * 1e3:.1f} ms, x{rm / lm:.2f})"
+        )
+        hidden = await make_host(ray_factory).run_stream(
+            chunks(PROGRAM * 1, rate=len(PROGRAM) / 4)
+        )  # ~1 s stream
+        print(
+            f"  behind a 1 s stream: Pysolate finished {hidden.report.wall_seconds:.2f} s after its first token, status {hidden.status}\n"
+        )
 
-        print("per call (in the Guest, best of 5)   local      Ray        extra     Host CPU/call local → Ray")
+        print(
+            "per call (in the Guest, best of 5)   local      Ray        extra     Host CPU/call local → Ray"
+        )
         for label, argument in (("int", "7"), ("1 KiB str", "'x' * 1024")):
-            (lc, lcpu), (rc, rcpu) = await per_call(start_subprocess_guest, args.calls, argument), await per_call(ray_factory, args.calls, argument)
-            print(f"  {label:<10}                         {lc * 1e6:6.0f} µs  {rc * 1e6:6.0f} µs  +{(rc - lc) * 1e6:4.0f} µs   {lcpu * 1e6:4.0f} → {rcpu * 1e6:4.0f} µs")
+            (lc, lcpu), (rc, rcpu) = (
+                await per_call(start_subprocess_guest, args.calls, argument),
+                await per_call(ray_factory, args.calls, argument),
+            )
+            print(
+                f"  {label:<10}                         {lc * 1e6:6.0f} µs  {rc * 1e6:6.0f} µs  +{(rc - lc) * 1e6:4.0f} µs   {lcpu * 1e6:4.0f} → {rcpu * 1e6:4.0f} µs"
+            )
 
-        print(f"\n{args.runs} concurrent run_stream runs (5 pure 20 ms reads + 1 unknown call each)")
+        print(
+            f"\n{args.runs} concurrent run_stream runs (5 pure 20 ms reads + 1 unknown call each)"
+        )
         shapes: list[tuple[str, Callable[[], Awaitable[object]]]] = [
             ("local Guests, one Host", lambda: make_host().run_stream(chunks(PROGRAM))),
             ("Ray Guests, one Host", lambda: make_host(ray_factory).run_stream(chunks(PROGRAM))),
         ]
         async with HostPool(make_host, workers=2) as pool:
-            shapes.append(("HostPool, 2 workers", lambda: pool.run_stream(chunks(PROGRAM), key=os.urandom(4).hex())))
+            shapes.append(
+                (
+                    "HostPool, 2 workers",
+                    lambda: pool.run_stream(chunks(PROGRAM), key=os.urandom(4).hex()),
+                )
+            )
             base = None
             for name, run in shapes:
                 wall, results = await concurrent(run, args.runs)
                 equal = sum(1 for r in results if not differences(reference, r))  # type: ignore[arg-type]
                 base = base or wall
-                print(f"  {name:<24} wall {wall:6.2f} s   {args.runs / wall:6.1f} runs/s   x{wall / base:.2f}   equal {equal}/{args.runs}")
+                print(
+                    f"  {name:<24} wall {wall:6.2f} s   {args.runs / wall:6.1f} runs/s   x{wall / base:.2f}   equal {equal}/{args.runs}"
+                )
 
 
 if __name__ == "__main__":

@@ -99,12 +99,17 @@ class SessionMeasured:
 def streams(speed: float = 1.0) -> list[list[Chunk]]:
     """Each turn's reply as a model streams it (``speed`` > 1 replays faster)."""
     return [
-        [Chunk(c.t / speed, c.text) for c in source_to_stream(src, tokens_per_second=TOKENS_PER_SECOND, seed=n)]
+        [
+            Chunk(c.t / speed, c.text)
+            for c in source_to_stream(src, tokens_per_second=TOKENS_PER_SECOND, seed=n)
+        ]
         for n, (_, src) in enumerate(TURNS)
     ]
 
 
-def _oracle(chunks: Sequence[Sequence[Chunk]], specs: dict[str, dict[str, ToolSpec]]) -> list[float]:
+def _oracle(
+    chunks: Sequence[Sequence[Chunk]], specs: dict[str, dict[str, ToolSpec]]
+) -> list[float]:
     """Per turn, its ideal end (seconds from the turn's first token)."""
     namespace: dict[str, object] = {}
     ready: dict[tuple[object, ...], float] = {}
@@ -124,7 +129,11 @@ def _oracle(chunks: Sequence[Sequence[Chunk]], specs: dict[str, dict[str, ToolSp
         prefix = _cut(turn, len(accepted))
         early = compute_oracle(prefix, specs, namespace=dict(namespace))
         stream_end = turn[-1].t
-        ready = {call_id(c.capability, c.method, c.args, c.kwargs): max(0.0, c.end - stream_end) for c in early.calls if c.eligible}
+        ready = {
+            call_id(c.capability, c.method, c.args, c.kwargs): max(0.0, c.end - stream_end)
+            for c in early.calls
+            if c.eligible
+        }
         ends.append(stream_end)
     return ends
 
@@ -145,7 +154,9 @@ async def _timed(chunks: Sequence[Chunk]) -> AsyncIterator[str]:
         yield text
 
 
-async def measure_session(latency_scale: float = 1.0, guest: GuestKind = "isolated", speed: float = 1.0) -> SessionMeasured:
+async def measure_session(
+    latency_scale: float = 1.0, guest: GuestKind = "isolated", speed: float = 1.0
+) -> SessionMeasured:
     """Baseline, Pysolate and oracle of the session scenario, in this order, in one run."""
     chunks = streams(speed)
     _, specs = make_host(latency_scale)

@@ -74,7 +74,11 @@ async def cpu_per_run(runs: int) -> dict[str, float]:
         async def echo(self, x: int) -> int:
             return x
 
-    instruments = {"null": NULL_INSTRUMENT, "global, no SDK": GLOBAL_INSTRUMENT, "OTel SDK": OTelInstrument(TracerProvider())}
+    instruments = {
+        "null": NULL_INSTRUMENT,
+        "global, no SDK": GLOBAL_INSTRUMENT,
+        "OTel SDK": OTelInstrument(TracerProvider()),
+    }
     best = {}
     for label, instrument in instruments.items():
         host = Host(guest_factory=in_process_guest, instrument=instrument)
@@ -109,7 +113,11 @@ def _measure_in(tree: Path, runs: int) -> dict[str, float]:
     env = {**os.environ, "PYTHONPATH": str(tree)}
     out = subprocess.run(
         [sys.executable, "-c", code, str(tree), str(Path(__file__).resolve().parent), str(runs)],
-        check=True, capture_output=True, text=True, env=env, cwd=tree,
+        check=True,
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=tree,
     )
     import json
 
@@ -120,7 +128,9 @@ def side_by_side(baseline: str | None, runs: int, rounds: int) -> dict[str, dict
     trees = {"this tree": ROOT}
     with tempfile.TemporaryDirectory() as tmp:
         if baseline is not None:
-            archive = subprocess.run(["git", "-C", str(ROOT), "archive", baseline], check=True, capture_output=True).stdout
+            archive = subprocess.run(
+                ["git", "-C", str(ROOT), "archive", baseline], check=True, capture_output=True
+            ).stdout
             subprocess.run(["tar", "-x", "-C", tmp], input=archive, check=True)
             trees = {baseline: Path(tmp), **trees}
         best: dict[str, dict[str, float]] = {label: {} for label in trees}
@@ -132,7 +142,9 @@ def side_by_side(baseline: str | None, runs: int, rounds: int) -> dict[str, dict
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--baseline", help="a git revision to measure side by side (e.g. main)")
     parser.add_argument("--runs", type=int, default=200)
     parser.add_argument("--rounds", type=int, default=3)
@@ -148,7 +160,10 @@ def main() -> None:
         print(f"  {label:<12} " + "  ".join(f"{row[name] * 1e6:13.0f} µs" for name in INSTRUMENTS))
     print(f"One run's hooks alone (13 hook calls, best of {BATCHES} x {HOOK_RUNS}):")
     for label, row in results.items():
-        print(f"  {label:<12} " + "  ".join(f"{row['hooks, ' + name] * 1e6:13.1f} µs" for name in INSTRUMENTS))
+        print(
+            f"  {label:<12} "
+            + "  ".join(f"{row['hooks, ' + name] * 1e6:13.1f} µs" for name in INSTRUMENTS)
+        )
 
 
 if __name__ == "__main__":

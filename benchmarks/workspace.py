@@ -48,25 +48,46 @@ def generate(repo: Path, files: int, checkout: Path | None, seed: int = 38) -> N
     rng = random.Random(seed)
     subprocess.run(["git", "init", "-q", str(repo)], check=True)
     importer = subprocess.Popen(
-        ["git", "-C", str(repo), "-c", "pack.compression=1", "-c", "core.compression=1", "fast-import", "--quiet"],
+        [
+            "git",
+            "-C",
+            str(repo),
+            "-c",
+            "pack.compression=1",
+            "-c",
+            "core.compression=1",
+            "fast-import",
+            "--quiet",
+        ],
         stdin=subprocess.PIPE,
     )
     assert importer.stdin is not None
     paths = []
     for i in range(files):
         r = rng.random()
-        size = rng.randint(2_000, 8_000) if r < 0.9 else rng.randint(50_000, 150_000) if r < 0.99 else rng.randint(400_000, 1_200_000)
+        size = (
+            rng.randint(2_000, 8_000)
+            if r < 0.9
+            else rng.randint(50_000, 150_000)
+            if r < 0.99
+            else rng.randint(400_000, 1_200_000)
+        )
         data = base64.b64encode(rng.randbytes(size * 3 // 4 + 3))[:size]
         importer.stdin.write(b"blob\nmark :%d\ndata %d\n%s\n" % (i + 1, len(data), data))
         paths.append(f"d{i // 1000:03d}/s{(i // 100) % 10}/f{i:06d}.txt")
-    importer.stdin.write(b"commit refs/heads/main\ncommitter bench <bench@example.com> 0 +0000\ndata 9\ngenerated\n")
+    importer.stdin.write(
+        b"commit refs/heads/main\ncommitter bench <bench@example.com> 0 +0000\ndata 9\ngenerated\n"
+    )
     for i, path in enumerate(paths):
         importer.stdin.write(b"M 100644 :%d %s\n" % (i + 1, path.encode()))
     importer.stdin.close()
     importer.wait()
     subprocess.run(["git", "-C", str(repo), "symbolic-ref", "HEAD", "refs/heads/main"], check=True)
     if checkout is not None:
-        subprocess.run(["git", "-C", str(repo), "worktree", "add", "-q", "--detach", str(checkout), "main"], check=True)
+        subprocess.run(
+            ["git", "-C", str(repo), "worktree", "add", "-q", "--detach", str(checkout), "main"],
+            check=True,
+        )
 
 
 def rss_mb() -> float:
@@ -88,11 +109,21 @@ def one_freeze(kind: str, path: str, preimport: bool) -> dict[str, object]:
     except WorkspaceError as exc:
         return {"error": str(exc).split(" (")[0]}
     wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
-    return {"ms": wall * 1e3, "cpu ms": cpu * 1e3, "rss MB": rss_mb() - before, "root": ws.root_id[:16]}
+    return {
+        "ms": wall * 1e3,
+        "cpu ms": cpu * 1e3,
+        "rss MB": rss_mb() - before,
+        "root": ws.root_id[:16],
+    }
 
 
 def pick(repo: Path, per_class: int) -> dict[str, list[str]]:
-    out = subprocess.run(["git", "-C", str(repo), "ls-tree", "-r", "-l", "HEAD"], capture_output=True, text=True, check=True)
+    out = subprocess.run(
+        ["git", "-C", str(repo), "ls-tree", "-r", "-l", "HEAD"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     picked: dict[str, list[str]] = {name: [] for name in CLASSES}
     for line in out.stdout.splitlines():
         meta, path = line.split("\t", 1)
@@ -126,7 +157,9 @@ def one_reads(kind: str, path: str, classes: dict[str, list[str]]) -> dict[str, 
     async def main() -> dict[str, object]:
         host = Host()
         if kind == "eager":  # today's in-memory root, holding the files read
-            root = Workspace.from_files({p: (Path(path) / p).read_bytes() for ps in classes.values() for p in ps})
+            root = Workspace.from_files(
+                {p: (Path(path) / p).read_bytes() for ps in classes.values() for p in ps}
+            )
         else:
             root = Workspace.git(path) if kind == "git" else Workspace.frozen(path, lazy=True)
         host.register("workspace", root)
@@ -139,7 +172,9 @@ def one_reads(kind: str, path: str, classes: dict[str, list[str]]) -> dict[str, 
 
 
 def child(args: list[str]) -> dict[str, object]:
-    done = subprocess.run([sys.executable, __file__, "--one", json.dumps(args)], capture_output=True, text=True)
+    done = subprocess.run(
+        [sys.executable, __file__, "--one", json.dumps(args)], capture_output=True, text=True
+    )
     if done.returncode:
         raise RuntimeError(done.stderr)
     return json.loads(done.stdout.strip().splitlines()[-1])
@@ -171,9 +206,15 @@ def main() -> None:
     generate(Path(args.big), 100_000, checkout=None)
     generate(Path(args.medium), 10_000, checkout=Path(checkout))
     print("## Freezing (best of 3, fresh process each)\n")
-    print("| tree | root | ms | CPU ms | Host RSS added (MB) | ms, pygit2 imported before | MB, pygit2 imported before |")
+    print(
+        "| tree | root | ms | CPU ms | Host RSS added (MB) | ms, pygit2 imported before | MB, pygit2 imported before |"
+    )
     print("|---|---|---:|---:|---:|---:|---:|")
-    trees = {"100,000 files / 2 GB (git only)": args.big, "10,000 files / 200 MB": args.medium, "this repository": args.this}
+    trees = {
+        "100,000 files / 2 GB (git only)": args.big,
+        "10,000 files / 200 MB": args.medium,
+        "this repository": args.this,
+    }
     for label, path in trees.items():
         kinds = ("git",) if path == args.big else ("git", "lazy", "eager")
         for kind in kinds:
@@ -182,22 +223,36 @@ def main() -> None:
             if "error" in runs:
                 print(f"| {label} | {kind} | refused: {runs['error']} | | | | |")
                 continue
-            pre = best([child(["freeze", kind, path, True]) for _ in range(REPEATS)]) if kind == "git" else runs
+            pre = (
+                best([child(["freeze", kind, path, True]) for _ in range(REPEATS)])
+                if kind == "git"
+                else runs
+            )
             print(
                 f"| {label} | {kind} | {runs['ms']:.1f} | {runs['cpu ms']:.1f} | {runs['rss MB']:.1f} | {pre['ms']:.1f} | {pre['rss MB']:.1f} |"
             )
     classes = pick(Path(args.medium), args.reads)
-    print(f"\n## Reads as the program sees them (µs per read, mean of {args.reads} files, best of 3; subprocess Guest)\n")
+    print(
+        f"\n## Reads as the program sees them (µs per read, mean of {args.reads} files, best of 3; subprocess Guest)\n"
+    )
     at = {"eager": checkout, "git": args.medium, "lazy": checkout}
-    rows = {kind: best([child(["reads", kind, at[kind], classes]) for _ in range(REPEATS)]) for kind in ("eager", "git", "lazy")}
+    rows = {
+        kind: best([child(["reads", kind, at[kind], classes]) for _ in range(REPEATS)])
+        for kind in ("eager", "git", "lazy")
+    }
     print("| class | in memory | git | git / memory | lazy | lazy / memory |")
     print("|---|---:|---:|---:|---:|---:|")
     for name in CLASSES:
         for phase in ("cold", "warm"):
             key = f"{name} {phase}"
             mem, git, lazy = (float(rows[k][key]) for k in ("eager", "git", "lazy"))  # type: ignore[arg-type]
-            print(f"| {key} | {mem:.0f} | {git:.0f} | {git / mem:.2f} | {lazy:.0f} | {lazy / mem:.2f} |")
-    print("\nHost RSS after the reads (MB): " + ", ".join(f"{k} {float(v['Host RSS MB after']):.0f}" for k, v in rows.items()))  # type: ignore[arg-type]
+            print(
+                f"| {key} | {mem:.0f} | {git:.0f} | {git / mem:.2f} | {lazy:.0f} | {lazy / mem:.2f} |"
+            )
+    print(
+        "\nHost RSS after the reads (MB): "
+        + ", ".join(f"{k} {float(v['Host RSS MB after']):.0f}" for k, v in rows.items())
+    )  # type: ignore[arg-type]
 
 
 if __name__ == "__main__":

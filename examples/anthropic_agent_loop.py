@@ -23,7 +23,9 @@ class Docs:
         return [f"{query}: page 1", f"{query}: page 2"]
 
 
-PROGRAM = 'hits = docs.search("retries") + docs.search("timeouts")\nprint(len(hits), "hits")\nhits[0]\n'
+PROGRAM = (
+    'hits = docs.search("retries") + docs.search("timeouts")\nprint(len(hits), "hits")\nhits[0]\n'
+)
 
 
 async def main() -> None:
@@ -34,7 +36,12 @@ async def main() -> None:
         tool = CodeTool(host)
         messages = [{"role": "user", "content": "How do retries work?"}]
         while True:
-            async with client.messages.stream(model="claude-sonnet-4-5", max_tokens=1024, messages=messages, tools=[tool.anthropic()]) as stream:
+            async with client.messages.stream(
+                model="claude-sonnet-4-5",
+                max_tokens=1024,
+                messages=messages,
+                tools=[tool.anthropic()],
+            ) as stream:
                 result = await host.run_stream(stream, code=tool.code)
                 message = await stream.get_final_message()
             if not (reply := tool.anthropic_reply(message, result)):

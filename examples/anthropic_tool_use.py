@@ -14,7 +14,11 @@ from pysolate.streams import ToolCallCode
 RUN_CODE = {
     "name": "run_code",
     "description": "Run a Python program; docs.search(query) -> list[str] is available.",
-    "input_schema": {"type": "object", "properties": {"code": {"type": "string"}}, "required": ["code"]},
+    "input_schema": {
+        "type": "object",
+        "properties": {"code": {"type": "string"}},
+        "required": ["code"],
+    },
 }
 
 
@@ -25,7 +29,9 @@ class Docs:
         return [f"{query}: page 1", f"{query}: page 2"]
 
 
-PROGRAM = 'hits = docs.search("retries") + docs.search("timeouts")\nprint(len(hits), "hits")\nhits[0]\n'
+PROGRAM = (
+    'hits = docs.search("retries") + docs.search("timeouts")\nprint(len(hits), "hits")\nhits[0]\n'
+)
 
 
 async def main() -> None:

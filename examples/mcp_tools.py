@@ -31,10 +31,15 @@ async def kb_host():
     """A Host with the MCP server's tools as the capability `kb`."""
     params = StdioServerParameters(command=sys.executable, args=[str(SERVER)])
     with open(os.devnull, "w") as quiet:
-        async with stdio_client(params, errlog=quiet) as (read, write), ClientSession(read, write) as session:
+        async with (
+            stdio_client(params, errlog=quiet) as (read, write),
+            ClientSession(read, write) as session,
+        ):
             await session.initialize()
             host = Host()
-            await register(host, session, capability="kb", confirm={"kb.search": Effect.PURE})  # save_note: a write
+            await register(
+                host, session, capability="kb", confirm={"kb.search": Effect.PURE}
+            )  # save_note: a write
             yield host
 
 

@@ -25,7 +25,9 @@ class Docs:
         return [f"{query}: page 1", f"{query}: page 2"]
 
 
-PROGRAM = 'hits = docs.search("retries") + docs.search("timeouts")\nprint(len(hits), "hits")\nhits[0]\n'
+PROGRAM = (
+    'hits = docs.search("retries") + docs.search("timeouts")\nprint(len(hits), "hits")\nhits[0]\n'
+)
 
 with SyncHost() as host:
     host.register("docs", Docs())
@@ -34,7 +36,9 @@ with SyncHost() as host:
     tool = CodeTool(host)
     messages = [{"role": "user", "content": "How do retries work?"}]
     while True:
-        with client.chat.completions.stream(model="gpt-5", messages=messages, tools=[tool.openai_chat()]) as stream:
+        with client.chat.completions.stream(
+            model="gpt-5", messages=messages, tools=[tool.openai_chat()]
+        ) as stream:
             result = host.run_stream(stream, code=tool.code)
             completion = stream.get_final_completion()
         if not (reply := tool.openai_chat_reply(completion, result)):

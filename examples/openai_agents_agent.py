@@ -22,7 +22,9 @@ from openai.types.responses import (
 from pysolate import Effect
 from pysolate.integrations.openai_agents import PysolateCodeTool
 
-PROGRAM = 'pages = [search(q) for q in ["retries", "timeouts"]]\nsave_note(pages[0][0])\nlen(pages)\n'
+PROGRAM = (
+    'pages = [search(q) for q in ["retries", "timeouts"]]\nsave_note(pages[0][0])\nlen(pages)\n'
+)
 
 
 set_tracing_disabled(True)  # offline: no trace export
@@ -41,20 +43,37 @@ class FakeModel(Model):  # a stand-in for a provider: streams a run_code call, t
         item, n = self.reply(input), 0
         if item.type == "function_call":
             arguments, item.arguments = item.arguments, ""
-            yield ResponseOutputItemAddedEvent(type="response.output_item.added", item=item, output_index=0, sequence_number=n)
+            yield ResponseOutputItemAddedEvent(
+                type="response.output_item.added", item=item, output_index=0, sequence_number=n
+            )
             for n, i in enumerate(range(0, len(arguments), 4), 1):  # about 50 tokens per second
                 await asyncio.sleep(0.02)
                 delta = arguments[i : i + 4]
                 yield ResponseFunctionCallArgumentsDeltaEvent(
-                    type="response.function_call_arguments.delta", item_id="fc_1", output_index=0, delta=delta, sequence_number=n
+                    type="response.function_call_arguments.delta",
+                    item_id="fc_1",
+                    output_index=0,
+                    delta=delta,
+                    sequence_number=n,
                 )
             item.arguments = arguments
-            yield ResponseOutputItemDoneEvent(type="response.output_item.done", item=item, output_index=0, sequence_number=n + 1)
+            yield ResponseOutputItemDoneEvent(
+                type="response.output_item.done", item=item, output_index=0, sequence_number=n + 1
+            )
         response = Response(
-            id="resp_1", created_at=0, model="fake", object="response", output=[item], tool_choice="auto", tools=[],
-            parallel_tool_calls=False, status="completed",
+            id="resp_1",
+            created_at=0,
+            model="fake",
+            object="response",
+            output=[item],
+            tool_choice="auto",
+            tools=[],
+            parallel_tool_calls=False,
+            status="completed",
         )
-        yield ResponseCompletedEvent(type="response.completed", response=response, sequence_number=n + 2)
+        yield ResponseCompletedEvent(
+            type="response.completed", response=response, sequence_number=n + 2
+        )
 
 
 @function_tool

@@ -16,7 +16,11 @@ RUN_CODE = {
     "function": {
         "name": "run_code",
         "description": "Run a Python program; docs.search(query) -> list[str] is available.",
-        "parameters": {"type": "object", "properties": {"code": {"type": "string"}}, "required": ["code"]},
+        "parameters": {
+            "type": "object",
+            "properties": {"code": {"type": "string"}},
+            "required": ["code"],
+        },
     },
 }
 
@@ -28,7 +32,9 @@ class Docs:
         return [f"{query}: page 1", f"{query}: page 2"]
 
 
-PROGRAM = 'hits = docs.search("retries") + docs.search("timeouts")\nprint(len(hits), "hits")\nhits[0]\n'
+PROGRAM = (
+    'hits = docs.search("retries") + docs.search("timeouts")\nprint(len(hits), "hits")\nhits[0]\n'
+)
 
 
 async def main() -> None:
@@ -36,7 +42,10 @@ async def main() -> None:
     host.register("docs", Docs())
     client = AsyncOpenAI(api_key="unused", http_client=openai_chat(PROGRAM))
     stream = await client.chat.completions.create(
-        model="gpt-5", messages=[{"role": "user", "content": "How do retries work?"}], tools=[RUN_CODE], stream=True
+        model="gpt-5",
+        messages=[{"role": "user", "content": "How do retries work?"}],
+        tools=[RUN_CODE],
+        stream=True,
     )
     result = await host.run_stream(stream, code=ToolCallCode("run_code"))
     print(result.stdout, end="")

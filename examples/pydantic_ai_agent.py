@@ -15,11 +15,18 @@ from pydantic_ai.models.function import DeltaToolCall, FunctionModel
 from pysolate import Effect
 from pysolate.integrations.pydantic_ai import PysolateCodeMode
 
-PROGRAM = 'pages = [search(q) for q in ["retries", "timeouts"]]\nsave_note(pages[0][0])\nlen(pages)\n'
+PROGRAM = (
+    'pages = [search(q) for q in ["retries", "timeouts"]]\nsave_note(pages[0][0])\nlen(pages)\n'
+)
 
 
 async def model(messages, info):  # a stand-in for a provider's streamed response
-    if any(isinstance(p, ToolReturnPart) for m in messages if isinstance(m, ModelRequest) for p in m.parts):
+    if any(
+        isinstance(p, ToolReturnPart)
+        for m in messages
+        if isinstance(m, ModelRequest)
+        for p in m.parts
+    ):
         yield "Found two pages of results."
         return
     arguments = json.dumps({"code": PROGRAM})
@@ -29,7 +36,9 @@ async def model(messages, info):  # a stand-in for a provider's streamed respons
         yield {0: DeltaToolCall(json_args=arguments[i : i + 4])}
 
 
-code_mode = PysolateCodeMode(effects={"search": Effect.PURE})  # save_note stays unknown: never early
+code_mode = PysolateCodeMode(
+    effects={"search": Effect.PURE}
+)  # save_note stays unknown: never early
 agent = Agent(FunctionModel(stream_function=model), capabilities=[code_mode])
 
 
@@ -48,7 +57,13 @@ def save_note(text: str) -> str:
 
 async def main() -> None:
     run = await agent.run("How do retries and timeouts work?")
-    (part,) = [p for m in run.all_messages() if isinstance(m, ModelRequest) for p in m.parts if isinstance(p, ToolReturnPart)]
+    (part,) = [
+        p
+        for m in run.all_messages()
+        if isinstance(m, ModelRequest)
+        for p in m.parts
+        if isinstance(p, ToolReturnPart)
+    ]
     result = part.metadata  # the RunResult; the model saw part.content
     print(part.content)
     print(result.status, result.report.counts())

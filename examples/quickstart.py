@@ -22,5 +22,7 @@ async def main(llm_stream) -> None:
 
 
 # A stand-in for your model's stream, e.g. `await client.chat.completions.create(..., stream=True)`.
-REPLY = 'Checking both.\n```python\nprint(weather.forecast("Oslo"), weather.forecast("Rome"))\n```\n'
+REPLY = (
+    'Checking both.\n```python\nprint(weather.forecast("Oslo"), weather.forecast("Rome"))\n```\n'
+)
 anyio.run(main, play(source_to_stream(REPLY, tokens_per_second=50)))

@@ -10,7 +10,11 @@ import anyio
 from pysolate import Effect, Host, capability
 from pysolate.streams import play, source_to_stream
 
-NOTES = {"mon.md": "Monday: retry fix", "tue.md": "Tuesday: cache bug", "wed.md": "Wednesday: rate limits"}
+NOTES = {
+    "mon.md": "Monday: retry fix",
+    "tue.md": "Tuesday: cache bug",
+    "wed.md": "Wednesday: rate limits",
+}
 
 
 class Notes:
@@ -40,7 +44,9 @@ async def main() -> None:
         for n, source in enumerate(TURNS, 1):
             result = await session.run_stream(play(source_to_stream(source, tokens_per_second=40)))
             counts = result.report.counts()
-            print(f"turn {n}: {result.status} {result.value!r} claimed={counts['claimed']} physical={counts['physical']}")
+            print(
+                f"turn {n}: {result.status} {result.value!r} claimed={counts['claimed']} physical={counts['physical']}"
+            )
         print("reused from the rejected turn:", session.statistics().reused)
 
 

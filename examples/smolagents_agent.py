@@ -43,7 +43,9 @@ def search(query: str) -> list:
     return [f"{query}: page 1", f"{query}: page 2"]
 
 
-executor = PysolateExecutor(effects={"search": Effect.PURE})  # every other tool stays unknown: never early
+executor = PysolateExecutor(
+    effects={"search": Effect.PURE}
+)  # every other tool stays unknown: never early
 agent = CodeAgent(
     tools=[search],
     model=executor.streaming(ScriptedModel(model_id="scripted")),

@@ -40,7 +40,9 @@ class CallKey:
     arguments: str  # canonical_arguments(bound arguments)
     view: str
 
-    def __init__(self, capability: str, method: str, version: str, arguments: str, view: str) -> None:
+    def __init__(
+        self, capability: str, method: str, version: str, arguments: str, view: str
+    ) -> None:
         _set_capability(self, capability)
         _set_method(self, method)
         _set_version(self, version)
@@ -54,7 +56,8 @@ class CallKey:
 
 
 _set_capability, _set_method, _set_version, _set_arguments, _set_view = (
-    getattr(CallKey, name).__set__ for name in ("capability", "method", "version", "arguments", "view")
+    getattr(CallKey, name).__set__
+    for name in ("capability", "method", "version", "arguments", "view")
 )
 """The slots' own setters (member descriptors), which a frozen class's ``__setattr__`` does not guard."""
 
@@ -68,7 +71,10 @@ def canonical_arguments(arguments: Mapping[str, object]) -> str:
     """Canonical text of arguments bound to parameter names (keyword order does not matter):
     the tagged text of the dict of them in name order, each argument as ``argument_text``
     writes it. Raises ``NotPlain`` for a value that is not plain data."""
-    pieces = [f'[{ENCODER.encode(["s", name])},{argument_text(to_tagged(arguments[name]), ENCODER.encode)}]' for name in sorted(arguments)]
+    pieces = [
+        f"[{ENCODER.encode(['s', name])},{argument_text(to_tagged(arguments[name]), ENCODER.encode)}]"
+        for name in sorted(arguments)
+    ]
     return f'["d",[{",".join(pieces)}]]'
 
 

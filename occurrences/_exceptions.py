@@ -26,7 +26,10 @@ class SealError(OccurrencesError, SyntaxError):
 
     @classmethod
     def from_syntax_error(cls, exc: SyntaxError) -> SealError:
-        err = cls(exc.msg, (exc.filename, exc.lineno, exc.offset, exc.text, exc.end_lineno, exc.end_offset))
+        err = cls(
+            exc.msg,
+            (exc.filename, exc.lineno, exc.offset, exc.text, exc.end_lineno, exc.end_offset),
+        )
         err.__cause__ = exc
         return err
 

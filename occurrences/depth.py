@@ -63,7 +63,9 @@ def parse(text: str, filename: str = "<unknown>", *, quiet: bool = False) -> ast
     return _in_fixed_thread(_parse, text, filename, quiet)
 
 
-def compile_tree(source: str, tree: ast.Module | ast.Expression, filename: str, mode: str) -> object:
+def compile_tree(
+    source: str, tree: ast.Module | ast.Expression, filename: str, mode: str
+) -> object:
     """``compile(tree, filename, mode, dont_inherit=True)`` of ``source``'s ``tree``, at a
     fixed depth when one of its statements is long. Raises what ``compile`` raises."""
     if _longest_statement(source, tree) < SHALLOW_COMPILE_CHARS:
@@ -88,7 +90,10 @@ def _longest_statement(source: str, tree: ast.Module | ast.Expression) -> int:
         return len(source)
     starts = [0, *(m.end() for m in _EOL.finditer(source)), len(source)]
     last = len(starts) - 1
-    return max(starts[min(node.end_lineno or node.lineno, last)] - starts[min(node.lineno - 1, last)] for node in body)
+    return max(
+        starts[min(node.end_lineno or node.lineno, last)] - starts[min(node.lineno - 1, last)]
+        for node in body
+    )
 
 
 def _in_fixed_thread(work: Callable[..., _T], *args: object) -> _T:
@@ -98,7 +103,9 @@ def _in_fixed_thread(work: Callable[..., _T], *args: object) -> _T:
     import threading
 
     outcome: list[tuple[bool, object]] = []
-    thread = threading.Thread(target=_run, args=(work, args, outcome), name="pysolate-parse", daemon=True)
+    thread = threading.Thread(
+        target=_run, args=(work, args, outcome), name="pysolate-parse", daemon=True
+    )
     thread.start()
     thread.join()
     ok, value = outcome[0]
@@ -108,7 +115,9 @@ def _in_fixed_thread(work: Callable[..., _T], *args: object) -> _T:
     return value  # type: ignore[return-value]
 
 
-def _run(work: Callable[..., object], args: tuple[object, ...], outcome: list[tuple[bool, object]]) -> None:
+def _run(
+    work: Callable[..., object], args: tuple[object, ...], outcome: list[tuple[bool, object]]
+) -> None:
     try:
         outcome.append((True, work(*args)))
     except BaseException as exc:  # handed to the waiting caller

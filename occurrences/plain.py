@@ -218,7 +218,11 @@ def from_tagged(tagged: object, _depth: int = 0, _left: list[int] | None = None)
             return dict(pairs)
     except NotPlain:
         raise
-    except (TypeError, ValueError, OverflowError) as exc:  # OverflowError: a float past the double range
+    except (
+        TypeError,
+        ValueError,
+        OverflowError,
+    ) as exc:  # OverflowError: a float past the double range
         raise ValueError(f"malformed plain value: {exc}") from None
     raise ValueError("malformed plain value")
 

@@ -36,7 +36,9 @@ def loop_clock() -> Callable[[], float]:
     except RuntimeError:
         return anyio.current_time
     clock = loop.time
-    return time.monotonic if getattr(clock, "__func__", None) is asyncio.BaseEventLoop.time else clock
+    return (
+        time.monotonic if getattr(clock, "__func__", None) is asyncio.BaseEventLoop.time else clock
+    )
 
 
 def loop_checkpoint() -> Callable[[], Awaitable[None]]:
@@ -57,7 +59,6 @@ def loop_sleep() -> Callable[[float], Awaitable[None]]:
     except RuntimeError:
         return anyio.sleep
     return asyncio.sleep
-
 
 
 def asyncio_loop() -> asyncio.AbstractEventLoop | None:

@@ -92,7 +92,9 @@ class ApplyConflict(WorkspaceError):
     def __init__(self, conflicts: dict[str, str]) -> None:
         self.conflicts = dict(sorted(conflicts.items()))
         listed = "; ".join(f"{path}: {why}" for path, why in self.conflicts.items())
-        super().__init__(f"not applied, {len(self.conflicts)} path(s) changed since the workspace was frozen: {listed}")
+        super().__init__(
+            f"not applied, {len(self.conflicts)} path(s) changed since the workspace was frozen: {listed}"
+        )
 
 
 class WorkspaceChanged(WorkspaceError):

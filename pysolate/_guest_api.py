@@ -166,7 +166,9 @@ class SessionGuestFactory(Protocol):
     """Starts the Guests of sessions (``Host(session_factory=...)``): any async callable of
     this signature, e.g. ``start_subprocess_session`` or ``pysolate.testing.in_process_session``."""
 
-    async def __call__(self, capabilities: Mapping[str, Sequence[str]], limits: GuestLimits) -> SessionGuest:
+    async def __call__(
+        self, capabilities: Mapping[str, Sequence[str]], limits: GuestLimits
+    ) -> SessionGuest:
         """Start a Guest for a session that will expose ``capabilities``."""
         ...
 
@@ -177,6 +179,8 @@ class GuestFactory(Protocol):
     or ``pysolate.ray.RayGuestFactory``. It is called before the source is sealed, so the
     Guest's start overlaps the stream."""
 
-    async def __call__(self, capabilities: Mapping[str, Sequence[str]], limits: GuestLimits) -> Guest:
+    async def __call__(
+        self, capabilities: Mapping[str, Sequence[str]], limits: GuestLimits
+    ) -> Guest:
         """Start a Guest that will expose ``capabilities`` (name → method names)."""
         ...

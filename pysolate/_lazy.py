@@ -30,10 +30,16 @@ def _exports(package: str) -> dict[str, tuple[str, str]]:
     except OSError:
         source = None
     if source is None:
-        raise ImportError(f"{package}: its exports are read from its source, which is not available", name=package)
+        raise ImportError(
+            f"{package}: its exports are read from its source, which is not available", name=package
+        )
     where: dict[str, tuple[str, str]] = {}
     for node in ast.parse(source).body:
-        if isinstance(node, ast.If) and isinstance(node.test, ast.Name) and node.test.id == "TYPE_CHECKING":
+        if (
+            isinstance(node, ast.If)
+            and isinstance(node.test, ast.Name)
+            and node.test.id == "TYPE_CHECKING"
+        ):
             for stmt in node.body:
                 if isinstance(stmt, ast.ImportFrom):
                     module = "." * stmt.level + (stmt.module or "")
@@ -42,14 +48,18 @@ def _exports(package: str) -> dict[str, tuple[str, str]]:
     return where
 
 
-def attach(package: str, public: list[str]) -> tuple[Callable[[str], object], Callable[[], list[str]]]:
+def attach(
+    package: str, public: list[str]
+) -> tuple[Callable[[str], object], Callable[[], list[str]]]:
     """The ``__getattr__`` and ``__dir__`` of ``package``, whose ``__all__`` is ``public``.
 
     Raises ``ImportError`` when ``public`` and the ``TYPE_CHECKING`` block disagree.
     """
     where = _exports(package)
     if set(where) != set(public):
-        raise ImportError(f"{package}: __all__ and its TYPE_CHECKING exports differ: {sorted(set(where) ^ set(public))}")
+        raise ImportError(
+            f"{package}: __all__ and its TYPE_CHECKING exports differ: {sorted(set(where) ^ set(public))}"
+        )
 
     def __getattr__(name: str) -> object:
         try:

@@ -99,11 +99,25 @@ class Layers(Protocol):
     A version is named by the number ``fork`` gave it (0: the run's branch as it began).
     """
 
-    def key(self, capability: str, version: int, method: str, args: tuple[object, ...], kwargs: Mapping[str, object]) -> CallKey | None:
+    def key(
+        self,
+        capability: str,
+        version: int,
+        method: str,
+        args: tuple[object, ...],
+        kwargs: Mapping[str, object],
+    ) -> CallKey | None:
         """The call's key on ``version`` (None when it cannot be bound)."""
         ...
 
-    def admits(self, capability: str, version: int, method: str, args: tuple[object, ...], kwargs: Mapping[str, object]) -> bool:
+    def admits(
+        self,
+        capability: str,
+        version: int,
+        method: str,
+        args: tuple[object, ...],
+        kwargs: Mapping[str, object],
+    ) -> bool:
         """Whether the write may run early on a fork of ``version`` (the branch's limits)."""
         ...
 
@@ -228,13 +242,19 @@ class BranchSpeculation:
             if node.effect.may_write:
                 if not queued:
                     if passed < len(chain.writes):
-                        if chain.write_nodes[passed] == node.id or self._reconcile(chain, node, passed):
+                        if chain.write_nodes[passed] == node.id or self._reconcile(
+                            chain, node, passed
+                        ):
                             passed += 1
                             continue
                     elif self._start_write(chain, node, passed):
                         passed += 1
                         continue
-                if chain.closed or passed != len(chain.writes) or not self._queued(chain, node, passed):
+                if (
+                    chain.closed
+                    or passed != len(chain.writes)
+                    or not self._queued(chain, node, passed)
+                ):
                     return
                 queued.append(node)
             elif self._readable(chain, node):
@@ -255,7 +275,9 @@ class BranchSpeculation:
         if node.effect is Effect.WRITE and not node.discardable:
             if node.args is None or node.kwargs is None:
                 return False  # not known yet: the early write stands until it is
-            key = self._layers.key(chain.capability, chain.lineage[k], node.site.method, node.args, node.kwargs)
+            key = self._layers.key(
+                chain.capability, chain.lineage[k], node.site.method, node.args, node.kwargs
+            )
             if key is not None and key == chain.writes[k].key:
                 chain.write_nodes[k] = node.id
                 return True
@@ -277,7 +299,9 @@ class BranchSpeculation:
         """Start ``node`` as the ``k``-th write, on a fork of ``lineage[k]``; False to stop
         the walk (it must wait, or the chain closed)."""
         if node.effect is not Effect.WRITE:
-            chain.closed = True  # an ``unknown`` call: never early, and every write after it waits for it
+            chain.closed = (
+                True  # an ``unknown`` call: never early, and every write after it waits for it
+            )
             return False
         if node.discardable or node.args is None or node.kwargs is None:
             return False  # may still turn certain, or its arguments known
@@ -307,7 +331,12 @@ class BranchSpeculation:
         """Whether ``node``, the next write after ``k`` started ones, waits only for the
         ``k``-th to end: a certain write with known arguments, which the walk may pass to
         start the reads after it that it cannot touch (``_readable_version``)."""
-        if node.effect is not Effect.WRITE or node.discardable or node.args is None or node.kwargs is None:
+        if (
+            node.effect is not Effect.WRITE
+            or node.discardable
+            or node.args is None
+            or node.kwargs is None
+        ):
             return False
         if self._may_dispatch is not None and not self._may_dispatch(node):
             return False
@@ -324,7 +353,9 @@ class BranchSpeculation:
             return False
         return self._may_dispatch is None or self._may_dispatch(node)
 
-    def _readable_version(self, chain: _Chain, node: Node, passed: int, queued: list[Node]) -> int | None:
+    def _readable_version(
+        self, chain: _Chain, node: Node, passed: int, queued: list[Node]
+    ) -> int | None:
         """The position in the lineage ``node`` (a read after ``passed`` started writes and
         the ``queued`` ones) can run on now: its own, once written, or an earlier complete
         one when no write since may touch what it reads (declared scopes: it then shows the
@@ -336,7 +367,9 @@ class BranchSpeculation:
             return passed
         cap = chain.capability
         pending = [*(self._graph.node(chain.write_nodes[j]) for j in range(done, passed)), *queued]
-        return done if all(self._layers.independent(cap, write, node) for write in pending) else None
+        return (
+            done if all(self._layers.independent(cap, write, node) for write in pending) else None
+        )
 
     def _start_read(self, chain: _Chain, node: Node, version: int) -> None:
         assert node.args is not None and node.kwargs is not None
@@ -348,7 +381,9 @@ class BranchSpeculation:
         if obs is not None:
             chain.reads.append(obs)
 
-    def _bound(self, capability: str, version: int, node: Node) -> Callable[[Observation], Awaitable[object]]:
+    def _bound(
+        self, capability: str, version: int, node: Node
+    ) -> Callable[[Observation], Awaitable[object]]:
         def start(obs: Observation) -> Awaitable[object]:
             return self._layers.run(capability, version, node, obs)
 
@@ -418,7 +453,9 @@ class BranchSpeculation:
         return BranchStatistics(
             writes=sum(len(c.writes) + len(c.retracted) for c in chains),
             claimed=sum(c.claimed for c in chains),
-            discarded=sum(1 for c in chains for o in (*c.writes, *c.retracted, *c.reads) if o.discarded),
+            discarded=sum(
+                1 for c in chains for o in (*c.writes, *c.retracted, *c.reads) if o.discarded
+            ),
             reads=sum(len(c.reads) for c in chains),
         )
 

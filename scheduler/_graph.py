@@ -107,7 +107,9 @@ class EventGraph:
         # Live (not superseded) provisional generations and their nodes. A generation not
         # here and not above ``_generation`` is superseded for good.
         self._live: dict[int, list[Node]] = {}
-        self._release = DeadWork(self._nodes, self._leaders, self._live)  # dispatched work gone dead
+        self._release = DeadWork(
+            self._nodes, self._leaders, self._live
+        )  # dispatched work gone dead
 
     # -- feeding ------------------------------------------------------------------------
 
@@ -128,7 +130,9 @@ class EventGraph:
         from those never dispatched)."""
         self._limit = pending.limit
         self._parses += 1
-        superseded = self._discovery.add_provisional(pending.statements, self._new_generation, pending.limit)
+        superseded = self._discovery.add_provisional(
+            pending.statements, self._new_generation, pending.limit
+        )
         self._flush()
         self._supersede(superseded)
         self._flush()
@@ -314,7 +318,9 @@ class EventGraph:
             node.provisional = True
             node.unsure = any(type(p) is int and p > 0 for p in node.id.path[1:])
             site = node.site
-            synthetic = node.synthetic = (site.end_lineno, site.end_col_offset) > self._limits[generation]
+            synthetic = node.synthetic = (site.end_lineno, site.end_col_offset) > self._limits[
+                generation
+            ]
             live = self._live.get(generation)
             if live is not None:
                 live.append(node)
@@ -339,7 +345,9 @@ class EventGraph:
         elif any(p not in self._outcomes for p in occurrence.data_deps):
             self._move(node, State.BLOCKED)
 
-    def _arguments_known(self, node_id: OccurrenceId, args: tuple[object, ...], kwargs: dict[str, object]) -> None:
+    def _arguments_known(
+        self, node_id: OccurrenceId, args: tuple[object, ...], kwargs: dict[str, object]
+    ) -> None:
         node = self._nodes[node_id]
         node.args, node.kwargs = args, kwargs
         # Computed for every node, so a node's key never depends on when its branch was decided.
@@ -385,7 +393,12 @@ class EventGraph:
                 self._promote(node)
             elif node.state is State.DISPATCHED:
                 self._release.suspect(node)
-        elif was_discardable and not discardable and node.state is State.READY and node.id in self._handed:
+        elif (
+            was_discardable
+            and not discardable
+            and node.state is State.READY
+            and node.id in self._handed
+        ):
             # Handed out as discardable and not dispatched (the policy may refuse
             # discardable work): now certain, it is offered once more.
             self._handed.discard(node.id)
@@ -423,7 +436,9 @@ class EventGraph:
         if node.key is None or self._leaders.get(node.key) is not node:
             return
         del self._leaders[node.key]
-        waiting = [f for f in map(self._nodes.__getitem__, node.followers) if f.state is State.FOLLOWING]
+        waiting = [
+            f for f in map(self._nodes.__getitem__, node.followers) if f.state is State.FOLLOWING
+        ]
         if not waiting:
             return
         heir, rest = waiting[0], waiting[1:]
@@ -456,7 +471,9 @@ class _Sink:
     def discovered(self, occurrence: Occurrence) -> None:
         self._graph._add(occurrence)
 
-    def arguments_known(self, occurrence_id: OccurrenceId, args: tuple[object, ...], kwargs: dict[str, object]) -> None:
+    def arguments_known(
+        self, occurrence_id: OccurrenceId, args: tuple[object, ...], kwargs: dict[str, object]
+    ) -> None:
         self._graph._arguments_known(occurrence_id, args, kwargs)
 
     def arguments_unknown(self, occurrence_id: OccurrenceId) -> None:
@@ -464,4 +481,3 @@ class _Sink:
 
     def control_changed(self, occurrence_id: OccurrenceId, discardable: bool, dead: bool) -> None:
         self._graph._control_changed(occurrence_id, discardable, dead)
-

@@ -245,12 +245,19 @@ class SpeculativeLane:
             self._withdrawn.add(node_id)
             key = self._graph.node(node_id).key
             obs = self._table.get(key) if key is not None else None
-            if obs is None or obs.lane != "speculative" or node_id not in obs.node_ids or obs.done.is_set():
+            if (
+                obs is None
+                or obs.lane != "speculative"
+                or node_id not in obs.node_ids
+                or obs.done.is_set()
+            ):
                 continue
             if all(n in self._withdrawn for n in obs.node_ids):
                 self._stop(obs)
 
-    def start_on_view(self, key: CallKey, run: Callable[[Observation], Awaitable[object]]) -> Observation | None:
+    def start_on_view(
+        self, key: CallKey, run: Callable[[Observation], Awaitable[object]]
+    ) -> Observation | None:
         """Start early work the graph does not offer: a read after a write, on the view the
         Guest's write left (``scheduler.Respeculation``). ``key`` is the key the Guest's call
         will have on that view, so the claim stays exact; ``run`` executes it there.
@@ -258,7 +265,12 @@ class SpeculativeLane:
         Returns None, starting nothing, when the lane is closed, the budget is spent, or
         ``key`` already has an observation. Counted, cancelled and settled like all early work.
         """
-        if self._closed or self._tg is None or key in self._table or len(self._early) >= self._policy.budget:
+        if (
+            self._closed
+            or self._tg is None
+            or key in self._table
+            or len(self._early) >= self._policy.budget
+        ):
             return None
         obs = Observation(id=self._next_id(), key=key, lane="speculative")
         self._table[key] = obs
@@ -272,7 +284,12 @@ class SpeculativeLane:
         """Start early work on version ``layer`` of a speculative branch layer
         (``scheduler._branches``): a write there, or a read of what it shows. As
         ``start_on_view`` (same refusals); the work can later be ``discard``ed."""
-        if self._closed or self._tg is None or key in self._table or len(self._early) >= self._policy.budget:
+        if (
+            self._closed
+            or self._tg is None
+            or key in self._table
+            or len(self._early) >= self._policy.budget
+        ):
             return None
         obs = Observation(id=self._next_id(), key=key, lane="speculative", layer=layer)
         self._table[key] = obs
@@ -436,7 +453,9 @@ class SpeculativeLane:
             self._table[key] = obs
         return obs
 
-    def end_formal(self, obs: Observation, value: object = None, error: BaseException | None = None) -> None:
+    def end_formal(
+        self, obs: Observation, value: object = None, error: BaseException | None = None
+    ) -> None:
         """Settle a formal observation. A failed one is not shared: the next equal call runs
         again, exactly as it would in a sequential run."""
         obs.value, obs.error = value, error

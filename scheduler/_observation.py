@@ -88,7 +88,16 @@ class Probe:
     store is atomic under the GIL and the lane only reads them.
     """
 
-    __slots__ = ("in_thread", "invoked", "queued", "thread_done", "urge", "urged", "withdrawn", "yield_slot")
+    __slots__ = (
+        "in_thread",
+        "invoked",
+        "queued",
+        "thread_done",
+        "urge",
+        "urged",
+        "withdrawn",
+        "yield_slot",
+    )
 
     def __init__(self) -> None:
         self.in_thread = False
@@ -137,7 +146,9 @@ class Observation:
     id: int
     key: CallKey
     lane: Literal["speculative", "formal"]
-    node_ids: list[OccurrenceId] = field(default_factory=list)  # occurrences it serves (speculative)
+    node_ids: list[OccurrenceId] = field(
+        default_factory=list
+    )  # occurrences it serves (speculative)
     state: ObservationState = ObservationState.QUEUED
     value: object = None
     error: BaseException | None = None  # the tool's exception, re-raised per claim

@@ -41,10 +41,22 @@ class DeadWork:
     key found later leads anew); ``live``, the provisional generations not superseded.
     """
 
-    __slots__ = ("_at_place", "_at_site", "_gone", "_leaders", "_live", "_nodes", "_suspects", "_withdrawn")
+    __slots__ = (
+        "_at_place",
+        "_at_site",
+        "_gone",
+        "_leaders",
+        "_live",
+        "_nodes",
+        "_suspects",
+        "_withdrawn",
+    )
 
     def __init__(
-        self, nodes: Mapping[OccurrenceId, Node], leaders: dict[CallKey, Node], live: Mapping[int, object]
+        self,
+        nodes: Mapping[OccurrenceId, Node],
+        leaders: dict[CallKey, Node],
+        live: Mapping[int, object],
     ) -> None:
         self._nodes = nodes
         self._leaders = leaders
@@ -96,7 +108,12 @@ class DeadWork:
             return True
         if node.key is not None:
             leader = self._leaders.get(node.key)
-            if leader is not None and leader is not node and not leader.dead and self._current(leader):
+            if (
+                leader is not None
+                and leader is not node
+                and not leader.dead
+                and self._current(leader)
+            ):
                 return True
         if node.dead:
             return False
@@ -117,7 +134,14 @@ class DeadWork:
 def _where(node: Node) -> _Where:
     """A call site as text: capability, method and position, whatever encloses it."""
     site = node.site
-    return (site.capability, site.method, site.lineno, site.col_offset, site.end_lineno, site.end_col_offset)
+    return (
+        site.capability,
+        site.method,
+        site.lineno,
+        site.col_offset,
+        site.end_lineno,
+        site.end_col_offset,
+    )
 
 
 def _below(node: Node) -> tuple[object, ...]:

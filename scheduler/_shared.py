@@ -140,7 +140,9 @@ class SharedCall:
     """One physical call in the table, and who waits on it."""
 
     key: CallKey
-    owner: str  # the id of the run whose call this is (a program's call that adopts it takes it over)
+    owner: (
+        str  # the id of the run whose call this is (a program's call that adopts it takes it over)
+    )
     lane: Literal["speculative", "formal"]
     probe: SharedProbe = field(default_factory=SharedProbe)
     state: EntryState = EntryState.OPEN
@@ -212,7 +214,12 @@ class ObservationTable:
     """
 
     def __init__(
-        self, *, ttl: float, max_entries: int, max_chars: int, clock: Callable[[], float] = anyio.current_time
+        self,
+        *,
+        ttl: float,
+        max_entries: int,
+        max_chars: int,
+        clock: Callable[[], float] = anyio.current_time,
     ) -> None:
         self._ttl = ttl
         self._max_entries = max_entries
@@ -222,7 +229,19 @@ class ObservationTable:
         self._settled: dict[CallKey, SharedCall] = {}  # in settling order: the oldest first
         self._chars = 0
         self._tasks: set[SharedCall] = set()  # entries whose task has not returned
-        self._counts = dict.fromkeys(("logical", "physical", "waited", "reused", "failed", "stopped", "cancelled", "evicted"), 0)
+        self._counts = dict.fromkeys(
+            (
+                "logical",
+                "physical",
+                "waited",
+                "reused",
+                "failed",
+                "stopped",
+                "cancelled",
+                "evicted",
+            ),
+            0,
+        )
 
     def find(self, key: CallKey) -> SharedCall | None:
         """The open entry of ``key``, else its settled success while fresh, else None."""
@@ -284,7 +303,15 @@ class ObservationTable:
             entry.scope.cancel()
         return entry.probe.in_thread and not entry.probe.thread_done  # a thread runs on
 
-    def settle(self, entry: SharedCall, *, value: object = None, error: BaseException | None = None, stopped: bool = False, chars: int = 0) -> None:
+    def settle(
+        self,
+        entry: SharedCall,
+        *,
+        value: object = None,
+        error: BaseException | None = None,
+        stopped: bool = False,
+        chars: int = 0,
+    ) -> None:
         """The entry's call ended: a success (kept for later calls while ``chars`` fits the
         bounds), a failure or a stop (``stopped``), both out of the table at once."""
         if entry.state is not EntryState.OPEN:
@@ -349,6 +376,15 @@ class ObservationTable:
     def statistics(self) -> TableStatistics:
         c = self._counts
         return TableStatistics(
-            c["logical"], c["physical"], c["waited"], c["reused"], c["failed"], c["stopped"], c["cancelled"], c["evicted"],
-            len(self._open), len(self._settled), self._chars,
+            c["logical"],
+            c["physical"],
+            c["waited"],
+            c["reused"],
+            c["failed"],
+            c["stopped"],
+            c["cancelled"],
+            c["evicted"],
+            len(self._open),
+            len(self._settled),
+            self._chars,
         )

@@ -43,7 +43,9 @@ class Slots:
             raise ValueError(f"slots need a capacity of at least 1, not {capacity}")
         self._capacity = capacity
         self._free = capacity
-        self._waiting: list[_Waiter] = []  # arrival order; at most a run's budget or a Host's callers
+        self._waiting: list[
+            _Waiter
+        ] = []  # arrival order; at most a run's budget or a Host's callers
 
     @property
     def capacity(self) -> float:

@@ -81,7 +81,10 @@ class Respeculation:
             (
                 n
                 for n in self._graph.nodes()
-                if n.site.capability == capability and n.effect.may_write and not n.dead and not n.provisional
+                if n.site.capability == capability
+                and n.effect.may_write
+                and not n.dead
+                and not n.provisional
             ),
             key=lambda n: n.order,
         )

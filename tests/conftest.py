@@ -47,7 +47,9 @@ class _OptionalModule(pytest.Module):
             pytest.skip(f"needs {needed} (pip install -e '.[test]')", allow_module_level=True)
 
 
-def pytest_pycollect_makemodule(module_path: Path, parent: pytest.Collector) -> pytest.Module | None:
+def pytest_pycollect_makemodule(
+    module_path: Path, parent: pytest.Collector
+) -> pytest.Module | None:
     if module_path.name == "conftest.py":
         return None
     return _OptionalModule.from_parent(parent, path=module_path)

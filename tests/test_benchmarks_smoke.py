@@ -19,11 +19,14 @@ from pysolate.streams import Chunk
 
 pytestmark = pytest.mark.anyio
 
+
 def load_latency() -> ModuleType:
     return load_benchmark("latency")
 
 
-async def test_one_scaled_scenario_equals_its_baseline_and_the_table_renders(tmp_path: Path) -> None:
+async def test_one_scaled_scenario_equals_its_baseline_and_the_table_renders(
+    tmp_path: Path,
+) -> None:
     latency = load_latency()
     measured = await latency.measure(
         "dependent_chain", speed=20, latency_scale=0.05, guest="in-process", svg_dir=tmp_path
@@ -48,11 +51,15 @@ def test_the_session_scenario_equals_the_sequential_session_and_reports() -> Non
 
 
 @pytest.mark.parametrize("name", ["ws_read_after_write", "ws_write_heavy"])
-async def test_the_workspace_scenarios_write_early_and_equal_their_baseline(tmp_path: Path, name: str) -> None:
+async def test_the_workspace_scenarios_write_early_and_equal_their_baseline(
+    tmp_path: Path, name: str
+) -> None:
     """Issue 17's scenarios, scaled: equal to the baseline (final workspace included), and
     the writes ran on a layer (the oracle lets them run mid-stream too)."""
     latency = load_latency()
-    measured = await latency.measure(name, speed=20, latency_scale=0.05, guest="in-process", svg_dir=tmp_path)
+    measured = await latency.measure(
+        name, speed=20, latency_scale=0.05, guest="in-process", svg_dir=tmp_path
+    )
     assert measured.mismatches == []
     assert measured.result.report.early_writes >= 2
     assert any(c.method == "write_text" and c.eligible for c in measured.oracle.calls)
@@ -64,7 +71,9 @@ async def test_a_rejected_stream_after_early_writes_leaves_the_root_untouched() 
     assert "rejected" in line and line.endswith("root untouched: yes")
 
 
-async def test_the_replay_is_anchored_at_t0_not_at_the_first_pull(monkeypatch: pytest.MonkeyPatch) -> None:
+async def test_the_replay_is_anchored_at_t0_not_at_the_first_pull(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     """A reader that starts late gets the chunks already due at once (a provider's stream
     flows whether or not its reader is ready); anchored at its first pull it waits."""
     import anyio

@@ -24,7 +24,9 @@ def _modules() -> dict[str, Path]:
     return modules
 
 
-def _imported(name: str, path: Path, node: ast.Import | ast.ImportFrom, modules: dict[str, Path]) -> list[str]:
+def _imported(
+    name: str, path: Path, node: ast.Import | ast.ImportFrom, modules: dict[str, Path]
+) -> list[str]:
     """The project modules one import statement names (``from . import sub`` names the
     submodule, not its package)."""
     if isinstance(node, ast.Import):
@@ -47,7 +49,9 @@ def import_graph() -> nx.DiGraph:
     for name, path in modules.items():
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
             if isinstance(node, ast.Import | ast.ImportFrom):
-                graph.add_edges_from((name, m) for m in _imported(name, path, node, modules) if m != name)
+                graph.add_edges_from(
+                    (name, m) for m in _imported(name, path, node, modules) if m != name
+                )
     return graph
 
 
@@ -149,8 +153,12 @@ def test_the_guest_child_imports_nothing_of_the_host() -> None:
     child = [m for m in graph if m.startswith("pysolate._guest.child")]
     assert "pysolate._guest.child._child" in child
     outside = sorted(
-        f"{a} -> {b}" for a in child for b in graph.successors(a)
-        if not (b.startswith(("pysolate._guest.child", "occurrences")) or b == "pysolate._guest_errors")
+        f"{a} -> {b}"
+        for a in child
+        for b in graph.successors(a)
+        if not (
+            b.startswith(("pysolate._guest.child", "occurrences")) or b == "pysolate._guest_errors"
+        )
     )
     assert outside == []
     for module in child:
@@ -164,4 +172,7 @@ def test_the_guest_child_imports_nothing_of_the_host() -> None:
                 continue
             for name in names:
                 top = name.split(".")[0]
-                assert top in sys.stdlib_module_names or top in ("pysolate", "occurrences"), (module, name)
+                assert top in sys.stdlib_module_names or top in ("pysolate", "occurrences"), (
+                    module,
+                    name,
+                )

@@ -26,7 +26,9 @@ def test_every_variant_parses_differs_and_adds_its_own_searches() -> None:
 async def test_a_scaled_best_of_n_set_shares_and_equals_each_run_alone() -> None:
     many = load_benchmark("many")
     plans = many.best_of_8_plans("issue5_four_reads", speed=20.0, n=3)
-    row = await many.measure("issue5_four_reads", many.scenario_host(0.05, "in-process"), plans, repeat=1)
+    row = await many.measure(
+        "issue5_four_reads", many.scenario_host(0.05, "in-process"), plans, repeat=1
+    )
     assert row.equal
     assert row.shared_physical <= row.bound < row.unshared_physical == row.logical
     assert "issue5_four_reads" in many.table([row])[-1]
@@ -34,7 +36,9 @@ async def test_a_scaled_best_of_n_set_shares_and_equals_each_run_alone() -> None
 
 async def test_the_retry_is_served_by_the_rejected_turns_running_reads() -> None:
     many = load_benchmark("many")
-    rows, equal = await many.session_retry(0.5, "in-process", 8.0, 1)  # fetches of 0.75 s, the rest of the stream 0.1 s
+    rows, equal = await many.session_retry(
+        0.5, "in-process", 8.0, 1
+    )  # fetches of 0.75 s, the rest of the stream 0.1 s
     shared, unshared = rows
     assert equal and shared.statuses == ["ok", "rejected", "ok"]
     assert shared.retry_served >= 1 and shared.retry_physical < unshared.retry_physical

@@ -9,15 +9,28 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def test_a_missing_sdk_skips_its_modules_with_a_reason_and_the_rest_still_runs(tmp_path: Path) -> None:
+def test_a_missing_sdk_skips_its_modules_with_a_reason_and_the_rest_still_runs(
+    tmp_path: Path,
+) -> None:
     # A stand-in that fails to import exactly as an uninstalled distribution does.
     fake = tmp_path / "smolagents"
     fake.mkdir()
-    (fake / "__init__.py").write_text('raise ModuleNotFoundError("No module named \'smolagents\'", name="smolagents")\n')
+    (fake / "__init__.py").write_text(
+        'raise ModuleNotFoundError("No module named \'smolagents\'", name="smolagents")\n'
+    )
     done = subprocess.run(
         [
-            sys.executable, "-m", "pytest", "-q", "-rs", "-p", "no:cacheprovider", "-n", "0",
-            "tests/pysolate/integrations/test_smolagents.py", "tests/pysolate/test_capability.py",
+            sys.executable,
+            "-m",
+            "pytest",
+            "-q",
+            "-rs",
+            "-p",
+            "no:cacheprovider",
+            "-n",
+            "0",
+            "tests/pysolate/integrations/test_smolagents.py",
+            "tests/pysolate/test_capability.py",
         ],
         cwd=ROOT,
         env={"PYTHONPATH": str(tmp_path), "PATH": "/usr/bin:/bin"},

@@ -20,7 +20,9 @@ from pysolate.streams import Chunk  # noqa: E402
 
 
 def _available(chunks: list[tuple[float, str]]) -> list[float]:
-    return [c.complete_at for c in compute([Chunk(t, text) for t, text in chunks], tool_specs()).calls]
+    return [
+        c.complete_at for c in compute([Chunk(t, text) for t, text in chunks], tool_specs()).calls
+    ]
 
 
 def test_a_top_level_call_is_available_when_its_paren_streamed() -> None:
@@ -29,7 +31,12 @@ def test_a_top_level_call_is_available_when_its_paren_streamed() -> None:
 
 
 def test_a_call_in_an_if_body_is_available_at_its_paren() -> None:
-    chunks = [(0.0, "if True:\n"), (0.1, '    a = kb.get(key="alpha")'), (0.4, "\n"), (0.9, "b = 1\n")]
+    chunks = [
+        (0.0, "if True:\n"),
+        (0.1, '    a = kb.get(key="alpha")'),
+        (0.4, "\n"),
+        (0.9, "b = 1\n"),
+    ]
     assert _available(chunks) == [0.1]
 
 

@@ -10,7 +10,9 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def _run(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", *args], cwd=ROOT, capture_output=True, text=True, timeout=600)
+    return subprocess.run(
+        [sys.executable, "-m", *args], cwd=ROOT, capture_output=True, text=True, timeout=600
+    )
 
 
 def test_ruff_finds_nothing() -> None:
@@ -18,10 +20,15 @@ def test_ruff_finds_nothing() -> None:
     assert result.returncode == 0, result.stdout + result.stderr
 
 
+def test_the_tree_is_as_ruff_format_writes_it() -> None:
+    """One layout for every file, so a diff shows what changed and not how it was typed."""
+    result = _run("ruff", "format", "--check", ".")
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
 def test_mypy_finds_nothing_in_the_packages() -> None:
     result = _run("mypy")
     assert result.returncode == 0, result.stdout + result.stderr
-
 
 
 # --- the layout ------------------------------------------------------------------------------
@@ -45,4 +52,6 @@ def test_no_module_is_over_500_lines() -> None:
         for path in (ROOT / package).rglob("*.py")
     }
     assert len(lengths) > 100  # it read the tree
-    assert {path for path, n in lengths.items() if n > MAX_MODULE_LINES} == OVERSIZED_PYSOLATE_MODULES
+    assert {
+        path for path, n in lengths.items() if n > MAX_MODULE_LINES
+    } == OVERSIZED_PYSOLATE_MODULES

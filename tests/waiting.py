@@ -21,7 +21,9 @@ POLL_INTERVAL = 0.005
 """Seconds between two looks at the condition: short beside what the tests wait for."""
 
 
-async def wait_until(condition: Callable[[], object], *, timeout: float = 10.0, what: str = "") -> None:
+async def wait_until(
+    condition: Callable[[], object], *, timeout: float = 10.0, what: str = ""
+) -> None:
     """Return as soon as ``condition()`` is true; ``AssertionError`` if it is still false after
     ``timeout`` seconds (``what`` says what was awaited). Cancellation stops the wait."""
     with anyio.move_on_after(timeout):

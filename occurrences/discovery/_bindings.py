@@ -105,7 +105,18 @@ class Unpacked:
     count: int
 
 
-Binding = Known | Result | Derived | Unpacked | Mutated | CapabilityRef | MethodRef | ModuleRef | FunctionRef | object
+Binding = (
+    Known
+    | Result
+    | Derived
+    | Unpacked
+    | Mutated
+    | CapabilityRef
+    | MethodRef
+    | ModuleRef
+    | FunctionRef
+    | object
+)
 """One of the classes above, or ``UNKNOWN``."""
 
 _IMMUTABLE_SCALARS = (type(None), bool, int, float, complex, str, bytes)
@@ -243,7 +254,9 @@ class Scope:
         # visits only these (``mutable_visible``). Most names hold a capability, a function,
         # a scalar or nothing known, and scanning them all made every mutating statement
         # cost in proportion to the program so far. Kept by ``bind``, the only writer.
-        self.mutable: dict[str, None] = {name: None for name, b in self.local.items() if may_be_mutable(b)}
+        self.mutable: dict[str, None] = {
+            name: None for name, b in self.local.items() if may_be_mutable(b)
+        }
         # Names bound in this scope since it was created (what a merge must forget).
         self.assigned: set[str] = set()
         # Per assigned name, the origins of every binding it had here (None: anything);

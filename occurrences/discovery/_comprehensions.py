@@ -69,7 +69,9 @@ class _Comprehensions(_Expressions):
                 items = _bounded_items(resolve(iterable, self._results))
                 if items is not None:
                     deferred = replace(ctx, scope=base, globals=base, written=written)
-                    self._expand_comprehension(node, 0, items, origins_of(iterable), Scope(base), deferred)
+                    self._expand_comprehension(
+                        node, 0, items, origins_of(iterable), Scope(base), deferred
+                    )
 
             self._when_known(producers, later)
         self._dry_comprehension(node, ctx, targets)
@@ -92,7 +94,10 @@ class _Comprehensions(_Expressions):
         assert isinstance(node, ast.ListComp | ast.SetComp | ast.GeneratorExp | ast.DictComp)
         overlay = Scope(ctx.scope)
         dry = replace(
-            ctx, scope=overlay, globals=overlay if ctx.globals is ctx.scope else ctx.globals, emit=False
+            ctx,
+            scope=overlay,
+            globals=overlay if ctx.globals is ctx.scope else ctx.globals,
+            emit=False,
         )
         parts = [node.key, node.value] if isinstance(node, ast.DictComp) else [node.elt]
 
@@ -158,9 +163,15 @@ class _Comprehensions(_Expressions):
             else:
                 if level + 1 < len(node.generators):
                     inner = self._iterable(node.generators[level + 1].iter, element)
-                    inner_items = None if producers_of(inner) else _bounded_items(resolve(inner, self._results))
+                    inner_items = (
+                        None
+                        if producers_of(inner)
+                        else _bounded_items(resolve(inner, self._results))
+                    )
                     if inner_items is not None:
-                        self._expand_comprehension(node, level + 1, inner_items, origins_of(inner), overlay, element)
+                        self._expand_comprehension(
+                            node, level + 1, inner_items, origins_of(inner), overlay, element
+                        )
                 elif isinstance(node, ast.DictComp):
                     self._expr(node.key, element)
                     self._expr(node.value, element)

@@ -39,14 +39,46 @@ of them are not). Unlike the other bounds it is not deterministic; real programs
 below it, and running out of it only stops expanding."""
 
 OPAQUE_BUILTINS = frozenset(
-    {"eval", "exec", "compile", "globals", "locals", "vars", "getattr", "setattr",
-     "delattr", "__import__", "breakpoint", "input", "open", "super", "type", "object"}
+    {
+        "eval",
+        "exec",
+        "compile",
+        "globals",
+        "locals",
+        "vars",
+        "getattr",
+        "setattr",
+        "delattr",
+        "__import__",
+        "breakpoint",
+        "input",
+        "open",
+        "super",
+        "type",
+        "object",
+    }
 )
 """Builtins that can reach or run arbitrary code (including the capabilities by name)."""
 
 REFLECTIVE_MODULES = frozenset(
-    {"__main__", "builtins", "sys", "gc", "inspect", "importlib", "types", "ctypes", "code",
-     "codeop", "pdb", "bdb", "runpy", "pickle", "copyreg", "shelve"}
+    {
+        "__main__",
+        "builtins",
+        "sys",
+        "gc",
+        "inspect",
+        "importlib",
+        "types",
+        "ctypes",
+        "code",
+        "codeop",
+        "pdb",
+        "bdb",
+        "runpy",
+        "pickle",
+        "copyreg",
+        "shelve",
+    }
 )
 """Modules whose functions can reach the program's globals or frames, or run code named by
 data: their calls are treated as unknown code (as are those of relative imports, the
@@ -55,10 +87,7 @@ is handed: even ``os`` or ``subprocess`` act on the Guest's sandbox, never on wh
 capability read sees. (Program functions handed to library code are caught as escapes.)"""
 
 NON_MUTATING_METHODS = frozenset(
-    name
-    for t in (str, bytes, tuple, int, float)
-    for name in dir(t)
-    if not name.startswith("_")
+    name for t in (str, bytes, tuple, int, float) for name in dir(t) if not name.startswith("_")
 ) | frozenset({"copy", "count", "index", "get", "keys", "values", "items", "fromkeys"})
 """Method names that do not change a plain receiver (every ``str``/``bytes``/``tuple``
 method, and the read-only ``list``/``dict`` ones). None of them is also the name of a
@@ -80,7 +109,9 @@ class DiscoverySink(Protocol):
 
     def arguments_unknown(self, occurrence_id: OccurrenceId) -> None: ...
 
-    def control_changed(self, occurrence_id: OccurrenceId, discardable: bool, dead: bool) -> None: ...
+    def control_changed(
+        self, occurrence_id: OccurrenceId, discardable: bool, dead: bool
+    ) -> None: ...
 
 
 class _Decision(enum.Enum):

@@ -175,14 +175,20 @@ class Discovery(_ControlFlow):
         if isinstance(target, ast.Name):
             old = ctx.scope.lookup(target.id)
             if isinstance(old, Known) and is_immutable(old.value):
-                expr = ast.BinOp(ast.Name(target.id, ast.Load()), node.op, ast.Name("$v", ast.Load()))
+                expr = ast.BinOp(
+                    ast.Name(target.id, ast.Load()), node.op, ast.Name("$v", ast.Load())
+                )
                 self._bind(target.id, self._derive(expr, {target.id: old, "$v": value}), ctx)
             else:
                 # ``+=`` on a list or dict mutates it in place, and aliases see the change;
                 # the name then holds that value, or a new one, made of both.
                 self._mutated(ctx, origins_of(old), origins_of(value))
                 grown = union_origins((origins_of(old), origins_of(value)))
-                self._bind(target.id, Mutated(grown) if may_be_mutable(old) and grown is not None else UNKNOWN, ctx)
+                self._bind(
+                    target.id,
+                    Mutated(grown) if may_be_mutable(old) and grown is not None else UNKNOWN,
+                    ctx,
+                )
         else:
             self._assign(target, UNKNOWN, ctx)
 
@@ -204,7 +210,9 @@ class Discovery(_ControlFlow):
             reflective = not module or module.split(".")[0] in REFLECTIVE_MODULES
             self._bind(alias.asname or alias.name.split(".")[0], ModuleRef(module, reflective), ctx)
 
-    def _stmt_functiondef(self, node: ast.FunctionDef | ast.AsyncFunctionDef, ctx: _Context) -> None:
+    def _stmt_functiondef(
+        self, node: ast.FunctionDef | ast.AsyncFunctionDef, ctx: _Context
+    ) -> None:
         for decorator in node.decorator_list:
             self._expr(decorator, ctx)
         a = node.args
@@ -268,7 +276,10 @@ class Discovery(_ControlFlow):
         expanded; its effects are collected and every name it binds becomes ``UNKNOWN``."""
         overlay = Scope(ctx.scope)
         dry = replace(
-            ctx, scope=overlay, globals=overlay if ctx.globals is ctx.scope else ctx.globals, emit=False
+            ctx,
+            scope=overlay,
+            globals=overlay if ctx.globals is ctx.scope else ctx.globals,
+            emit=False,
         )
         self._repeatedly(lambda: self._dry_children(node, dry), overlay, dry, [node])
         for name in bound_names([node]):

@@ -71,7 +71,9 @@ class _Effects:
     ) -> None:
         self._capabilities = capabilities
         self._sink = sink
-        names: dict[str, Binding] = {name: CapabilityRef(name) for name in capabilities if name != FUNCTIONS}
+        names: dict[str, Binding] = {
+            name: CapabilityRef(name) for name in capabilities if name != FUNCTIONS
+        }
         # A function tool is a method of the FUNCTIONS capability under a global name.
         names.update({name: MethodRef(FUNCTIONS, name) for name in capabilities.get(FUNCTIONS, ())})
         if prior is not None:
@@ -186,7 +188,9 @@ class _Effects:
             if p:
                 producers = producers | p
         # The value may contain (alias) what it reads, plus whatever it creates itself.
-        origins = union_origins([*map(origins_of, captured.values()), frozenset({self._origin(expr)})])
+        origins = union_origins(
+            [*map(origins_of, captured.values()), frozenset({self._origin(expr)})]
+        )
         if producers:
             # Stays a Derived even when every result is in, so what depends on it (is a
             # condition known? may a function be expanded?) never depends on timing.
@@ -199,7 +203,9 @@ class _Effects:
             return _unknown_value(expr, captured, origins, names)
         return Known(value, origins)
 
-    def _value(self, node: ast.expr, ctx: _Context, subst: dict[int, tuple[str, Binding]]) -> Binding:
+    def _value(
+        self, node: ast.expr, ctx: _Context, subst: dict[int, tuple[str, Binding]]
+    ) -> Binding:
         hit = subst.get(id(node))
         if hit is not None:
             return hit[1]
@@ -216,7 +222,6 @@ class _Effects:
             if b is not None:
                 captured[name] = b
         return self._derive(node, captured, names)
-
 
     @staticmethod
     def _scopes(ctx: _Context) -> tuple[Scope, ...]:
@@ -279,7 +284,9 @@ class _Effects:
                 origins = union_origins((origins, data_origins(before)))
             ctx.scope.bind(name, UNKNOWN if origins is None else Mutated(origins))
 
-    def _repeatedly(self, walk: Callable[[], None], overlay: Scope, dry: _Context, nodes: Iterable[ast.AST]) -> None:
+    def _repeatedly(
+        self, walk: Callable[[], None], overlay: Scope, dry: _Context, nodes: Iterable[ast.AST]
+    ) -> None:
         """Collect the effects of code that may run any number of times (a loop body not
         expanded): ``walk`` follows one run over ``overlay`` with ``dry`` (nothing reported).
 
@@ -304,7 +311,9 @@ class _Effects:
                     state = now
             self._mutated(dry)
             for name in bound_names(nodes):
-                if isinstance(dry.scope.lookup(name), CapabilityRef | MethodRef | ModuleRef | FunctionRef):
+                if isinstance(
+                    dry.scope.lookup(name), CapabilityRef | MethodRef | ModuleRef | FunctionRef
+                ):
                     self._opaque(dry)
                 dry.scope.bind(name, UNKNOWN)
             walk()
@@ -315,7 +324,12 @@ class _Effects:
         """A new origin tag for a value created at ``node``: one per evaluation, but one
         per position while code is followed repeatedly (all its runs' values share it)."""
         if self._repeating:
-            return ("at", getattr(node, "lineno", 0), getattr(node, "col_offset", 0), type(node).__name__)
+            return (
+                "at",
+                getattr(node, "lineno", 0),
+                getattr(node, "col_offset", 0),
+                type(node).__name__,
+            )
         self._fresh += 1
         return self._fresh
 
@@ -327,7 +341,9 @@ class _Effects:
             dead |= b.decision is _Decision.DEAD
         return discardable, dead
 
-    def _decider(self, test: Binding, if_true: list[_Branch], if_false: list[_Branch]) -> Callable[[], None]:
+    def _decider(
+        self, test: Binding, if_true: list[_Branch], if_false: list[_Branch]
+    ) -> Callable[[], None]:
         def decide() -> None:
             decided = _truth(resolve(test, self._results))
             if decided is None:
@@ -362,7 +378,10 @@ def _unknown_value(
     if origins is None:
         return UNKNOWN
     for inner in walk(expr):
-        if isinstance(inner, ast.Lambda | ast.NamedExpr | ast.Await | ast.Yield | ast.YieldFrom | ast.GeneratorExp):
+        if isinstance(
+            inner,
+            ast.Lambda | ast.NamedExpr | ast.Await | ast.Yield | ast.YieldFrom | ast.GeneratorExp,
+        ):
             return UNKNOWN
         if isinstance(inner, ast.Attribute) and inner.attr.startswith("__"):
             return UNKNOWN

@@ -132,7 +132,9 @@ class _Expressions(_Occurrences):
         self._scan(node, ctx, subst)
         return self._value(_listed(node), ctx, subst)
 
-    def _scan_all(self, nodes: Iterable[ast.expr | None], ctx: _Context, subst: dict[int, tuple[str, Binding]]) -> None:
+    def _scan_all(
+        self, nodes: Iterable[ast.expr | None], ctx: _Context, subst: dict[int, tuple[str, Binding]]
+    ) -> None:
         for n in nodes:
             if n is not None:
                 self._scan(n, ctx, subst)
@@ -185,7 +187,9 @@ class _Expressions(_Occurrences):
         a = fn.args
         params = {p.arg for p in [*a.posonlyargs, *a.args, *a.kwonlyargs, a.vararg, a.kwarg] if p}
         for inner in walk(fn.body):
-            if isinstance(inner, ast.NamedExpr | ast.Await | ast.Yield | ast.YieldFrom | ast.Lambda):
+            if isinstance(
+                inner, ast.NamedExpr | ast.Await | ast.Yield | ast.YieldFrom | ast.Lambda
+            ):
                 return False
             if isinstance(inner, ast.Name) and inner.id not in params:
                 named = ctx.scope.lookup(inner.id)
@@ -208,7 +212,9 @@ class _Expressions(_Occurrences):
             node = node.func if isinstance(node, ast.Call) else node.value
         return ctx.scope.lookup(node.id) if isinstance(node, ast.Name) else None
 
-    def _short_circuit(self, node: ast.BoolOp, index: int, ctx: _Context, subst: dict[int, tuple[str, Binding]]) -> None:
+    def _short_circuit(
+        self, node: ast.BoolOp, index: int, ctx: _Context, subst: dict[int, tuple[str, Binding]]
+    ) -> None:
         """``a and b and c``: each operand runs only if the previous one was true (false
         for ``or``), decided like an ``if`` on it."""
         self._scan(node.values[index], ctx, subst)
@@ -238,14 +244,18 @@ class _Expressions(_Occurrences):
         frame = _frame(ControlKind.CONDITIONAL, node)
         sides: list[tuple[Sequence[ast.expr | Callable[[_Context], None]], _Context]] = []
         if decided is not None:
-            sides.append((if_true if decided else if_false, replace(ctx, control=(*ctx.control, frame))))
+            sides.append(
+                (if_true if decided else if_false, replace(ctx, control=(*ctx.control, frame)))
+            )
         else:
             on_true, on_false = _Branch(producers), _Branch(producers)
             if producers and ctx.emit:
                 self._when_known(producers, self._decider(test, [on_true], [on_false]))
             for parts, branch in ((if_true, on_true), (if_false, on_false)):
                 branches = (*ctx.branches, branch) if ctx.emit else ctx.branches
-                sides.append((parts, replace(ctx, control=(*ctx.control, frame), branches=branches)))
+                sides.append(
+                    (parts, replace(ctx, control=(*ctx.control, frame), branches=branches))
+                )
         for parts, inner in sides:
             for part in parts:
                 if isinstance(part, ast.expr):
@@ -253,7 +263,9 @@ class _Expressions(_Occurrences):
                 else:
                     part(inner)
 
-    def _scan_call(self, node: ast.Call, ctx: _Context, subst: dict[int, tuple[str, Binding]]) -> None:
+    def _scan_call(
+        self, node: ast.Call, ctx: _Context, subst: dict[int, tuple[str, Binding]]
+    ) -> None:
         func = node.func
         arguments = [*node.args, *(k.value for k in node.keywords)]
         target: Binding | None = None

@@ -50,7 +50,9 @@ class _ControlFlow(_Functions, _Comprehensions):
         if decided is not None:
             live = node.body if decided else node.orelse
             part = "body" if decided else "orelse"
-            self._body(live, replace(ctx, control=(*ctx.control, _frame(ControlKind.IF, node, part))))
+            self._body(
+                live, replace(ctx, control=(*ctx.control, _frame(ControlKind.IF, node, part)))
+            )
             return
         then, orelse = _Branch(producers), _Branch(producers)
         if producers and ctx.emit:
@@ -173,7 +175,9 @@ class _ControlFlow(_Functions, _Comprehensions):
             self._body(body, replace(dry, loop=None))  # its break/continue are its own
             self._body(orelse, dry)
 
-        self._repeatedly(once, overlay, dry, [*([target] if target is not None else []), *body, *orelse])
+        self._repeatedly(
+            once, overlay, dry, [*([target] if target is not None else []), *body, *orelse]
+        )
         self._merge(overlay, ctx)
 
     def _stmt_while(self, node: ast.While, ctx: _Context) -> None:
@@ -182,8 +186,13 @@ class _ControlFlow(_Functions, _Comprehensions):
 
     def _stmt_try(self, node: ast.Try, ctx: _Context) -> None:
         if not node.handlers:
-            self._body(node.body, replace(ctx, control=(*ctx.control, _frame(ControlKind.TRY, node))))
-            self._body(node.finalbody, replace(ctx, control=(*ctx.control, _frame(ControlKind.TRY, node, "finally"))))
+            self._body(
+                node.body, replace(ctx, control=(*ctx.control, _frame(ControlKind.TRY, node)))
+            )
+            self._body(
+                node.finalbody,
+                replace(ctx, control=(*ctx.control, _frame(ControlKind.TRY, node, "finally"))),
+            )
             return
         # The body may stop anywhere and be handled: after the statement, nothing it
         # assigned is certain. ``else`` runs only after the whole body, so it sees it.
@@ -192,14 +201,21 @@ class _ControlFlow(_Functions, _Comprehensions):
             ctx, scope=body_scope, globals=body_scope if ctx.globals is ctx.scope else ctx.globals
         )
         try:
-            self._body(node.body, replace(in_body, control=(*ctx.control, _frame(ControlKind.TRY, node))))
-            orelse = replace(in_body, control=(*ctx.control, _frame(ControlKind.TRY, node, "orelse")))
+            self._body(
+                node.body, replace(in_body, control=(*ctx.control, _frame(ControlKind.TRY, node)))
+            )
+            orelse = replace(
+                in_body, control=(*ctx.control, _frame(ControlKind.TRY, node, "orelse"))
+            )
             self._body(node.orelse, orelse)
             for handler in node.handlers:
                 self._handler(handler, body_scope, ctx)
         finally:
             self._merge(body_scope, ctx)
-        self._body(node.finalbody, replace(ctx, control=(*ctx.control, _frame(ControlKind.TRY, node, "finally"))))
+        self._body(
+            node.finalbody,
+            replace(ctx, control=(*ctx.control, _frame(ControlKind.TRY, node, "finally"))),
+        )
 
     def _handler(self, handler: ast.ExceptHandler, body_scope: Scope, ctx: _Context) -> None:
         """An ``except`` clause: runs only if something failed, so it is never certain."""

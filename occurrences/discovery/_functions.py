@@ -46,12 +46,7 @@ class _Functions(_Expressions):
         bound = self._bind_parameters(ref, call, ctx, subst)
         if bound is None and self._walk_for_effects(ref, call, ctx, subst):
             return UNKNOWN
-        if (
-            bound is None
-            or not ctx.emit
-            or ctx.depth >= MAX_CALL_DEPTH
-            or not self._may_expand(1)
-        ):
+        if bound is None or not ctx.emit or ctx.depth >= MAX_CALL_DEPTH or not self._may_expand(1):
             self._opaque(ctx)
             return UNKNOWN
         fn = ref.node
@@ -101,7 +96,9 @@ class _Functions(_Expressions):
         ):
             return False
         arguments = [*call.args, *(k.value for k in call.keywords)]
-        if any(isinstance(ctx.scope.lookup(n), ModuleRef) for a in arguments for n in free_names(a)):
+        if any(
+            isinstance(ctx.scope.lookup(n), ModuleRef) for a in arguments for n in free_names(a)
+        ):
             return False
         if not self._may_expand(1):
             return False
@@ -130,10 +127,14 @@ class _Functions(_Expressions):
             and set(found) <= set(params)
         )
         if not plain:
-            everything = union_origins([*found.values(), *(frozenset() if is_immutable(d) else None for d in ref.defaults)])
+            everything = union_origins(
+                [*found.values(), *(frozenset() if is_immutable(d) else None for d in ref.defaults)]
+            )
             return dict.fromkeys(params, everything)
         return {
-            name: found[name] if name in found else (frozenset() if is_immutable(defaults.get(name, UNKNOWN)) else None)
+            name: found[name]
+            if name in found
+            else (frozenset() if is_immutable(defaults.get(name, UNKNOWN)) else None)
             for name in params
         }
 
@@ -155,6 +156,8 @@ class _Functions(_Expressions):
             if not isinstance(b, Known):
                 return None
             bound[name] = b
-        for name, default in zip(params[len(params) - len(ref.defaults) :], ref.defaults, strict=True):
+        for name, default in zip(
+            params[len(params) - len(ref.defaults) :], ref.defaults, strict=True
+        ):
             bound.setdefault(name, Known(default))
         return bound if len(bound) == len(params) else None

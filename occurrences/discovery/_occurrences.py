@@ -41,7 +41,12 @@ class _Occurrences(_Effects):
     """Capability calls as occurrences; ``_Expressions`` finds them in expressions."""
 
     def _occurrence(
-        self, call: ast.Call, capability: str, method: str, ctx: _Context, subst: dict[int, tuple[str, Binding]]
+        self,
+        call: ast.Call,
+        capability: str,
+        method: str,
+        ctx: _Context,
+        subst: dict[int, tuple[str, Binding]],
     ) -> Binding:
         spec = self._capabilities.get(capability, {}).get(method)
         effect = spec.effect if spec is not None else Effect.UNKNOWN
@@ -58,7 +63,10 @@ class _Occurrences(_Effects):
         if effect.may_write:
             # Only a scope known now narrows a write: waiting would make what follows
             # depend on when results arrive.
-            ctx.written.add_scoped(capability, None if producers_of(scope) else scope_path(resolve(scope, self._results)))
+            ctx.written.add_scoped(
+                capability,
+                None if producers_of(scope) else scope_path(resolve(scope, self._results)),
+            )
         if not ctx.emit:
             # Unknown, but plain data of its own: the Guest gets every result fresh.
             return Mutated(frozenset({self._origin(call)}))
@@ -96,7 +104,9 @@ class _Occurrences(_Effects):
                 control = control | branch.producers
         pre_write, overlapping = self._pre_write(prior, scope, effect)
         discardable, dead = self._control_of(ctx.branches)
-        occurrence = Occurrence(oid, effect, pre_write, data, control, discardable, dead, self._order)
+        occurrence = Occurrence(
+            oid, effect, pre_write, data, control, discardable, dead, self._order
+        )
         self._order += 1
         if ctx.branches:
             self._branches_of[oid] = ctx.branches
@@ -129,7 +139,9 @@ class _Occurrences(_Effects):
                 found = call.args[position]
         return UNKNOWN if found is None else self._value(found, ctx, subst)
 
-    def _pre_write(self, prior: Prior, scope: Binding, effect: Effect) -> tuple[bool, Callable[[], bool] | None]:
+    def _pre_write(
+        self, prior: Prior, scope: Binding, effect: Effect
+    ) -> tuple[bool, Callable[[], bool] | None]:
         """Whether a call of ``scope`` after the writes ``prior`` is pre-write, and, when that
         waits on results its scope reads, the test to apply once they are in (the call is
         then provisionally pre-write)."""
@@ -154,7 +166,9 @@ class _Occurrences(_Effects):
         finds that a write before it may have changed what it reads (it is not pre-write:
         it must never run early, and what reads its result is unknown)."""
         try:
-            args, kwargs = evaluate_call_arguments(call, evaluator_env(captured, self._results), limits=EVALUATION_LIMITS)
+            args, kwargs = evaluate_call_arguments(
+                call, evaluator_env(captured, self._results), limits=EVALUATION_LIMITS
+            )
         except (NotKnown, RecursionError):
             self._sink.arguments_unknown(oid)
             return

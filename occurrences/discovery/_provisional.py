@@ -55,7 +55,9 @@ class _Watched:
         self.wrote = self.wrote or occurrence.effect.may_write
         self.sink.discovered(occurrence)
 
-    def arguments_known(self, occurrence_id: OccurrenceId, args: tuple[object, ...], kwargs: dict[str, object]) -> None:
+    def arguments_known(
+        self, occurrence_id: OccurrenceId, args: tuple[object, ...], kwargs: dict[str, object]
+    ) -> None:
         self.sink.arguments_known(occurrence_id, args, kwargs)
 
     def arguments_unknown(self, occurrence_id: OccurrenceId) -> None:
@@ -96,7 +98,11 @@ class ProvisionalDiscovery(Discovery):
         provisional ones (``result_known``) reach only provisional dependents.
         """
         statements = list(statements)
-        expansions, seconds, global_names = self._expansions, self._expansion_seconds, set(self._global_names)
+        expansions, seconds, global_names = (
+            self._expansions,
+            self._expansion_seconds,
+            set(self._global_names),
+        )
         sink, watched = self._sink, _Watched(self._sink)
         self._sink, self._next = watched, generations
         try:
@@ -125,9 +131,13 @@ class ProvisionalDiscovery(Discovery):
         generation = self._generation()
         top = self._top
         overlay = Scope(top.scope)
-        ctx = replace(top, scope=overlay, globals=overlay, written=top.written.copy(), path=((0, generation),))
+        ctx = replace(
+            top, scope=overlay, globals=overlay, written=top.written.copy(), path=((0, generation),)
+        )
         only = statements[0] if len(statements) == 1 else None
-        self._recording = LoopWalk(only, limit) if isinstance(only, ast.For) and not only.orelse else None
+        self._recording = (
+            LoopWalk(only, limit) if isinstance(only, ast.For) and not only.orelse else None
+        )
         try:
             for stmt in statements:
                 try:
@@ -157,12 +167,23 @@ class ProvisionalDiscovery(Discovery):
         return True
 
     def _record(
-        self, walk: LoopWalk, node: ast.For, items: list[object], origins: Origins, overlay: Scope, ctx: _Context
+        self,
+        walk: LoopWalk,
+        node: ast.For,
+        items: list[object],
+        origins: Origins,
+        overlay: Scope,
+        ctx: _Context,
     ) -> None:
         """``_iterate`` for the loop still streaming, recording each iteration's points;
         the last body statement (the tail) gets a generation of its own."""
         exit_, base = _loop_context(node, overlay, ctx)
-        walk.body, walk.final, walk.overlay, walk.exit_ = node.body, len(node.body) - 1, overlay, exit_
+        walk.body, walk.final, walk.overlay, walk.exit_ = (
+            node.body,
+            len(node.body) - 1,
+            overlay,
+            exit_,
+        )
         walk.tail = self._generation()
         first = ctx.path[0]
         for index, item in enumerate(items):
@@ -176,7 +197,9 @@ class ProvisionalDiscovery(Discovery):
             walk.iterations.append(it)
             start = self._maybe_exited(start, exit_)
             self._assign(node.target, Known(item, origins), start)
-            if self._run(walk, it, start, node.body[: walk.final], node.body[walk.final :], walk.tail):
+            if self._run(
+                walk, it, start, node.body[: walk.final], node.body[walk.final :], walk.tail
+            ):
                 return
             if exit_.maybe:
                 self._merge(overlay, base)
@@ -215,8 +238,12 @@ class ProvisionalDiscovery(Discovery):
                 assert point is not None
                 it.left, it.left_in_tail = None, False
                 exit_.maybe = point.maybe or carried
-                start = restore(point, walk.overlay, it.ctx, ((0, generation if new_final else tail), it.index))
-                if self._run(walk, it, self._maybe_exited(start, exit_), new_final, body[grown:], tail):
+                start = restore(
+                    point, walk.overlay, it.ctx, ((0, generation if new_final else tail), it.index)
+                )
+                if self._run(
+                    walk, it, self._maybe_exited(start, exit_), new_final, body[grown:], tail
+                ):
                     for later in walk.iterations[position + 1 :]:
                         self._unreachable(later)
                     del walk.iterations[position + 1 :]
@@ -228,7 +255,13 @@ class ProvisionalDiscovery(Discovery):
         return superseded
 
     def _run(
-        self, walk: LoopWalk, it: Iteration, ctx: _Context, final: list[ast.stmt], tail: list[ast.stmt], tail_generation: int
+        self,
+        walk: LoopWalk,
+        it: Iteration,
+        ctx: _Context,
+        final: list[ast.stmt],
+        tail: list[ast.stmt],
+        tail_generation: int,
     ) -> bool:
         """Walk ``final`` then ``tail`` in iteration ``it`` from ``ctx``, taking its points;
         True when a certain ``break`` ended the loop there."""

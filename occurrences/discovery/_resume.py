@@ -128,7 +128,7 @@ def continues(walk: LoopWalk, statements: list[ast.stmt]) -> ast.For | None:
     if not walk.resumable or len(statements) != 1:
         return None
     new, old = statements[0], walk.node
-    if not isinstance(new, ast.For) or new.orelse or span(new) [:3] != span(old)[:3]:
+    if not isinstance(new, ast.For) or new.orelse or span(new)[:3] != span(old)[:3]:
         return None
     if span(new.target) != span(old.target) or span(new.iter) != span(old.iter):
         return None

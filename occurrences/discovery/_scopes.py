@@ -64,6 +64,7 @@ class Everything:
 
 EVERYTHING = Everything()
 
+
 @dataclass(frozen=True, slots=True)
 class Paths:
     """The scopes written on one capability (false when none), and every directory above

@@ -192,7 +192,9 @@ class Budget:
             raise NotKnown("container too long")
         self.charge(n + 1)
         if n > MAX_EQUAL_HASHES and t is not tuple and t is not list:
-            check_keys(value)  # made by an operation whose inputs were checked: never past twice the bound
+            check_keys(
+                value
+            )  # made by an operation whose inputs were checked: never past twice the bound
         total = 2
         nan = False
         parts = (x for kv in value.items() for x in kv) if t is dict else value

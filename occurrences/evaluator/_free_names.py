@@ -41,7 +41,11 @@ def child_nodes(node: ast.AST) -> list[ast.AST]:
     kind = type(node)
     fields = _CHILD_FIELDS.get(kind)
     if fields is None:
-        fields = () if issubclass(kind, NAMELESS) else tuple(f for f in kind._fields if f not in _LEAF_FIELDS)
+        fields = (
+            ()
+            if issubclass(kind, NAMELESS)
+            else tuple(f for f in kind._fields if f not in _LEAF_FIELDS)
+        )
         _CHILD_FIELDS[kind] = fields
     found: list[ast.AST] = []
     for field in fields:

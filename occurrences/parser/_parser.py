@@ -61,8 +61,17 @@ _HEADERS: Final = frozenset({"if", "for", "while", "with", "try", "def", "class"
 """First tokens of a column-0 logical line that is a compound statement's header (never
 final at its newline). ``match`` may be one too: it is tried, and waits if it is not simple."""
 _COMPOUND: Final = (
-    ast.If, ast.For, ast.AsyncFor, ast.While, ast.With, ast.AsyncWith, ast.Try,
-    ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Match,
+    ast.If,
+    ast.For,
+    ast.AsyncFor,
+    ast.While,
+    ast.With,
+    ast.AsyncWith,
+    ast.Try,
+    ast.FunctionDef,
+    ast.AsyncFunctionDef,
+    ast.ClassDef,
+    ast.Match,
     *((ast.TryStar,) if hasattr(ast, "TryStar") else ()),
 )
 _BLANK: Final = " \t\x0c"
@@ -137,11 +146,17 @@ class PrefixParser:
         self._candidate = False
         self._start = 0
         self._at_newline = 0  # groups accepted at the end of their logical line
-        self._pending_at = (0, 0, 0)  # (group line, complete lines, tail used) of the last pending() parse
+        self._pending_at = (
+            0,
+            0,
+            0,
+        )  # (group line, complete lines, tail used) of the last pending() parse
         self._changed = False  # feed() changed what pending() reads since it last looked
         # (group line, ")" in the text it used, complete lines it used) of the last provisional parse found
         self._found = (0, 0, 0)
-        self._last_pending: Pending | None = None  # the last provisional parse found, of group ``_found[0]``
+        self._last_pending: Pending | None = (
+            None  # the last provisional parse found, of group ``_found[0]``
+        )
         self._exit_at = (0, 0)  # (group line, complete lines) up to the group's last ``_EXIT`` line
         self._statements: list[ast.stmt] = []  # accepted statements; append-only
         self._end = 0  # characters covered by _statements (the groups parsed so far)
@@ -237,7 +252,11 @@ class PrefixParser:
         if len(self._tail) > 1:
             self._tail[:] = [tail]
         mark = max(tail.rfind(","), tail.rfind(")"))
-        if mark < 0 or self._group_len + mark >= MAX_TAIL_PENDING_CHARS or not _ends_a_call(tail, mark):
+        if (
+            mark < 0
+            or self._group_len + mark >= MAX_TAIL_PENDING_CHARS
+            or not _ends_a_call(tail, mark)
+        ):
             mark = -1  # the tail offers nothing a complete line would not offer sooner or as well
         tail = tail[: mark + 1]
         at = (self._group_line, len(self._group), len(tail))
@@ -257,7 +276,11 @@ class PrefixParser:
         if found is not None:
             self._last_pending = found
             row, col = found.limit
-            self._found = (self._group_line, _parens_before(text, (row - self._group_line + 1, col)), len(self._group))
+            self._found = (
+                self._group_line,
+                _parens_before(text, (row - self._group_line + 1, col)),
+                len(self._group),
+            )
         return found
 
     def close(self) -> Snapshot:
@@ -430,7 +453,9 @@ def _parens_before(text: str, limit: tuple[int, int]) -> int:
     row, col = limit
     start = _line_start(text, row)
     # (A lone surrogate after the limit is no error here: the source will not compile.)
-    return text.count(")", 0, start) + text[start:].encode("utf-8", "surrogatepass")[:col].count(b")")
+    return text.count(")", 0, start) + text[start:].encode("utf-8", "surrogatepass")[:col].count(
+        b")"
+    )
 
 
 def _line_start(text: str, row: int) -> int:

@@ -63,8 +63,22 @@ and re-parses the statement so far (quadratic in its size), so a very long one w
 its end like any other statement."""
 
 _HEADERS: Final = frozenset(
-    {"if", "elif", "else", "for", "while", "with", "try", "except", "finally", "def", "class",
-     "async", "match", "case"}
+    {
+        "if",
+        "elif",
+        "else",
+        "for",
+        "while",
+        "with",
+        "try",
+        "except",
+        "finally",
+        "def",
+        "class",
+        "async",
+        "match",
+        "case",
+    }
 )
 _NOT_FOLLOWED: Final = frozenset({"def", "class", "async", "@"})
 """First tokens of statements whose bodies discovery does not follow where they stand
@@ -199,7 +213,10 @@ def _without(text: str, kept: list[ast.stmt], line: int) -> tuple[str, int, int]
     """``text`` without the lines of ``kept`` (they follow the header and end before the
     last few lines, so both ends are found in time for those lines only); the number of
     lines before them and of theirs."""
-    first, last = _first_line(kept[0]) - line, (kept[-1].end_lineno or 0) - line + 1  # 0-based, end exclusive
+    first, last = (
+        _first_line(kept[0]) - line,
+        (kept[-1].end_lineno or 0) - line + 1,
+    )  # 0-based, end exclusive
     start = 0
     for _ in range(first):
         start = text.index("\n", start) + 1
@@ -235,7 +252,9 @@ def _repair(text: str, at_paren: bool) -> tuple[str, tuple[int, int]] | None:
     stack: list[_Block] = []  # open bodies while tokenizing
     brackets: list[str] = []
     separated: list[bool] = []  # per open bracket: it holds an element-level comma
-    cut: tuple[int, int, tuple[str, ...]] | None = None  # (row, col, open brackets) after a comma or ")"
+    cut: tuple[int, int, tuple[str, ...]] | None = (
+        None  # (row, col, open brackets) after a comma or ")"
+    )
     first: str | None = None  # first token of the current logical line
     line_start = 1
     last = ""  # last significant token of the current logical line
@@ -306,7 +325,10 @@ def _repair(text: str, at_paren: bool) -> tuple[str, tuple[int, int]] | None:
         header = _Block(first, _indent(lines[line_start - 1]))
     else:
         header = None
-    return _closed(prefix + closers + "\n", stack, header), (row, len(lines[row - 1][:col].encode()))
+    return _closed(prefix + closers + "\n", stack, header), (
+        row,
+        len(lines[row - 1][:col].encode()),
+    )
 
 
 def _closed(text: str, blocks: list[_Block], header: _Block | None) -> str:

@@ -53,8 +53,18 @@ if TYPE_CHECKING:
     from ._sharing import HostSharing, RunSharing
 
 __all__ = [
-    "CALL_TIMEOUT", "BoundCall", "Claims", "OutcomeUnknown", "Registration", "RunScope", "RunScoped", "Viewed",
-    "bind", "call_key", "execute", "failure_from",
+    "CALL_TIMEOUT",
+    "BoundCall",
+    "Claims",
+    "OutcomeUnknown",
+    "Registration",
+    "RunScope",
+    "RunScoped",
+    "Viewed",
+    "bind",
+    "call_key",
+    "execute",
+    "failure_from",
 ]
 
 
@@ -94,9 +104,15 @@ class RunScope(Receipts):
         self._encode = registry.encode
         self.trace = trace
         self.session_turn = objects.session_turn
-        self._epochs = objects.epochs  # the objects' own: a formal write counts in the epoch early work sees
-        self._host_sharing = sharing  # told of writes that reach a registered object (``HostSharing.tainting``)
-        self._tainting = frozenset() if sharing is None else sharing.tainting(self._registrations, self._targets)
+        self._epochs = (
+            objects.epochs
+        )  # the objects' own: a formal write counts in the epoch early work sees
+        self._host_sharing = (
+            sharing  # told of writes that reach a registered object (``HostSharing.tainting``)
+        )
+        self._tainting = (
+            frozenset() if sharing is None else sharing.tainting(self._registrations, self._targets)
+        )
         self.sharing = run_sharing
         self._physical = 0
         self._reruns = 0
@@ -106,7 +122,9 @@ class RunScope(Receipts):
         self._speculating = claims is not SEQUENTIAL
         self.branches = branches
         self.on_written = on_written
-        self.early_traces: dict[int, ObservationTrace] = {} if early_traces is None else early_traces
+        self.early_traces: dict[int, ObservationTrace] = (
+            {} if early_traces is None else early_traces
+        )
 
     @property
     def physical(self) -> int:
@@ -117,11 +135,15 @@ class RunScope(Receipts):
         """The objects formal calls run against, by capability name."""
         return dict(self._targets)
 
-    def bind(self, capability: str, method: str, args: tuple[object, ...], kwargs: Mapping[str, object]) -> BoundCall:
+    def bind(
+        self, capability: str, method: str, args: tuple[object, ...], kwargs: Mapping[str, object]
+    ) -> BoundCall:
         """``bind`` against this run's registrations (same errors)."""
         return self._objects.bind(capability, method, args, kwargs)
 
-    async def call(self, capability: str, method: str, call: BoundCall, key: CallKey | None = None) -> object:
+    async def call(
+        self, capability: str, method: str, call: BoundCall, key: CallKey | None = None
+    ) -> object:
         """Execute ``call`` formally, against this run's objects, traced as ``formal``.
 
         ``execute``'s errors and cancellation behaviour; a call that may write counts
@@ -130,7 +152,9 @@ class RunScope(Receipts):
         """
         return await self._formal(self._registrations[capability].methods[method], call, key)
 
-    def _formal(self, cap: CapabilityMethod, call: BoundCall, key: CallKey | None) -> Awaitable[object]:
+    def _formal(
+        self, cap: CapabilityMethod, call: BoundCall, key: CallKey | None
+    ) -> Awaitable[object]:
         """Count the call (epoch, physical) now and return what executes it: ``execute``'s
         own coroutine when there is no trace (no span, no key digest to label it with;
         one coroutine fewer per call), else ``_traced``."""
@@ -142,8 +166,16 @@ class RunScope(Receipts):
         self._physical += 1
         if self.trace is NULL_RUN:
             return execute(
-                self._targets[capability], cap, call, threads=self._threads, early=False, timeout=self._timeout,
-                encode=self._encode, new_scope=self._new_scope, clock=self._clock, retried=self._rerun,
+                self._targets[capability],
+                cap,
+                call,
+                threads=self._threads,
+                early=False,
+                timeout=self._timeout,
+                encode=self._encode,
+                new_scope=self._new_scope,
+                clock=self._clock,
+                retried=self._rerun,
             )
         return self._traced(cap, call, key)
 
@@ -172,8 +204,16 @@ class RunScope(Receipts):
         try:
             with observation.activated():
                 result = await execute(
-                    self._targets[capability], cap, call, threads=self._threads, early=False, timeout=self._timeout,
-                    encode=self._encode, new_scope=self._new_scope, clock=self._clock, retried=self._rerun,
+                    self._targets[capability],
+                    cap,
+                    call,
+                    threads=self._threads,
+                    early=False,
+                    timeout=self._timeout,
+                    encode=self._encode,
+                    new_scope=self._new_scope,
+                    clock=self._clock,
+                    retried=self._rerun,
                 )
         except BaseException as exc:
             observation.completed(error=exc)
@@ -181,7 +221,9 @@ class RunScope(Receipts):
         observation.completed(result=result)
         return result
 
-    async def handler(self, capability: str, method: str, args: tuple[object, ...], kwargs: dict[str, object]) -> object:
+    async def handler(
+        self, capability: str, method: str, args: tuple[object, ...], kwargs: dict[str, object]
+    ) -> object:
         """The ``CallHandler`` given to the Guest: bind, claim or run, record, hand back a copy.
 
         With a claim table attached (``claims``), a pure or immutable-read call whose exact
@@ -204,8 +246,18 @@ class RunScope(Receipts):
             refused = failure_from(exc)
             self._record(capability, method, args, kwargs, None, None, "error", None, refused, now)
             raise refused from None
-        key = CallKey(capability, method, call.spec.version, call.canonical, self._objects.view_of(capability, method, call))  # call_key
-        if self.branches is not None and call.spec.effect.may_write and self.branches.branched(capability):
+        key = CallKey(
+            capability,
+            method,
+            call.spec.version,
+            call.canonical,
+            self._objects.view_of(capability, method, call),
+        )  # call_key
+        if (
+            self.branches is not None
+            and call.spec.effect.may_write
+            and self.branches.branched(capability)
+        ):
             early = await self.branches.claim_write(capability, key)  # the branch adopted its layer
             if early is not None:
                 self._epochs[capability] += 1
@@ -219,17 +271,35 @@ class RunScope(Receipts):
             try:
                 obs = await claims.claim(key)
             except BaseException:  # cancelled while waiting for early work: still a receipt
-                stopped = OutcomeUnknown("OutcomeUnknown", f"{capability}.{method} was interrupted waiting for its early result")
-                self._record(capability, method, call.args, call.kwargs, call, key, "unknown", None, stopped, now)
+                stopped = OutcomeUnknown(
+                    "OutcomeUnknown",
+                    f"{capability}.{method} was interrupted waiting for its early result",
+                )
+                self._record(
+                    capability,
+                    method,
+                    call.args,
+                    call.kwargs,
+                    call,
+                    key,
+                    "unknown",
+                    None,
+                    stopped,
+                    now,
+                )
                 raise
             if obs is not None:
                 return self._claimed(call, key, obs, now)
             formal = claims.begin_formal(key)
         shared_from = None
         try:
-            sharing = self.sharing  # (its admission is the one gate of the Host's table: contract 8)
+            sharing = (
+                self.sharing
+            )  # (its admission is the one gate of the Host's table: contract 8)
             if sharing is not None and sharing.admits_formal(call, key):
-                result, shared_from = await sharing.formal(call, key, lambda: self._formal(reg.methods[method], call, key))
+                result, shared_from = await sharing.formal(
+                    call, key, lambda: self._formal(reg.methods[method], call, key)
+                )
                 if shareable:
                     formal.shared_from = shared_from
             else:
@@ -238,21 +308,47 @@ class RunScope(Receipts):
             if shareable:
                 claims.end_formal(formal, error=failure)
             outcome: CallOutcome = "unknown" if isinstance(failure, OutcomeUnknown) else "error"
-            self._record(capability, method, call.args, call.kwargs, call, key, outcome, None, failure, now)
+            self._record(
+                capability, method, call.args, call.kwargs, call, key, outcome, None, failure, now
+            )
             if outcome == "error":  # it ended; an unknown outcome may still be writing
                 self._written(call, key)
             raise
         except BaseException:
             interrupted = OutcomeUnknown(
-                "OutcomeUnknown", f"{tool_name(capability, method)} was interrupted; it may or may not have taken effect"
+                "OutcomeUnknown",
+                f"{tool_name(capability, method)} was interrupted; it may or may not have taken effect",
             )
             if shareable:
                 claims.end_formal(formal, error=interrupted)
-            self._record(capability, method, call.args, call.kwargs, call, key, "unknown", None, interrupted, now)
+            self._record(
+                capability,
+                method,
+                call.args,
+                call.kwargs,
+                call,
+                key,
+                "unknown",
+                None,
+                interrupted,
+                now,
+            )
             raise
         if shareable:
             claims.end_formal(formal, value=result)
-        self._record(capability, method, call.args, call.kwargs, call, key, "ok", result, None, now, shared_from=shared_from)
+        self._record(
+            capability,
+            method,
+            call.args,
+            call.kwargs,
+            call,
+            key,
+            "ok",
+            result,
+            None,
+            now,
+            shared_from=shared_from,
+        )
         if self.on_written is not None:  # _written's own first test, without its call
             self._written(call, key)
         return result if type(result) in SCALARS else fresh_copy(result)  # a scalar is its own copy
@@ -285,15 +381,37 @@ class RunScope(Receipts):
             if claim is not None:
                 claim.ended(error=again)
             self._record(
-                call.capability, call.method, call.args, call.kwargs, call, key, "error", None, again, now,
-                lane="claimed", observation_id=obs.id, shared_from=obs.shared_from,
+                call.capability,
+                call.method,
+                call.args,
+                call.kwargs,
+                call,
+                key,
+                "error",
+                None,
+                again,
+                now,
+                lane="claimed",
+                observation_id=obs.id,
+                shared_from=obs.shared_from,
             )
             raise again
         value = fresh_copy(obs.value)
         if claim is not None:
             claim.ended(result=value)
         self._record(
-            call.capability, call.method, call.args, call.kwargs, call, key, "ok", fresh_copy(value), None, now,
-            lane="claimed", observation_id=obs.id, shared_from=obs.shared_from,
+            call.capability,
+            call.method,
+            call.args,
+            call.kwargs,
+            call,
+            key,
+            "ok",
+            fresh_copy(value),
+            None,
+            now,
+            lane="claimed",
+            observation_id=obs.id,
+            shared_from=obs.shared_from,
         )
         return value

@@ -52,7 +52,9 @@ INVALID_RESULT = "InvalidResult"
 over-long int)."""
 
 
-def check_arguments(capability: str, method: str, args: tuple[object, ...], kwargs: dict[str, object]) -> None:
+def check_arguments(
+    capability: str, method: str, args: tuple[object, ...], kwargs: dict[str, object]
+) -> None:
     """Raise what the program sees for a call whose arguments cannot cross (see above).
 
     Positional arguments are checked before keyword ones (names included), exactly as the
@@ -65,8 +67,8 @@ def check_arguments(capability: str, method: str, args: tuple[object, ...], kwar
         raise arguments_not_plain(capability, method, exc) from None
 
 
-DECODED: contextvars.ContextVar[tuple[object, object, list[object], list[object]] | None] = contextvars.ContextVar(
-    "pysolate_decoded_arguments", default=None
+DECODED: contextvars.ContextVar[tuple[object, object, list[object], list[object]] | None] = (
+    contextvars.ContextVar("pysolate_decoded_arguments", default=None)
 )
 """``(args, kwargs, tagged args, tagged kwargs)`` of the Guest call being answered, when the
 frame decoder made the tagged forms while it built the values (``_guest._stepped``: a large
@@ -128,8 +130,12 @@ def checked_result(capability: str, method: str, raw: object) -> object:
     int or a float is immutable (its own copy) and only needs ``to_tagged``'s check.
     """
     t = type(raw)
-    if (t is int or t is bool or raw is None or t is float) and _NUMBER_CHARS <= MAX_RESULT_CHARS:  # immutable
-        if t is int and -INT_BOUND < raw < INT_BOUND:  # to_tagged's own check of an int, without its call
+    if (
+        t is int or t is bool or raw is None or t is float
+    ) and _NUMBER_CHARS <= MAX_RESULT_CHARS:  # immutable
+        if (
+            t is int and -INT_BOUND < raw < INT_BOUND
+        ):  # to_tagged's own check of an int, without its call
             return raw
         try:
             to_tagged(raw)  # an int past MAX_INT_DIGITS cannot cross
@@ -144,7 +150,10 @@ def checked_result(capability: str, method: str, raw: object) -> object:
         return value
     size = len(compact(tagged))
     if size > MAX_RESULT_CHARS:
-        raise ToolFailure("ValueError", f"{tool_name(capability, method)} returned {size} characters (limit {MAX_RESULT_CHARS})")
+        raise ToolFailure(
+            "ValueError",
+            f"{tool_name(capability, method)} returned {size} characters (limit {MAX_RESULT_CHARS})",
+        )
     return value
 
 
@@ -156,7 +165,6 @@ _SCALAR_CHARS = 16
 
 _NUMBER_CHARS = _SCALAR_CHARS + MAX_INT_DIGITS + 1
 """``_size_bound`` of any ``None``, ``bool``, ``int`` or ``float`` (an int's, the largest)."""
-
 
 
 def _size_bound(raw: object) -> float:
@@ -178,7 +186,10 @@ def _size_bound(raw: object) -> float:
 
 def invalid_result(capability: str, method: str, reason: object) -> ToolFailure:
     """The failure of a call whose result cannot cross (a ``ToolError`` in the program)."""
-    return ToolFailure(INVALID_RESULT, f"{tool_name(capability, method)} returned a value that cannot cross: {reason}")
+    return ToolFailure(
+        INVALID_RESULT,
+        f"{tool_name(capability, method)} returned a value that cannot cross: {reason}",
+    )
 
 
 def failure_from(exc: BaseException) -> ToolFailure:

@@ -51,7 +51,9 @@ def _immutable(values: Iterable[object]) -> bool:
 
 _COROUTINE = types.CoroutineType
 
-_SUSPENDING = frozenset({"YIELD_VALUE", "SEND", "GET_AWAITABLE", "BEFORE_ASYNC_WITH", "GET_AITER", "GET_ANEXT"})
+_SUSPENDING = frozenset(
+    {"YIELD_VALUE", "SEND", "GET_AWAITABLE", "BEFORE_ASYNC_WITH", "GET_AITER", "GET_ANEXT"}
+)
 """The instructions of every way a coroutine can suspend (``await``, ``async with``,
 ``async for``); a coroutine whose code has none of them runs to its end in one step."""
 
@@ -63,7 +65,9 @@ def _may_suspend(code: types.CodeType) -> bool:
     """Whether a coroutine running ``code`` can suspend: its code has an await point."""
     known = _MAY_SUSPEND.get(code)
     if known is None:
-        known = _MAY_SUSPEND[code] = any(i.opname in _SUSPENDING for i in dis.get_instructions(code))
+        known = _MAY_SUSPEND[code] = any(
+            i.opname in _SUSPENDING for i in dis.get_instructions(code)
+        )
     return known
 
 
@@ -127,7 +131,9 @@ class BoundCall(NamedTuple):
     canonical: str
 
 
-def bind(registration: Registration, method: str, args: tuple[object, ...], kwargs: Mapping[str, object]) -> BoundCall:
+def bind(
+    registration: Registration, method: str, args: tuple[object, ...], kwargs: Mapping[str, object]
+) -> BoundCall:
     """Bind a call exactly as calling the method would.
 
     One walk over the arguments checks that they can cross, takes the broker's copy and
@@ -143,12 +149,22 @@ def bind(registration: Registration, method: str, args: tuple[object, ...], kwar
         scalars = cap.binder.bind_scalars(args)
         if scalars is not None:  # immutable items in an immutable tuple: shared, nothing can change
             # ``BoundCall(...)``'s own ``tuple.__new__``, without its Python ``__new__``.
-            return tuple.__new__(BoundCall, (registration.name, method, cap.spec, scalars[0], args, {}, scalars[1]))
-    own_args, tagged_args, own_kwargs, tagged_kwargs = owned_arguments(registration.name, method, args, kwargs)
+            return tuple.__new__(
+                BoundCall, (registration.name, method, cap.spec, scalars[0], args, {}, scalars[1])
+            )
+    own_args, tagged_args, own_kwargs, tagged_kwargs = owned_arguments(
+        registration.name, method, args, kwargs
+    )
     binder = cap.binder
     arguments, bound_args, bound_kwargs = binder.bind(own_args, own_kwargs)
     return BoundCall(
-        registration.name, method, cap.spec, arguments, bound_args, bound_kwargs, binder.key_text(arguments, tagged_args, tagged_kwargs)
+        registration.name,
+        method,
+        cap.spec,
+        arguments,
+        bound_args,
+        bound_kwargs,
+        binder.key_text(arguments, tagged_args, tagged_kwargs),
     )
 
 
@@ -200,7 +216,11 @@ async def execute(
     # The tool gets its own copies: ``fn(*args, **kwargs)`` makes the tuple and dict it
     # sees, so only a mutable value inside them needs copying.
     args = call.args if _immutable(call.args) else fresh_copy(call.args)
-    kwargs = call.kwargs if not call.kwargs or _immutable(call.kwargs.values()) else fresh_copy(call.kwargs)
+    kwargs = (
+        call.kwargs
+        if not call.kwargs or _immutable(call.kwargs.values())
+        else fresh_copy(call.kwargs)
+    )
     assert isinstance(args, tuple) and isinstance(kwargs, dict)
     finished = False
     if method.is_async and probe is not None and not probe.invoke():
@@ -217,8 +237,13 @@ async def execute(
                     threads.early_began(capability)
                 try:
                     awaitable = fn(*args, **kwargs) if kwargs else fn(*args)
-                    if type(awaitable) is _COROUTINE and _MAY_SUSPEND.get(awaitable.cr_code) is False:
-                        raw = await awaitable  # runs to its end here, in one step: no scope (see ``_awaited``)
+                    if (
+                        type(awaitable) is _COROUTINE
+                        and _MAY_SUSPEND.get(awaitable.cr_code) is False
+                    ):
+                        raw = (
+                            await awaitable
+                        )  # runs to its end here, in one step: no scope (see ``_awaited``)
                         finished = True
                     else:
                         finished, raw = await _awaited(awaitable, timeout, new_scope, clock)
@@ -233,7 +258,11 @@ async def execute(
                     work = functools.partial(_probed, probe, work)
                     probe.in_thread = True
                 finished, raw = await threads.run(
-                    work, early=early, what=f"{capability}.{call.method}", timeout=timeout, probe=probe
+                    work,
+                    early=early,
+                    what=f"{capability}.{call.method}",
+                    timeout=timeout,
+                    probe=probe,
                 )
         except BaseException as exc:
             if not is_tool_exception(exc):
@@ -293,7 +322,10 @@ async def _awaited(
     is known, ``execute`` does so itself, without this coroutine.
     """
     if type(awaitable) is _COROUTINE and not _may_suspend(awaitable.cr_code):
-        return True, await awaitable  # one step to its end (an ``await`` of it raises no StopIteration)
+        return (
+            True,
+            await awaitable,
+        )  # one step to its end (an ``await`` of it raises no StopIteration)
     with new_scope() as scope:
         started = (clock or loop_clock())()
         if type(awaitable) is not _COROUTINE:

@@ -78,7 +78,9 @@ def held(value: object) -> tuple[object, int]:
     return digest(value), 128
 
 
-def held_arguments(args: object, kwargs: Mapping[str, object]) -> tuple[object, dict[str, object], int]:
+def held_arguments(
+    args: object, kwargs: Mapping[str, object]
+) -> tuple[object, dict[str, object], int]:
     """``held`` of each argument: ``(args, kwargs, weight)`` as a receipt keeps them."""
     total = 0
     out_args: object = args

@@ -37,7 +37,12 @@ set: the property costs ten times the lookup, on every call)."""
 class Receipts:
     """One run's clock and receipts (see the module docstring)."""
 
-    def __init__(self, registrations: Mapping[str, Registration], targets: Mapping[str, object], max_bytes: int | None) -> None:
+    def __init__(
+        self,
+        registrations: Mapping[str, Registration],
+        targets: Mapping[str, object],
+        max_bytes: int | None,
+    ) -> None:
         self._registrations = registrations
         self._targets = targets
         self._calls: list[CallRecord] = []  # receipts built so far (``calls``)
@@ -45,12 +50,18 @@ class Receipts:
         self.max_bytes = max_bytes
         self._held = 0
         self._branch_bytes: dict[str, int] = {
-            name: target.held_bytes() for name, target in targets.items() if hasattr(target, "held_bytes")
+            name: target.held_bytes()
+            for name, target in targets.items()
+            if hasattr(target, "held_bytes")
         }
         self._branch_total = sum(self._branch_bytes.values())
         self._t0: float | None = None  # anyio.current_time() at the first call or start()
-        self._clock: Callable[[], float] = anyio.current_time  # the same clock, looked up at start()
-        self._new_scope: Callable[[], anyio.CancelScope] = anyio.CancelScope  # the backend's own class, after start()
+        self._clock: Callable[[], float] = (
+            anyio.current_time
+        )  # the same clock, looked up at start()
+        self._new_scope: Callable[[], anyio.CancelScope] = (
+            anyio.CancelScope
+        )  # the backend's own class, after start()
 
     def start(self) -> None:
         """Start the run's clock (receipt times are relative to it)."""
@@ -74,7 +85,6 @@ class Receipts:
             self._calls.extend([CallRecord(*fields) for fields in recorded])  # type: ignore[arg-type]
             recorded.clear()
         return tuple(self._calls)
-
 
     def _now(self) -> float:
         if self._t0 is None:
@@ -109,7 +119,9 @@ class Receipts:
             plain_args, plain_kwargs = plain_or_repr(args), plain_or_repr(dict(kwargs))
         text = None if key is None else key.arguments
         if text is not None and len(text) <= SMALL_KEY_CHARS and '["#"' not in text:
-            size = 3 * len(text)  # small arguments (no digest in the key): no copy to spare, weighed by their text
+            size = 3 * len(
+                text
+            )  # small arguments (no digest in the key): no copy to spare, weighed by their text
         else:
             plain_args, plain_kwargs, size = held_arguments(plain_args, plain_kwargs)  # type: ignore[arg-type]
             size += 0 if text is None else len(text)
@@ -126,7 +138,11 @@ class Receipts:
         recorded = self._recorded
         recorded.append(
             (  # CallRecord's fields, in order (built by ``calls``)
-                len(self._calls) + len(recorded), capability, method, plain_args, plain_kwargs,
+                len(self._calls) + len(recorded),
+                capability,
+                method,
+                plain_args,
+                plain_kwargs,
                 spec.effect if spec else None,
                 spec.version if spec else None,
                 outcome,
@@ -157,4 +173,3 @@ class Receipts:
     def held_bytes(self) -> int:
         """Bytes the run holds in the Host (``_holding``): receipts as kept, branches."""
         return self._held + self._branch_total
-

@@ -47,9 +47,14 @@ class Registry:
 
     def method_specs(self) -> dict[str, dict[str, MethodSpec]]:
         """Capability name → method name → (effect, version)."""
-        return {name: {m: cap.spec for m, cap in reg.methods.items()} for name, reg in self.registrations.items()}
+        return {
+            name: {m: cap.spec for m, cap in reg.methods.items()}
+            for name, reg in self.registrations.items()
+        }
 
-    def bind(self, capability: str, method: str, args: tuple[object, ...], kwargs: Mapping[str, object]) -> BoundCall:
+    def bind(
+        self, capability: str, method: str, args: tuple[object, ...], kwargs: Mapping[str, object]
+    ) -> BoundCall:
         """Bind a call to its method's signature (``_broker.bind``'s errors; ``KeyError``
         for an unknown capability)."""
         return bind(self.registrations[capability], method, args, kwargs)
@@ -76,7 +81,9 @@ class Registry:
         except (AttributeError, KeyError, TypeError, ValueError):
             return None
 
-    async def call_root(self, capability: str, method: str, call: BoundCall, *, probe: Probe | None = None) -> object:
+    async def call_root(
+        self, capability: str, method: str, call: BoundCall, *, probe: Probe | None = None
+    ) -> object:
         """Execute a pure or immutable-read ``call`` against the shared root object.
 
         Raises ``PermissionError`` for any other effect (only those may run early),
@@ -87,5 +94,12 @@ class Registry:
         if not cap.effect.speculable:
             raise PermissionError(f"{capability}.{method} is {cap.effect.value}: never run early")
         return await execute(
-            reg.obj, cap, call, threads=self.threads, early=True, timeout=self.call_timeout, probe=probe, encode=self.encode
+            reg.obj,
+            cap,
+            call,
+            threads=self.threads,
+            early=True,
+            timeout=self.call_timeout,
+            probe=probe,
+            encode=self.encode,
         )

@@ -31,7 +31,9 @@ class Claims(Protocol):
 
     async def claim(self, key: CallKey) -> Observation | None: ...
     def begin_formal(self, key: CallKey) -> Observation: ...
-    def end_formal(self, obs: Observation, value: object = None, error: BaseException | None = None) -> None: ...
+    def end_formal(
+        self, obs: Observation, value: object = None, error: BaseException | None = None
+    ) -> None: ...
 
 
 class SequentialClaims:
@@ -44,7 +46,9 @@ class SequentialClaims:
     def begin_formal(self, key: CallKey) -> Observation:
         raise AssertionError("a sequential run records no formal observations")
 
-    def end_formal(self, obs: Observation, value: object = None, error: BaseException | None = None) -> None:
+    def end_formal(
+        self, obs: Observation, value: object = None, error: BaseException | None = None
+    ) -> None:
         raise AssertionError("a sequential run records no formal observations")
 
 
@@ -72,7 +76,11 @@ class RunObjects:
         self._views: dict[str, Callable[[str, Mapping[str, object]], str]] = {
             name: target.view_of  # type: ignore[attr-defined]
             for name, target in self.target_map.items()
-            if (registrations[name].viewed if target is registrations[name].obj else isinstance(target, Viewed))
+            if (
+                registrations[name].viewed
+                if target is registrations[name].obj
+                else isinstance(target, Viewed)
+            )
         }
         self.epochs: dict[str, int] = dict.fromkeys(registrations, 0)  # may-write calls started
 
@@ -80,7 +88,9 @@ class RunObjects:
         """The objects formal calls run against, by capability name."""
         return dict(self.target_map)
 
-    def bind(self, capability: str, method: str, args: tuple[object, ...], kwargs: Mapping[str, object]) -> BoundCall:
+    def bind(
+        self, capability: str, method: str, args: tuple[object, ...], kwargs: Mapping[str, object]
+    ) -> BoundCall:
         """``bind`` against this run's registrations (``NameError`` for an unknown name)."""
         reg = self.registrations.get(capability)
         if reg is None:
@@ -94,7 +104,9 @@ class RunObjects:
             return view(method, call.arguments)
         return f"epoch:{self.epochs[capability]}"
 
-    def key_for(self, capability: str, method: str, args: tuple[object, ...], kwargs: Mapping[str, object]) -> CallKey | None:
+    def key_for(
+        self, capability: str, method: str, args: tuple[object, ...], kwargs: Mapping[str, object]
+    ) -> CallKey | None:
         """The call key the call would have now, or None when it cannot be bound."""
         try:
             call = self.bind(capability, method, args, kwargs)
@@ -122,9 +134,17 @@ class RunObjects:
         cancellation behaviour. Raises ``PermissionError`` for any other effect."""
         cap = self.registrations[call.capability].methods[call.method]
         if not cap.effect.speculable:
-            raise PermissionError(f"{call.capability}.{call.method} is {cap.effect.value}: never run early")
+            raise PermissionError(
+                f"{call.capability}.{call.method} is {cap.effect.value}: never run early"
+            )
         registry = self.registry
         return await execute(
-            self.target_map[call.capability], cap, call, threads=registry.threads, early=True,
-            timeout=registry.call_timeout, probe=probe, encode=registry.encode,
+            self.target_map[call.capability],
+            cap,
+            call,
+            threads=registry.threads,
+            early=True,
+            timeout=registry.call_timeout,
+            probe=probe,
+            encode=registry.encode,
         )

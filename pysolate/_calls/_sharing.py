@@ -79,7 +79,11 @@ class HostSharing:
             with self._lock:
                 table = self._tables.setdefault(
                     token,
-                    ObservationTable(ttl=self.config.ttl, max_entries=self.config.max_entries, max_chars=self.config.max_chars),
+                    ObservationTable(
+                        ttl=self.config.ttl,
+                        max_entries=self.config.max_entries,
+                        max_chars=self.config.max_chars,
+                    ),
                 )
         return table
 
@@ -91,17 +95,25 @@ class HostSharing:
             with self._lock:
                 self._tainted.add(capability)
 
-    def tainting(self, registrations: Mapping[str, Registration], targets: Mapping[str, object]) -> frozenset[str]:
+    def tainting(
+        self, registrations: Mapping[str, Registration], targets: Mapping[str, object]
+    ) -> frozenset[str]:
         """The capabilities of a run whose writes reach the registered object itself (no
         views, not run-scoped): such a root is not frozen, so its first write ``taint``s it."""
-        return frozenset(n for n, r in registrations.items() if not r.viewed and targets[n] is r.obj)
+        return frozenset(
+            n for n, r in registrations.items() if not r.viewed and targets[n] is r.obj
+        )
 
     def shares(self, call: BoundCall) -> bool:
         """Whether ``call``'s effect lets it share (the view is the caller's to check)."""
         effect = call.spec.effect
-        return effect is Effect.PURE or (effect is Effect.IMMUTABLE_READ and call.capability not in self._tainted)
+        return effect is Effect.PURE or (
+            effect is Effect.IMMUTABLE_READ and call.capability not in self._tainted
+        )
 
-    def for_run(self, run_id: str, trace: RunTrace, targets: Mapping[str, object], *, formal: bool) -> RunSharing:
+    def for_run(
+        self, run_id: str, trace: RunTrace, targets: Mapping[str, object], *, formal: bool
+    ) -> RunSharing:
         """One run's use of the table; ``formal``: its program's own calls use it too."""
         return RunSharing(self, run_id, trace, targets, formal=formal)
 
@@ -128,7 +140,13 @@ class HostSharing:
                 totals[name] += getattr(stats, name)
         return ShareStatistics(tainted=tuple(sorted(self._tainted)), **totals)
 
-    def spawn(self, table: ObservationTable, entry: SharedCall, run: Callable[[Probe], Awaitable[object]], span: ObservationTrace) -> None:
+    def spawn(
+        self,
+        table: ObservationTable,
+        entry: SharedCall,
+        run: Callable[[Probe], Awaitable[object]],
+        span: ObservationTrace,
+    ) -> None:
         """Run ``entry``'s early call in a task of its own, outside every run (it serves
         whichever runs wait on it; ``ObservationTable.leave`` cancels it when none does)."""
         entry.scope = anyio.CancelScope()
@@ -165,7 +183,9 @@ async def _physical(
                 if not probe.withdrawn:
                     span.completed(error=exc)
                     table.settle(entry, stopped=True)
-            except Exception as exc:  # the tool's failure (``ToolFailure``): its owner's outcome only
+            except (
+                Exception
+            ) as exc:  # the tool's failure (``ToolFailure``): its owner's outcome only
                 if not probe.withdrawn:
                     span.completed(error=exc)
                     table.settle(entry, error=exc)
@@ -188,7 +208,15 @@ class _NotServed(Exception):
 class RunSharing:
     """One run's use of its Host's table (see the module docstring)."""
 
-    def __init__(self, host: HostSharing, run_id: str, trace: RunTrace, targets: Mapping[str, object], *, formal: bool) -> None:
+    def __init__(
+        self,
+        host: HostSharing,
+        run_id: str,
+        trace: RunTrace,
+        targets: Mapping[str, object],
+        *,
+        formal: bool,
+    ) -> None:
         self._host = host
         self.run_id = run_id
         self._trace = trace
@@ -266,17 +294,32 @@ class RunSharing:
         self._host.spawn(table, entry, run, span)
         return await self._follow(table, entry, obs, span, own=True)
 
-    def _span(self, call: BoundCall, obs: Observation, served: SharedCall | None) -> ObservationTrace:
+    def _span(
+        self, call: BoundCall, obs: Observation, served: SharedCall | None
+    ) -> ObservationTrace:
         """The trace of an early call: its physical call's (``served`` None) or, waiting on
         another run's, linked to that call's span."""
         return self._trace.observation_started(
-            call.capability, call.method, call_id=f"early-{obs.id}", lane="speculative", effect=call.spec.effect.value,
-            call_key=obs.key.digest(), arguments=call.arguments,
+            call.capability,
+            call.method,
+            call_id=f"early-{obs.id}",
+            lane="speculative",
+            effect=call.spec.effect.value,
+            call_key=obs.key.digest(),
+            arguments=call.arguments,
             shared_from=None if served is None else served.owner,
             served_by=None if served is None else served.trace,  # type: ignore[arg-type]
         )
 
-    async def _follow(self, table: ObservationTable, entry: SharedCall, obs: Observation, span: ObservationTrace, *, own: bool) -> object:
+    async def _follow(
+        self,
+        table: ObservationTable,
+        entry: SharedCall,
+        obs: Observation,
+        span: ObservationTrace,
+        *,
+        own: bool,
+    ) -> object:
         # A waiter keeps its lane's slot, as its own call would: if the call it waits on fails,
         # it makes its own in that slot (``early``), within its run's concurrency.
         # Another run's call is no physical work of this one's, whatever its end (``shared_from``).
@@ -289,7 +332,9 @@ class RunSharing:
         except BaseException as exc:
             thread_runs_on = table.leave(entry, obs.probe) and entry.waiters == 0
             if own and thread_runs_on:
-                obs.probe.in_thread = True  # nobody waits, but its thread cannot be stopped: ``late``
+                obs.probe.in_thread = (
+                    True  # nobody waits, but its thread cannot be stopped: ``late``
+                )
             # (a call that runs on for other runs' waiters is theirs now: this run stopped
             # waiting for it in time, its early work ends ``cancelled``)
             if not own:
@@ -313,7 +358,9 @@ class RunSharing:
             raise _NotServed  # (``early`` makes its own call)
         # This run's own call, taken over by another run's program and ended without an
         # outcome for this run: nothing is claimed and its program makes its own call.
-        raise LaneStopped(f"the shared call of run {entry.owner} ended without an outcome for this run")
+        raise LaneStopped(
+            f"the shared call of run {entry.owner} ended without an outcome for this run"
+        )
 
     def hold(self) -> list[tuple[ObservationTable, SharedCall]]:
         """Keep the open entries this run's early calls wait on running after the run ends
@@ -329,7 +376,9 @@ class RunSharing:
 
     # -- the program's own calls ----------------------------------------------------------
 
-    async def formal(self, call: BoundCall, key: CallKey, own: Callable[[], Awaitable[object]]) -> tuple[object, str | None]:
+    async def formal(
+        self, call: BoundCall, key: CallKey, own: Callable[[], Awaitable[object]]
+    ) -> tuple[object, str | None]:
         """The program's call of ``key``, through the table: ``(value, the id of the run whose
         physical call served it, or None for its own)``. ``own()`` makes the call; it is
         made (and its errors raised) unless another run's call serves it. Cancellation
@@ -358,19 +407,29 @@ class RunSharing:
             return self._served(call, key, entry)
         return await own(), None  # its failure or stop is not this call's outcome: call again
 
-    def _served(self, call: BoundCall, key: CallKey, entry: SharedCall) -> tuple[object, str | None]:
+    def _served(
+        self, call: BoundCall, key: CallKey, entry: SharedCall
+    ) -> tuple[object, str | None]:
         other = entry.owner if entry.owner != self.run_id else None
         if other is not None:
             self._served_count += 1
             span = self._trace.observation_started(
-                call.capability, call.method, call_id=f"shared-{self._served_count}", lane="formal",
-                effect=call.spec.effect.value, call_key=key.digest(), arguments=call.arguments,
-                shared_from=other, served_by=entry.trace,  # type: ignore[arg-type]
+                call.capability,
+                call.method,
+                call_id=f"shared-{self._served_count}",
+                lane="formal",
+                effect=call.spec.effect.value,
+                call_key=key.digest(),
+                arguments=call.arguments,
+                shared_from=other,
+                served_by=entry.trace,  # type: ignore[arg-type]
             )
             span.completed(result=entry.value)
         return fresh_copy(entry.value), other
 
-    async def _settle(self, table: ObservationTable, entry: SharedCall, own: Callable[[], Awaitable[object]]) -> object:
+    async def _settle(
+        self, table: ObservationTable, entry: SharedCall, own: Callable[[], Awaitable[object]]
+    ) -> object:
         try:
             value = await own()
         except ToolFailure as failure:
@@ -380,7 +439,11 @@ class RunSharing:
             table.settle(entry, stopped=True)
             raise
         # The receipt and the program get ``value``: the table keeps a copy of its own.
-        table.settle(entry, value=fresh_copy(value), chars=estimated_chars(value, self._host.config.max_chars))
+        table.settle(
+            entry,
+            value=fresh_copy(value),
+            chars=estimated_chars(value, self._host.config.max_chars),
+        )
         return value
 
 

@@ -96,13 +96,17 @@ class _Pools:
 class WorkerThreads:
     """The worker-thread pools and the stuck-thread counts of one Host."""
 
-    def __init__(self, threads: int, early_threads: int | None = None, max_stuck: int | None = None) -> None:
+    def __init__(
+        self, threads: int, early_threads: int | None = None, max_stuck: int | None = None
+    ) -> None:
         """``early_threads`` defaults to ``threads // EARLY_SHARE`` (at least 1),
         ``max_stuck`` to ``threads``. Raises ``ValueError`` for a budget below 1."""
         early = max(1, threads // EARLY_SHARE) if early_threads is None else early_threads
         bound = threads if max_stuck is None else max_stuck
         if min(threads, early, bound) < 1:
-            raise ValueError(f"thread budgets must be at least 1 (threads={threads}, early={early}, max_stuck={bound})")
+            raise ValueError(
+                f"thread budgets must be at least 1 (threads={threads}, early={early}, max_stuck={bound})"
+            )
         self._threads = threads
         self._early_threads = early
         self._max_stuck = bound
@@ -121,12 +125,21 @@ class WorkerThreads:
         pools = self._pools.get(token)
         if pools is None:
             pools = self._pools[token] = _Pools(
-                token, Slots(self._threads), Slots(self._early_threads), anyio.CapacityLimiter(math.inf)
+                token,
+                Slots(self._threads),
+                Slots(self._early_threads),
+                anyio.CapacityLimiter(math.inf),
             )
         return pools
 
     async def run(
-        self, work: Callable[[], object], *, early: bool, what: str, timeout: float, probe: Probe | None = None
+        self,
+        work: Callable[[], object],
+        *,
+        early: bool,
+        what: str,
+        timeout: float,
+        probe: Probe | None = None,
     ) -> tuple[bool, object]:
         """``(True, work())`` from a worker thread of the early or formal pool, or ``(False,
         None)`` when it ran ``timeout`` seconds without returning (then it is abandoned).
@@ -181,7 +194,9 @@ class WorkerThreads:
         keep_slot = False
         try:
             with anyio.move_on_after(timeout):
-                value = await anyio.to_thread.run_sync(tracked, abandon_on_cancel=True, limiter=pools.unbounded)
+                value = await anyio.to_thread.run_sync(
+                    tracked, abandon_on_cancel=True, limiter=pools.unbounded
+                )
                 finished = True
         finally:
             if not finished:
@@ -282,7 +297,11 @@ def _release_from_thread(pools: _Pools) -> None:
     thread blocked on it keeps the process from exiting. A closed loop has no slots to give
     back (``RuntimeError``: asyncio's closed loop, trio's finished run)."""
     native: Any = pools.token.native_token  # an asyncio loop or a trio token
-    schedule = native.call_soon_threadsafe if hasattr(native, "call_soon_threadsafe") else native.run_sync_soon
+    schedule = (
+        native.call_soon_threadsafe
+        if hasattr(native, "call_soon_threadsafe")
+        else native.run_sync_soon
+    )
     with contextlib.suppress(RuntimeError):
         schedule(pools.early.release)
 

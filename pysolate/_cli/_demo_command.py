@@ -77,7 +77,9 @@ def cmd_demo(args: argparse.Namespace, console: Console) -> int:
         return runs[0], runs[1]
 
     if args.guests == "ray" and not args.json:
-        console.print("Starting Ray (a local cluster unless RAY_ADDRESS names one); Guests run under its node agents.")
+        console.print(
+            "Starting Ray (a local cluster unless RAY_ADDRESS names one); Guests run under its node agents."
+        )
 
     if args.json:
         baseline, fast = anyio.run(both)
@@ -87,7 +89,11 @@ def cmd_demo(args: argparse.Namespace, console: Console) -> int:
             "first the usual way (stream, then run), then with Pysolate..."
         )
         if console.is_terminal:
-            with Live(get_renderable=lambda: Group(*(p.render() for p in progress)), console=console, refresh_per_second=10):
+            with Live(
+                get_renderable=lambda: Group(*(p.render() for p in progress)),
+                console=console,
+                refresh_per_second=10,
+            ):
                 baseline, fast = anyio.run(both)
         else:  # a pipe or a file: no redrawing, just where each run ended
             baseline, fast = anyio.run(both)
@@ -104,11 +110,20 @@ def cmd_demo(args: argparse.Namespace, console: Console) -> int:
                 "speedup": round(speedup, 3),
                 "equal": not differ,
                 "differences": differ,
-                **({"git": {"repo": str(repo), "ref": DEMO_REF, "commit": commit}} if repo is not None else {}),
+                **(
+                    {"git": {"repo": str(repo), "ref": DEMO_REF, "commit": commit}}
+                    if repo is not None
+                    else {}
+                ),
             }
         )
         return 0
-    print_table(console, "Stream, then run  vs  Pysolate", ["Stream, then run", "Pysolate"], [baseline, fast])
+    print_table(
+        console,
+        "Stream, then run  vs  Pysolate",
+        ["Stream, then run", "Pysolate"],
+        [baseline, fast],
+    )
     console.print(
         f"Stream, then run: [bold]{baseline.wall_seconds:.2f} s[/]   "
         f"Pysolate: [bold]{fast.wall_seconds:.2f} s[/]   speed-up: [bold]{speedup:.2f}x[/]"
@@ -142,4 +157,6 @@ def _demo_repo(where: str | None) -> Path | None:
 
 
 def _commit(repo: Path, fast: Measured) -> str:
-    return fast.result.workspaces["workspace"].commit_to_git(DEMO_REF, "pysolate demo: the standup summary")
+    return fast.result.workspaces["workspace"].commit_to_git(
+        DEMO_REF, "pysolate demo: the standup summary"
+    )

@@ -102,7 +102,9 @@ def load_host(tools: str | None) -> Host:
     except CliError:
         raise
     except Exception as exc:
-        raise CliError(f"cannot import tools module {tools!r}: {type(exc).__name__}: {exc}") from None
+        raise CliError(
+            f"cannot import tools module {tools!r}: {type(exc).__name__}: {exc}"
+        ) from None
     make_host: object = getattr(module, "make_host", None)
     if not callable(make_host):
         raise CliError(f"tools module {tools!r} has no make_host() function")

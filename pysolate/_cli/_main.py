@@ -49,7 +49,11 @@ def build_parser() -> argparse.ArgumentParser:
                 action="store_true",
                 help="the stream is a markdown reply: run its first ```python block",
             )
-            p.add_argument("--tool", metavar="NAME", help="the stream is the JSON arguments of tool NAME: run its 'code'")
+            p.add_argument(
+                "--tool",
+                metavar="NAME",
+                help="the stream is the JSON arguments of tool NAME: run its 'code'",
+            )
         p.add_argument(
             "--timeline",
             metavar="OUT.svg",
@@ -142,7 +146,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.timeline is not None and not Path(args.timeline).resolve().parent.is_dir():
         parser.error(f"--timeline: no directory for {args.timeline}")  # fail before a long run
     console = Console(highlight=False)
-    console.soft_wrap = not console.is_terminal  # a pipe or a file gets whole lines, not 80-column breaks
+    console.soft_wrap = (
+        not console.is_terminal
+    )  # a pipe or a file gets whole lines, not 80-column breaks
     try:
         return int(args.handler(args, console))
     except (CliError, GuestsUnavailable, IsolationUnavailable) as exc:

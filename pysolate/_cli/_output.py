@@ -63,7 +63,9 @@ def _rows(runs: Sequence[Measured]) -> list[list[tuple[str, list[str]]]]:
     """The table's sections (outcome, report): per row its label and one cell per run."""
     sections = []
     for section in ([_outcome_rows(m.result) for m in runs], [_report_rows(m) for m in runs]):
-        sections.append([(label, [rows[i][1] for rows in section]) for i, (label, _) in enumerate(section[0])])
+        sections.append(
+            [(label, [rows[i][1] for rows in section]) for i, (label, _) in enumerate(section[0])]
+        )
     return sections
 
 
@@ -79,12 +81,16 @@ def table(title: str, columns: Sequence[str], runs: Sequence[Measured]) -> Table
     return table
 
 
-def print_table(console: Console, title: str, columns: Sequence[str], runs: Sequence[Measured]) -> None:
+def print_table(
+    console: Console, title: str, columns: Sequence[str], runs: Sequence[Measured]
+) -> None:
     """The runs' table as a bordered table where it fits the terminal; otherwise as plain
     lines, one per row, columns aligned, never wrapped (a row broken over two lines reads
     as two rows): whole on a pipe or in a file, cut to the width of a narrow terminal."""
     bordered = table(title, columns, runs)
-    natural = Measurement.get(console, console.options.update_width(10**6), bordered).maximum  # unclamped
+    natural = Measurement.get(
+        console, console.options.update_width(10**6), bordered
+    ).maximum  # unclamped
     if console.is_terminal and natural <= console.width:
         console.print(bordered)
         return
@@ -94,14 +100,23 @@ def print_table(console: Console, title: str, columns: Sequence[str], runs: Sequ
     widths = [max(len(cells[i]) for _, cells in lines) for i in range(len(columns))]
     console.print(title, soft_wrap=True)
     for label, cells in lines:
-        text = Text("  ".join([label.ljust(first), *(c.ljust(w) for c, w in zip(cells, widths, strict=True))]).rstrip())
+        text = Text(
+            "  ".join(
+                [label.ljust(first), *(c.ljust(w) for c, w in zip(cells, widths, strict=True))]
+            ).rstrip()
+        )
         if console.is_terminal:
             text.truncate(console.width, overflow="ellipsis")
         console.print(text, soft_wrap=True)
 
 
 def write_timeline(
-    path: str | None, m: Measured, title: str, baseline: Measured | None = None, *, equal: bool | None = None
+    path: str | None,
+    m: Measured,
+    title: str,
+    baseline: Measured | None = None,
+    *,
+    equal: bool | None = None,
 ) -> None:
     """Write ``m``'s timeline to ``path`` (nothing when None); with ``baseline`` its lane
     too, and the headline (the two wall times, the speed-up, whether the results are
@@ -111,10 +126,18 @@ def write_timeline(
     timeline = m.result.timeline
     if timeline is None:
         raise CliError("this run has no timeline")
-    compare = None if baseline is None else Comparison(baseline.stream_seconds, baseline.wall_seconds)
-    story = "" if baseline is None or equal is None else headline(baseline.wall_seconds, m.wall_seconds, equal)
+    compare = (
+        None if baseline is None else Comparison(baseline.stream_seconds, baseline.wall_seconds)
+    )
+    story = (
+        ""
+        if baseline is None or equal is None
+        else headline(baseline.wall_seconds, m.wall_seconds, equal)
+    )
     try:
-        Path(path).write_text(render_svg(timeline, title=title, compare=compare, headline=story), encoding="utf-8")
+        Path(path).write_text(
+            render_svg(timeline, title=title, compare=compare, headline=story), encoding="utf-8"
+        )
     except OSError as exc:
         raise CliError(f"cannot write timeline {path}: {exc.strerror or exc}") from None
 

@@ -89,5 +89,7 @@ def make_demo_repo(path: Path) -> Path:
     repo.index.add_all()
     repo.index.write()
     author = pygit2.Signature("pysolate demo", "demo@pysolate.invalid")
-    repo.create_commit("HEAD", author, author, "the team's notes and TODO list", repo.index.write_tree(), [])
+    repo.create_commit(
+        "HEAD", author, author, "the team's notes and TODO list", repo.index.write_tree(), []
+    )
     return path

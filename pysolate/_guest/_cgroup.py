@@ -47,12 +47,21 @@ def _base(controller: str = "") -> str | None:
                 fields = line.split()
                 separator = fields.index("-")
                 kind, options = fields[separator + 1], fields[separator + 3].split(",")
-                if (kind == "cgroup2" and not controller) or (kind == "cgroup" and controller in options):
+                if (kind == "cgroup2" and not controller) or (
+                    kind == "cgroup" and controller in options
+                ):
                     mount = fields[4]
                     break
         with open("/proc/self/cgroup") as f:
             prefix = f":{controller}:" if controller else "0::"
-            own = next((line.strip().split(":", 2)[2] for line in f if (prefix in line if controller else line.startswith(prefix))), None)
+            own = next(
+                (
+                    line.strip().split(":", 2)[2]
+                    for line in f
+                    if (prefix in line if controller else line.startswith(prefix))
+                ),
+                None,
+            )
     except (OSError, ValueError, IndexError):
         return None
     if mount is None or own is None:
@@ -104,7 +113,13 @@ def _write(path: str, data: bytes) -> None:
 class GuestCgroup:
     """The cgroups holding one Guest's process tree (see module docstring)."""
 
-    def __init__(self, path: str, pids_v1: str | None, mechanisms: tuple[str, ...], memory_v1: str | None = None) -> None:
+    def __init__(
+        self,
+        path: str,
+        pids_v1: str | None,
+        mechanisms: tuple[str, ...],
+        memory_v1: str | None = None,
+    ) -> None:
         self.path = path  # the v2 cgroup: kill, and memory/pids where delegated
         self._pids_v1 = pids_v1  # a v1 pids cgroup where v2 has no pids controller
         self._memory_v1 = memory_v1  # a v1 memory cgroup where v2 has no memory controller
@@ -128,7 +143,9 @@ class GuestCgroup:
         else:
             memory_v1 = _make(_base("memory"))
             if memory_v1 is not None and _set(memory_v1, "memory.limit_in_bytes", memory_bytes):
-                _set(memory_v1, "memory.memsw.limit_in_bytes", memory_bytes)  # (with swap accounting: no swap either)
+                _set(
+                    memory_v1, "memory.memsw.limit_in_bytes", memory_bytes
+                )  # (with swap accounting: no swap either)
                 mechanisms.append("cgroup-memory")
         pids_v1 = None
         if _set(path, "pids.max", max_processes):
@@ -140,7 +157,9 @@ class GuestCgroup:
         return cls(path, pids_v1, tuple(mechanisms), memory_v1)
 
     def _paths(self) -> tuple[str, ...]:
-        return tuple(path for path in (self.path, self._pids_v1, self._memory_v1) if path is not None)
+        return tuple(
+            path for path in (self.path, self._pids_v1, self._memory_v1) if path is not None
+        )
 
     def add(self, pid: int) -> None:
         """Move ``pid`` in (raises ``OSError``; the caller then kills the child)."""
@@ -209,7 +228,9 @@ async def enter_cgroup(pid: int, *, memory_bytes: int, max_processes: int) -> Gu
     once the pid is known: each trip costs the Host about 55 µs of CPU (best of 5 x 500,
     idle thread pool).
     """
-    return await anyio.to_thread.run_sync(functools.partial(_create_holding, pid, memory_bytes, max_processes))
+    return await anyio.to_thread.run_sync(
+        functools.partial(_create_holding, pid, memory_bytes, max_processes)
+    )
 
 
 def _create_holding(pid: int, memory_bytes: int, max_processes: int) -> GuestCgroup | None:
@@ -236,7 +257,10 @@ async def sandboxed_interpreter(bwrap_pid: int) -> int:
         while pending:
             pid = pending.pop()
             seen.append(pid)
-            with contextlib.suppress(OSError, ValueError), open(f"/proc/{pid}/task/{pid}/children") as f:
+            with (
+                contextlib.suppress(OSError, ValueError),
+                open(f"/proc/{pid}/task/{pid}/children") as f,
+            ):
                 pending += [int(child) for child in f.read().split()]
         for pid in seen[1:]:
             with contextlib.suppress(OSError):

@@ -61,7 +61,14 @@ class _Waiter:
     scheduled with ``call_soon`` and ``result`` raises ``CancelledError`` with the message.
     """
 
-    __slots__ = ("_asyncio_future_blocking", "_cancel_message", "_context", "_loop", "_state", "_wakeup")
+    __slots__ = (
+        "_asyncio_future_blocking",
+        "_cancel_message",
+        "_context",
+        "_loop",
+        "_state",
+        "_wakeup",
+    )
 
     def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
         self._asyncio_future_blocking = False
@@ -74,7 +81,9 @@ class _Waiter:
     def get_loop(self) -> asyncio.AbstractEventLoop:
         return self._loop
 
-    def add_done_callback(self, fn: Callable[[_Waiter], object], *, context: contextvars.Context | None = None) -> None:
+    def add_done_callback(
+        self, fn: Callable[[_Waiter], object], *, context: contextvars.Context | None = None
+    ) -> None:
         """Only the awaiting task registers, once (``asyncio.Task.__step``)."""
         self._wakeup = fn
         self._context = context if context is not None else contextvars.copy_context()
@@ -159,7 +168,9 @@ class Channel:
 
     def _on_readable(self) -> None:
         try:
-            data = self._sock.recv(self._wanted() if self._buffer else _READ_CHUNK)  # nothing buffered: a chunk
+            data = self._sock.recv(
+                self._wanted() if self._buffer else _READ_CHUNK
+            )  # nothing buffered: a chunk
         except (BlockingIOError, InterruptedError):
             return
         except OSError:

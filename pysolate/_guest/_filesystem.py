@@ -42,11 +42,14 @@ def interpreter() -> str:
     return os.path.realpath(sys.executable)
 
 
-
 def _base_paths() -> dict[str, str]:
     """The base installation's scheme paths (never a venv's: that lives in the work tree)."""
-    base = {"base": sys.base_prefix, "platbase": sys.base_exec_prefix,
-            "installed_base": sys.base_prefix, "installed_platbase": sys.base_exec_prefix}
+    base = {
+        "base": sys.base_prefix,
+        "platbase": sys.base_exec_prefix,
+        "installed_base": sys.base_prefix,
+        "installed_platbase": sys.base_exec_prefix,
+    }
     return sysconfig.get_paths(vars=base)
 
 
@@ -89,7 +92,11 @@ def landlock_reads(*, sandboxed: bool) -> tuple[str, ...]:
     site = _site_packages()
     reads: set[str] = set()
     for stdlib in {paths["stdlib"], paths["platstdlib"]}:
-        reads.update(os.path.join(stdlib, entry) for entry in os.listdir(stdlib) if os.path.join(stdlib, entry) not in site)
+        reads.update(
+            os.path.join(stdlib, entry)
+            for entry in os.listdir(stdlib)
+            if os.path.join(stdlib, entry) not in site
+        )
     libdir = sysconfig.get_config_var("LIBDIR") or ""
     if libdir.startswith((sys.base_prefix, sys.base_exec_prefix)):
         reads.update(glob.glob(os.path.join(libdir, "libpython*")))
@@ -106,9 +113,16 @@ def _guest_reads(python: str) -> list[str]:
     interpreter, its standard library, the package sources, and where scratch dirs are made."""
     import tempfile
 
-    needed = {*_interpreter_paths(python), sys.base_prefix, sys.base_exec_prefix, tempfile.gettempdir(),  # (one bind for an installation)
-              *(str(PACKAGE_ROOT / relative) for relative in _CHILD_SOURCES)}
-    return sorted(path for path in needed if not any(path.startswith(other + "/") for other in needed))
+    needed = {
+        *_interpreter_paths(python),
+        sys.base_prefix,
+        sys.base_exec_prefix,
+        tempfile.gettempdir(),  # (one bind for an installation)
+        *(str(PACKAGE_ROOT / relative) for relative in _CHILD_SOURCES),
+    }
+    return sorted(
+        path for path in needed if not any(path.startswith(other + "/") for other in needed)
+    )
 
 
 @functools.cache
@@ -124,9 +138,21 @@ def bwrap_argv(bwrap: str, python: str, scratch_bytes: int) -> list[str]:
     """The bubblewrap command that starts a child of ``python`` in fresh namespaces, seeing
     only ``/usr``, the interpreter, its sources and a private ``/tmp`` of ``scratch_bytes``."""
     argv = [
-        bwrap, "--unshare-all", "--unshare-user", "--uid", _NOBODY, "--gid", _NOBODY,
-        "--die-with-parent", "--new-session", "--clearenv", "--cap-drop", "ALL",
-        "--ro-bind", "/usr", "/usr",
+        bwrap,
+        "--unshare-all",
+        "--unshare-user",
+        "--uid",
+        _NOBODY,
+        "--gid",
+        _NOBODY,
+        "--die-with-parent",
+        "--new-session",
+        "--clearenv",
+        "--cap-drop",
+        "ALL",
+        "--ro-bind",
+        "/usr",
+        "/usr",
     ]
     for top in ("/bin", "/sbin", "/lib", "/lib32", "/lib64"):
         if os.path.islink(top):
@@ -141,12 +167,22 @@ def bwrap_argv(bwrap: str, python: str, scratch_bytes: int) -> list[str]:
     for relative in _CHILD_SOURCES:
         argv += ["--ro-bind", str(PACKAGE_ROOT / relative), f"{SANDBOX_ROOT}/{relative}"]
     argv += [
-        "--proc", "/proc", "--dev", "/dev",
-        "--size", str(scratch_bytes), "--tmpfs", "/tmp",
-        "--remount-ro", "/",  # bwrap's root is a writable tmpfs; only /tmp stays writable
-        "--remount-ro", "/dev",  # its /dev (and /dev/shm in it) is an unbounded tmpfs otherwise
-        "--chdir", "/tmp",
-        python, *INTERPRETER_FLAGS, f"{SANDBOX_ROOT}/pysolate/_guest/_child.py",
+        "--proc",
+        "/proc",
+        "--dev",
+        "/dev",
+        "--size",
+        str(scratch_bytes),
+        "--tmpfs",
+        "/tmp",
+        "--remount-ro",
+        "/",  # bwrap's root is a writable tmpfs; only /tmp stays writable
+        "--remount-ro",
+        "/dev",  # its /dev (and /dev/shm in it) is an unbounded tmpfs otherwise
+        "--chdir",
+        "/tmp",
+        python,
+        *INTERPRETER_FLAGS,
+        f"{SANDBOX_ROOT}/pysolate/_guest/_child.py",
     ]
     return argv
-

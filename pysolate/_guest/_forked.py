@@ -88,7 +88,15 @@ class _PipeReader(anyio.abc.ByteReceiveStream):
 class ForkedProcess(anyio.abc.Process):
     """A Guest child the fork server forked (see module docstring)."""
 
-    def __init__(self, pid: int, pidfd: int, status: socket.socket, stdout: int, stderr: int, guest_pid: int | None = None) -> None:
+    def __init__(
+        self,
+        pid: int,
+        pidfd: int,
+        status: socket.socket,
+        stdout: int,
+        stderr: int,
+        guest_pid: int | None = None,
+    ) -> None:
         self._pid = pid  # under ``namespaces``: the init of the Guest's pid namespace, gone only once all in it is
         self.guest_pid = guest_pid or pid
         """The process that runs the program (under ``namespaces``: the init's child, pid 2
@@ -205,7 +213,9 @@ class _Server:
     """One fork server process and its control socket (one of each kind per Host process)."""
 
     def __init__(self, namespaces: bool) -> None:
-        self.namespaces = namespaces  # started inside bubblewrap; its children make their own namespaces
+        self.namespaces = (
+            namespaces  # started inside bubblewrap; its children make their own namespaces
+        )
         self._lock = threading.Lock()
         self._process: subprocess.Popen[bytes] | None = None
         self._control: socket.socket | None = None
@@ -245,10 +255,20 @@ class _Server:
         script = SANDBOXED_SERVER if self.namespaces else SERVER
         try:  # the child's own command (bubblewrap's sandbox included) with the server's script
             self._process = subprocess.Popen(
-                [*plan.argv[:-1], script, str(server_end.fileno()), "namespaces" if self.namespaces else "plain",
-                 *filter(None, [_isolation.machine().seccomp_library])],
-                stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                env={}, cwd="/", start_new_session=True, pass_fds=(server_end.fileno(),),
+                [
+                    *plan.argv[:-1],
+                    script,
+                    str(server_end.fileno()),
+                    "namespaces" if self.namespaces else "plain",
+                    *filter(None, [_isolation.machine().seccomp_library]),
+                ],
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+                env={},
+                cwd="/",
+                start_new_session=True,
+                pass_fds=(server_end.fileno(),),
             )
         except BaseException:
             host_end.close()
@@ -291,7 +311,9 @@ class _Server:
                     below = f.read().split()
                 if not below:
                     return chain
-                chain.append(min(map(int, below), key=_started))  # the oldest: orphans reaped here come later
+                chain.append(
+                    min(map(int, below), key=_started)
+                )  # the oldest: orphans reaped here come later
             except OSError:
                 return chain
 
@@ -329,7 +351,9 @@ def _pid_of(pidfd: int) -> int:
     raise OSError(f"no pid in the fdinfo of pidfd {pidfd}")
 
 
-async def fork_child(plan: _isolation.Plan, cwd: str, broker: socket.socket, scratch_bytes: int) -> ForkedProcess:
+async def fork_child(
+    plan: _isolation.Plan, cwd: str, broker: socket.socket, scratch_bytes: int
+) -> ForkedProcess:
     """Ask the fork server of ``plan``'s level for a Guest child on ``broker`` (the child's
     end), in ``cwd`` (under ``namespaces``: its own ``/tmp`` of ``scratch_bytes``).
 
@@ -344,7 +368,9 @@ async def fork_child(plan: _isolation.Plan, cwd: str, broker: socket.socket, scr
         control = chosen.live_control()
         try:  # (a server that dies as it starts fails here, like one that dies on the request)
             if control is None:
-                control = await anyio.to_thread.run_sync(on_lasting_thread, functools.partial(chosen.control, plan))
+                control = await anyio.to_thread.run_sync(
+                    on_lasting_thread, functools.partial(chosen.control, plan)
+                )
             with anyio.fail_after(FORK_TIMEOUT):
                 process = await _fork_once(control, request, broker, 2 if plan.namespaces else 1)
             process.prepared = chosen.prepared
@@ -356,7 +382,9 @@ async def fork_child(plan: _isolation.Plan, cwd: str, broker: socket.socket, scr
     raise ForkServerFailed(f"the fork server did not start a Guest child: {failure!r}")
 
 
-async def fork_child_or_none(plan: _isolation.Plan, cwd: str, broker: socket.socket, scratch_bytes: int) -> ForkedProcess | None:
+async def fork_child_or_none(
+    plan: _isolation.Plan, cwd: str, broker: socket.socket, scratch_bytes: int
+) -> ForkedProcess | None:
     """``fork_child``, or None where the level must spawn or the server failed twice (the
     caller then spawns the child: the same level, only slower)."""
     if not plan.forkable:
@@ -371,7 +399,9 @@ class _Dropped(Exception):
     """The server closed the request's status socket without forking (it died)."""
 
 
-async def _fork_once(control: socket.socket, request: dict[str, object], broker: socket.socket, pidfds: int) -> ForkedProcess:
+async def _fork_once(
+    control: socket.socket, request: dict[str, object], broker: socket.socket, pidfds: int
+) -> ForkedProcess:
     """One request; ``pidfds``: how many the answer carries (the child's, and under
     ``namespaces`` the Guest's below it, the child being the Guest's init)."""
     out_r, out_w = os.pipe()
@@ -380,7 +410,13 @@ async def _fork_once(control: socket.socket, request: dict[str, object], broker:
     handed = False
     try:
         message = [json.dumps(request).encode()]
-        fds = [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array("i", [broker.fileno(), out_w, err_w, server_status.fileno()]))]
+        fds = [
+            (
+                socket.SOL_SOCKET,
+                socket.SCM_RIGHTS,
+                array.array("i", [broker.fileno(), out_w, err_w, server_status.fileno()]),
+            )
+        ]
         while True:
             try:
                 control.sendmsg(message, fds)
@@ -392,7 +428,9 @@ async def _fork_once(control: socket.socket, request: dict[str, object], broker:
         os.close(err_w)
         out_w = err_w = -1
         await anyio.wait_readable(host_status)
-        data, ancillary, _flags, _addr = host_status.recvmsg(64, socket.CMSG_SPACE(2 * array.array("i").itemsize))
+        data, ancillary, _flags, _addr = host_status.recvmsg(
+            64, socket.CMSG_SPACE(2 * array.array("i").itemsize)
+        )
         received = array.array("i")
         for level, kind, payload in ancillary:
             if level == socket.SOL_SOCKET and kind == socket.SCM_RIGHTS:
@@ -412,7 +450,14 @@ async def _fork_once(control: socket.socket, request: dict[str, object], broker:
         if pids[0] <= 0:
             os.close(received[0])
             raise _Dropped  # it died already: nothing to hand over
-        process = ForkedProcess(pids[0], received[0], host_status, out_r, err_r, pids[1] if pidfds == 2 and pids[1] > 0 else None)
+        process = ForkedProcess(
+            pids[0],
+            received[0],
+            host_status,
+            out_r,
+            err_r,
+            pids[1] if pidfds == 2 and pids[1] > 0 else None,
+        )
         handed = True
         return process
     finally:

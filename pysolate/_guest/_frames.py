@@ -277,7 +277,9 @@ def _common_call(payload: bytes) -> Call | None:
         except ValueError:
             return None
     # ``Call(...)``'s own ``tuple.__new__``, without its Python ``__new__``.
-    return tuple.__new__(Call, (capability.decode("ascii"), method.decode("ascii"), tuple(values), {}, None))
+    return tuple.__new__(
+        Call, (capability.decode("ascii"), method.decode("ascii"), tuple(values), {}, None)
+    )
 
 
 def parse_guest_frame(payload: bytes) -> ReadyFrame | Call | RefusedCall | Done | TurnDone:
@@ -290,7 +292,9 @@ def parse_guest_frame(payload: bytes) -> ReadyFrame | Call | RefusedCall | Done 
     whose arguments are past a bound of plain data is a ``RefusedCall``.
     """
     if len(payload) > INLINE_FRAME_BYTES:
-        raise ProtocolViolation(f"a frame of {len(payload)} bytes where at most {INLINE_FRAME_BYTES} are decoded at once")
+        raise ProtocolViolation(
+            f"a frame of {len(payload)} bytes where at most {INLINE_FRAME_BYTES} are decoded at once"
+        )
     common = _common_call(payload)
     if common is not None:
         return common
@@ -304,7 +308,9 @@ def parse_guest_frame(payload: bytes) -> ReadyFrame | Call | RefusedCall | Done 
         try:
             frame = _GUEST_FRAME.validate_python(raw, strict=True)
         except ValidationError as exc:
-            raise ProtocolViolation(f"malformed frame: {exc.error_count()} validation error(s)") from None
+            raise ProtocolViolation(
+                f"malformed frame: {exc.error_count()} validation error(s)"
+            ) from None
         if isinstance(frame, ReadyFrame):
             return frame
         if isinstance(frame, CallFrame):
@@ -316,15 +322,27 @@ def parse_guest_frame(payload: bytes) -> ReadyFrame | Call | RefusedCall | Done 
                 args, kwargs = _arguments(tagged_args, tagged_kwargs)
             except NotPlain as exc:  # before ValueError: an ``Uncrossable`` is one
                 return RefusedCall(capability, method, exc)
-            if type(args) is not tuple or type(kwargs) is not dict or (kwargs and any(type(k) is not str for k in kwargs)):
+            if (
+                type(args) is not tuple
+                or type(kwargs) is not dict
+                or (kwargs and any(type(k) is not str for k in kwargs))
+            ):
                 raise ProtocolViolation("call arguments must be a tuple and a dict with str keys")
             return Call(capability, method, args, kwargs)
         assert isinstance(frame, DoneFrame | TurnDoneFrame)
         value = None if frame.value is None else from_tagged(frame.value)
-        known = {name: from_tagged(tagged) for name, tagged in frame.known.items()} if isinstance(frame, TurnDoneFrame) else {}
+        known = (
+            {name: from_tagged(tagged) for name, tagged in frame.known.items()}
+            if isinstance(frame, TurnDoneFrame)
+            else {}
+        )
     except (ValueError, RecursionError, NotPlain) as exc:
         raise ProtocolViolation(f"malformed plain value: {exc}") from None
-    error = None if frame.error is None else ErrorInfo(frame.error.type, frame.error.message, frame.error.line)
+    error = (
+        None
+        if frame.error is None
+        else ErrorInfo(frame.error.type, frame.error.message, frame.error.line)
+    )
     if (frame.status == "ok") != (error is None):
         raise ProtocolViolation(f"status {frame.status!r} with error={error is not None}")
     if isinstance(frame, TurnDoneFrame):

@@ -65,7 +65,6 @@ FORKED_NAMESPACES = ("own-namespaces", "userns-nobody", "private-proc", "bounded
 """What a forked ``namespaces`` child reports having made itself (``_unshare.enter``)."""
 
 
-
 @dataclass(frozen=True, slots=True)
 class Plan:
     """How to start one child at one level."""
@@ -85,7 +84,14 @@ class Plan:
     _reveal: tuple[tuple[str, tuple[str, ...]], ...] = ()
     """A root Host's ``_view.reveal`` covers: (directory nobody may not walk, paths beneath it to bind back)."""
 
-    def confinement(self, scratch: str | None, limits: GuestLimits, scratch_bytes: int, *, prepared: str | None = None) -> dict[str, Any]:
+    def confinement(
+        self,
+        scratch: str | None,
+        limits: GuestLimits,
+        scratch_bytes: int,
+        *,
+        prepared: str | None = None,
+    ) -> dict[str, Any]:
         """The spec the child hands to ``_confine.confine`` (plain JSON); ``scratch`` is
         the private directory made for it (None under bubblewrap: its ``/tmp``).
         ``prepared``: the digest of the Landlock rules the fork server that forked the
@@ -105,11 +111,14 @@ class Plan:
             "scratch_bytes": scratch_bytes,
             "max_processes": self.max_processes(limits),
             "max_open_files": limits.max_open_files,
-            "user_namespace": {"scratch": scratch, "reveal": self._reveal} if own_user_namespace else None,
+            "user_namespace": {"scratch": scratch, "reveal": self._reveal}
+            if own_user_namespace
+            else None,
             "landlock": landlock,
             "seccomp": (
                 {"library": self._seccomp_library, "restrict_files": self.level == "seccomp"}
-                if self.level != "rlimits" else None
+                if self.level != "rlimits"
+                else None
             ),
         }
 
@@ -133,17 +142,32 @@ class Plan:
 
     def check_applied(self, mechanisms: Sequence[str], *, forked: bool = False) -> None:
         """Raise ``IsolationUnavailable`` unless the child reported every required mechanism."""
-        made_outside = ("not-traced", *(("own-namespaces", "userns-nobody") if self.namespaces and not forked else ()))  # (bubblewrap's)
-        missing = [m for m in self.requires(forked=forked) if m not in mechanisms and m not in made_outside]
+        made_outside = (
+            "not-traced",
+            *(("own-namespaces", "userns-nobody") if self.namespaces and not forked else ()),
+        )  # (bubblewrap's)
+        missing = [
+            m for m in self.requires(forked=forked) if m not in mechanisms and m not in made_outside
+        ]
         if missing:
-            raise IsolationUnavailable(f"the Guest child did not apply {', '.join(missing)} (isolation={self.level!r})")
+            raise IsolationUnavailable(
+                f"the Guest child did not apply {', '.join(missing)} (isolation={self.level!r})"
+            )
 
     def requires(self, *, forked: bool = False) -> tuple[str, ...]:
         """Mechanisms a Guest must have, or the Host refuses to run it: the child reports them
         (but ``not-traced``, and what bubblewrap makes for a spawned ``namespaces`` child;
         a ``forked`` one made its namespaces, /proc cover and /tmp itself) and the Host
         checks in ``/proc`` each one it can see (``_verify``)."""
-        needed = ["rlimits", "open-file-bound", "no-capabilities", "no-new-privs", "not-dumpable", "not-traced", "userns-nobody"]
+        needed = [
+            "rlimits",
+            "open-file-bound",
+            "no-capabilities",
+            "no-new-privs",
+            "not-dumpable",
+            "not-traced",
+            "userns-nobody",
+        ]
         if not (self._root and self.namespaces):
             needed.append("process-count-bound")
         if self.namespaces:
@@ -173,7 +197,9 @@ def _digest(spec: dict[str, Any]) -> str:
     prepared rules only when its ``init`` names the same one (``_confine``). Computed
     here only, so neither the server nor a child imports ``hashlib`` (OpenSSL: 0.6 MiB
     more of the server's memory copied at every fork)."""
-    return hashlib.sha256(json.dumps(spec, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
+    return hashlib.sha256(
+        json.dumps(spec, sort_keys=True, separators=(",", ":")).encode()
+    ).hexdigest()
 
 
 @functools.cache
@@ -187,13 +213,16 @@ def prepared_landlock(*, sandboxed: bool) -> dict[str, Any] | None:
     found = machine()
     if not found.landlock_abi:
         return None
-    return {"abi": found.landlock_abi, "read": list(landlock_reads(sandboxed=sandboxed)), "list": list(landlock_lists())}
+    return {
+        "abi": found.landlock_abi,
+        "read": list(landlock_reads(sandboxed=sandboxed)),
+        "list": list(landlock_lists()),
+    }
 
 
 def prepared_digest(spec: dict[str, Any] | None) -> str | None:
     """The digest a fork server computes for ``spec`` (``prepared_landlock``), or None."""
     return _digest(spec) if spec else None
-
 
 
 def resolve(choice: IsolationChoice) -> Level:
@@ -203,12 +232,16 @@ def resolve(choice: IsolationChoice) -> Level:
     missing and how to get it), and ``ValueError`` for an unknown choice.
     """
     if choice != "strongest" and choice not in LEVELS:
-        raise ValueError(f"isolation must be 'strongest' or one of {', '.join(LEVELS)}; got {choice!r}")
+        raise ValueError(
+            f"isolation must be 'strongest' or one of {', '.join(LEVELS)}; got {choice!r}"
+        )
     found = machine()
     if choice != "strongest":
         missing = found.missing(choice)
         if missing:
-            raise IsolationUnavailable(f"isolation={choice!r} is not available here; missing: " + "; ".join(missing))
+            raise IsolationUnavailable(
+                f"isolation={choice!r} is not available here; missing: " + "; ".join(missing)
+            )
         return choice
     offered = found.levels()
     strongest = offered[-1] if offered else None
@@ -237,11 +270,30 @@ def _plan(level: Level, scratch_bytes: int, found: Machine) -> Plan:
         if setpriv:  # bwrap keeps a root caller's supplementary groups; the Host's fork+setgroups would be slow
             argv = (setpriv, "--clear-groups", "--", *argv)
             mechanisms.append("no-supplementary-groups")
-        return Plan(level, argv, True, abi, tuple(mechanisms), landlock_reads(sandboxed=True), library, found.root)
+        return Plan(
+            level,
+            argv,
+            True,
+            abi,
+            tuple(mechanisms),
+            landlock_reads(sandboxed=True),
+            library,
+            found.root,
+        )
     child = str(PACKAGE_ROOT / "pysolate" / "_guest" / "child" / "_child.py")
     reads = landlock_reads(sandboxed=False) if abi else ()
     reveal = reveals(python)[0] if found.root else ()
-    return Plan(level, (python, *INTERPRETER_FLAGS, child), False, abi, tuple(mechanisms), reads, library, found.root, reveal)
+    return Plan(
+        level,
+        (python, *INTERPRETER_FLAGS, child),
+        False,
+        abi,
+        tuple(mechanisms),
+        reads,
+        library,
+        found.root,
+        reveal,
+    )
 
 
 def planned(choice: IsolationChoice, scratch_bytes: int) -> Plan | None:

@@ -30,7 +30,8 @@ Steps = Generator[None, None, Any]
 WS = r"[ \t\n\r]*+"
 """JSON's white space, possessively (a pattern prefix)."""
 _TOKEN = re.compile(
-    WS + r"(?:([\[\]{},:])|(\")|(-?(?:0|[1-9][0-9]*+)(?:\.[0-9]++)?+(?:[eE][-+]?+[0-9]++)?+)|(true|false|null|NaN|Infinity|-Infinity))"
+    WS
+    + r"(?:([\[\]{},:])|(\")|(-?(?:0|[1-9][0-9]*+)(?:\.[0-9]++)?+(?:[eE][-+]?+[0-9]++)?+)|(true|false|null|NaN|Infinity|-Infinity))"
 )
 """One JSON token: punctuation, a string's opening quote, a number, a literal (what the C
 scanner accepts: ASCII digits, ``NaN`` and the infinities too)."""
@@ -58,12 +59,13 @@ class TokenReader:
     """A frame's JSON text read from ``pos`` on. ``tokens`` counts the work done (tests read
     it); ``out`` collects canonical text pieces while ``render`` is on (``_reader``)."""
 
-
     __slots__ = ("controls", "out", "pos", "render", "text", "tokens", "units")
 
     def __init__(self, text: str, controls: bool = True) -> None:
         self.text = text
-        self.controls = controls  # the text may hold a control character (else strings need no check for one)
+        self.controls = (
+            controls  # the text may hold a control character (else strings need no check for one)
+        )
         self.pos = 0
         self.units = 0  # work since the last step
         self.tokens = 0  # work in all
@@ -96,7 +98,9 @@ class TokenReader:
         """The string whose opening quote was just read, as ``json`` decodes it."""
         text, start = self.text, self.pos
         pos, size = start, len(text)
-        if not self.controls:  # no control character anywhere: the quote and a backslash, found in C
+        if (
+            not self.controls
+        ):  # no control character anywhere: the quote and a backslash, found in C
             quote = text.find('"', pos)
             if quote < 0:
                 raise ProtocolViolation("frame is not JSON: a string does not end")

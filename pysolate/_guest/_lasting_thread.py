@@ -26,7 +26,9 @@ class _LastingThread:
 
     def _forget(self) -> None:
         """A forked child has no such thread (threads do not survive ``fork``)."""
-        self._jobs: queue.SimpleQueue[tuple[Callable[[], Any], concurrent.futures.Future[Any]]] = queue.SimpleQueue()
+        self._jobs: queue.SimpleQueue[tuple[Callable[[], Any], concurrent.futures.Future[Any]]] = (
+            queue.SimpleQueue()
+        )
         self._thread: threading.Thread | None = None
         self._lock = threading.Lock()
 
@@ -34,7 +36,9 @@ class _LastingThread:
         """Run ``job`` on the lasting thread and return its result or raise its error (blocks)."""
         with self._lock:
             if self._thread is None:
-                self._thread = threading.Thread(target=self._serve, name="pysolate-lasting-thread", daemon=True)
+                self._thread = threading.Thread(
+                    target=self._serve, name="pysolate-lasting-thread", daemon=True
+                )
                 self._thread.start()
         done: concurrent.futures.Future[T] = concurrent.futures.Future()
         self._jobs.put((job, done))

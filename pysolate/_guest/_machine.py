@@ -82,7 +82,14 @@ class Machine:
 def seccomp_library() -> str | None:
     """Absolute path of the system ``libseccomp.so.2``, or None."""
     multiarch = sysconfig.get_config_var("MULTIARCH") or ""
-    for directory in (f"/usr/lib/{multiarch}", f"/lib/{multiarch}", "/usr/lib64", "/usr/lib", "/lib64", "/lib"):
+    for directory in (
+        f"/usr/lib/{multiarch}",
+        f"/lib/{multiarch}",
+        "/usr/lib64",
+        "/usr/lib",
+        "/lib64",
+        "/lib",
+    ):
         found = sorted(glob.glob(os.path.join(directory, "libseccomp.so.2*")))
         if found:
             return os.path.realpath(found[0])
@@ -91,7 +98,9 @@ def seccomp_library() -> str | None:
 
 def _works(argv: list[str]) -> bool:
     try:
-        done = subprocess.run(argv, stdin=subprocess.DEVNULL, capture_output=True, env={}, timeout=10)
+        done = subprocess.run(
+            argv, stdin=subprocess.DEVNULL, capture_output=True, env={}, timeout=10
+        )
     except (OSError, subprocess.SubprocessError):
         return False
     return done.returncode == 0

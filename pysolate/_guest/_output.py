@@ -44,7 +44,9 @@ class GuestOutput:
         self._overflowed: Callable[[], None] | None = None
         self._stdout_ended = anyio.Event()
         self._stderr_ended = anyio.Event()
-        self._readers: dict[int, tuple[Callable[[bytes], None], anyio.Event]] = {}  # fd → (taker, EOF), while registered
+        self._readers: dict[
+            int, tuple[Callable[[bytes], None], anyio.Event]
+        ] = {}  # fd → (taker, EOF), while registered
 
     @property
     def ended(self) -> bool:
@@ -65,7 +67,10 @@ class GuestOutput:
             return False
         self._overflowed = overflowed
         stdout_fd, stderr_fd = process.pipe_fds()
-        for fd, take, ended in ((stdout_fd, self._take_stdout, self._stdout_ended), (stderr_fd, self._take_stderr, self._stderr_ended)):
+        for fd, take, ended in (
+            (stdout_fd, self._take_stdout, self._stdout_ended),
+            (stderr_fd, self._take_stderr, self._stderr_ended),
+        ):
             if fd is None:
                 ended.set()
             else:
@@ -73,7 +78,12 @@ class GuestOutput:
                 loop.add_reader(fd, self._readable, fd)
         return True
 
-    def pump(self, process: anyio.abc.Process, task_group: anyio.abc.TaskGroup, overflowed: Callable[[], None]) -> None:
+    def pump(
+        self,
+        process: anyio.abc.Process,
+        task_group: anyio.abc.TaskGroup,
+        overflowed: Callable[[], None],
+    ) -> None:
         """Read ``process``'s pipes with two tasks in ``task_group``, until their EOF."""
         self._overflowed = overflowed
         task_group.start_soon(self.pump_stdout, process)
@@ -109,7 +119,11 @@ class GuestOutput:
         await self._pump(process.stderr, self._take_stderr, self._stderr_ended)
 
     @staticmethod
-    async def _pump(stream: anyio.abc.ByteReceiveStream | None, take: Callable[[bytes], None], ended: anyio.Event) -> None:
+    async def _pump(
+        stream: anyio.abc.ByteReceiveStream | None,
+        take: Callable[[bytes], None],
+        ended: anyio.Event,
+    ) -> None:
         assert stream is not None
         try:
             async for chunk in stream:

@@ -131,11 +131,17 @@ class GuestPool:
         self._closed = False
         _POOLS.add(self)
 
-    async def start(self, capabilities: Mapping[str, Sequence[str]], limits: GuestLimits) -> SubprocessGuest:
+    async def start(
+        self, capabilities: Mapping[str, Sequence[str]], limits: GuestLimits
+    ) -> SubprocessGuest:
         """Start a Guest as a run without a pool would."""
-        return await start_subprocess_guest(capabilities, limits, isolation=self.isolation, fork_server=self.fork_server)
+        return await start_subprocess_guest(
+            capabilities, limits, isolation=self.isolation, fork_server=self.fork_server
+        )
 
-    async def take(self, capabilities: Mapping[str, Sequence[str]], limits: GuestLimits) -> SubprocessGuest:
+    async def take(
+        self, capabilities: Mapping[str, Sequence[str]], limits: GuestLimits
+    ) -> SubprocessGuest:
         """A ready Guest for one run: a pooled one of exactly this key, else a fresh one."""
         pool = self._here()
         if pool is None:
@@ -202,7 +208,9 @@ class _LoopPool:
         self.wake = asyncio.Event()
         self.task: asyncio.Task[None] | None = None
 
-    async def take(self, capabilities: Mapping[str, Sequence[str]], limits: GuestLimits) -> SubprocessGuest:
+    async def take(
+        self, capabilities: Mapping[str, Sequence[str]], limits: GuestLimits
+    ) -> SubprocessGuest:
         key = key_of(capabilities, limits)
         stats = self.owner.stats
         guest = self._pop(key)
@@ -290,7 +298,9 @@ class _LoopPool:
                 try:
                     guest = await self.owner.start(dict(key[0]), key[1])
                     self.owner.stats.started += 1
-                except Exception:  # a run's own start reports it; stop refilling this key until one succeeds
+                except (
+                    Exception
+                ):  # a run's own start reports it; stop refilling this key until one succeeds
                     self.want = None
                 finally:
                     self.starting = None
@@ -299,7 +309,9 @@ class _LoopPool:
                     claimant.set_result(guest)
                 elif guest is not None and forked(guest):
                     self._put(key, guest)
-                elif guest is not None:  # spawned: the fork server is failing; so would the next refill
+                elif (
+                    guest is not None
+                ):  # spawned: the fork server is failing; so would the next refill
                     self.owner.stats.unused += 1
                     self.closed = True
                     await guest.aclose()

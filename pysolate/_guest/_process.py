@@ -115,7 +115,9 @@ class SubprocessGuest:
         self._limits = limits
         self.isolation = isolation
         self._scratch = scratch  # temp dir we created (no-namespace plans only); removed on close
-        self._cgroup: GuestCgroup | None = None  # holds the whole process tree, where one could be made
+        self._cgroup: GuestCgroup | None = (
+            None  # holds the whole process tree, where one could be made
+        )
         self._startup_seconds = startup_seconds
         self._state = _State.READY
         self._calls = 0
@@ -148,7 +150,9 @@ class SubprocessGuest:
         Cancellation kills and reaps the child, then re-raises.
         """
         if self._state is not _State.READY:
-            raise RuntimeError(f"a Guest runs exactly one program (this one is {self._state.value})")
+            raise RuntimeError(
+                f"a Guest runs exactly one program (this one is {self._state.value})"
+            )
         self._state = _State.RUNNING
         try:
             return await self._run(source, handler)
@@ -161,7 +165,9 @@ class SubprocessGuest:
         # The source goes first: the child wakes and compiles it while the output's readers
         # and the exit watcher are set up (output waits in the pipes; an exit, in the pidfd).
         try:
-            sent: Awaitable[None] | None = self._channel.send(encode_frame({"t": "run", "source": source}))
+            sent: Awaitable[None] | None = self._channel.send(
+                encode_frame({"t": "run", "source": source})
+            )
         except _ChannelClosed:
             sent = None  # the child is gone: ``_converse`` says so where it is handled
         self._stop_watching = watch_exit(self._process, self._on_exit)
@@ -182,7 +188,9 @@ class SubprocessGuest:
         the reaper may finish it, its exit)."""
         output = self._output
         try:
-            done, closed, host_bug = await self._conversed(functools.partial(self._converse, sent, handler), self._limits.wall_time, "run")
+            done, closed, host_bug = await self._conversed(
+                functools.partial(self._converse, sent, handler), self._limits.wall_time, "run"
+            )
             if done is None and not closed:
                 self._kill()
             if done is not None and isinstance(self._process, _forked.ForkedProcess):
@@ -229,16 +237,30 @@ class SubprocessGuest:
                     host_bug = exc
             closed = closed or self._died_in_call
             if wall.cancelled_caught:
-                self._end("limit", ErrorInfo("WallTimeLimit", f"the {what} took longer than {wall_time}s", None))
+                self._end(
+                    "limit",
+                    ErrorInfo("WallTimeLimit", f"the {what} took longer than {wall_time}s", None),
+                )
         return done, closed, host_bug
 
     def _outcome(self, done: Done | None) -> GuestOutcome:
-        stdout = self._output.stdout.decode("utf-8", "surrogateescape")  # as the child's stdout encoded it
+        stdout = self._output.stdout.decode(
+            "utf-8", "surrogateescape"
+        )  # as the child's stdout encoded it
         if done is not None:
             self._end(done.status, done.error)
-        if self._output.stdout_total > self._limits.output_bytes and (self._ending is None or self._ending[0] in ("ok", "error")):
+        if self._output.stdout_total > self._limits.output_bytes and (
+            self._ending is None or self._ending[0] in ("ok", "error")
+        ):
             self._ending = None
-            self._end("limit", ErrorInfo("OutputLimit", f"the program printed more than {self._limits.output_bytes} bytes", None))
+            self._end(
+                "limit",
+                ErrorInfo(
+                    "OutputLimit",
+                    f"the program printed more than {self._limits.output_bytes} bytes",
+                    None,
+                ),
+            )
         if self._ending is None:
             self._end(*self._death())
         assert self._ending is not None
@@ -249,13 +271,23 @@ class SubprocessGuest:
     def _death(self) -> tuple[GuestStatus, ErrorInfo]:
         code = self._process.returncode
         if code in (-signal.SIGXCPU, 128 + signal.SIGXCPU):
-            return "limit", ErrorInfo("CPUTimeLimit", f"the program used more than {self._limits.cpu_time}s of CPU", None)
-        if code == -signal.SIGKILL and self._cgroup is not None and self._cgroup.oom_killed():  # its cgroup's memory bound
+            return "limit", ErrorInfo(
+                "CPUTimeLimit", f"the program used more than {self._limits.cpu_time}s of CPU", None
+            )
+        if (
+            code == -signal.SIGKILL and self._cgroup is not None and self._cgroup.oom_killed()
+        ):  # its cgroup's memory bound
             bound = self._limits.memory_bytes + SCRATCH_BYTES
-            return "limit", ErrorInfo("MemoryLimit", f"the Guest's memory, files in memory and kernel buffers passed {bound} bytes", None)
+            return "limit", ErrorInfo(
+                "MemoryLimit",
+                f"the Guest's memory, files in memory and kernel buffers passed {bound} bytes",
+                None,
+            )
         detail = self._output.stderr.decode("utf-8", "replace").strip()
         message = f"the Guest exited with status {code} before the program finished"
-        return "crashed", ErrorInfo("GuestCrashed", f"{message}: {detail}" if detail else message, None)
+        return "crashed", ErrorInfo(
+            "GuestCrashed", f"{message}: {detail}" if detail else message, None
+        )
 
     def _end(self, status: GuestStatus, error: ErrorInfo | None) -> None:
         """Record why the run ends (the first reason wins) and stop the conversation."""
@@ -271,8 +303,14 @@ class SubprocessGuest:
             raise _ChannelClosed
         await sent
         while True:
-            payload = await self._channel.receive()  # a large frame: decoded in steps (``_stepped``)
-            frame = parse_guest_frame(payload) if len(payload) <= _frames.INLINE_FRAME_BYTES else await guest_frame(payload)
+            payload = (
+                await self._channel.receive()
+            )  # a large frame: decoded in steps (``_stepped``)
+            frame = (
+                parse_guest_frame(payload)
+                if len(payload) <= _frames.INLINE_FRAME_BYTES
+                else await guest_frame(payload)
+            )
             if isinstance(frame, Done):
                 if not isinstance(self._process, _forked.ForkedProcess):
                     self._channel.close()  # the child waits for this to exit (``_child.finish``)
@@ -281,10 +319,15 @@ class SubprocessGuest:
                 raise ProtocolViolation(f"{type(frame).__name__} in a run")
             self._calls += 1
             if self._calls > self._limits.max_calls:
-                raise _LimitHit("CallLimit", f"the program made more than {self._limits.max_calls} calls")
+                raise _LimitHit(
+                    "CallLimit", f"the program made more than {self._limits.max_calls} calls"
+                )
             reply = await self._serve(frame, handler)
             if len(reply) - HEADER.size > self._limits.max_frame_bytes:
-                raise _LimitHit("FrameLimit", f"the reply to {frame.capability}.{frame.method} exceeds {self._limits.max_frame_bytes} bytes")
+                raise _LimitHit(
+                    "FrameLimit",
+                    f"the reply to {frame.capability}.{frame.method} exceeds {self._limits.max_frame_bytes} bytes",
+                )
             await self._channel.send(reply)
 
     async def _serve(self, call: Call | _frames.RefusedCall, handler: CallHandler) -> bytes:
@@ -322,7 +365,14 @@ class SubprocessGuest:
 
     def _overflowed(self) -> None:
         self._kill()
-        self._end("limit", ErrorInfo("OutputLimit", f"the program printed more than {self._limits.output_bytes} bytes", None))
+        self._end(
+            "limit",
+            ErrorInfo(
+                "OutputLimit",
+                f"the program printed more than {self._limits.output_bytes} bytes",
+                None,
+            ),
+        )
 
     # -- stopping --------------------------------------------------------------------------
 
@@ -384,7 +434,11 @@ class SubprocessGuest:
         self._handed_off = True
         assert isinstance(process, _forked.ForkedProcess)
         due, channel = time.monotonic() + REAP_DELAY, self._channel.hand_off()
-        reap_later(functools.partial(hang_up_and_reap, due, channel, process, cgroup, scratch, CGROUP_GRACE))
+        reap_later(
+            functools.partial(
+                hang_up_and_reap, due, channel, process, cgroup, scratch, CGROUP_GRACE
+            )
+        )
 
     async def aclose(self) -> None:
         """Kill and reap the child (its cgroup too), release channel and scratch; idempotent.
@@ -396,4 +450,3 @@ class SubprocessGuest:
         self._state = _State.CLOSED
         with anyio.CancelScope(shield=True):
             await self._kill_and_reap()
-

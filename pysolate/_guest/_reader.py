@@ -50,7 +50,9 @@ _CONTAINER = re.compile(r'\["([tld])",\[')
 _OPEN = re.compile(WS + r"\[")
 _CLOSE = re.compile(WS + r"\]")
 _CANONICAL_INT = re.compile(r"-?(?:0|[1-9][0-9]{0,40}+)")
-_ESCAPE = json.encoder.encode_basestring  # the broker's own escaping (``_compact``: ensure_ascii=False)
+_ESCAPE = (
+    json.encoder.encode_basestring
+)  # the broker's own escaping (``_compact``: ensure_ascii=False)
 _HEADS = {"t": '["t",[', "l": '["l",[', "d": '["d",['}
 _KINDS = {"t": "tuple", "l": "list", "d": "dict"}
 
@@ -115,7 +117,9 @@ class Reader(TokenReader):
                 if not -INT_BOUND < number < INT_BOUND:
                     raise Uncrossable("int with more than 4300 digits")
                 if self.render:
-                    digits = body if _CANONICAL_INT.fullmatch(body) and body != "-0" else str(number)
+                    digits = (
+                        body if _CANONICAL_INT.fullmatch(body) and body != "-0" else str(number)
+                    )
                     self.out.append(f'["i","{digits}"]')
                 return number
             if tag == "f":
@@ -125,7 +129,9 @@ class Reader(TokenReader):
                 return real
             data = yield from self._hex(body)
             if render:
-                canonical = len(body) == 2 * len(data) and (body.islower() or body.isdigit() or not body)
+                canonical = len(body) == 2 * len(data) and (
+                    body.islower() or body.isdigit() or not body
+                )
                 if canonical:
                     self.out.extend(('["y","', body, '"]'))
                 else:
@@ -229,7 +235,9 @@ class Reader(TokenReader):
             return items
         try:
             if len(items) > MAX_EQUAL_HASHES:
-                check_keys([key for key, _ in items])  # colliding keys: NotPlain, refused at the call
+                check_keys(
+                    [key for key, _ in items]
+                )  # colliding keys: NotPlain, refused at the call
             return dict(items)
         except TypeError as exc:  # but a list or dict as a key, which no plain value is: malformed
             raise exc if isinstance(exc, NotPlain) else malformed("unhashable dict key") from None
@@ -313,7 +321,9 @@ class Reader(TokenReader):
                 digest = hashlib.sha256()
                 for start in range(0, len(value), STRING_CHUNK):  # type: ignore[arg-type]
                     chunk = value[start : start + STRING_CHUNK]  # type: ignore[index]
-                    digest.update(chunk.encode("utf-8") if kind is str else chunk.hex().encode("ascii"))
+                    digest.update(
+                        chunk.encode("utf-8") if kind is str else chunk.hex().encode("ascii")
+                    )
                     self.spend(STRING_CHUNK // UNIT_CHARS)
                     if self.units >= STEP_UNITS:
                         self.units = 0

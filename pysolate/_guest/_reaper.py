@@ -55,7 +55,9 @@ class _Reaper:
         """Run ``job`` on the reaper thread (an exception it raises is dropped)."""
         with self._lock:
             if self._thread is None:
-                self._thread = threading.Thread(target=self._serve, name="pysolate-guest-reaper", daemon=True)
+                self._thread = threading.Thread(
+                    target=self._serve, name="pysolate-guest-reaper", daemon=True
+                )
                 self._thread.start()
         self._jobs.put(job)
 
@@ -71,7 +73,9 @@ class _Reaper:
     def _serve(self) -> None:
         while True:
             job = self._jobs.get()
-            with contextlib.suppress(Exception):  # a failed clean-up leaves what it could not remove
+            with contextlib.suppress(
+                Exception
+            ):  # a failed clean-up leaves what it could not remove
                 job()
 
 
@@ -102,7 +106,9 @@ def hang_up_and_reap(
     finish_reap(process, cgroup, scratch, grace)
 
 
-def finish_reap(process: ForkedProcess, cgroup: GuestCgroup | None, scratch: str | None, grace: float) -> None:
+def finish_reap(
+    process: ForkedProcess, cgroup: GuestCgroup | None, scratch: str | None, grace: float
+) -> None:
     """A job for ``reap_later``: wait (at most ``grace`` seconds) for the killed child and
     its cgroup to be gone, then remove the cgroup, close its fds and delete its scratch."""
     deadline = time.monotonic() + grace

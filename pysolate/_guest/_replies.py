@@ -23,7 +23,10 @@ def granted(call: Call | RefusedCall, grants: Mapping[str, frozenset[str]]) -> b
 
 
 async def answer(
-    call_id: int, call: Call | RefusedCall, grants: Mapping[str, frozenset[str]], handler: CallHandler
+    call_id: int,
+    call: Call | RefusedCall,
+    grants: Mapping[str, frozenset[str]],
+    handler: CallHandler,
 ) -> dict[str, object]:
     """The ``result`` or ``failure`` message for ``call`` (the handler runs only for a
     granted method whose arguments were not refused). Exceptions other than
@@ -43,7 +46,9 @@ async def answer(
         return await _decoded(call_id, call, handler)  # type: ignore[arg-type]
     try:
         value = await handler(call.capability, call.method, call.args, call.kwargs)  # type: ignore[union-attr]
-        if type(value) is int and -INT_BOUND < value < INT_BOUND:  # to_tagged's own int case, without its call
+        if (
+            type(value) is int and -INT_BOUND < value < INT_BOUND
+        ):  # to_tagged's own int case, without its call
             return {"t": "result", "id": call_id, "value": ["i", str(value)]}
         return {"t": "result", "id": call_id, "value": to_tagged(value)}
     except ToolFailure as failure:
@@ -73,4 +78,10 @@ def failure_message(call_id: int, failure: ToolFailure) -> dict[str, object]:
         args = to_tagged(tuple(failure.exc_args))
     except NotPlain:
         args = to_tagged((failure.message,))
-    return {"t": "failure", "id": call_id, "type": failure.type_name, "message": failure.message, "args": args}
+    return {
+        "t": "failure",
+        "id": call_id,
+        "type": failure.type_name,
+        "message": failure.message,
+        "args": args,
+    }

@@ -32,7 +32,6 @@ START_TIMEOUT = 20.0
 """Seconds a child may take to report ``ready`` before start-up counts as failed."""
 
 
-
 async def start_subprocess_guest(
     capabilities: Mapping[str, Sequence[str]],
     limits: GuestLimits,
@@ -60,7 +59,11 @@ async def start_subprocess_guest(
         # Shielded: a cancellation landing after the fork but before we hold the process
         # would leave a live child nobody kills; once we hold it, cleanup below kills it.
         with anyio.CancelScope(shield=True):
-            child = await _forked.fork_child_or_none(plan, scratch or "/tmp", child_end, SCRATCH_BYTES) if fork_server else None
+            child = (
+                await _forked.fork_child_or_none(plan, scratch or "/tmp", child_end, SCRATCH_BYTES)
+                if fork_server
+                else None
+            )
             forked = child is not None
             process = child or await anyio.open_process(
                 [*plan.argv, str(child_end.fileno())],
@@ -80,17 +83,28 @@ async def start_subprocess_guest(
     finally:
         child_end.close()
     channel = _Channel(host_end, limits.max_frame_bytes)
-    guest = SubprocessGuest(process, channel, capabilities, limits, Isolation("process"), scratch, 0.0)
+    guest = SubprocessGuest(
+        process, channel, capabilities, limits, Isolation("process"), scratch, 0.0
+    )
     try:
         with anyio.fail_after(START_TIMEOUT):  # before init: the child runs nothing before it
             pid = await _verify.guest_pid(process, plan)
-            guest._cgroup = await enter_cgroup(pid, memory_bytes=limits.memory_bytes + SCRATCH_BYTES, max_processes=limits.max_processes)
+            guest._cgroup = await enter_cgroup(
+                pid,
+                memory_bytes=limits.memory_bytes + SCRATCH_BYTES,
+                max_processes=limits.max_processes,
+            )
         host_mechanisms = guest._cgroup.mechanisms if guest._cgroup is not None else ()
         init = {
             "t": "init",
             "capabilities": {name: list(methods) for name, methods in capabilities.items()},
             "limits": {"max_frame_bytes": limits.max_frame_bytes},
-            "confinement": plan.confinement(scratch, limits, SCRATCH_BYTES, prepared=process.prepared if isinstance(process, _forked.ForkedProcess) else None),
+            "confinement": plan.confinement(
+                scratch,
+                limits,
+                SCRATCH_BYTES,
+                prepared=process.prepared if isinstance(process, _forked.ForkedProcess) else None,
+            ),
         }
         with anyio.fail_after(START_TIMEOUT):
             await channel.send(encode_frame(init))
@@ -98,18 +112,25 @@ async def start_subprocess_guest(
         if not isinstance(ready, ReadyFrame):
             raise ProtocolViolation("the child's first frame was not ready")
         plan.check_applied(ready.mechanisms, forked=forked)
-        applied = _verify.verify_started(process, pid, plan, limits, scratch, SCRATCH_BYTES, ready.mechanisms)
+        applied = _verify.verify_started(
+            process, pid, plan, limits, scratch, SCRATCH_BYTES, ready.mechanisms
+        )
     except (_ChannelClosed, ProtocolViolation, TimeoutError, OSError) as exc:
         detail = await guest._stderr_after_death(isinstance(exc, _ChannelClosed))
         await guest.aclose()
-        if guest._process.returncode == _confine.EXIT_CODE and detail.startswith(_confine.STDERR_PREFIX):
-            raise IsolationUnavailable(f"the Guest could not be isolated at level {plan.level!r}: {detail[len(_confine.STDERR_PREFIX):]}") from None
+        if guest._process.returncode == _confine.EXIT_CODE and detail.startswith(
+            _confine.STDERR_PREFIX
+        ):
+            raise IsolationUnavailable(
+                f"the Guest could not be isolated at level {plan.level!r}: {detail[len(_confine.STDERR_PREFIX) :]}"
+            ) from None
         raise GuestStartError(f"the Guest child did not start ({exc!r}): {detail}") from None
     except BaseException:
         await guest.aclose()
         raise
     forked_mechanism = ("fork-server",) if forked else ()
-    guest.isolation = Isolation(plan.level, (*plan.mechanisms, *forked_mechanism, *host_mechanisms, *applied))
+    guest.isolation = Isolation(
+        plan.level, (*plan.mechanisms, *forked_mechanism, *host_mechanisms, *applied)
+    )
     guest._startup_seconds = time.perf_counter() - t0
     return guest
-

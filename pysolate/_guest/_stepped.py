@@ -60,7 +60,14 @@ _TAGGED_FIELDS = frozenset({"args", "kwargs", "value"})
 _END = re.compile(r"[ \t\n\r]*+\Z")
 _EMPTY = re.compile(r"[ \t\n\r]*+\]")
 """An empty argument list's ``]``, after the whitespace JSON allows before it."""
-_LITERALS: dict[str, object] = {"true": True, "false": False, "null": None, "NaN": float("nan"), "Infinity": float("inf"), "-Infinity": float("-inf")}
+_LITERALS: dict[str, object] = {
+    "true": True,
+    "false": False,
+    "null": None,
+    "NaN": float("nan"),
+    "Infinity": float("inf"),
+    "-Infinity": float("-inf"),
+}
 
 
 class _Tagged:
@@ -169,7 +176,9 @@ class _Envelope(Reader):
         if _EMPTY.match(self.text, self.pos) is None:
             while True:
                 if len(values) == MAX_ITEMS:
-                    raise Uncrossable(f"{'dict' if keywords else 'tuple'} of more than {MAX_ITEMS} items")
+                    raise Uncrossable(
+                        f"{'dict' if keywords else 'tuple'} of more than {MAX_ITEMS} items"
+                    )
                 left[0] -= 1
                 if left[0] < 0:
                     raise Uncrossable(f"value of more than {MAX_VALUE_ITEMS} items")
@@ -179,7 +188,9 @@ class _Envelope(Reader):
                     entry = yield from self.item(1, left)
                     name, sep = entry[0], entry[1]
                     if type(name) is not str:
-                        raise ProtocolViolation("call arguments must be a tuple and a dict with str keys")
+                        raise ProtocolViolation(
+                            "call arguments must be a tuple and a dict with str keys"
+                        )
                     if sep != ",":
                         raise malformed()
                 self.render, self.out = True, []
@@ -271,7 +282,12 @@ def _validated(raw: dict[str, object]) -> ReadyFrame | Call | Done | TurnDone:
     """The frame ``raw`` stands for, checked as the inline path checks it (its tagged fields
     as ``_Tagged`` values)."""
     if raw.get("t") == "call":
-        capability, method, args, kwargs = raw.get("capability"), raw.get("method"), raw.get("args"), raw.get("kwargs")
+        capability, method, args, kwargs = (
+            raw.get("capability"),
+            raw.get("method"),
+            raw.get("args"),
+            raw.get("kwargs"),
+        )
         if (
             raw.keys() != {"t", "capability", "method", "args", "kwargs"}
             or type(capability) is not str
@@ -291,7 +307,9 @@ def _validated(raw: dict[str, object]) -> ReadyFrame | Call | Done | TurnDone:
             placeholders[name] = ["n"]
     known = raw.get("known")
     if isinstance(known, dict):
-        placeholders["known"] = {name: ["n"] if isinstance(v, _Tagged) else v for name, v in known.items()}
+        placeholders["known"] = {
+            name: ["n"] if isinstance(v, _Tagged) else v for name, v in known.items()
+        }
     try:
         frame = _GUEST_FRAME.validate_python(placeholders, strict=True)
     except Exception:
@@ -303,7 +321,8 @@ def _validated(raw: dict[str, object]) -> ReadyFrame | Call | Done | TurnDone:
     tagged_value = raw.get("value")
     value = tagged_value.value if isinstance(tagged_value, _Tagged) else None
     assert not isinstance(frame, Call)
-    error = None if frame.error is None else ErrorInfo(frame.error.type, frame.error.message, frame.error.line)  # type: ignore[union-attr]
+    reported = frame.error  # type: ignore[union-attr]
+    error = None if reported is None else ErrorInfo(reported.type, reported.message, reported.line)
     if (frame.status == "ok") != (error is None):  # type: ignore[union-attr]
         raise ProtocolViolation(f"status {frame.status!r} with error={error is not None}")  # type: ignore[union-attr]
     if isinstance(frame, TurnDoneFrame):

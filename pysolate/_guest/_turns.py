@@ -72,7 +72,9 @@ class SubprocessTurns:
             async with anyio.create_task_group() as pumps:
                 g._output.pump(g._process, pumps, g._overflowed)
                 pumps.start_soon(g._watch_exit)
-                done, _, host_bug = await g._conversed(functools.partial(self._converse, source, handler), wall_time, "turn")
+                done, _, host_bug = await g._conversed(
+                    functools.partial(self._converse, source, handler), wall_time, "turn"
+                )
                 pumps.cancel_scope.cancel()
             g._output.stop()
         except BaseException:
@@ -92,17 +94,25 @@ class SubprocessTurns:
         assert g._ending is not None
         status, error = g._ending
         stdout = done.stdout if isinstance(done, TurnDone) else ""
-        return TurnOutcome(GuestOutcome(status, None, stdout, error, g.isolation), {}, (), alive=False)
+        return TurnOutcome(
+            GuestOutcome(status, None, stdout, error, g.isolation), {}, (), alive=False
+        )
 
     async def _converse(self, source: str, handler: CallHandler) -> TurnDone | Done:
         g = self._guest
         if g._channel.spoke_out_of_turn():
             raise ProtocolViolation("a frame arrived between turns")
-        await g._channel.send(encode_frame({"t": "turn", "source": source, "output_bytes": g._limits.output_bytes}))
+        await g._channel.send(
+            encode_frame({"t": "turn", "source": source, "output_bytes": g._limits.output_bytes})
+        )
         first = g._calls
         while True:
             payload = await g._channel.receive()
-            frame = parse_guest_frame(payload) if len(payload) <= INLINE_FRAME_BYTES else await guest_frame(payload)
+            frame = (
+                parse_guest_frame(payload)
+                if len(payload) <= INLINE_FRAME_BYTES
+                else await guest_frame(payload)
+            )
             if isinstance(frame, TurnDone | Done):
                 return frame
             if isinstance(frame, ReadyFrame):
@@ -113,7 +123,8 @@ class SubprocessTurns:
             reply = await g._serve(frame, handler)
             if len(reply) - HEADER.size > g._limits.max_frame_bytes:
                 raise _LimitHit(
-                    "FrameLimit", f"the reply to {frame.capability}.{frame.method} exceeds {g._limits.max_frame_bytes} bytes"
+                    "FrameLimit",
+                    f"the reply to {frame.capability}.{frame.method} exceeds {g._limits.max_frame_bytes} bytes",
                 )
             await g._channel.send(reply)
 
@@ -133,4 +144,8 @@ async def start_subprocess_session(
 ) -> SubprocessTurns:
     """Start an isolated Guest child for a session (``start_subprocess_guest``'s options,
     errors and cancellation behaviour)."""
-    return SubprocessTurns(await start_subprocess_guest(capabilities, limits, isolation=isolation, fork_server=fork_server))
+    return SubprocessTurns(
+        await start_subprocess_guest(
+            capabilities, limits, isolation=isolation, fork_server=fork_server
+        )
+    )

@@ -65,9 +65,23 @@ FILTER_CONTENTS = ("no-fork", "no-sockets", "no-io-uring", "no-memfd", "no-sigio
 """What the child's filter refuses: ``/proc`` shows that a filter is loaded, not which, so
 these are the child's word where the Host sees a filter (``seccomp-allowlist``)."""
 
-OBSERVED = ("rlimits", "open-file-bound", "process-count-bound", "userns-nobody", "not-root", "readonly-fs", "private-proc",
-            "no-dev-shm", "bounded-scratch", "own-namespaces", "no-capabilities", "no-new-privs", "not-dumpable", "not-traced",
-            "seccomp-allowlist")
+OBSERVED = (
+    "rlimits",
+    "open-file-bound",
+    "process-count-bound",
+    "userns-nobody",
+    "not-root",
+    "readonly-fs",
+    "private-proc",
+    "no-dev-shm",
+    "bounded-scratch",
+    "own-namespaces",
+    "no-capabilities",
+    "no-new-privs",
+    "not-dumpable",
+    "not-traced",
+    "seccomp-allowlist",
+)
 """What the Host reads in ``/proc`` (see module docstring), in the order it reports them."""
 
 PROC = "/proc"
@@ -75,10 +89,22 @@ PROC = "/proc"
 
 _NAMESPACES = ("user", "mnt", "pid", "net", "ipc", "uts", "cgroup")
 _CAPABILITY_SETS = ("CapInh", "CapPrm", "CapEff", "CapBnd", "CapAmb")
-_STATUS_FIELDS = re.compile(r"^(Uid|Gid|Groups|NoNewPrivs|Seccomp|Seccomp_filters|TracerPid|Cap[A-Z][a-z]+):[ \t]*(.*?)[ \t]*$", re.M)
-_LIMIT_LINES = re.compile(r"^(Max (?:cpu time|address space|file size|core file size|open files|processes)) +(\S+) +(\S+)", re.M)
-_LIMITS = {"Max cpu time": "cpu", "Max address space": "as", "Max file size": "fsize", "Max core file size": "core",
-           "Max open files": "nofile", "Max processes": "nproc"}
+_STATUS_FIELDS = re.compile(
+    r"^(Uid|Gid|Groups|NoNewPrivs|Seccomp|Seccomp_filters|TracerPid|Cap[A-Z][a-z]+):[ \t]*(.*?)[ \t]*$",
+    re.M,
+)
+_LIMIT_LINES = re.compile(
+    r"^(Max (?:cpu time|address space|file size|core file size|open files|processes)) +(\S+) +(\S+)",
+    re.M,
+)
+_LIMITS = {
+    "Max cpu time": "cpu",
+    "Max address space": "as",
+    "Max file size": "fsize",
+    "Max core file size": "core",
+    "Max open files": "nofile",
+    "Max processes": "nproc",
+}
 
 
 @dataclass(frozen=True, slots=True)
@@ -125,7 +151,12 @@ async def guest_pid(process: anyio.abc.Process, plan: _isolation.Plan) -> int:
 
 
 def verify_started(
-    process: anyio.abc.Process, pid: int, plan: _isolation.Plan, limits: GuestLimits, scratch: str | None, scratch_bytes: int,
+    process: anyio.abc.Process,
+    pid: int,
+    plan: _isolation.Plan,
+    limits: GuestLimits,
+    scratch: str | None,
+    scratch_bytes: int,
     reported: Sequence[str],
 ) -> tuple[str, ...]:
     """``verify`` a child that just sent ``ready`` (``pid``: ``guest_pid``'s); ``scratch``:
@@ -134,7 +165,9 @@ def verify_started(
     outside = None  # whose namespaces a namespaces Guest must not share: its fork server's (its init's parent), or the Host's
     if plan.namespaces:
         outside = _parent(process.pid) if forked else os.getpid()
-    return verify(Expected(plan, limits, scratch or "/tmp", scratch_bytes, forked, outside), pid, reported)
+    return verify(
+        Expected(plan, limits, scratch or "/tmp", scratch_bytes, forked, outside), pid, reported
+    )
 
 
 def _parent(pid: int) -> int:
@@ -150,19 +183,31 @@ def verify(expected: Expected, pid: int, reported: Sequence[str]) -> tuple[str, 
     try:
         found = _observe(expected, pid)
     except (OSError, ValueError, IndexError, KeyError) as exc:
-        raise IsolationMismatch(f"the Host could not read the Guest child's /proc/{pid}: {exc!r}") from None
+        raise IsolationMismatch(
+            f"the Host could not read the Guest child's /proc/{pid}: {exc!r}"
+        ) from None
     claimed = {*expected.plan.requires(forked=expected.forked), *reported}
     if claimed & set(FILTER_CONTENTS):
         claimed.add("seccomp-allowlist")  # a filter's contents without a filter are a lie too
-    missing = sorted(m for m in claimed if m in OBSERVED and m not in found.hidden and m not in found.seen)
+    missing = sorted(
+        m for m in claimed if m in OBSERVED and m not in found.hidden and m not in found.seen
+    )
     if missing:
         lied = sorted(set(missing) & set(reported))
         raise IsolationMismatch(
             f"the Guest child at level {expected.plan.level!r} lacks {', '.join(missing)}"
             + (f" (it reported {', '.join(lied)})" if lied else " (its level requires them)")
-            + ": " + "; ".join(found.why[m]() for m in missing)
+            + ": "
+            + "; ".join(found.why[m]() for m in missing)
         )
-    unseen = [m for m in reported if m in LANDLOCK or m.startswith("landlock-abi") or m in FILTER_CONTENTS or m in found.hidden]
+    unseen = [
+        m
+        for m in reported
+        if m in LANDLOCK
+        or m.startswith("landlock-abi")
+        or m in FILTER_CONTENTS
+        or m in found.hidden
+    ]
     return (*[m for m in OBSERVED if m in claimed and m in found.seen], *unseen)
 
 
@@ -172,23 +217,55 @@ def _observe(expected: Expected, pid: int) -> _Findings:
     status = dict(_STATUS_FIELDS.findall(_read(f"{base}/status")))
     uid, gid = _kernel_ids(plan)
     ids = (status["Uid"].split(), status["Gid"].split())
-    found.check("not-root", ids == ([str(uid)] * 4, [str(gid)] * 4) and uid != 0 and (not plan._root or not status.get("Groups")),
-                lambda: f"Uid {status['Uid']!r}, Gid {status['Gid']!r}, Groups {status.get('Groups', '')!r}")
-    found.check("no-capabilities", all(int(status[name], 16) == 0 for name in _CAPABILITY_SETS),
-                lambda: ", ".join(f"{name} {status[name]}" for name in _CAPABILITY_SETS))
-    found.check("no-new-privs", status.get("NoNewPrivs") == "1", lambda: f"NoNewPrivs {status.get('NoNewPrivs')!r}")
-    found.check("not-traced", status.get("TracerPid") == "0", lambda: f"TracerPid {status.get('TracerPid')!r}")
-    found.check("seccomp-allowlist", status.get("Seccomp") == "2" and int(status.get("Seccomp_filters", "0")) >= 1,
-                lambda: f"Seccomp {status.get('Seccomp')!r} with {status.get('Seccomp_filters', '0')} filters")
+    found.check(
+        "not-root",
+        ids == ([str(uid)] * 4, [str(gid)] * 4)
+        and uid != 0
+        and (not plan._root or not status.get("Groups")),
+        lambda: (
+            f"Uid {status['Uid']!r}, Gid {status['Gid']!r}, Groups {status.get('Groups', '')!r}"
+        ),
+    )
+    found.check(
+        "no-capabilities",
+        all(int(status[name], 16) == 0 for name in _CAPABILITY_SETS),
+        lambda: ", ".join(f"{name} {status[name]}" for name in _CAPABILITY_SETS),
+    )
+    found.check(
+        "no-new-privs",
+        status.get("NoNewPrivs") == "1",
+        lambda: f"NoNewPrivs {status.get('NoNewPrivs')!r}",
+    )
+    found.check(
+        "not-traced",
+        status.get("TracerPid") == "0",
+        lambda: f"TracerPid {status.get('TracerPid')!r}",
+    )
+    found.check(
+        "seccomp-allowlist",
+        status.get("Seccomp") == "2" and int(status.get("Seccomp_filters", "0")) >= 1,
+        lambda: (
+            f"Seccomp {status.get('Seccomp')!r} with {status.get('Seccomp_filters', '0')} filters"
+        ),
+    )
     if uid == 0:  # a non-dumpable process's files are root's; a kernel root Guest's are anyway
         found.hidden.add("not-dumpable")
     else:
         owner = os.stat(f"{base}/status").st_uid
-        found.check("not-dumpable", owner == 0, lambda: f"/proc/{pid}/status is owned by uid {owner}, so it is dumpable")
+        found.check(
+            "not-dumpable",
+            owner == 0,
+            lambda: f"/proc/{pid}/status is owned by uid {owner}, so it is dumpable",
+        )
     maps = (_read(f"{base}/uid_map").split(), _read(f"{base}/gid_map").split())
     denied = plan.namespaces or _read(f"{base}/setgroups").strip() == "deny"
-    found.check("userns-nobody", maps == (["65534", str(uid), "1"], ["65534", str(gid), "1"]) and denied,
-                lambda: f"uid_map {' '.join(maps[0])!r}, gid_map {' '.join(maps[1])!r}, setgroups {'deny' if denied else 'allow'}")
+    found.check(
+        "userns-nobody",
+        maps == (["65534", str(uid), "1"], ["65534", str(gid), "1"]) and denied,
+        lambda: (
+            f"uid_map {' '.join(maps[0])!r}, gid_map {' '.join(maps[1])!r}, setgroups {'deny' if denied else 'allow'}"
+        ),
+    )
     _check_limits(expected, _read(f"{base}/limits"), found)
     if not plan.namespaces or expected.forked:
         _check_mounts(expected, _read(f"{base}/mountinfo"), found)
@@ -209,12 +286,28 @@ def _check_limits(expected: Expected, text: str, found: _Findings) -> None:
     got = {_LIMITS[label]: (soft, hard) for label, soft, hard in _LIMIT_LINES.findall(text)}
     limits = expected.limits
     cpu = max(1, math.ceil(limits.cpu_time))
-    wanted = {"cpu": (cpu, cpu + 1), "as": (limits.memory_bytes,) * 2, "fsize": (expected.scratch_bytes,) * 2, "core": (0, 0)}
-    found.check("rlimits", all(got.get(key) == tuple(map(str, value)) for key, value in wanted.items()), lambda: f"limits {got}")
-    found.check("open-file-bound", got.get("nofile") == (str(limits.max_open_files),) * 2, lambda: f"Max open files {got.get('nofile')}")
+    wanted = {
+        "cpu": (cpu, cpu + 1),
+        "as": (limits.memory_bytes,) * 2,
+        "fsize": (expected.scratch_bytes,) * 2,
+        "core": (0, 0),
+    }
+    found.check(
+        "rlimits",
+        all(got.get(key) == tuple(map(str, value)) for key, value in wanted.items()),
+        lambda: f"limits {got}",
+    )
+    found.check(
+        "open-file-bound",
+        got.get("nofile") == (str(limits.max_open_files),) * 2,
+        lambda: f"Max open files {got.get('nofile')}",
+    )
     processes = expected.plan.max_processes(limits)
-    found.check("process-count-bound", processes is not None and got.get("nproc") == (str(processes),) * 2,
-                lambda: f"Max processes {got.get('nproc')}")
+    found.check(
+        "process-count-bound",
+        processes is not None and got.get("nproc") == (str(processes),) * 2,
+        lambda: f"Max processes {got.get('nproc')}",
+    )
 
 
 def _check_mounts(expected: Expected, text: str, found: _Findings) -> None:
@@ -223,19 +316,41 @@ def _check_mounts(expected: Expected, text: str, found: _Findings) -> None:
     for line in text.splitlines():
         fields = line.split()
         at = fields.index("-")
-        mounts.append((fields[0], fields[1], _unescape(fields[4]), fields[5].split(","), fields[at + 1], fields[at + 3].split(",")))
-    below = {(parent, point) for _, parent, point, *_ in mounts}  # a mount with one on top of it, at the same point
+        mounts.append(
+            (
+                fields[0],
+                fields[1],
+                _unescape(fields[4]),
+                fields[5].split(","),
+                fields[at + 1],
+                fields[at + 3].split(","),
+            )
+        )
+    below = {
+        (parent, point) for _, parent, point, *_ in mounts
+    }  # a mount with one on top of it, at the same point
     top = {mount[2]: mount for mount in mounts if (mount[0], mount[2]) not in below}
     by_id = {mount[0]: mount for mount in mounts}
     scratch = top.get(expected.scratch)
-    writable = [mount[2] for mount in mounts if "ro" not in mount[3] and mount is not scratch and _reachable(mount, top, by_id)]
+    writable = [
+        mount[2]
+        for mount in mounts
+        if "ro" not in mount[3] and mount is not scratch and _reachable(mount, top, by_id)
+    ]
     found.check("readonly-fs", not writable, lambda: f"writable mounts: {', '.join(writable)}")
     found.check("no-dev-shm", not writable, lambda: f"writable mounts: {', '.join(writable)}")
     proc = top.get("/proc")
-    found.check("private-proc", proc is not None and proc[4] == "tmpfs", lambda: f"the top mount on /proc is {proc[4] if proc else None}")
+    found.check(
+        "private-proc",
+        proc is not None and proc[4] == "tmpfs",
+        lambda: f"the top mount on /proc is {proc[4] if proc else None}",
+    )
     size = f"size={expected.scratch_bytes // 1024}k"
-    found.check("bounded-scratch", scratch is not None and scratch[4] == "tmpfs" and size in scratch[5],
-                lambda: f"the scratch mount is {scratch[4:] if scratch else None}")
+    found.check(
+        "bounded-scratch",
+        scratch is not None and scratch[4] == "tmpfs" and size in scratch[5],
+        lambda: f"the scratch mount is {scratch[4:] if scratch else None}",
+    )
 
 
 def _reachable(mount: tuple, top: dict[str, tuple], by_id: dict[str, tuple]) -> bool:
@@ -258,10 +373,16 @@ def _check_namespaces(pid: int, outside_pid: int, found: _Findings) -> None:
     except PermissionError:
         if os.geteuid() == 0:
             raise
-        found.hidden.add("own-namespaces")  # an unprivileged Host may not read a non-dumpable process's links
+        found.hidden.add(
+            "own-namespaces"
+        )  # an unprivileged Host may not read a non-dumpable process's links
         return
     shared = [name for name, a, b in zip(_NAMESPACES, own, outside, strict=True) if a == b]
-    found.check("own-namespaces", not shared, lambda: f"it shares its {', '.join(shared)} namespaces with process {outside_pid}")
+    found.check(
+        "own-namespaces",
+        not shared,
+        lambda: f"it shares its {', '.join(shared)} namespaces with process {outside_pid}",
+    )
 
 
 def _unescape(path: str) -> str:

@@ -32,14 +32,21 @@ class Observed(dict[str, object]):
 
 def observable(result: RunResult) -> Observed:
     """The parts of ``result`` the contract fixes, as comparable plain data."""
-    return Observed({
-        "status": result.status.value,
-        "value": result.value,
-        "stdout": result.stdout,
-        "error": result.error,
-        "calls": [(c.capability, c.method, c.args, c.kwargs, c.outcome, c.result, c.error) for c in result.calls],
-        "workspaces": {name: ws.state_files() for name, ws in sorted(result.workspaces.items())},
-    })
+    return Observed(
+        {
+            "status": result.status.value,
+            "value": result.value,
+            "stdout": result.stdout,
+            "error": result.error,
+            "calls": [
+                (c.capability, c.method, c.args, c.kwargs, c.outcome, c.result, c.error)
+                for c in result.calls
+            ],
+            "workspaces": {
+                name: ws.state_files() for name, ws in sorted(result.workspaces.items())
+            },
+        }
+    )
 
 
 def differences(a: RunResult, b: RunResult) -> list[str]:
@@ -59,7 +66,8 @@ def same(x: object, y: object) -> bool:
     if isinstance(x, dict):
         assert isinstance(y, dict)
         return len(x) == len(y) and all(
-            same(kx, ky) and same(vx, vy) for (kx, vx), (ky, vy) in zip(x.items(), y.items(), strict=True)
+            same(kx, ky) and same(vx, vy)
+            for (kx, vx), (ky, vy) in zip(x.items(), y.items(), strict=True)
         )
     if isinstance(x, list | tuple):
         assert isinstance(y, list | tuple)

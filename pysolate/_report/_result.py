@@ -37,7 +37,6 @@ class RunStatus(enum.StrEnum):
     """The run was stopped: a limit, a crashed Guest, a protocol error, a cut stream."""
 
 
-
 @dataclass(frozen=True, slots=True)
 class Applied:
     """A pass changed the program (source passes) or its physical calls (lane passes)."""
@@ -179,9 +178,24 @@ class CallRecord:
 
 
 (
-    _set_index, _set_capability, _set_method, _set_args, _set_kwargs, _set_effect, _set_version, _set_outcome,
-    _set_result, _set_error, _set_started, _set_ended, _set_key, _set_occurrence_id, _set_lane, _set_observation_id,
-    _set_budget_charged, _set_shared_from,
+    _set_index,
+    _set_capability,
+    _set_method,
+    _set_args,
+    _set_kwargs,
+    _set_effect,
+    _set_version,
+    _set_outcome,
+    _set_result,
+    _set_error,
+    _set_started,
+    _set_ended,
+    _set_key,
+    _set_occurrence_id,
+    _set_lane,
+    _set_observation_id,
+    _set_budget_charged,
+    _set_shared_from,
 ) = (getattr(CallRecord, f.name).__set__ for f in dataclasses.fields(CallRecord))
 """Each slot's own setter (its member descriptor), which a frozen class's ``__setattr__`` does not guard."""
 
@@ -262,12 +276,23 @@ class RunReport:
 
 
 _COUNTS = (
-    "logical", "physical", "claimed", "direct", "shared", "cancelled", "late", "orphaned", "discarded", "early_writes",
+    "logical",
+    "physical",
+    "claimed",
+    "direct",
+    "shared",
+    "cancelled",
+    "late",
+    "orphaned",
+    "discarded",
+    "early_writes",
     "host_shared",
 )
 
 
-def sequential_report(calls: Sequence[CallRecord], physical: int, *, wall: float, guest: float, reruns: int = 0) -> RunReport:
+def sequential_report(
+    calls: Sequence[CallRecord], physical: int, *, wall: float, guest: float, reruns: int = 0
+) -> RunReport:
     """The report of a run without speculation (``run_source``, a session's sequential turn):
     every count comes from the program's own calls."""
     direct = claimed = 0
@@ -316,12 +341,18 @@ class RunResult:
     """The run's id (its trace's ``pysolate.run_id``; other runs' receipts name it in
     ``shared_from``)."""
 
-    def with_speculation(self, timeline: Timeline, observations: tuple[ObservationRecord, ...]) -> RunResult:
+    def with_speculation(
+        self, timeline: Timeline, observations: tuple[ObservationRecord, ...]
+    ) -> RunResult:
         return dataclasses.replace(self, timeline=timeline, observations=observations)
 
     def to_json(self) -> dict[str, object]:
         """A JSON-safe dict of everything but ``workspaces``."""
-        out = {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.name not in ("workspaces", "timeline")}
+        out = {
+            f.name: getattr(self, f.name)
+            for f in dataclasses.fields(self)
+            if f.name not in ("workspaces", "timeline")
+        }
         return _jsonable(out)  # type: ignore[return-value]
 
 

@@ -65,7 +65,9 @@ def result_text(result: RunResult, *, limit: int = REPLY_CHARS) -> str:
             text = f"The code raised{at}: {what}"
         else:
             text = f"The code was stopped ({result.guest_status or 'aborted'}){at}: {what}"
-    done = [f"{c.tool} ({c.outcome})" for c in result.calls if c.effect is None or c.effect.may_write]
+    done = [
+        f"{c.tool} ({c.outcome})" for c in result.calls if c.effect is None or c.effect.may_write
+    ]
     if done:
         text += f"\nCalls that may have changed something, in order: {', '.join(done)}"
     if result.stdout:

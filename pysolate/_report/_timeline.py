@@ -127,7 +127,6 @@ def text_width(text: str, size: float) -> float:
     return len(text) * size * FONT_WIDTH
 
 
-
 ASCENT, DESCENT = 0.8, 0.25
 """A label's box above and below its baseline, as shares of its font size."""
 
@@ -150,7 +149,9 @@ class Box:
     y1: float
 
     def overlaps(self, other: Box) -> bool:
-        return self.x0 < other.x1 and other.x0 < self.x1 and self.y0 < other.y1 and other.y0 < self.y1
+        return (
+            self.x0 < other.x1 and other.x0 < self.x1 and self.y0 < other.y1 and other.y0 < self.y1
+        )
 
 
 def text_box(x: float, y: float, label: str, size: float, anchor: str = "start") -> Box:
@@ -175,18 +176,35 @@ class _Canvas:
     width: int
     parts: list[str] = field(default_factory=list)
 
-    def text(self, x: float, y: float, label: str, size: float, *, anchor: str = "start", bold: bool = False) -> None:
+    def text(
+        self,
+        x: float,
+        y: float,
+        label: str,
+        size: float,
+        *,
+        anchor: str = "start",
+        bold: bool = False,
+    ) -> None:
         weight = ' font-weight="bold"' if bold else ""
         self.parts.append(
             f'<text x="{x:.1f}" y="{y:.1f}" font-size="{size:g}" text-anchor="{anchor}"{weight}>{escape(label)}</text>'
         )
 
-    def bar(self, kind: str, x0: float, x1: float, y: float, h: float, title: str) -> tuple[float, float]:
+    def bar(
+        self, kind: str, x0: float, x1: float, y: float, h: float, title: str
+    ) -> tuple[float, float]:
         """A bar from ``x0`` to ``x1`` (a tick when too narrow to see); its drawn extent."""
         fill = _COLOURS.get(kind, "#888")
         if x1 - x0 < TICK_PIXELS:
             mid = (x0 + x1) / 2
-            x0, x1, y, h, kind = mid - TICK_PIXELS / 2, mid + TICK_PIXELS / 2, y - 2, h + 3, f"{kind} tick"
+            x0, x1, y, h, kind = (
+                mid - TICK_PIXELS / 2,
+                mid + TICK_PIXELS / 2,
+                y - 2,
+                h + 3,
+                f"{kind} tick",
+            )
         self.parts.append(
             f'<rect class="bar {escape(kind)}" x="{x0:.1f}" y="{y:.1f}" width="{x1 - x0:.1f}" height="{h:.1f}" '
             f'fill="{fill}"><title>{escape(title)}</title></rect>'
@@ -208,11 +226,17 @@ class _Labels:
     size: float
     lines: list[float]
 
-    def place(self, label: str, x0: float, x1: float, y: float, others: list[tuple[float, float]]) -> None:
+    def place(
+        self, label: str, x0: float, x1: float, y: float, others: list[tuple[float, float]]
+    ) -> None:
         w = text_width(label, self.size)
         past = sorted(at + 3 for at in self.lines if at > x1)
         for start in (x1 + 3, *past, x0 - 3 - w):
-            if start >= self.left and start + w <= self.canvas.width - self.pad and self._free(start, start + w, others):
+            if (
+                start >= self.left
+                and start + w <= self.canvas.width - self.pad
+                and self._free(start, start + w, others)
+            ):
                 self.canvas.text(start, y, label, self.size)
                 return
         room = self.canvas.width - self.pad - self.column
@@ -244,9 +268,13 @@ def render_svg(
     own. Every label sits inside the picture and on no bar or line (``text_box``).
     """
     pad, row_h, label_size, name_size = 10, 14, 9, 12
-    names = [("pysolate " + lane if compare is not None else lane) for lane in LANES] + ([compare.label] if compare else [])
+    names = [("pysolate " + lane if compare is not None else lane) for lane in LANES] + (
+        [compare.label] if compare else []
+    )
     left = 8 + max(text_width(n, name_size) for n in names) + 10
-    labels = [b.label for b in timeline.bars if b.lane != "stream"] + ([f"done at {compare.wall_seconds:.2f}s"] if compare else [])
+    labels = [b.label for b in timeline.bars if b.lane != "stream"] + (
+        [f"done at {compare.wall_seconds:.2f}s"] if compare else []
+    )
     column = min(max((text_width(t, label_size) for t in labels), default=0.0) + 6, 0.3 * width)
     plot_right = width - pad - column
     end = max(timeline.end, compare.wall_seconds if compare else 0.0, 1e-9)
@@ -264,7 +292,11 @@ def render_svg(
     stream = timeline.lane("stream")
     last_token = max((b.end for b in stream), default=None)
     seal = next((m.at for m in timeline.marks if m.kind == "seal"), None)
-    markers = sorted((t, name) for t, name in ((last_token, "last-token"), (seal, "seal"), (timeline.end, "done")) if t is not None)
+    markers = sorted(
+        (t, name)
+        for t, name in ((last_token, "last-token"), (seal, "seal"), (timeline.end, "done"))
+        if t is not None
+    )
     for row, (at, kind) in enumerate(markers):  # one caption row each, above every line
         caption = f"{_KIND_NAMES[kind]} {at:.2f}s"
         w = text_width(caption, 10)
@@ -275,23 +307,43 @@ def render_svg(
     used: dict[str, None] = {}
     if compare is not None:
         height = row_h + 2 * pad
-        canvas.parts.append(f'<g class="lane" id="lane-compare"><rect x="0" y="{y}" width="{width}" height="{height}" fill="#eeeeee" stroke="#ddd"/>')
+        canvas.parts.append(
+            f'<g class="lane" id="lane-compare"><rect x="0" y="{y}" width="{width}" height="{height}" fill="#eeeeee" stroke="#ddd"/>'
+        )
         canvas.text(8, y + height / 2 + 4, compare.label, name_size)
         drawn = []
-        for start, stop, kind, what in ((0.0, compare.stream_seconds, "stream", "tokens"), (compare.stream_seconds, compare.wall_seconds, "sequential", "program")):
+        for start, stop, kind, what in (
+            (0.0, compare.stream_seconds, "stream", "tokens"),
+            (compare.stream_seconds, compare.wall_seconds, "sequential", "program"),
+        ):
             used[kind] = None
-            drawn.append(canvas.bar(kind, x(start), x(stop), y + pad, row_h - 3, f"{what} {start:.3f}-{stop:.3f}s"))
-        place.place(f"done at {compare.wall_seconds:.2f}s", drawn[-1][0], drawn[-1][1], y + pad + row_h - 4, drawn)
+            drawn.append(
+                canvas.bar(
+                    kind, x(start), x(stop), y + pad, row_h - 3, f"{what} {start:.3f}-{stop:.3f}s"
+                )
+            )
+        place.place(
+            f"done at {compare.wall_seconds:.2f}s",
+            drawn[-1][0],
+            drawn[-1][1],
+            y + pad + row_h - 4,
+            drawn,
+        )
         canvas.parts.append("</g>")
         y += height + 6
     for lane, name in zip(LANES, names, strict=False):
         bars = timeline.lane(lane)
         if lane == "stream" and bars and bars[0].start > 0:  # what came before the code
-            bars = (Bar("stream", "reply before the code", 0.0, min(b.start for b in bars), "prose"), *bars)
+            bars = (
+                Bar("stream", "reply before the code", 0.0, min(b.start for b in bars), "prose"),
+                *bars,
+            )
         rows = 1 if lane == "stream" else max(1, len(bars))
         height = rows * row_h + 2 * pad
         canvas.parts.append(f'<g class="lane" id="lane-{lane}">')
-        canvas.parts.append(f'<rect x="0" y="{y}" width="{width}" height="{height}" fill="#f6f6f6" stroke="#ddd"/>')
+        canvas.parts.append(
+            f'<rect x="0" y="{y}" width="{width}" height="{height}" fill="#f6f6f6" stroke="#ddd"/>'
+        )
         canvas.text(8, y + height / 2 + 4, name, name_size)
         for i, bar in enumerate(bars):
             used[bar.kind] = None
@@ -316,10 +368,14 @@ def render_svg(
             f'stroke="{_COLOURS[kind]}" stroke-width="1.2" stroke-dasharray="4 3"/>'
         )
     for t in _ticks(end, plot_right - left):
-        canvas.parts.append(f'<line class="tick" x1="{x(t):.1f}" y1="{y}" x2="{x(t):.1f}" y2="{y + 5}" stroke="#333"/>')
+        canvas.parts.append(
+            f'<line class="tick" x1="{x(t):.1f}" y1="{y}" x2="{x(t):.1f}" y2="{y + 5}" stroke="#333"/>'
+        )
         tick = f"{t:g}s"
         w = text_width(tick, 10)
-        canvas.text(min(max(x(t), pad + w / 2), width - pad - w / 2), y + 17, tick, 10, anchor="middle")
+        canvas.text(
+            min(max(x(t), pad + w / 2), width - pad - w / 2), y + 17, tick, 10, anchor="middle"
+        )
     bottom = _legend(canvas, [k for k in _KIND_NAMES if k in used], y + 36, pad) + 8
     head = (
         f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{bottom:.0f}" '
@@ -337,7 +393,9 @@ def _legend(canvas: _Canvas, kinds: list[str], y: float, pad: float) -> float:
         item = swatch + 4 + text_width(words, size)
         if x + item > canvas.width - pad and x > pad:
             x, y = pad, y + 16
-        canvas.parts.append(f'<rect class="legend {kind}" x="{x:.1f}" y="{y - swatch + 1}" width="{swatch}" height="{swatch}" fill="{_COLOURS[kind]}"/>')
+        canvas.parts.append(
+            f'<rect class="legend {kind}" x="{x:.1f}" y="{y - swatch + 1}" width="{swatch}" height="{swatch}" fill="{_COLOURS[kind]}"/>'
+        )
         canvas.text(x + swatch + 4, y, words, size)
         x += item + gap
     return y + 6

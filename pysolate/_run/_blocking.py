@@ -63,7 +63,9 @@ when the main thread next returns to the interpreter, which a wait without a tim
 does until the run ends. The wait itself still ends the moment the result is there."""
 
 
-def _blocking(twin: Callable[Concatenate[Any, P], Awaitable[T]]) -> Callable[[Callable[..., T]], Callable[Concatenate[Any, P], T]]:
+def _blocking(
+    twin: Callable[Concatenate[Any, P], Awaitable[T]],
+) -> Callable[[Callable[..., T]], Callable[Concatenate[Any, P], T]]:
     """Give the decorated blocking method the parameters of its async ``twin``: its
     signature for type checkers and ``inspect.signature``/``help()``, so a run's parameters
     are declared once, on ``Host`` or ``Session``, and the blocking one passes them on."""
@@ -84,7 +86,9 @@ class _Loop:
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._manager: contextlib.AbstractContextManager[anyio.from_thread.BlockingPortal] | None = None
+        self._manager: (
+            contextlib.AbstractContextManager[anyio.from_thread.BlockingPortal] | None
+        ) = None
         self._portal: anyio.from_thread.BlockingPortal | None = None
         self._closed = False
 
@@ -161,7 +165,9 @@ class SyncHost:
         """The async ``Host`` behind this one."""
         self._owns_host = host is None
         self._loop = _Loop()
-        self._finalizer = weakref.finalize(self, self._loop.close, self.host.aclose if self._owns_host else None)
+        self._finalizer = weakref.finalize(
+            self, self._loop.close, self.host.aclose if self._owns_host else None
+        )
 
     def __enter__(self) -> Self:
         return self
@@ -211,7 +217,9 @@ class SyncHost:
         sequential reference)."""
         return self._loop.call(self.host.run_source, source, **options)
 
-    def session(self, limits: SessionLimits | None = None, *, guest_limits: GuestLimits | None = None) -> SyncSession:
+    def session(
+        self, limits: SessionLimits | None = None, *, guest_limits: GuestLimits | None = None
+    ) -> SyncSession:
         """``Host.session``: use as ``with host.session() as session:``; turns block."""
         return SyncSession(self._loop, self.host.session(limits, guest_limits=guest_limits))
 
@@ -235,7 +243,10 @@ class SyncSession:
         return self
 
     def __exit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
     ) -> bool | None:
         """Stop the Guest and end the session; the workspace branches stay open."""
         entered, self._entered = self._entered, None

@@ -53,20 +53,30 @@ def _verify(code: ToolCallCode, arguments: object, result: RunResult) -> None:
         )
 
 
-def openai_chat_reply(code: ToolCallCode, not_run: str, completion: object, result: RunResult) -> list[dict[str, Any]]:
+def openai_chat_reply(
+    code: ToolCallCode, not_run: str, completion: object, result: RunResult
+) -> list[dict[str, Any]]:
     """``CodeTool.openai_chat_reply``."""
     choices = _whole(completion, "choices", "a ChatCompletion (stream.get_final_completion())")
     message = _get(choices[0], "message") if choices else None
     calls = list(_get(message, "tool_calls") or ())
-    ours = [c for c in calls if _get(c, "type") == "function" and _get(_get(c, "function"), "name") == code.tool]
+    ours = [
+        c
+        for c in calls
+        if _get(c, "type") == "function" and _get(_get(c, "function"), "name") == code.tool
+    ]
     if not ours:
         return []
     _verify(code, _get(_get(ours[0], "function"), "arguments"), result)
     assistant: dict[str, Any] = {"role": "assistant", "tool_calls": [_chat_call(c) for c in calls]}
     if _get(message, "content"):
         assistant["content"] = _get(message, "content")
-    answers = [{"role": "tool", "tool_call_id": _get(ours[0], "id"), "content": result_text(result)}]
-    answers += [{"role": "tool", "tool_call_id": _get(c, "id"), "content": not_run} for c in ours[1:]]
+    answers = [
+        {"role": "tool", "tool_call_id": _get(ours[0], "id"), "content": result_text(result)}
+    ]
+    answers += [
+        {"role": "tool", "tool_call_id": _get(c, "id"), "content": not_run} for c in ours[1:]
+    ]
     return [assistant, *answers]
 
 
@@ -74,7 +84,11 @@ def _chat_call(call: object) -> dict[str, Any]:
     kind = _get(call, "type")
     if kind == "custom":
         custom = _get(call, "custom")
-        return {"id": _get(call, "id"), "type": "custom", "custom": {"name": _get(custom, "name"), "input": _get(custom, "input")}}
+        return {
+            "id": _get(call, "id"),
+            "type": "custom",
+            "custom": {"name": _get(custom, "name"), "input": _get(custom, "input")},
+        }
     function = _get(call, "function")
     return {
         "id": _get(call, "id"),
@@ -83,19 +97,34 @@ def _chat_call(call: object) -> dict[str, Any]:
     }
 
 
-def openai_responses_reply(code: ToolCallCode, not_run: str, response: object, result: RunResult) -> list[dict[str, Any]]:
+def openai_responses_reply(
+    code: ToolCallCode, not_run: str, response: object, result: RunResult
+) -> list[dict[str, Any]]:
     """``CodeTool.openai_responses_reply``."""
     output = _whole(response, "output", "a Response (stream.get_final_response())")
-    calls = [i for i in output if _get(i, "type") == "function_call" and _get(i, "name") == code.tool]
+    calls = [
+        i for i in output if _get(i, "type") == "function_call" and _get(i, "name") == code.tool
+    ]
     if not calls:
         return []
     _verify(code, _get(calls[0], "arguments"), result)
-    answers = [{"type": "function_call_output", "call_id": _get(calls[0], "call_id"), "output": result_text(result)}]
-    answers += [{"type": "function_call_output", "call_id": _get(c, "call_id"), "output": not_run} for c in calls[1:]]
+    answers = [
+        {
+            "type": "function_call_output",
+            "call_id": _get(calls[0], "call_id"),
+            "output": result_text(result),
+        }
+    ]
+    answers += [
+        {"type": "function_call_output", "call_id": _get(c, "call_id"), "output": not_run}
+        for c in calls[1:]
+    ]
     return answers
 
 
-def anthropic_reply(code: ToolCallCode, not_run: str, message: object, result: RunResult) -> list[dict[str, Any]]:
+def anthropic_reply(
+    code: ToolCallCode, not_run: str, message: object, result: RunResult
+) -> list[dict[str, Any]]:
     """``CodeTool.anthropic_reply``."""
     content = _whole(message, "content", "a Message (stream.get_final_message())")
     uses = [b for b in content if _get(b, "type") == "tool_use" and _get(b, "name") == code.tool]
@@ -110,8 +139,14 @@ def anthropic_reply(code: ToolCallCode, not_run: str, message: object, result: R
             "is_error": result.status is not RunStatus.OK,
         }
     ]
-    results += [{"type": "tool_result", "tool_use_id": _get(b, "id"), "content": not_run, "is_error": True} for b in uses[1:]]
-    return [{"role": "assistant", "content": [_block(b) for b in content]}, {"role": "user", "content": results}]
+    results += [
+        {"type": "tool_result", "tool_use_id": _get(b, "id"), "content": not_run, "is_error": True}
+        for b in uses[1:]
+    ]
+    return [
+        {"role": "assistant", "content": [_block(b) for b in content]},
+        {"role": "user", "content": results},
+    ]
 
 
 _BLOCK_FIELDS = {

@@ -89,7 +89,11 @@ def _shown(signature: inspect.Signature) -> str:
         return _Written(annotation) if isinstance(annotation, str) else annotation
 
     parameters = [p.replace(annotation=plain(p.annotation)) for p in signature.parameters.values()]
-    return str(signature.replace(parameters=parameters, return_annotation=plain(signature.return_annotation)))
+    return str(
+        signature.replace(
+            parameters=parameters, return_annotation=plain(signature.return_annotation)
+        )
+    )
 
 
 def describe_callables(host: Registry) -> str:
@@ -103,7 +107,9 @@ def describe_callables(host: Registry) -> str:
             entry = f"- {name}{_shown(method.signature)}  [{EFFECTS[method.effect]}]"
             doc = inspect.getdoc(getattr(registration.obj, method_name, None))
             if doc:
-                entry += "\n" + "\n".join(f"    {line}" if line else "" for line in doc.splitlines())
+                entry += "\n" + "\n".join(
+                    f"    {line}" if line else "" for line in doc.splitlines()
+                )
             entries.append(entry)
     return "\n".join(entries)
 
@@ -165,7 +171,11 @@ class CodeTool:
         ``openai.types.chat.ChatCompletionFunctionToolParam``."""
         return {
             "type": "function",
-            "function": {"name": self.name, "description": self.description(), "parameters": self.parameters()},
+            "function": {
+                "name": self.name,
+                "description": self.description(),
+                "parameters": self.parameters(),
+            },
         }
 
     def openai_responses(self) -> dict[str, Any]:
@@ -182,7 +192,11 @@ class CodeTool:
 
     def anthropic(self) -> dict[str, Any]:
         """The tool for Anthropic Messages, shaped as ``anthropic.types.ToolParam``."""
-        return {"name": self.name, "description": self.description(), "input_schema": self.parameters()}
+        return {
+            "name": self.name,
+            "description": self.description(),
+            "input_schema": self.parameters(),
+        }
 
     # -- replies (pysolate._run._code_replies) ---------------------------------------------------
 
@@ -205,7 +219,9 @@ class CodeTool:
         call of this tool, to send with ``previous_response_id=response.id``. ``[]`` when
         the reply calls no code tool. Errors as ``openai_chat_reply``.
         """
-        return openai_responses_reply(self.code, self.not_run_text(), response, check_result(result))
+        return openai_responses_reply(
+            self.code, self.not_run_text(), response, check_result(result)
+        )
 
     def anthropic_reply(self, message: object, result: RunResult) -> list[dict[str, Any]]:
         """The messages that continue a Messages conversation after ``message`` (the whole

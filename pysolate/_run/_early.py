@@ -53,8 +53,12 @@ class EarlyCalls:
         self._sharing = sharing
         self._batcher = batcher
         self._carried = carried
-        self.traces: dict[int, ObservationTrace] = {}  # each early observation's, by id (claims link to it)
-        self.reused: set[int] = set()  # early observations served by a carried one (nothing physical)
+        self.traces: dict[
+            int, ObservationTrace
+        ] = {}  # each early observation's, by id (claims link to it)
+        self.reused: set[int] = (
+            set()
+        )  # early observations served by a carried one (nothing physical)
 
     def may_dispatch(self, node: Node) -> bool:
         if node.provisional and self._batcher is not None:
@@ -69,18 +73,28 @@ class EarlyCalls:
         """A call on ``layer``, a speculative layer of the run's branch (``scheduler._branches``)."""
         return self.run(node, obs, layer=layer)
 
-    async def run(self, node: Node, obs: Observation, on_view: bool = False, layer: object = None) -> object:
+    async def run(
+        self, node: Node, obs: Observation, on_view: bool = False, layer: object = None
+    ) -> object:
         """One early call: against the root, or (``on_view``) against the run's own object,
         on the view a write left, or on ``layer``."""
         registry, sharing, batcher = self._registry, self._sharing, self._batcher
-        call = registry.bind(node.site.capability, node.site.method, node.args or (), node.kwargs or {})
+        call = registry.bind(
+            node.site.capability, node.site.method, node.args or (), node.kwargs or {}
+        )
         # A layer's view ids are of this run's lineage only: never served from another turn.
         held = self._carried(obs.key) if self._carried is not None and layer is None else None
         if (
-            held is None and sharing is not None and layer is None and not on_view
-            and (batcher is None or not batcher.fusable(call)) and sharing.admits_early(call)
+            held is None
+            and sharing is not None
+            and layer is None
+            and not on_view
+            and (batcher is None or not batcher.fusable(call))
+            and sharing.admits_early(call)
         ):  # against the root: through the Host's table, which other runs share (contract 8)
-            return await sharing.early(obs, call, functools.partial(_on_root, registry, call), self.traces)
+            return await sharing.early(
+                obs, call, functools.partial(_on_root, registry, call), self.traces
+            )
         span = self._trace.observation_started(
             call.capability,
             call.method,
@@ -107,7 +121,9 @@ class EarlyCalls:
                 elif batcher is not None and batcher.fusable(call):
                     value = await batcher.submit(call, obs.probe)
                 else:
-                    value = await registry.call_root(call.capability, call.method, call, probe=obs.probe)
+                    value = await registry.call_root(
+                        call.capability, call.method, call, probe=obs.probe
+                    )
         except BaseException as exc:
             span.completed(error=exc)
             raise

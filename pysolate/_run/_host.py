@@ -140,9 +140,13 @@ class Host:
 
             self._level = _isolation.resolve(isolation)
             size = _pool.DEFAULT_SIZE if guest_pool is None else guest_pool
-            if size and fork_server and _isolation.forkable(self._level):  # (only forked Guests are pooled)
+            if (
+                size and fork_server and _isolation.forkable(self._level)
+            ):  # (only forked Guests are pooled)
                 self._pool = _pool.GuestPool(size, isolation=self._level, fork_server=fork_server)
-                weakref.finalize(self, self._pool.close_soon)  # (the pool holds no reference to the Host)
+                weakref.finalize(
+                    self, self._pool.close_soon
+                )  # (the pool holds no reference to the Host)
 
     async def aclose(self) -> None:
         """Close the Host's pool of ready Guests (none outlives it) and its shared work (calls
@@ -181,7 +185,9 @@ class Host:
     def trace_run(self, run_id: str | None = None) -> RunTrace:
         """Start the trace of run ``run_id`` (default: a new id; its span carries the
         isolation level)."""
-        return self.instrument.run_started(run_id=run_id or new_run_id(), isolation=self._level or "custom")
+        return self.instrument.run_started(
+            run_id=run_id or new_run_id(), isolation=self._level or "custom"
+        )
 
     # -- registry -------------------------------------------------------------------------
 
@@ -207,7 +213,9 @@ class Host:
         fn = cast("Callable[..., object]", obj)
         method = capability_function(name, fn)
         if functions is None:
-            self._registrations[FUNCTIONS] = Registration(FUNCTIONS, FunctionTools({name: fn}), {name: method})
+            self._registrations[FUNCTIONS] = Registration(
+                FUNCTIONS, FunctionTools({name: fn}), {name: method}
+            )
             return
         assert isinstance(functions.obj, FunctionTools)
         self._registrations[FUNCTIONS] = Registration(
@@ -223,7 +231,9 @@ class Host:
         if not name.isidentifier() or keyword.iskeyword(name) or name.startswith("_"):
             raise RegistrationError(f"capability name {name!r} is not a public identifier")
         if hasattr(builtins, name):
-            raise RegistrationError(f"capability name {name!r} would shadow the builtin of that name")
+            raise RegistrationError(
+                f"capability name {name!r} would shadow the builtin of that name"
+            )
         functions = self._registrations.get(FUNCTIONS)
         if name in self._registrations or (functions is not None and name in functions.methods):
             raise RegistrationError(f"capability {name!r} is already registered")
@@ -249,7 +259,9 @@ class Host:
         registrations as they are now, and the Host's call settings."""
         return Registry(self._registrations, self.threads, self.call_timeout, self.encode)
 
-    def bind(self, capability: str, method: str, args: tuple[object, ...], kwargs: Mapping[str, object]) -> BoundCall:
+    def bind(
+        self, capability: str, method: str, args: tuple[object, ...], kwargs: Mapping[str, object]
+    ) -> BoundCall:
         """Bind a call to its method's signature (``_broker.bind``'s errors; ``KeyError``
         for an unknown capability)."""
         return self.registry().bind(capability, method, args, kwargs)
@@ -268,7 +280,9 @@ class Host:
         """``Registry.root_key_for``: the key an early execution of this call would have."""
         return self.registry().root_key_for(capability, method, args, kwargs)
 
-    async def call_root(self, capability: str, method: str, call: BoundCall, *, probe: Probe | None = None) -> object:
+    async def call_root(
+        self, capability: str, method: str, call: BoundCall, *, probe: Probe | None = None
+    ) -> object:
         """Execute a pure or immutable-read ``call`` against the shared root object
         (``Registry.call_root``: ``PermissionError`` for any other effect)."""
         return await self.registry().call_root(capability, method, call, probe=probe)
@@ -284,7 +298,10 @@ class Host:
         return self.threads.statistics()
 
     def new_scope(
-        self, trace: RunTrace | None = None, targets: Mapping[str, object] | None = None, limits: GuestLimits | None = None
+        self,
+        trace: RunTrace | None = None,
+        targets: Mapping[str, object] | None = None,
+        limits: GuestLimits | None = None,
     ) -> RunScope:
         """A fresh scope of a run without speculation (run-scoped objects, epochs, call
         log, its trace); ``targets``: a session turn's objects (see ``RunObjects``);
@@ -299,7 +316,14 @@ class Host:
 
     def runs(self) -> HostRuns:
         """What every run of this Host is given (``_run.HostRuns``), as the Host is now."""
-        return HostRuns(self.registry(), self.trace_run, self.sharing, self.passes, self.limits, self.setup_warnings)
+        return HostRuns(
+            self.registry(),
+            self.trace_run,
+            self.sharing,
+            self.passes,
+            self.limits,
+            self.setup_warnings,
+        )
 
     # -- runs -----------------------------------------------------------------------------
 
@@ -365,14 +389,24 @@ class Host:
         return await self._run(source, speculate, policy, limits)
 
     async def _run(
-        self, program: CodeReader | str, speculate: bool, policy: LanePolicy | None, limits: GuestLimits | None
+        self,
+        program: CodeReader | str,
+        speculate: bool,
+        policy: LanePolicy | None,
+        limits: GuestLimits | None,
     ) -> RunResult:
         """One run of ``program`` (a stream, or a whole source) in a fresh Guest."""
         notes = self.setup_warnings() if speculate else ()
         run_id = new_run_id()
         guest = GuestStarter(self.guest_factory(), self.capabilities(), limits or self.limits)
         run = Run(
-            self.runs(), guest, run_id=run_id, trace=self.trace_run(run_id), speculate=speculate, policy=policy, limits=limits
+            self.runs(),
+            guest,
+            run_id=run_id,
+            trace=self.trace_run(run_id),
+            speculate=speculate,
+            policy=policy,
+            limits=limits,
         )
         try:
             result = await run.execute(program)
@@ -387,13 +421,17 @@ class Host:
             raise first from None
         return noted(result, notes) if notes else result
 
-    def session(self, limits: SessionLimits | None = None, *, guest_limits: GuestLimits | None = None) -> Session:
+    def session(
+        self, limits: SessionLimits | None = None, *, guest_limits: GuestLimits | None = None
+    ) -> Session:
         """A session: turns against one Guest that keeps its globals (``pysolate._run._session``).
 
         Use as ``async with host.session() as session:``; ``limits`` bound the session as a
         whole, ``guest_limits`` (default: the Host's) each turn.
         """
-        factory = self._session_factory or default_session_factory(self._level or "strongest", self._fork_server)  # the Host's level
+        factory = self._session_factory or default_session_factory(
+            self._level or "strongest", self._fork_server
+        )  # the Host's level
         return Session(self.runs(), factory, limits or SessionLimits(), guest_limits or self.limits)
 
     def setup_warnings(self) -> tuple[str, ...]:
@@ -416,4 +454,7 @@ class Host:
 def _default_guest_factory(level: Level, fork_server: bool) -> GuestFactory:
     from .._guest import start_subprocess_guest  # type: ignore[import-not-found,attr-defined,unused-ignore]
 
-    return cast(GuestFactory, functools.partial(start_subprocess_guest, isolation=level, fork_server=fork_server))
+    return cast(
+        GuestFactory,
+        functools.partial(start_subprocess_guest, isolation=level, fork_server=fork_server),
+    )

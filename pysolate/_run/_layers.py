@@ -81,21 +81,39 @@ class RunLayers:
         """The branched capabilities of this run."""
         return list(self._branches)
 
-    def _bound(self, capability: str, method: str, args: tuple[object, ...], kwargs: Mapping[str, object]) -> BoundCall | None:
+    def _bound(
+        self, capability: str, method: str, args: tuple[object, ...], kwargs: Mapping[str, object]
+    ) -> BoundCall | None:
         try:
             return self._scope.bind(capability, method, args, kwargs)
         except (AttributeError, NameError, TypeError, ValueError):
             return None
 
-    def key(self, capability: str, version: int, method: str, args: tuple[object, ...], kwargs: Mapping[str, object]) -> CallKey | None:
+    def key(
+        self,
+        capability: str,
+        version: int,
+        method: str,
+        args: tuple[object, ...],
+        kwargs: Mapping[str, object],
+    ) -> CallKey | None:
         call = self._bound(capability, method, args, kwargs)
         if call is None:
             return None
         return call_key(call, self._versions[capability][version].view_of(method, call.arguments))
 
-    def admits(self, capability: str, version: int, method: str, args: tuple[object, ...], kwargs: Mapping[str, object]) -> bool:
+    def admits(
+        self,
+        capability: str,
+        version: int,
+        method: str,
+        args: tuple[object, ...],
+        kwargs: Mapping[str, object],
+    ) -> bool:
         call = self._bound(capability, method, args, kwargs)
-        return call is not None and self._versions[capability][version].admits_early(method, call.arguments)
+        return call is not None and self._versions[capability][version].admits_early(
+            method, call.arguments
+        )
 
     def fork(self, capability: str, version: int) -> int:
         versions = self._versions[capability]
@@ -117,13 +135,25 @@ class RunLayers:
         if w is None or r is None or w.spec.scope is None or r.spec.scope is None:
             return False
         a, b = _scope(w.arguments.get(w.spec.scope)), _scope(r.arguments.get(r.spec.scope))
-        return a is not None and b is not None and a != b and not a.startswith(b + "/") and not b.startswith(a + "/")
+        return (
+            a is not None
+            and b is not None
+            and a != b
+            and not a.startswith(b + "/")
+            and not b.startswith(a + "/")
+        )
 
 
 def _scope(value: object) -> str | None:
     """A declared scope's value as a normalized relative path; None when odd (it may then
     overlap anything): the rule of discovery's scopes (``occurrences.discovery._scopes``)."""
-    if type(value) is not str or value.startswith("/") or value.endswith("/") or "\\" in value or "\0" in value:
+    if (
+        type(value) is not str
+        or value.startswith("/")
+        or value.endswith("/")
+        or "\\" in value
+        or "\0" in value
+    ):
         return None
     parts = [part for part in value.split("/") if part not in ("", ".")]
     return None if not parts or ".." in parts else "/".join(parts)
@@ -134,7 +164,16 @@ async def call_on_layer(registry: Registry, layer: object, call: BoundCall, prob
     or a write (nothing else). ``_broker.execute``'s errors and cancellation behaviour."""
     cap = registry.registration(call.capability).methods[call.method]
     if not (cap.effect.speculable or cap.effect is Effect.WRITE):
-        raise PermissionError(f"{call.capability}.{call.method} is {cap.effect.value}: never run early")
+        raise PermissionError(
+            f"{call.capability}.{call.method} is {cap.effect.value}: never run early"
+        )
     return await execute(
-        layer, cap, call, threads=registry.threads, early=True, timeout=registry.call_timeout, probe=probe, encode=registry.encode
+        layer,
+        cap,
+        call,
+        threads=registry.threads,
+        early=True,
+        timeout=registry.call_timeout,
+        probe=probe,
+        encode=registry.encode,
     )

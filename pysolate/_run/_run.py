@@ -110,7 +110,9 @@ class Run:
         self.stream = stream = stream_of(trace, (self.timeline, self.records), run_id)
         trace = stream.for_calls  # (the null hooks when no listener follows calls)
         self.speculate = speculate
-        self.passes = host.passes if speculate else None  # (the sequential reference runs the sealed source)
+        self.passes = (
+            host.passes if speculate else None
+        )  # (the sequential reference runs the sealed source)
         self.objects = objects = RunObjects(registry, targets)
         self.sharing = sharing = (
             host.sharing.for_run(run_id, trace, objects.targets(), formal=policy.share_formal)
@@ -118,19 +120,43 @@ class Run:
             else None
         )
         config = self.passes
-        self.batcher = batcher = BatchFusion(registry, config.batch_fusion) if config is not None and config.batch_fusion else None
+        self.batcher = batcher = (
+            BatchFusion(registry, config.batch_fusion)
+            if config is not None and config.batch_fusion
+            else None
+        )
         self.early = early = EarlyCalls(
-            registry, objects, trace, speculate=speculate, sharing=sharing, batcher=batcher, carried=carried
+            registry,
+            objects,
+            trace,
+            speculate=speculate,
+            sharing=sharing,
+            batcher=batcher,
+            carried=carried,
         )
         # A run that does not speculate discovers nothing: its graph stays empty (no specs to build).
-        self.graph = graph = EventGraph(registry.method_specs() if speculate else {}, registry.root_key_for, prior)
-        self.lane = lane = SpeculativeLane(graph, early.run, policy, may_dispatch=early.may_dispatch)
+        self.graph = graph = EventGraph(
+            registry.method_specs() if speculate else {}, registry.root_key_for, prior
+        )
+        self.lane = lane = SpeculativeLane(
+            graph, early.run, policy, may_dispatch=early.may_dispatch
+        )
         follow = (
-            Respeculation(graph, lane, objects.key_for, early.on_view, allow_discardable=policy.allow_discardable)
+            Respeculation(
+                graph,
+                lane,
+                objects.key_for,
+                early.on_view,
+                allow_discardable=policy.allow_discardable,
+            )
             if speculate
             else None
         )
-        self.branches = _branch_writes(registry, objects, graph, lane, policy, early) if speculate and policy.branch_writes else None
+        self.branches = (
+            _branch_writes(registry, objects, graph, lane, policy, early)
+            if speculate and policy.branch_writes
+            else None
+        )
         self.scope = RunScope(
             objects,
             trace=trace,
@@ -142,7 +168,9 @@ class Run:
             run_sharing=sharing,
             early_traces=early.traces,
         )
-        self.discovery = Discovery(graph, lane, stream, 0.0, lens_of(registry, config), grow=speculate)
+        self.discovery = Discovery(
+            graph, lane, stream, 0.0, lens_of(registry, config), grow=speculate
+        )
 
     async def execute(self, program: CodeReader | str) -> RunResult:
         """Run ``program`` (a stream, or a complete source) once; see ``Host.run_stream``."""
@@ -179,19 +207,27 @@ class Run:
                     except Unsealed as exc:
                         failure, final = exc, None
                         if self._hold is not None and self.sharing is not None:
-                            self._hold(self.sharing)  # before the lane closes: its shared calls run on for the retry
+                            self._hold(
+                                self.sharing
+                            )  # before the lane closes: its shared calls run on for the retry
                     else:
                         source = final.source
                         if self.passes is not None:
-                            source, pass_outcomes = apply_passes(self.objects.registry, self.passes, final)
+                            source, pass_outcomes = apply_passes(
+                                self.objects.registry, self.passes, final
+                            )
                         await guest.ready()
                         guest_started = anyio.current_time() - t0
                         stream.report(GuestStarted(guest_started))
                         outcome = await guest.run(source, scope.handler)
                         guest_ended = anyio.current_time() - t0
                         stream.report(GuestEnded(guest_ended))
-            except BaseException as exc:  # the caller's cancellation, or a Host bug: account, re-raise
-                account_interrupted(stream, scope, lane if entered and self.speculate else None, exc)
+            except (
+                BaseException
+            ) as exc:  # the caller's cancellation, or a Host bug: account, re-raise
+                account_interrupted(
+                    stream, scope, lane if entered and self.speculate else None, exc
+                )
                 raise
             finally:
                 if isinstance(program, CodeReader):
@@ -214,7 +250,11 @@ class Run:
         stats = lane.statistics()
         calls = scope.calls
         reused = self.early.reused
-        early_physical = sum(1 for o in lane.observations() if o.lane == "speculative" and o.physical and o.id not in reused)
+        early_physical = sum(
+            1
+            for o in lane.observations()
+            if o.lane == "speculative" and o.physical and o.id not in reused
+        )
         if batcher is not None:
             early_physical -= batcher.statistics().physical_saved
             if outcome is not None and final is not None:
@@ -233,21 +273,35 @@ class Run:
             reruns=scope.reruns,
             host_shared=sum(1 for c in calls if c.shared_from is not None),
             wall_seconds=wall,
-            guest_seconds=(guest_ended - guest_started) if guest_ended is not None and guest_started is not None else 0.0,
+            guest_seconds=(guest_ended - guest_started)
+            if guest_ended is not None and guest_started is not None
+            else 0.0,
             tool_seconds=sum(c.duration for c in calls),
             time_saved=stats.time_saved,
             passes=pass_outcomes,
         )
         settle_traces(scope, lane)
-        record(self.stream, lane, scope.started_at, calls)  # after every call's events, before the end
+        record(
+            self.stream, lane, scope.started_at, calls
+        )  # after every call's events, before the end
         if failure is not None:
             # No Guest ran: there is no branch to return (as ``run_source`` of a rejected source).
-            result = RunResult(status=failure.status, error=failure.error, calls=calls, report=report, run_id=self.run_id)
+            result = RunResult(
+                status=failure.status,
+                error=failure.error,
+                calls=calls,
+                report=report,
+                run_id=self.run_id,
+            )
         else:
             assert outcome is not None and final is not None
-            result = dataclasses.replace(result_from(outcome, scope, report), source=final.source, run_id=self.run_id)
+            result = dataclasses.replace(
+                result_from(outcome, scope, report), source=final.source, run_id=self.run_id
+            )
         error_type = result.error.type if result.error else None
-        self.stream.ended(result.status.value, counts=report.counts(), error_type=error_type, at=wall)
+        self.stream.ended(
+            result.status.value, counts=report.counts(), error_type=error_type, at=wall
+        )
         return result.with_speculation(self.timeline.timeline(), self.records.observations())
 
 
@@ -269,7 +323,9 @@ def result_from(outcome: GuestOutcome, scope: RunScope, report: RunReport) -> Ru
         isolation=outcome.isolation,
         guest_status=outcome.status,
         # A session turn's layers are the session's to keep or drop (``Session``).
-        workspaces=run_workspaces(scope.targets(), "ok" if scope.session_turn else status.value, outcome.error),
+        workspaces=run_workspaces(
+            scope.targets(), "ok" if scope.session_turn else status.value, outcome.error
+        ),
     )
 
 
@@ -287,7 +343,12 @@ def _branch_writes(
     if not layers.capabilities():
         return None
     branches = BranchSpeculation(
-        graph, lane, layers, layers.capabilities(), allow_discardable=policy.allow_discardable, may_dispatch=early.may_dispatch
+        graph,
+        lane,
+        layers,
+        layers.capabilities(),
+        allow_discardable=policy.allow_discardable,
+        may_dispatch=early.may_dispatch,
     )
     lane.on_pump(branches.pump)
     return branches

@@ -39,7 +39,9 @@ from ..tracing.events import (
 )
 
 
-def record(stream: EventStream, lane: SpeculativeLane, base: float, calls: Sequence[RecordedCall]) -> None:
+def record(
+    stream: EventStream, lane: SpeculativeLane, base: float, calls: Sequence[RecordedCall]
+) -> None:
     """Emit the run's record into ``stream``: each observation of the closed ``lane`` with
     its final disposition (its times made relative to ``base``, the run's start), then the
     receipts of its ``calls``."""
@@ -88,7 +90,9 @@ class TimelineListener(Listener):
             case CallsRecorded():
                 self._calls(event)
             case SnapshotAccepted() if event.at is not None:
-                self._recorder.mark("stream", f"{event.statements} statements", event.at, "snapshot")
+                self._recorder.mark(
+                    "stream", f"{event.statements} statements", event.at, "snapshot"
+                )
             case TokensArrived():
                 self._recorder.bar("stream", "tokens", event.first, event.last, "stream")
             case Sealed() if event.at is not None:
@@ -121,7 +125,13 @@ class TimelineListener(Listener):
             if call.lane == "claimed":
                 timeline.bar("claims", label, call.started, call.ended, "claim")
             elif call.shared_from is not None:
-                timeline.bar("guest", f"{label} (run {call.shared_from[:8]})", call.started, call.ended, "shared")
+                timeline.bar(
+                    "guest",
+                    f"{label} (run {call.shared_from[:8]})",
+                    call.started,
+                    call.ended,
+                    "shared",
+                )
             else:
                 timeline.bar("guest", label, call.started, call.ended, "formal")
 
@@ -162,14 +172,20 @@ class RecordsListener(Listener):
         return tuple(self._records)
 
 
-def account_interrupted(trace: RunTrace, scope: RunScope, lane: SpeculativeLane | None, exc: BaseException) -> None:
+def account_interrupted(
+    trace: RunTrace, scope: RunScope, lane: SpeculativeLane | None, exc: BaseException
+) -> None:
     """End the trace of a run that raises instead of returning a result (the caller
     cancelled it; a Host bug): the lane is closed by now, so every early observation gets
     its disposition on its span, and every formal call started has its span (an
     interrupted one also an ``unknown`` receipt in the scope). The run span ends
     ``aborted`` with the counts and the exception's type."""
     early = lane.observations() if lane is not None else []
-    counts = {"logical": len(scope.calls), "physical": scope.physical + sum(1 for o in early if o.lane == "speculative" and o.physical)}
+    counts = {
+        "logical": len(scope.calls),
+        "physical": scope.physical
+        + sum(1 for o in early if o.lane == "speculative" and o.physical),
+    }
     if lane is not None:
         settle_traces(scope, lane)
         stats = lane.statistics()

@@ -91,7 +91,8 @@ class _Turn:
         self.prior: PriorGlobals | None = session.prior
         # The turn writes into layers of the session's branches (Workspace.layer).
         self.targets: dict[str, object] = {
-            name: b.layer() if isinstance(b, Workspace) else b for name, b in session._branches.items()
+            name: b.layer() if isinstance(b, Workspace) else b
+            for name, b in session._branches.items()
         }
         self.entered = False  # the Guest was handed the program: the session changed
         self.alive = True  # the Guest can take another turn
@@ -117,7 +118,9 @@ class _Turn:
         if guest is None:
             self.alive = False
             error = session._guest_error
-            info = ErrorInfo(type(error).__name__, f"the session's Guest did not start: {error}", None)
+            info = ErrorInfo(
+                type(error).__name__, f"the session's Guest did not start: {error}", None
+            )
             return GuestOutcome("crashed", error=info, isolation=Isolation("process"))
         wall = min(session._guest_limits.wall_time, session._remaining())
         turn = await guest.turn(program, handler, wall_time=max(wall, 0.0))
@@ -195,7 +198,10 @@ class Session:
         return self
 
     async def __aexit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
     ) -> bool | None:
         """Stop the Guest (shielded) and end the session; the branches stay open."""
         assert self._tg is not None
@@ -209,7 +215,9 @@ class Session:
 
     async def _start_guest(self) -> None:
         try:
-            self._guest = await self._factory(self._host.registry.capabilities(), self._guest_limits)
+            self._guest = await self._factory(
+                self._host.registry.capabilities(), self._guest_limits
+            )
         except Exception as exc:  # reported to the first turn that needs the Guest
             self._guest_error = exc
         finally:
@@ -238,7 +246,11 @@ class Session:
                 idle = self.limits.idle_time <= self._remaining()
                 await anyio.sleep(max(0.0, min(self.limits.idle_time, self._remaining())))
                 if self._state is SessionState.IDLE:
-                    why = f"idle for {self.limits.idle_time}s" if idle else f"open for {self.limits.wall_time}s"
+                    why = (
+                        f"idle for {self.limits.idle_time}s"
+                        if idle
+                        else f"open for {self.limits.wall_time}s"
+                    )
                     self._break(SessionExpired(f"the session's Guest was stopped: {why}"))
                     with anyio.CancelScope(shield=True):
                         await self._stop_guest()
@@ -263,7 +275,9 @@ class Session:
         return {name: b for name, b in self._branches.items() if isinstance(b, Workspace)}
 
     def statistics(self) -> SessionStatistics:
-        return SessionStatistics(self._turns, self._executed, self._rejected, self._reused, self._state)
+        return SessionStatistics(
+            self._turns, self._executed, self._rejected, self._reused, self._state
+        )
 
     # -- turns ---------------------------------------------------------------------------------
 
@@ -322,14 +336,25 @@ class Session:
             raise
         return self._end(turn, result)
 
-    async def _run(self, turn: _Turn, program: CodeReader | str, speculate: bool, policy: LanePolicy | None) -> RunResult:
+    async def _run(
+        self, turn: _Turn, program: CodeReader | str, speculate: bool, policy: LanePolicy | None
+    ) -> RunResult:
         """The turn's run: the Host's one path (``_run.Run``), with the session's Guest, its
         workspace layers, the globals earlier turns left and their carried early results."""
         host = self._host
         run_id = new_run_id()
         run = Run(
-            host, turn, run_id=run_id, trace=host.trace_run(run_id), speculate=speculate, policy=policy,
-            limits=self._guest_limits, targets=turn.targets, prior=turn.prior, carried=turn.carried, hold=turn.keep,
+            host,
+            turn,
+            run_id=run_id,
+            trace=host.trace_run(run_id),
+            speculate=speculate,
+            policy=policy,
+            limits=self._guest_limits,
+            targets=turn.targets,
+            prior=turn.prior,
+            carried=turn.carried,
+            hold=turn.keep,
         )
         result = await run.execute(program)
         turn.lane = run.lane
@@ -342,9 +367,13 @@ class Session:
             assert self._broken is not None
             raise type(self._broken)(str(self._broken), self._broken.reason)
         if self._state is not SessionState.IDLE:
-            raise SessionClosed(f"the session is {self._state.value}; turns run inside `async with host.session()`")
+            raise SessionClosed(
+                f"the session is {self._state.value}; turns run inside `async with host.session()`"
+            )
         if self._remaining() <= 0:
-            expired = SessionExpired(f"the session's Guest was stopped: open for {self.limits.wall_time}s")
+            expired = SessionExpired(
+                f"the session's Guest was stopped: open for {self.limits.wall_time}s"
+            )
             self._break(expired)
             raise expired
         if self._idle is not None:
@@ -360,7 +389,11 @@ class Session:
         if self._state is not SessionState.RUNNING:
             return  # closed meanwhile
         if turn.entered:
-            self._break(SessionBroken(f"turn {self._turns} was stopped after its Guest got the program: {exc!r}", exc))
+            self._break(
+                SessionBroken(
+                    f"turn {self._turns} was stopped after its Guest got the program: {exc!r}", exc
+                )
+            )
             return
         self._state = advance(self._state, SessionState.IDLE)
         self._arm_idle()
@@ -392,7 +425,11 @@ class Session:
         (a failure is not kept: the next turn calls again, as a sequential run would)."""
         for obs in lane.observations():
             # Work on a branch layer is of that turn's lineage only (``scheduler._branches``).
-            if obs.lane == "speculative" and obs.layer is None and obs.state is ObservationState.SUCCEEDED:
+            if (
+                obs.lane == "speculative"
+                and obs.layer is None
+                and obs.state is ObservationState.SUCCEEDED
+            ):
                 self._carried.pop(obs.key, None)
                 self._carried[obs.key] = obs
         while len(self._carried) > MAX_CARRIED:
@@ -408,10 +445,15 @@ async def _once(source: str) -> AsyncIterator[str]:
     yield source
 
 
-def default_session_factory(isolation: IsolationChoice = "strongest", fork_server: bool = True) -> SessionGuestFactory:
+def default_session_factory(
+    isolation: IsolationChoice = "strongest", fork_server: bool = True
+) -> SessionGuestFactory:
     """The isolated subprocess Guest, kept across turns, at the Host's ``isolation`` level
     (forked from the fork server where that keeps the level whole, unless ``fork_server``
     is off)."""
     from .._guest import start_subprocess_session  # type: ignore[import-not-found,attr-defined,unused-ignore]
 
-    return cast(SessionGuestFactory, functools.partial(start_subprocess_session, isolation=isolation, fork_server=fork_server))
+    return cast(
+        SessionGuestFactory,
+        functools.partial(start_subprocess_session, isolation=isolation, fork_server=fork_server),
+    )

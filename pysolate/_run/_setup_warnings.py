@@ -87,7 +87,9 @@ def unqualified_host_tools(registrations: Iterable[Registration]) -> str | None:
     )
 
 
-def unqualified_agent_tools(setup: str, tools: Sequence[str], effects: Mapping[str, object]) -> str | None:
+def unqualified_agent_tools(
+    setup: str, tools: Sequence[str], effects: Mapping[str, object]
+) -> str | None:
     """The message for an integration given agent tools of which ``effects`` names none;
     None when it names one (whatever effect: naming a tool is a decision)."""
     if not tools or any(name in effects for name in tools):

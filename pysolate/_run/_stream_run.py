@@ -118,18 +118,24 @@ class Discovery:
             await pacer.pace()
 
     def sealed(self, final: Snapshot, end: float) -> None:
-        self.stream.sealed(source_hash(final.source), statements=len(final.statements), chars=final.end, at=end)
+        self.stream.sealed(
+            source_hash(final.source), statements=len(final.statements), chars=final.end, at=end
+        )
 
     async def whole(self, final: Snapshot) -> None:
         """Discover a source given whole (already sealed, ``seal_whole``)."""
         now, count = anyio.current_time() - self.t0, len(final.statements)
-        self.stream.snapshot_accepted(statements=count, new_statements=count, chars=final.end, at=now)
+        self.stream.snapshot_accepted(
+            statements=count, new_statements=count, chars=final.end, at=now
+        )
         self.stream.report(TokensArrived(now, now))
         await self.discover(final.statements)
         self.sealed(final, now)
 
 
-async def read_stream(reader: CodeReader, discovery: Discovery, task_group: anyio.abc.TaskGroup) -> Snapshot:
+async def read_stream(
+    reader: CodeReader, discovery: Discovery, task_group: anyio.abc.TaskGroup
+) -> Snapshot:
     """Read the program, growing the graph as statements are accepted; return the seal.
     The stream's watchdog runs in ``task_group`` (the run's), so the seal need not wait
     for it to return."""
@@ -144,7 +150,9 @@ async def read_stream(reader: CodeReader, discovery: Discovery, task_group: anyi
             await discovery.discover(new, pacer)
             total = snapshot.first_new + len(new)  # len(statements) would materialize them all
             at = anyio.current_time() - t0
-            stream.snapshot_accepted(statements=total, new_statements=len(new), chars=snapshot.end, at=at)
+            stream.snapshot_accepted(
+                statements=total, new_statements=len(new), chars=snapshot.end, at=at
+            )
         if not discovery.grow:
             return
         # The statement still streaming: its complete parts, for discovery only (under the
@@ -164,9 +172,13 @@ async def read_stream(reader: CodeReader, discovery: Discovery, task_group: anyi
                     first = anyio.current_time() - t0
                 await accept(parser.feed(text))
     except StreamError as exc:
-        raise Unsealed(RunStatus(exc.status), ErrorInfo(type(exc).__name__, str(exc), None)) from exc
+        raise Unsealed(
+            RunStatus(exc.status), ErrorInfo(type(exc).__name__, str(exc), None)
+        ) from exc
     except Exception as exc:
-        raise Unsealed(RunStatus.ABORTED, ErrorInfo(type(exc).__name__, f"the stream failed: {exc}", None)) from exc
+        raise Unsealed(
+            RunStatus.ABORTED, ErrorInfo(type(exc).__name__, f"the stream failed: {exc}", None)
+        ) from exc
     end = anyio.current_time() - t0
     stream.report(TokensArrived(first if first is not None else end, end))
     try:
@@ -195,7 +207,9 @@ def tree_of(final: Snapshot) -> ast.Module:
     return ast.Module(body=list(final.statements), type_ignores=[])
 
 
-def apply_passes(registry: Registry, config: PassConfig, final: Snapshot) -> tuple[str, tuple[PassOutcome, ...]]:
+def apply_passes(
+    registry: Registry, config: PassConfig, final: Snapshot
+) -> tuple[str, tuple[PassOutcome, ...]]:
     """The program the Guest runs: the sealed source or its derived form (``pysolate.passes``)."""
     passes = config.source_passes()
     if not passes:

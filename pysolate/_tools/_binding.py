@@ -45,8 +45,17 @@ class Binder:
     """Binds calls to one signature as ``Signature.bind`` + ``apply_defaults`` would."""
 
     __slots__ = (
-        "_by_keyword", "_defaults", "_keyword_only", "_order", "_positional", "_positional_slots", "_signature", "_simple",
-        "_slot_texts", "_sorted", "_tagged_defaults",
+        "_by_keyword",
+        "_defaults",
+        "_keyword_only",
+        "_order",
+        "_positional",
+        "_positional_slots",
+        "_signature",
+        "_simple",
+        "_slot_texts",
+        "_sorted",
+        "_tagged_defaults",
     )
 
     def __init__(self, signature: inspect.Signature) -> None:
@@ -56,9 +65,15 @@ class Binder:
         self._simple = all(p.kind in _SIMPLE for p in params)
         self._order = tuple(p.name for p in params)
         self._positional = tuple(p.name for p in params if p.kind in _POSITIONAL)
-        self._keyword_only = tuple(p.name for p in params if p.kind is inspect.Parameter.KEYWORD_ONLY)
-        self._by_keyword = frozenset(p.name for p in params if p.kind is not inspect.Parameter.POSITIONAL_ONLY)
-        self._defaults = {p.name: p.default for p in params if p.default is not inspect.Parameter.empty}
+        self._keyword_only = tuple(
+            p.name for p in params if p.kind is inspect.Parameter.KEYWORD_ONLY
+        )
+        self._by_keyword = frozenset(
+            p.name for p in params if p.kind is not inspect.Parameter.POSITIONAL_ONLY
+        )
+        self._defaults = {
+            p.name: p.default for p in params if p.default is not inspect.Parameter.empty
+        }
         # Defaults are plain (checked at registration); tagging a non-plain one is left to
         # the reference path (``key_text`` falls back when a tag is missing).
         tagged: dict[str, object] = {}
@@ -78,7 +93,8 @@ class Binder:
         )
         # The same pairs as text: each name's ``[["s",name],`` and its argument's index.
         self._slot_texts: tuple[tuple[str, int], ...] | None = (
-            None if self._positional_slots is None
+            None
+            if self._positional_slots is None
             else tuple((f'[["s",{_json_text(tag[1])}],', i) for tag, i in self._positional_slots)
         )
 

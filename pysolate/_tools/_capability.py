@@ -102,7 +102,8 @@ class CapabilityMethod:
         positional = [
             p.name
             for p in self.signature.parameters.values()
-            if p.kind in (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
+            if p.kind
+            in (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
         ]
         position = positional.index(self.scope) if self.scope in positional else None
         return MethodSpec(self.effect, self.version, self.scope, position)
@@ -168,7 +169,9 @@ def capability(
         raise RegistrationError("scope must be the name of a parameter")
     if scope is not None and effect is Effect.UNKNOWN:
         raise RegistrationError("scope needs a declared effect (effect UNKNOWN may touch anything)")
-    declaration = Declaration(effect, version, None if cost is None else float(cost), batch, projection, scope)
+    declaration = Declaration(
+        effect, version, None if cost is None else float(cost), batch, projection, scope
+    )
 
     def mark(f: F) -> F:
         if not callable(f):
@@ -202,7 +205,11 @@ def capability_methods(obj: object) -> dict[str, CapabilityMethod]:
             raise RegistrationError(f"capability method {name!r} has a private name")
         methods[name] = _method(name, declaration, getattr(obj, name))
     if not methods:
-        hint = " (register a function tool with @capability on the function itself)" if callable(obj) else ""
+        hint = (
+            " (register a function tool with @capability on the function itself)"
+            if callable(obj)
+            else ""
+        )
         raise RegistrationError(f"{type(obj).__qualname__} has no @capability methods{hint}")
     for method in methods.values():
         _check_laws(method, methods)
@@ -229,7 +236,9 @@ def capability_function(name: str, fn: Callable[..., object]) -> CapabilityMetho
             "@capability(effect=Effect.PURE, version='1') (bare @capability: effect unknown)"
         )
     if declaration.batch is not None or declaration.projection is not None:
-        raise RegistrationError(f"function tool {name!r}: batch and projection laws are for capability objects")
+        raise RegistrationError(
+            f"function tool {name!r}: batch and projection laws are for capability objects"
+        )
     return _method(name, declaration, fn)
 
 
@@ -251,7 +260,8 @@ def _method(name: str, declaration: Declaration, bound: Callable[..., object]) -
     scoped = signature.parameters.get(declaration.scope) if declaration.scope else None
     if declaration.scope is not None and (
         scoped is None
-        or scoped.kind not in (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)
+        or scoped.kind
+        not in (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)
     ):
         raise RegistrationError(
             f"scope of {name!r}: no parameter {declaration.scope!r} that can be passed by name"

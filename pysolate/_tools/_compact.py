@@ -21,7 +21,9 @@ import json
 import json.encoder
 from collections.abc import Callable, Sequence
 
-_MAKE: Callable[..., Callable[[object, int], Sequence[str]]] | None = getattr(json.encoder, "c_make_encoder", None)
+_MAKE: Callable[..., Callable[[object, int], Sequence[str]]] | None = getattr(
+    json.encoder, "c_make_encoder", None
+)
 """The C encoder's constructor (None where the interpreter has no C accelerator)."""
 
 _REFERENCE = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, allow_nan=False)

@@ -111,7 +111,9 @@ def _builtin(value: object, encode: Encoder | None, d: int) -> object:
     if isinstance(value, pydantic.BaseModel):
         return _convert(value.model_dump(), encode, d)
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        return {f.name: _convert(getattr(value, f.name), encode, d) for f in dataclasses.fields(value)}
+        return {
+            f.name: _convert(getattr(value, f.name), encode, d) for f in dataclasses.fields(value)
+        }
     if isinstance(value, enum.Enum):
         return _convert(value.value, encode, d)
     if isinstance(value, datetime.date | datetime.time):  # datetime is a date

@@ -36,7 +36,9 @@ FILE_MODE = 0o666
 """Mode of a file the apply creates, before the umask (a replaced file keeps its mode)."""
 
 
-def apply_branch(root: Root, target: Path, changes: dict[str, bytes | None], dirs_added: set[str]) -> None:
+def apply_branch(
+    root: Root, target: Path, changes: dict[str, bytes | None], dirs_added: set[str]
+) -> None:
     """Apply ``changes`` (path -> content, None: deleted) and create ``dirs_added`` under
     ``target`` (the module docstring). ``ApplyConflict``, ``CommitError`` (not a
     directory), ``WorkspaceError`` (the writing failed, or a change the journal cannot
@@ -45,7 +47,10 @@ def apply_branch(root: Root, target: Path, changes: dict[str, bytes | None], dir
     if not target.is_dir():
         raise CommitError(f"apply target {target} is not a directory")
     where = journal_path(target)
-    plan = [(path, "write" if data is not None else "delete", _sha(data)) for path, data in sorted(changes.items())]
+    plan = [
+        (path, "write" if data is not None else "delete", _sha(data))
+        for path, data in sorted(changes.items())
+    ]
     finished = recover(target)
     if finished is not None and finished.state == "committing" and finished.plan() == plan:
         return  # this very apply was interrupted, and is now finished
@@ -90,7 +95,9 @@ def apply_branch(root: Root, target: Path, changes: dict[str, bytes | None], dir
                     fd, _ = dirs.split(op.path)
                     os.unlink(op.backup, dir_fd=fd)
         except Exception as exc:
-            raise WorkspaceError(f"apply to {target} was interrupted; the next apply to it finishes it: {exc}") from exc
+            raise WorkspaceError(
+                f"apply to {target} was interrupted; the next apply to it finishes it: {exc}"
+            ) from exc
     where.unlink()
     fsync_dir(where.parent)
 
@@ -158,7 +165,9 @@ def _changed(was: str, now: str | None) -> str:
         return "deleted"
     if was == "missing":
         return "created" if now == "file" else f"created (a {'symlink' if now == 'link' else now})"
-    return {"dir": "a directory now", "link": "a symlink now", "file": "a file now"}.get(now, "not a regular file now")
+    return {"dir": "a directory now", "link": "a symlink now", "file": "a file now"}.get(
+        now, "not a regular file now"
+    )
 
 
 def _compare(was: Held, dirs: Dirs, path: str) -> str | None:
@@ -171,7 +180,11 @@ def _compare(was: Held, dirs: Dirs, path: str) -> str | None:
         return None
     fd, name = dirs.split(path)
     if now == "link":
-        return None if os.fsencode(os.readlink(name, dir_fd=fd)) == was.link else "modified (the symlink points elsewhere)"
+        return (
+            None
+            if os.fsencode(os.readlink(name, dir_fd=fd)) == was.link
+            else "modified (the symlink points elsewhere)"
+        )
     if was.identity is not None and identity(st) == was.identity:
         return None
     if was.sha256 is None and was.git_oid is None:
@@ -194,7 +207,9 @@ def _git_blob_id(data: bytes, width: int) -> bytes:
     return (hashlib.sha1(header + data) if width == 20 else hashlib.sha256(header + data)).digest()
 
 
-def _index_conflicts(root: GitTree, target: Path, held: dict[str, Held], known: dict[str, str]) -> dict[str, str]:
+def _index_conflicts(
+    root: GitTree, target: Path, held: dict[str, Held], known: dict[str, str]
+) -> dict[str, str]:
     """Paths whose index entry in ``target``'s repository is not the root's (nothing when
     ``target`` is not a git work tree)."""
     pygit2: Any = root._pygit2
@@ -239,7 +254,12 @@ def _prepare(dirs: Dirs, journal: Journal, changes: dict[str, bytes | None]) -> 
         assert op.temp is not None
         old = dirs.lstat(op.path)
         mode = stat.S_IMODE(old.st_mode) if old is not None and stat.S_ISREG(old.st_mode) else None
-        out = os.open(op.temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, FILE_MODE, dir_fd=fd)
+        out = os.open(
+            op.temp,
+            os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC,
+            FILE_MODE,
+            dir_fd=fd,
+        )
         try:
             if mode is not None:
                 os.fchmod(out, mode)
@@ -250,4 +270,3 @@ def _prepare(dirs: Dirs, journal: Journal, changes: dict[str, bytes | None]) -> 
         finally:
             os.close(out)
     dirs.sync()
-

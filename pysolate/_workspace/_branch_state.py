@@ -34,7 +34,12 @@ class BranchState(enum.Enum):
 
 _MOVES: dict[BranchState, frozenset[BranchState]] = {
     BranchState.OPEN: frozenset(
-        {BranchState.COMMITTED, BranchState.APPLIED, BranchState.DISCARDED, BranchState.UNCOMMITTABLE}
+        {
+            BranchState.COMMITTED,
+            BranchState.APPLIED,
+            BranchState.DISCARDED,
+            BranchState.UNCOMMITTABLE,
+        }
     ),
     BranchState.UNCOMMITTABLE: frozenset({BranchState.DISCARDED}),
 }

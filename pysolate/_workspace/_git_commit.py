@@ -76,7 +76,9 @@ def commit_branch(
     return str(commit)
 
 
-def _build(repo: Any, pygit2: Any, oid: bytes | None, prefix: str, changes: dict[str, bytes | None]) -> Any:
+def _build(
+    repo: Any, pygit2: Any, oid: bytes | None, prefix: str, changes: dict[str, bytes | None]
+) -> Any:
     """The new tree for directory ``prefix`` (raw id ``oid`` in the root, None if new), or
     None when it ends up empty."""
     base = repo[pygit2.Oid(raw=oid)] if oid is not None else None

@@ -71,7 +71,9 @@ def load_pygit2() -> ModuleType:
     try:
         import pygit2
     except ImportError as exc:
-        raise ImportError("Workspace.git and commit_to_git need pygit2: pip install 'pysolate[git]'") from exc
+        raise ImportError(
+            "Workspace.git and commit_to_git need pygit2: pip install 'pysolate[git]'"
+        ) from exc
     return pygit2
 
 
@@ -152,7 +154,9 @@ class GitTree:
             return True
         width = len(found.oid)
         header = b"blob %d\0" % len(data)
-        digest = (hashlib.sha1(header + data) if width == 20 else hashlib.sha256(header + data)).digest()
+        digest = (
+            hashlib.sha1(header + data) if width == 20 else hashlib.sha256(header + data)
+        ).digest()
         return digest != found.oid  # the blob id says it without reading the blob
 
     def names(self, path: str) -> Iterable[str]:
@@ -163,7 +167,8 @@ class GitTree:
         return [
             name
             for name, (mode, _) in self.entries(found.oid).items()
-            if mode != LINK or self.resolve(prefix + name).kind != "missing"  # a dangling link is not there
+            if mode != LINK
+            or self.resolve(prefix + name).kind != "missing"  # a dangling link is not there
         ]
 
     def through_link(self, path: str) -> bool:
@@ -199,8 +204,13 @@ class GitTree:
             while at < end:
                 space = data.index(b" ", at)
                 nul = data.index(b"\0", space)
-                with contextlib.suppress(UnicodeDecodeError):  # such a name is listed in ``skipped``
-                    parsed[data[space + 1 : nul].decode("utf-8")] = (int(data[at:space], 8), data[nul + 1 : nul + 1 + width])
+                with contextlib.suppress(
+                    UnicodeDecodeError
+                ):  # such a name is listed in ``skipped``
+                    parsed[data[space + 1 : nul].decode("utf-8")] = (
+                        int(data[at:space], 8),
+                        data[nul + 1 : nul + 1 + width],
+                    )
                 at = nul + 1 + width
             self._trees[oid] = parsed
             self._tree_entries += len(parsed) + 1
@@ -227,7 +237,10 @@ class GitTree:
             return (found.filemode, found.id.raw)
 
     def _trim(self) -> None:
-        while self._tree_entries > GIT_TREE_CACHE_ENTRIES and len(self._trees) + len(self._objects) > 1:
+        while (
+            self._tree_entries > GIT_TREE_CACHE_ENTRIES
+            and len(self._trees) + len(self._objects) > 1
+        ):
             if self._trees:
                 _, dropped = self._trees.popitem(last=False)
                 self._tree_entries -= len(dropped) + 1
@@ -253,7 +266,11 @@ class GitTree:
     def statistics(self) -> dict[str, int]:
         """What the caches hold now (bytes of blobs, tree entries, paths)."""
         with self._lock:
-            return {"blob_bytes": self._blob_bytes, "tree_entries": self._tree_entries, "paths": len(self._paths)}
+            return {
+                "blob_bytes": self._blob_bytes,
+                "tree_entries": self._tree_entries,
+                "paths": len(self._paths),
+            }
 
     # -- resolution ---------------------------------------------------------------------
 
@@ -299,15 +316,33 @@ class GitTree:
                 if found.kind == "file":
                     if not last:
                         return MISSING
-                    return Found("file", found.oid, found.mode, found.canon, through_link=linked, link=text, link_oid=oid)
+                    return Found(
+                        "file",
+                        found.oid,
+                        found.mode,
+                        found.canon,
+                        through_link=linked,
+                        link=text,
+                        link_oid=oid,
+                    )
                 if found.canon == tuple(canon[: len(found.canon)]):
                     return Found(None, why=LOOP)  # a directory that contains the link itself
                 if last:
-                    return Found("dir", found.oid, TREE, found.canon, through_link=linked, link=text, link_oid=oid)
+                    return Found(
+                        "dir",
+                        found.oid,
+                        TREE,
+                        found.canon,
+                        through_link=linked,
+                        link=text,
+                        link_oid=oid,
+                    )
                 tree, canon, linked = found.oid, list(found.canon), True
                 continue
             if not last:
-                return Found("missing", through_link=linked) if linked else MISSING  # a file used as a directory
+                return (
+                    Found("missing", through_link=linked) if linked else MISSING
+                )  # a file used as a directory
             return Found("file", oid, mode, (*canon, name), through_link=linked)
         return Found("dir", tree, TREE, tuple(canon), through_link=linked)
 

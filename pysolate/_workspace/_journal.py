@@ -91,15 +91,23 @@ def read_journal(where: Path) -> Journal | None:
         raw = json.loads(where.read_bytes())
         if raw.get("format") != "pysolate-apply" or raw.get("version") != 1:
             raise ValueError("not a pysolate apply journal")
-        return Journal(raw["state"], raw["token"], [Op(**op) for op in raw["ops"]], list(raw["dirs"]))
+        return Journal(
+            raw["state"], raw["token"], [Op(**op) for op in raw["ops"]], list(raw["dirs"])
+        )
     except FileNotFoundError:
         return None
     except (OSError, ValueError, KeyError, TypeError) as exc:
-        raise WorkspaceError(f"cannot read the apply journal {where}: {exc}; remove it once the directory is checked") from None
+        raise WorkspaceError(
+            f"cannot read the apply journal {where}: {exc}; remove it once the directory is checked"
+        ) from None
 
 
 def fsync_dir(path: Path | int) -> None:
-    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC) if not isinstance(path, int) else path
+    fd = (
+        os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+        if not isinstance(path, int)
+        else path
+    )
     try:
         os.fsync(fd)
     finally:
@@ -121,7 +129,11 @@ class Dirs:
         fd = self._fds.get(path)
         if fd is None:
             parent, _, name = path.rpartition("/")
-            fd = os.open(name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=self.fd(parent))
+            fd = os.open(
+                name,
+                os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC,
+                dir_fd=self.fd(parent),
+            )
             self._fds[path] = fd
         return fd
 
@@ -197,12 +209,18 @@ def _finish(dirs: Dirs, journal: Journal, where: Path) -> None:
         backup = dirs.lstat(kept) if kept is not None else None
         temp = sibling(op.path, op.temp)
         if op.action == "write" and temp is not None and dirs.lstat(temp) is not None:
-            if (op.backup is None and now is not None) or (op.backup is not None and not _same(now, backup)):
-                conflicts[op.path] = f"changed after an interrupted apply (its journal {where} is kept)"
+            if (op.backup is None and now is not None) or (
+                op.backup is not None and not _same(now, backup)
+            ):
+                conflicts[op.path] = (
+                    f"changed after an interrupted apply (its journal {where} is kept)"
+                )
             todo.append((op, temp))
         elif op.action == "delete" and now is not None:
             if not _same(now, backup):
-                conflicts[op.path] = f"changed after an interrupted apply (its journal {where} is kept)"
+                conflicts[op.path] = (
+                    f"changed after an interrupted apply (its journal {where} is kept)"
+                )
             todo.append((op, None))
     if conflicts:
         raise ApplyConflict(conflicts)

@@ -71,7 +71,9 @@ class LazyTree(Listed[tuple[str, Identity]]):
         try:
             fd = os.open(real, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
         except OSError as exc:
-            raise WorkspaceChanged(path, f"it can no longer be opened: {os.strerror(exc.errno or errno.EIO)}") from None
+            raise WorkspaceChanged(
+                path, f"it can no longer be opened: {os.strerror(exc.errno or errno.EIO)}"
+            ) from None
         try:
             before = os.fstat(fd)
             if not stat.S_ISREG(before.st_mode):
@@ -79,7 +81,9 @@ class LazyTree(Listed[tuple[str, Identity]]):
             data = _read_all(fd, before.st_size)
             after = os.fstat(fd)
         except OSError as exc:
-            raise WorkspaceChanged(path, f"it can no longer be read: {os.strerror(exc.errno or errno.EIO)}") from None
+            raise WorkspaceChanged(
+                path, f"it can no longer be read: {os.strerror(exc.errno or errno.EIO)}"
+            ) from None
         finally:
             os.close(fd)
         digest = hashlib.sha256(data).digest()
@@ -91,7 +95,9 @@ class LazyTree(Listed[tuple[str, Identity]]):
                 return data
         if stable and known == digest:
             return data  # touched, or its inode's ctime moved, but the content is the same
-        raise WorkspaceChanged(path, "its content is not what the workspace root held" if known else "it was modified")
+        raise WorkspaceChanged(
+            path, "its content is not what the workspace root held" if known else "it was modified"
+        )
 
     def differs(self, path: str, data: bytes) -> bool:
         entry = self._files.get(path)
@@ -120,4 +126,3 @@ def _read_all(fd: int, size: int) -> bytes:
             return b"".join(chunks)
         chunks.append(chunk)
         size = 1 << 16
-

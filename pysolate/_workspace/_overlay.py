@@ -34,7 +34,14 @@ class Overlay:
 
     def copy(self) -> Overlay:
         """An independent copy (a layer's state, or the state a branch adopts)."""
-        return Overlay(self.tree, dict(self.written), self.held, set(self.dirs_added), dict(self.touched), self.seq)
+        return Overlay(
+            self.tree,
+            dict(self.written),
+            self.held,
+            set(self.dirs_added),
+            dict(self.touched),
+            self.seq,
+        )
 
     def clear(self) -> None:
         """Drop every write (a discarded branch)."""
@@ -70,7 +77,9 @@ class Overlay:
                 names.add(name)
         prefix = f"{p}/" if p else ""
         tree = self.tree
-        return sorted(n for n in names if self.exists(prefix + n) or tree.refused(prefix + n) is not None)
+        return sorted(
+            n for n in names if self.exists(prefix + n) or tree.refused(prefix + n) is not None
+        )
 
     def view_id(self, p: str) -> str:
         """The root id while nothing related to ``p`` was written, else one per such write."""

@@ -130,7 +130,16 @@ class Listed(ABC, Generic[_Entry]):
     listing alone (``Tree``, ``LazyTree``): all but what a file holds (``file``, ``differs``
     and ``_held_file``, the subclass's). A subclass's ``__init__`` sets every slot."""
 
-    __slots__ = ("_children", "_dirs", "_files", "_links", "_refused", "_skipped", "_source", "root_id")
+    __slots__ = (
+        "_children",
+        "_dirs",
+        "_files",
+        "_links",
+        "_refused",
+        "_skipped",
+        "_source",
+        "root_id",
+    )
 
     _files: dict[str, _Entry]  # path -> entry; never mutated
     _dirs: frozenset[str]  # "" is the root
@@ -299,7 +308,9 @@ def normalize(path: str) -> str:
     if "\0" in path:
         raise ValueError("embedded null byte")
     if path.startswith("/"):
-        raise PermissionError(errno.EACCES, "refused: absolute paths are outside the workspace", path)
+        raise PermissionError(
+            errno.EACCES, "refused: absolute paths are outside the workspace", path
+        )
     parts = [part for part in path.split("/") if part not in ("", ".")]
     if ".." in parts:
         raise PermissionError(errno.EACCES, "refused: '..' leaves the workspace", path)
@@ -312,13 +323,17 @@ def check_writable(path: str, normalized: str) -> None:
     git directory is never a workspace's to write, and git refuses such a tree entry)."""
     check_length(path, normalized)
     if any(part.lower() == ".git" for part in normalized.split("/")):
-        raise PermissionError(errno.EACCES, "refused: a .git directory is not part of the workspace", path)
+        raise PermissionError(
+            errno.EACCES, "refused: a .git directory is not part of the workspace", path
+        )
 
 
 def check_length(path: str, normalized: str) -> None:
     """``OSError(ENAMETOOLONG)``, as CPython's ``open`` raises it, for a component over
     ``NAME_MAX`` bytes or a path of ``PATH_MAX`` bytes or more."""
-    if len(os.fsencode(path)) >= PATH_MAX or any(len(os.fsencode(part)) > NAME_MAX for part in normalized.split("/")):
+    if len(os.fsencode(path)) >= PATH_MAX or any(
+        len(os.fsencode(part)) > NAME_MAX for part in normalized.split("/")
+    ):
         raise OSError(errno.ENAMETOOLONG, os.strerror(errno.ENAMETOOLONG), path)
 
 
@@ -331,7 +346,9 @@ def freeze_directory(source: Path) -> Tree:
         data = Path(real).read_bytes()
         total += len(data)
         if total > MAX_FROZEN_BYTES:
-            raise WorkspaceError(f"{source} holds more than {MAX_FROZEN_BYTES} bytes (Workspace.frozen(path, lazy=True) reads on demand)")
+            raise WorkspaceError(
+                f"{source} holds more than {MAX_FROZEN_BYTES} bytes (Workspace.frozen(path, lazy=True) reads on demand)"
+            )
         files[path] = data
     return Tree(files, scan.dirs, scan.refused, scan.root, scan.skipped, scan.links)
 

@@ -137,7 +137,9 @@ class Workspace:
         contents: dict[str, bytes] = {}
         try:
             for path, content in files.items():
-                contents[text_path(path)] = content.encode() if isinstance(content, str) else bytes(content)
+                contents[text_path(path)] = (
+                    content.encode() if isinstance(content, str) else bytes(content)
+                )
             folders = {text_path(d) for d in dirs}
             for path in (*contents, *folders):
                 check_length(path, path)
@@ -219,7 +221,9 @@ class Workspace:
         Raises ``WorkspaceError`` unless both are open and of the same root.
         """
         if self._state is not BranchState.OPEN or layer._state is not BranchState.OPEN:
-            raise WorkspaceError(f"cannot adopt a {layer._state.value} layer into a {self._state.value} branch")
+            raise WorkspaceError(
+                f"cannot adopt a {layer._state.value} layer into a {self._state.value} branch"
+            )
         if layer._tree is not self._tree:
             raise WorkspaceError("cannot adopt a layer of another root")
         self._overlay = layer._overlay.copy()
@@ -279,7 +283,13 @@ class Workspace:
         self._state = advance(self._state, BranchState.COMMITTED)
         return out
 
-    def commit_to_git(self, ref: str | None = None, message: str = "pysolate run", *, author: tuple[str, str] | None = None) -> str:
+    def commit_to_git(
+        self,
+        ref: str | None = None,
+        message: str = "pysolate run",
+        *,
+        author: tuple[str, str] | None = None,
+    ) -> str:
         """Write the branch as a git commit whose parent is the root commit (a
         ``Workspace.git`` root), returning its id: blobs and trees go to the repository's
         object store, ``ref`` (a branch name like ``pysolate/run-1``, or a full
@@ -298,7 +308,9 @@ class Workspace:
         """
         from ._git_commit import commit_to_git
 
-        return commit_to_git(self._state, self._why_uncommittable, self._tree, self.changes, ref, message, author)
+        return commit_to_git(
+            self._state, self._why_uncommittable, self._tree, self.changes, ref, message, author
+        )
 
     def apply(self, path: str | os.PathLike[str]) -> None:
         """Apply the branch's writes and deletes to the directory ``path`` (the git work
@@ -405,13 +417,17 @@ class Workspace:
 
     def _writable(self, path: object) -> str:
         if self._state is BranchState.ROOT:
-            raise PermissionError(errno.EROFS, "the workspace root is frozen; writes go to a run's branch", path)
+            raise PermissionError(
+                errno.EROFS, "the workspace root is frozen; writes go to a run's branch", path
+            )
         if self._state is not BranchState.OPEN:
             raise PermissionError(errno.EROFS, f"the run's branch is {self._state.value}", path)
         p = self._resolve(path)
         check_writable(path, p)  # type: ignore[arg-type]
         if self._tree.through_link(p):
-            raise PermissionError(errno.EACCES, "refused: a path through a symlinked directory of the workspace", path)
+            raise PermissionError(
+                errno.EACCES, "refused: a path through a symlinked directory of the workspace", path
+            )
         return p
 
     def _write(self, path: str, data: bytes) -> None:
@@ -423,13 +439,17 @@ class Workspace:
         self._overlay.write(p, data)
 
 
-def run_workspaces(targets: Mapping[str, object], status: str, error: ErrorInfo | None) -> dict[str, Workspace]:
+def run_workspaces(
+    targets: Mapping[str, object], status: str, error: ErrorInfo | None
+) -> dict[str, Workspace]:
     """A run's workspace branches (among its capability ``targets``) as its result returns
     them: open after status ``ok``; after any other end ``UNCOMMITTABLE``, the reason
     naming the status and error."""
     branches = {name: t for name, t in targets.items() if isinstance(t, Workspace)}
     if status != "ok":
-        why = f"the run ended {status}" + (f" ({error.type}: {error.message})" if error is not None else "")
+        why = f"the run ended {status}" + (
+            f" ({error.type}: {error.message})" if error is not None else ""
+        )
         for branch in branches.values():
             if branch.state is BranchState.OPEN:
                 branch.refuse_commit(why)

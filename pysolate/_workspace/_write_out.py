@@ -70,7 +70,12 @@ def _mkdirs(top: int, path: str) -> None:
 
 
 def _write_file(top: int, path: str, data: bytes) -> None:
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, FILE_MODE, dir_fd=top)
+    fd = os.open(
+        path,
+        os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC,
+        FILE_MODE,
+        dir_fd=top,
+    )
     try:
         view = memoryview(data)
         while view:

@@ -35,7 +35,9 @@ Qualification = Effect | MethodSpec
 """How a builder qualifies one tool: an ``Effect`` (version ``"0"``) or a ``MethodSpec``."""
 
 
-def qualifications(effects: Mapping[str, Qualification] | None, tools: Collection[str]) -> dict[str, MethodSpec]:
+def qualifications(
+    effects: Mapping[str, Qualification] | None, tools: Collection[str]
+) -> dict[str, MethodSpec]:
     """The spec of every tool in ``tools``: the builder's, else ``unknown`` version ``"0"``.
 
     Raises ``RegistrationError`` for a qualified name that is not one of ``tools`` (a typo
@@ -54,13 +56,20 @@ def qualifications(effects: Mapping[str, Qualification] | None, tools: Collectio
         elif isinstance(value, MethodSpec):
             specs[name] = value
         else:
-            raise RegistrationError(f"effects[{name!r}] must be an Effect or a MethodSpec, not {type(value).__name__}")
+            raise RegistrationError(
+                f"effects[{name!r}] must be an Effect or a MethodSpec, not {type(value).__name__}"
+            )
     return specs
 
 
 def check_function_name(name: str, what: str) -> None:
     """Raise ``RegistrationError`` unless ``name`` can be a top-level function of a program."""
-    if not isinstance(name, str) or not name.isidentifier() or keyword.iskeyword(name) or name.startswith("_"):
+    if (
+        not isinstance(name, str)
+        or not name.isidentifier()
+        or keyword.iskeyword(name)
+        or name.startswith("_")
+    ):
         raise RegistrationError(f"{what} {name!r} cannot be a Python function name in the program")
 
 
@@ -79,6 +88,7 @@ def tool_function(
     ``is_async`` says whether ``call`` returns an awaitable (the broker awaits async
     functions and runs sync ones in a worker thread).
     """
+
     async def async_function(*args: Any, **kwargs: Any) -> Any:
         return await call(*args, **kwargs)
 

@@ -69,7 +69,11 @@ class GatedRun:
             arguments = json.loads("".join(self.fed))
         except ValueError:
             return False
-        return isinstance(arguments, dict) and type(arguments.get(argument)) is str and arguments[argument] == code
+        return (
+            isinstance(arguments, dict)
+            and type(arguments.get(argument)) is str
+            and arguments[argument] == code
+        )
 
     def confirm(self) -> None:
         """Seal what was fed (the caller checked ``carries``)."""

@@ -40,7 +40,9 @@ class LoopThread:
                     await portal.sleep_until_stopped()
                 group.cancel_scope.cancel()
 
-        self._thread = threading.Thread(target=anyio.run, args=(main,), name="pysolate-loop", daemon=True)
+        self._thread = threading.Thread(
+            target=anyio.run, args=(main,), name="pysolate-loop", daemon=True
+        )
         self._thread.start()
         ready.wait()
         self.portal, self.group = box[0]
@@ -53,10 +55,10 @@ class LoopThread:
 class HeldSession:
     """A ``host.session()`` held open by one task of a ``LoopThread`` until ``close()``.
 
-    Create and use it from inside the loop (``await HeldSession.open(...)``). Leaving the
-    session stops its Guest; a session that broke (a turn stopped its Guest, an idle limit
-    passed) is ``usable`` no longer, and one whose Host has gained capabilities since it opened
-is out of date: its owner replaces either.
+        Create and use it from inside the loop (``await HeldSession.open(...)``). Leaving the
+        session stops its Guest; a session that broke (a turn stopped its Guest, an idle limit
+        passed) is ``usable`` no longer, and one whose Host has gained capabilities since it opened
+    is out of date: its owner replaces either.
     """
 
     def __init__(self, host: Host, limits: SessionLimits | None) -> None:
@@ -82,7 +84,10 @@ is out of date: its owner replaces either.
 
     @property
     def usable(self) -> bool:
-        return self.session is not None and self.session.state in (SessionState.IDLE, SessionState.RUNNING)
+        return self.session is not None and self.session.state in (
+            SessionState.IDLE,
+            SessionState.RUNNING,
+        )
 
     async def close(self) -> None:
         self._closing.set()

@@ -61,12 +61,21 @@ def signature_from_schema(schema: Mapping[str, Any]) -> tuple[inspect.Signature,
         else:
             default, seen_default = None, True
             optional.add(name)
-        kind = inspect.Parameter.KEYWORD_ONLY if keyword_only else inspect.Parameter.POSITIONAL_OR_KEYWORD
+        kind = (
+            inspect.Parameter.KEYWORD_ONLY
+            if keyword_only
+            else inspect.Parameter.POSITIONAL_OR_KEYWORD
+        )
         parameters.append(inspect.Parameter(name, kind, default=default))
     return inspect.Signature(parameters), frozenset(optional)
 
 
-def tool_arguments(signature: inspect.Signature, optional: frozenset[str], args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> dict[str, Any]:
+def tool_arguments(
+    signature: inspect.Signature,
+    optional: frozenset[str],
+    args: tuple[Any, ...],
+    kwargs: Mapping[str, Any],
+) -> dict[str, Any]:
     """What a program's call of an agent tool passes it: bound against the tool's
     ``signature``, without the ``optional`` parameters left at None (not passed)."""
     bound = signature.bind(*args, **kwargs)
@@ -89,7 +98,9 @@ class Bridges:
     """
 
     def __init__(self) -> None:
-        self._by_host: weakref.WeakKeyDictionary[Host, dict[str, tuple[inspect.Signature, object]]] = weakref.WeakKeyDictionary()
+        self._by_host: weakref.WeakKeyDictionary[
+            Host, dict[str, tuple[inspect.Signature, object]]
+        ] = weakref.WeakKeyDictionary()
 
     def expose(
         self,
@@ -123,12 +134,24 @@ class Bridges:
                     )
                 continue
             doc = (description or "").strip() or None
-            host.register(name, tool_function(name, bridge(name, signature, optional), signature, specs[name], is_async=True, doc=doc))
+            host.register(
+                name,
+                tool_function(
+                    name,
+                    bridge(name, signature, optional),
+                    signature,
+                    specs[name],
+                    is_async=True,
+                    doc=doc,
+                ),
+            )
             bridges[name] = (signature, specs[name])
         return message
 
 
-def with_setup_notes(result: RunResult, host: Host, *, whole: str | None, unqualified: str | None) -> RunResult:
+def with_setup_notes(
+    result: RunResult, host: Host, *, whole: str | None, unqualified: str | None
+) -> RunResult:
     """``result`` noting what its setup gained nothing from: ``whole``, that the call's code
     arrived whole (``NotStreamingWarning``'s text), and ``unqualified``, that ``effects=``
     named none of the agent's tools (in place of the Host's own note of the same tools)."""

@@ -65,7 +65,9 @@ MCP_TOOL_ERROR = "MCPToolError"
 class ToolSession(Protocol):
     """What ``register`` needs of a connected session (``mcp.ClientSession``)."""
 
-    async def list_tools(self, *, params: mcp_types.PaginatedRequestParams | None = None) -> mcp_types.ListToolsResult: ...
+    async def list_tools(
+        self, *, params: mcp_types.PaginatedRequestParams | None = None
+    ) -> mcp_types.ListToolsResult: ...
 
     async def call_tool(self, name: str, arguments: dict[str, Any] | None = None) -> Any: ...
 
@@ -117,18 +119,27 @@ async def register(
     renames = dict(rename or {})
     program = {t.name: renames.get(t.name, t.name) for t in selected}
     if len(set(program.values())) < len(program):
-        raise RegistrationError(f"two tools would have the same name in the program: {sorted(program.values())}")
-    qualified = {t.name: f"{capability}.{program[t.name]}" if capability else program[t.name] for t in selected}
+        raise RegistrationError(
+            f"two tools would have the same name in the program: {sorted(program.values())}"
+        )
+    qualified = {
+        t.name: f"{capability}.{program[t.name]}" if capability else program[t.name]
+        for t in selected
+    }
     decisions = _decisions(confirm, set(qualified.values()))
     built: list[tuple[str, Callable[..., Any], RegisteredTool]] = []
     for tool in selected:
         name = program[tool.name]
         if not name.isidentifier() or keyword.iskeyword(name):
-            raise RegistrationError(f"MCP tool {tool.name!r}: not an identifier; rename it (rename=) or leave it out (tools=)")
+            raise RegistrationError(
+                f"MCP tool {tool.name!r}: not an identifier; rename it (rename=) or leave it out (tools=)"
+            )
         proposal = propose_effect(tool.annotations)
         effect, confirmed = _effect(proposal, decisions.get(qualified[tool.name], _NO_DECISION))
         fn = _tool_function(session, tool, name, effect, version)
-        built.append((name, fn, RegisteredTool(qualified[tool.name], tool.name, effect, proposal, confirmed)))
+        built.append(
+            (name, fn, RegisteredTool(qualified[tool.name], tool.name, effect, proposal, confirmed))
+        )
     if capability is None:
         for name, _, _ in built:
             host.check_name(name)
@@ -157,17 +168,27 @@ _NO_DECISION = object()
 """``confirm`` says nothing about a tool."""
 
 
-def _decisions(confirm: Mapping[str, Effect] | Collection[str], names: set[str]) -> dict[str, Effect | None]:
+def _decisions(
+    confirm: Mapping[str, Effect] | Collection[str], names: set[str]
+) -> dict[str, Effect | None]:
     """``confirm`` as name → the Host's effect (None: confirm the proposal as it is)."""
     if isinstance(confirm, str):
-        raise RegistrationError("confirm= takes a mapping of names to effects, or a collection of names")
-    decided: dict[str, Effect | None] = dict(confirm) if isinstance(confirm, Mapping) else dict.fromkeys(confirm)
+        raise RegistrationError(
+            "confirm= takes a mapping of names to effects, or a collection of names"
+        )
+    decided: dict[str, Effect | None] = (
+        dict(confirm) if isinstance(confirm, Mapping) else dict.fromkeys(confirm)
+    )
     for name, effect in decided.items():
         if effect is not None and type(effect) is not Effect:
-            raise RegistrationError(f"confirm[{name!r}] must be an Effect, not {type(effect).__qualname__}")
+            raise RegistrationError(
+                f"confirm[{name!r}] must be an Effect, not {type(effect).__qualname__}"
+            )
     unknown = sorted(set(decided) - names)
     if unknown:
-        raise RegistrationError(f"confirm= names no registered tool: {unknown} (tools: {sorted(names)})")
+        raise RegistrationError(
+            f"confirm= names no registered tool: {unknown} (tools: {sorted(names)})"
+        )
     return decided
 
 
@@ -182,7 +203,9 @@ def _effect(proposal: EffectProposal, decision: object) -> tuple[Effect, bool]:
     return proposal.effect, False
 
 
-def _tool_function(session: ToolSession, tool: mcp_types.Tool, name: str, effect: Effect, version: str) -> Callable[..., Any]:
+def _tool_function(
+    session: ToolSession, tool: mcp_types.Tool, name: str, effect: Effect, version: str
+) -> Callable[..., Any]:
     """An async function calling ``tool`` with the signature its input schema gives."""
     signature, omit_none = _signature(tool)
     server_name = tool.name
@@ -212,7 +235,8 @@ def _as_method(fn: Callable[..., Any]) -> Any:
     method.__name__ = method.__qualname__ = fn.__name__
     method.__doc__ = fn.__doc__
     self_param = inspect.Parameter("self", inspect.Parameter.POSITIONAL_ONLY)
-    method.__signature__ = signature.replace(parameters=[self_param, *signature.parameters.values()])  # type: ignore[attr-defined]
+    bound = signature.replace(parameters=[self_param, *signature.parameters.values()])
+    method.__signature__ = bound  # type: ignore[attr-defined]
     method.__pysolate_capability__ = declaration  # type: ignore[attr-defined]
     return method
 
@@ -225,7 +249,9 @@ def _signature(tool: mcp_types.Tool) -> tuple[inspect.Signature, frozenset[str]]
     properties = schema.get("properties") or {}
     required = set(schema.get("required") or ())
     if not isinstance(properties, Mapping) or not required <= set(properties):
-        raise RegistrationError(f"MCP tool {tool.name!r}: required names a property the schema does not define")
+        raise RegistrationError(
+            f"MCP tool {tool.name!r}: required names a property the schema does not define"
+        )
     names = list(properties)
     for prop in names:
         if not isinstance(prop, str) or not prop.isidentifier() or keyword.iskeyword(prop):
@@ -240,7 +266,9 @@ def _signature(tool: mcp_types.Tool) -> tuple[inspect.Signature, frozenset[str]]
         if prop in required:
             params.append(inspect.Parameter(prop, inspect.Parameter.POSITIONAL_OR_KEYWORD))
             continue
-        kind = inspect.Parameter.POSITIONAL_OR_KEYWORD if ordered else inspect.Parameter.KEYWORD_ONLY
+        kind = (
+            inspect.Parameter.POSITIONAL_OR_KEYWORD if ordered else inspect.Parameter.KEYWORD_ONLY
+        )
         if "default" in spec:
             params.append(inspect.Parameter(prop, kind, default=spec["default"]))
         else:
@@ -255,7 +283,9 @@ def _wraps_result(output_schema: Mapping[str, Any] | None) -> bool:
     if not output_schema or output_schema.get("type") != "object":
         return False
     properties = output_schema.get("properties") or {}
-    return list(properties) == ["result"] and list(output_schema.get("required") or ()) == ["result"]
+    return list(properties) == ["result"] and list(output_schema.get("required") or ()) == [
+        "result"
+    ]
 
 
 def result_value(result: mcp_types.CallToolResult, *, unwrap: bool = False) -> object:

@@ -79,8 +79,10 @@ from ._program import DESCRIPTION, Bridges, describe_program, tool_arguments, wi
 try:  # the SDK's record of which run a model call belongs to (what its run-end cleanup names)
     from agents.models._run_context import get_model_run_owner
 except ImportError:  # pragma: no cover - an SDK without it: every call is of one "run"
+
     def get_model_run_owner() -> object | None:
         return None
+
 
 __all__ = ["PysolateCodeTool"]
 
@@ -160,7 +162,9 @@ class PysolateCodeTool:
         self.last_result: RunResult | None = None
         self._moved: dict[str, _Moved] = {}  # the program's agent tools, by name
         self._unqualified: str | None = None  # the note every run carries, if any
-        self._pending: dict[str, tuple[GatedRun, _Program, object]] = {}  # call id → run, program, owner
+        self._pending: dict[
+            str, tuple[GatedRun, _Program, object]
+        ] = {}  # call id → run, program, owner
         self._tasks: set[asyncio.Task[None]] = set()
         self.tool = FunctionTool(
             name=tool_name,
@@ -168,7 +172,10 @@ class PysolateCodeTool:
             params_json_schema={
                 "type": "object",
                 "properties": {
-                    "code": {"type": "string", "description": "the complete Python source; its last expression is the result"}
+                    "code": {
+                        "type": "string",
+                        "description": "the complete Python source; its last expression is the result",
+                    }
                 },
                 "required": ["code"],
                 "additionalProperties": False,
@@ -187,10 +194,18 @@ class PysolateCodeTool:
         moved tools, a tool whose name or parameters cannot be a Python function, or a
         different tool under a name this Host already bridges.
         """
-        moved = [t for t in agent.tools if isinstance(t, FunctionTool) and _movable(t)] if self.program_tools else []
+        moved = (
+            [t for t in agent.tools if isinstance(t, FunctionTool) and _movable(t)]
+            if self.program_tools
+            else []
+        )
         kept = [t for t in agent.tools if not any(t is m for m in moved)]
         self._expose({t.name: t for t in moved})
-        return agent.clone(tools=[self.tool, *kept], model=self.model(agent.model), model_settings=agent.model_settings)
+        return agent.clone(
+            tools=[self.tool, *kept],
+            model=self.model(agent.model),
+            model_settings=agent.model_settings,
+        )
 
     def model(self, model: Model | str | None) -> Model:
         """``model`` wrapped so that a streamed response feeds this tool's runs (a name or
@@ -211,8 +226,13 @@ class PysolateCodeTool:
         return describe_program(self.host, DESCRIPTION)
 
     def _expose(self, tools: Mapping[str, FunctionTool]) -> None:
-        shapes = {name: (_defaults_optional(tool.params_json_schema), tool.description) for name, tool in tools.items()}
-        self._unqualified = _BRIDGES.expose(self.host, "PysolateCodeTool", self.effects, shapes, _bridge)
+        shapes = {
+            name: (_defaults_optional(tool.params_json_schema), tool.description)
+            for name, tool in tools.items()
+        }
+        self._unqualified = _BRIDGES.expose(
+            self.host, "PysolateCodeTool", self.effects, shapes, _bridge
+        )
         for name, tool in tools.items():
             quiet = set_function_tool_failure_error_function(copy.copy(tool), None)
             self._moved[name] = _Moved(quiet, _takes_context(tool))
@@ -239,7 +259,9 @@ class PysolateCodeTool:
         error: Exception | None = None
         try:
             with code_action(tool_call_id=run.call_id):
-                result = await self.host.run_stream(run.chunks(), code=ToolCallCode(self.tool_name), speculate=self.speculate)
+                result = await self.host.run_stream(
+                    run.chunks(), code=ToolCallCode(self.tool_name), speculate=self.speculate
+                )
         except Exception as exc:  # handed to the tool call that waits for it
             error = exc
         finally:
@@ -288,7 +310,9 @@ class PysolateCodeTool:
             return failure_message(result)
         if self.format_result is not None:
             return self.format_result(result)
-        return json.dumps({"value": result.value, "stdout": result.stdout}, default=repr, ensure_ascii=False)
+        return json.dumps(
+            {"value": result.value, "stdout": result.stdout}, default=repr, ensure_ascii=False
+        )
 
 
 class _StreamingModel(Model):
@@ -304,7 +328,9 @@ class _StreamingModel(Model):
         if self._model is None:
             from agents.models.multi_provider import MultiProvider
 
-            self._model = MultiProvider().get_model(self._given if isinstance(self._given, str) else None)
+            self._model = MultiProvider().get_model(
+                self._given if isinstance(self._given, str) else None
+            )
         return self._model
 
     async def get_response(self, *args: Any, **kwargs: Any) -> ModelResponse:
@@ -316,7 +342,11 @@ class _StreamingModel(Model):
         async for event in self._wrapped().stream_response(*args, **kwargs):
             if isinstance(event, ResponseOutputItemAddedEvent) and self._code.stream:
                 item = event.item
-                if isinstance(item, ResponseFunctionToolCall) and item.name == self._code.tool_name and item.call_id:
+                if (
+                    isinstance(item, ResponseFunctionToolCall)
+                    and item.name == self._code.tool_name
+                    and item.call_id
+                ):
                     run = following[event.output_index] = self._code._start(item.call_id, owner)
                     if item.arguments:
                         run.feed(item.arguments)
@@ -358,7 +388,11 @@ def _defaults_optional(schema: Mapping[str, Any]) -> Mapping[str, Any]:
     all properties as required (OpenAI's strict mode asks it), yet the tool applies the
     default when one is left out, so the program may leave it out too."""
     properties = schema.get("properties") or {}
-    required = [n for n in schema.get("required") or () if not (isinstance(properties.get(n), Mapping) and "default" in properties[n])]
+    required = [
+        n
+        for n in schema.get("required") or ()
+        if not (isinstance(properties.get(n), Mapping) and "default" in properties[n])
+    ]
     return {**schema, "required": required}
 
 
@@ -371,7 +405,9 @@ def _takes_context(tool: FunctionTool) -> bool:
         return True
 
 
-def _bridge(name: str, signature: inspect.Signature, optional: frozenset[str]) -> Callable[..., Any]:
+def _bridge(
+    name: str, signature: inspect.Signature, optional: frozenset[str]
+) -> Callable[..., Any]:
     """The Host side of agent tool ``name``: invoke it in the current program's run, with
     the run's context, and hand back its JSON form."""
 
@@ -384,8 +420,14 @@ def _bridge(name: str, signature: inspect.Signature, optional: frozenset[str]) -
         if moved.takes_context:
             await program.ready.wait()
         base: RunContextWrapper[Any] | None = program.context
-        shared = {"context": base.context, "usage": base.usage} if base is not None else {"context": None}
-        ctx = ToolContext(**shared, tool_name=name, tool_call_id=program.call_id or name, tool_arguments=arguments)
+        shared = (
+            {"context": base.context, "usage": base.usage}
+            if base is not None
+            else {"context": None}
+        )
+        ctx = ToolContext(
+            **shared, tool_name=name, tool_call_id=program.call_id or name, tool_arguments=arguments
+        )
         return to_jsonable_python(await moved.tool.on_invoke_tool(ctx, arguments))
 
     return call

@@ -141,7 +141,9 @@ class PysolateCodeMode(AbstractCapability[Any]):
     _group: TaskGroup | None = field(default=None, init=False, repr=False)
     _by_index: dict[int, GatedRun] = field(default_factory=dict, init=False, repr=False)
     _by_id: dict[str, GatedRun] = field(default_factory=dict, init=False, repr=False)
-    _model_streams: bool = field(default=True, init=False, repr=False)  # this run's model can stream
+    _model_streams: bool = field(
+        default=True, init=False, repr=False
+    )  # this run's model can stream
     _setup: _Setup = field(default_factory=lambda: _Setup(), init=False, repr=False, compare=False)
     _toolset: AbstractToolset[Any] | None = field(default=None, init=False, repr=False)
     _moved: dict[str, ToolsetTool[Any]] = field(default_factory=dict, init=False, repr=False)
@@ -167,7 +169,9 @@ class PysolateCodeMode(AbstractCapability[Any]):
         return self._model_streams and super().has_on_event
 
     def get_toolset(self) -> FunctionToolset[Any]:
-        async def run_code(ctx: RunContext[Any], code: Annotated[str, Field(examples=[EXAMPLE])]) -> ToolReturn:
+        async def run_code(
+            ctx: RunContext[Any], code: Annotated[str, Field(examples=[EXAMPLE])]
+        ) -> ToolReturn:
             """Run a Python program.
 
             Args:
@@ -175,7 +179,9 @@ class PysolateCodeMode(AbstractCapability[Any]):
             """
             return await self._run_code(ctx, code)
 
-        return FunctionToolset([Tool(run_code, takes_ctx=True, name=self.tool_name, description=DESCRIPTION)])
+        return FunctionToolset(
+            [Tool(run_code, takes_ctx=True, name=self.tool_name, description=DESCRIPTION)]
+        )
 
     def get_wrapper_toolset(self, toolset: AbstractToolset[Any]) -> AbstractToolset[Any] | None:
         return _CodeModeToolset(toolset, owner=self)
@@ -199,7 +205,12 @@ class PysolateCodeMode(AbstractCapability[Any]):
             if previous is not None:
                 await previous.supersede()
             part = event.part
-            if self.stream and self._group is not None and isinstance(part, ToolCallPart) and part.tool_name == self.tool_name:
+            if (
+                self.stream
+                and self._group is not None
+                and isinstance(part, ToolCallPart)
+                and part.tool_name == self.tool_name
+            ):
                 self._start_streamed(ctx, event.index, part)
         elif isinstance(event, PartDeltaEvent):
             streamed = self._by_index.get(event.index)
@@ -243,7 +254,9 @@ class PysolateCodeMode(AbstractCapability[Any]):
         result: RunResult | None = None
         error: Exception | None = None
         try:
-            with code_action(tool_call_id=program.call_id, conversation_id=program.ctx.conversation_id):
+            with code_action(
+                tool_call_id=program.call_id, conversation_id=program.ctx.conversation_id
+            ):
                 result = await self.host.run_stream(
                     streamed.chunks(), code=ToolCallCode(self.tool_name), speculate=self.speculate
                 )
@@ -266,14 +279,22 @@ class PysolateCodeMode(AbstractCapability[Any]):
                 await streamed.supersede()
             token = _PROGRAM.set(self._program(ctx, ctx.tool_call_id))
             try:
-                with code_action(tool_call_id=ctx.tool_call_id, conversation_id=ctx.conversation_id):
+                with code_action(
+                    tool_call_id=ctx.tool_call_id, conversation_id=ctx.conversation_id
+                ):
                     result = await self.host.run_source(code, speculate=self.speculate)
             finally:
                 _PROGRAM.reset(token)
-        result = with_setup_notes(result, self.host, whole=whole, unqualified=self._setup.unqualified)
+        result = with_setup_notes(
+            result, self.host, whole=whole, unqualified=self._setup.unqualified
+        )
         if result.status is not RunStatus.OK:
             raise ModelRetry(failure_message(result))
-        value = self.format_result(result) if self.format_result is not None else {"value": result.value, "stdout": result.stdout}
+        value = (
+            self.format_result(result)
+            if self.format_result is not None
+            else {"value": result.value, "stdout": result.stdout}
+        )
         return ToolReturn(return_value=value, metadata=result)
 
     def _whole(self, streamed: GatedRun | None) -> str | None:
@@ -300,8 +321,13 @@ class PysolateCodeMode(AbstractCapability[Any]):
         """Register ``tools`` (this step's agent tools) on the Host as bridge functions."""
         self._toolset = toolset
         self._moved = dict(tools)
-        shapes = {name: (tool.tool_def.parameters_json_schema, tool.tool_def.description) for name, tool in tools.items()}
-        self._setup.unqualified = _BRIDGES.expose(self.host, "PysolateCodeMode", self.effects, shapes, _bridge)
+        shapes = {
+            name: (tool.tool_def.parameters_json_schema, tool.tool_def.description)
+            for name, tool in tools.items()
+        }
+        self._setup.unqualified = _BRIDGES.expose(
+            self.host, "PysolateCodeMode", self.effects, shapes, _bridge
+        )
 
     def describe(self) -> str:
         """The ``run_code`` description: what runs, and every function the program has."""
@@ -323,12 +349,20 @@ class _CodeModeToolset(WrapperToolset[Any]):
         own = tools.get(name)
         if own is None:
             return tools
-        moved = {
-            n: t for n, t in tools.items() if n != name and t.tool_def.kind == "function" and not t.tool_def.defer_loading
-        } if self.owner.program_tools else {}
+        moved = (
+            {
+                n: t
+                for n, t in tools.items()
+                if n != name and t.tool_def.kind == "function" and not t.tool_def.defer_loading
+            }
+            if self.owner.program_tools
+            else {}
+        )
         self.owner.expose(self.wrapped, moved)
         kept = {n: t for n, t in tools.items() if n not in moved}
-        kept[name] = dataclasses.replace(own, tool_def=dataclasses.replace(own.tool_def, description=self.owner.describe()))
+        kept[name] = dataclasses.replace(
+            own, tool_def=dataclasses.replace(own.tool_def, description=self.owner.describe())
+        )
         return kept
 
 
@@ -349,7 +383,9 @@ def _can_stream(model: object) -> bool:
     return getattr(type(model), "request_stream", None) is not Model.request_stream
 
 
-def _bridge(name: str, signature: inspect.Signature, optional: frozenset[str]) -> Callable[..., Any]:
+def _bridge(
+    name: str, signature: inspect.Signature, optional: frozenset[str]
+) -> Callable[..., Any]:
     """The Host side of agent tool ``name``: validate and call it in the current program's
     run, and hand back its JSON form."""
 
@@ -359,7 +395,9 @@ def _bridge(name: str, signature: inspect.Signature, optional: frozenset[str]) -
         if program is None or tool is None:
             raise LookupError(f"agent tool {name!r} is not available in this run")
         arguments = tool_arguments(signature, optional, args, kwargs)
-        validated = tool.args_validator.validate_python(arguments, context=program.ctx.validation_context)
+        validated = tool.args_validator.validate_python(
+            arguments, context=program.ctx.validation_context
+        )
         ctx = dataclasses.replace(program.ctx, tool_name=name, tool_call_id=program.call_id)
         if tool.args_validator_func is not None:
             checked = tool.args_validator_func(ctx, **validated)

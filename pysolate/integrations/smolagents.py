@@ -98,7 +98,6 @@ NOT_STREAMING = (
 """The ``NotStreamingWarning`` message."""
 
 
-
 class FinalAnswer(Exception):
     """Raised in the program by ``final_answer(...)`` so nothing after it runs.
 
@@ -196,7 +195,9 @@ class PysolateExecutor(PythonExecutor):
         if "final_answer" in specs and "final_answer" not in self._effects:
             # It ends the action: never early, like a write (and no reason to warn about it).
             specs["final_answer"] = MethodSpec(Effect.WRITE, "0")
-        unqualified = unqualified_agent_tools("PysolateExecutor", [n for n in tools if n != "final_answer"], self._effects)
+        unqualified = unqualified_agent_tools(
+            "PysolateExecutor", [n for n in tools if n != "final_answer"], self._effects
+        )
         if unqualified is not None:
             self._notes = (unqualified,)
             warn_once(self.host, "unqualified", UnqualifiedToolsWarning, unqualified)
@@ -212,7 +213,9 @@ class PysolateExecutor(PythonExecutor):
                     name, self._final_answer(tool), _signature(tool), specs[name], is_async=False
                 )
             else:
-                function = tool_function(name, _caller(tool), _signature(tool), specs[name], is_async=False)
+                function = tool_function(
+                    name, _caller(tool), _signature(tool), specs[name], is_async=False
+                )
             self.host.register(name, function)
             self._tools[name] = tool
 
@@ -284,12 +287,18 @@ class PysolateExecutor(PythonExecutor):
 
     # -- streaming ------------------------------------------------------------------------
 
-    def streaming(self, model: Any, *, code_block_tags: tuple[str, str] | None = None) -> StreamingModel:
+    def streaming(
+        self, model: Any, *, code_block_tags: tuple[str, str] | None = None
+    ) -> StreamingModel:
         """``model`` wrapped so that its streamed output feeds this executor (pass the
         agent's ``code_block_tags`` when they are not CodeAgent's default)."""
-        return StreamingModel(model, self, code_block_tags=code_block_tags or DEFAULT_CODE_BLOCK_TAGS)
+        return StreamingModel(
+            model, self, code_block_tags=code_block_tags or DEFAULT_CODE_BLOCK_TAGS
+        )
 
-    def open_stream(self, code_block_tags: tuple[str, str] = DEFAULT_CODE_BLOCK_TAGS) -> Callable[[str], None]:
+    def open_stream(
+        self, code_block_tags: tuple[str, str] = DEFAULT_CODE_BLOCK_TAGS
+    ) -> Callable[[str], None]:
         """Start a streamed run for the step now being generated; return the feed function
         that takes the model's text deltas. A previous step's unsealed run is aborted."""
         portal = self._ensure_portal()
@@ -312,8 +321,12 @@ class PysolateExecutor(PythonExecutor):
         try:
             session = await self._session()
             if session is None:
-                return await self.host.run_stream(until_confirmed(streamed.receive), speculate=self.speculate)
-            return await session.run_stream(until_confirmed(streamed.receive), speculate=self.speculate)
+                return await self.host.run_stream(
+                    until_confirmed(streamed.receive), speculate=self.speculate
+                )
+            return await session.run_stream(
+                until_confirmed(streamed.receive), speculate=self.speculate
+            )
         finally:  # both ends of the queue close with the run, however it ended
             streamed.close()
             streamed.receive.close()
@@ -330,7 +343,9 @@ class PysolateExecutor(PythonExecutor):
         broke (its globals are gone; the next action's logs say so)."""
         if not self.keep_state:
             return None
-        if self._held is not None and (not self._held.usable or self._held.capabilities != self.host.capabilities()):
+        if self._held is not None and (
+            not self._held.usable or self._held.capabilities != self.host.capabilities()
+        ):
             held, self._held = self._held, None
             await held.close()
             self._restarted = True
@@ -343,7 +358,9 @@ class PysolateExecutor(PythonExecutor):
             source, self._variables = self._variables, ""
             result = await session.run_source(source, speculate=False)
             if result.status is not RunStatus.OK:
-                raise PysolateError(f"the agent's variables could not be set: {failure_message(result)}")
+                raise PysolateError(
+                    f"the agent's variables could not be set: {failure_message(result)}"
+                )
         return session
 
     def _abandon(self, streamed: _StreamedRun) -> None:
@@ -391,7 +408,9 @@ class StreamingModel:
     The deltas are passed on unchanged, so the agent shows and parses what it always did.
     """
 
-    def __init__(self, model: Any, executor: PysolateExecutor, *, code_block_tags: tuple[str, str]) -> None:
+    def __init__(
+        self, model: Any, executor: PysolateExecutor, *, code_block_tags: tuple[str, str]
+    ) -> None:
         self.model = model
         self.executor = executor
         self.code_block_tags = code_block_tags
@@ -420,7 +439,12 @@ def _signature(tool: Any) -> inspect.Signature:
     forward = getattr(tool, "forward", None)
     signature = inspect.signature(forward if callable(forward) else tool)
     parameters = list(signature.parameters.values())
-    if callable(forward) and not inspect.ismethod(forward) and parameters and parameters[0].name == "self":
+    if (
+        callable(forward)
+        and not inspect.ismethod(forward)
+        and parameters
+        and parameters[0].name == "self"
+    ):
         signature = signature.replace(parameters=parameters[1:])
     return signature
 
@@ -445,7 +469,9 @@ def assignments(variables: Mapping[str, Any]) -> str:
         except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
             exact = False
         if not exact:
-            raise PysolateError(f"variable {name!r} is not plain data the program can be given ({type(value).__name__})")
+            raise PysolateError(
+                f"variable {name!r} is not plain data the program can be given ({type(value).__name__})"
+            )
         lines.append(f"{name} = {literal}")
     return "\n".join(lines) + "\n"
 
@@ -460,5 +486,7 @@ def _same(a: object, b: object) -> bool:
     if isinstance(a, dict):
         assert isinstance(b, dict)
         pairs = zip(a.items(), b.items(), strict=False)
-        return len(a) == len(b) and all(_same(ka, kb) and _same(va, vb) for (ka, va), (kb, vb) in pairs)
+        return len(a) == len(b) and all(
+            _same(ka, kb) and _same(va, vb) for (ka, va), (kb, vb) in pairs
+        )
     return a == b

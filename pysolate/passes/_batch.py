@@ -52,7 +52,10 @@ class BatchHost(Protocol):
 
     def registration(self, name: str) -> Registration: ...
 
-    async def call_root(self, capability: str, method: str, call: BoundCall, *, probe: Probe | None = None) -> object: ...
+    async def call_root(
+        self, capability: str, method: str, call: BoundCall, *, probe: Probe | None = None
+    ) -> object: ...
+
 
 NAME = "capability_batch_fusion"
 
@@ -219,10 +222,15 @@ class BatchFusion:
             else:
                 for probe in batch.probes:
                     probe.in_thread = True
-                counted = threads.counting(first.capability, functools.partial(fn, *call.args, **call.kwargs))
+                counted = threads.counting(
+                    first.capability, functools.partial(fn, *call.args, **call.kwargs)
+                )
                 work = functools.partial(_probed, batch.probes, in_thread(counted))
                 finished, raw = await threads.run(
-                    work, early=True, what=f"{first.capability}.{law.method}", timeout=timeout,
+                    work,
+                    early=True,
+                    what=f"{first.capability}.{law.method}",
+                    timeout=timeout,
                     probe=_NO_QUEUE,
                 )
                 failed = not finished

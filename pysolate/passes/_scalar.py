@@ -135,7 +135,9 @@ class _ScalarPass:
     __slots__ = ()
     name: str
 
-    def rewrite(self, source: str, tree: ast.Module, capabilities: Capabilities) -> Rewrite | NotApplicable:
+    def rewrite(
+        self, source: str, tree: ast.Module, capabilities: Capabilities
+    ) -> Rewrite | NotApplicable:
         why = closed_scalar_program(tree)
         if why is not None:
             return NotApplicable(self.name, f"not a closed scalar program: {why}")

@@ -81,7 +81,10 @@ class _Reaper:
 
     def __init__(self) -> None:
         self._process = subprocess.Popen(
-            [sys.executable, "-I", "-S", "-c", _REAPER], stdin=subprocess.PIPE, start_new_session=True, text=True
+            [sys.executable, "-I", "-S", "-c", _REAPER],
+            stdin=subprocess.PIPE,
+            start_new_session=True,
+            text=True,
         )
 
     def tell(self, sign: str, pid: int) -> None:
@@ -99,9 +102,17 @@ class _Reaper:
 def _relay(link: Link) -> CallHandler:
     """A handler that asks the Host for each call's result over the link."""
 
-    async def handler(capability: str, method: str, args: tuple[object, ...], kwargs: dict[str, object]) -> object:
+    async def handler(
+        capability: str, method: str, args: tuple[object, ...], kwargs: dict[str, object]
+    ) -> object:
         await link.send(
-            {"t": "call", "capability": capability, "method": method, "args": to_tagged(args), "kwargs": to_tagged(kwargs)}
+            {
+                "t": "call",
+                "capability": capability,
+                "method": method,
+                "args": to_tagged(args),
+                "kwargs": to_tagged(kwargs),
+            }
         )
         reply = parse_json(await link.receive())
         if not isinstance(reply, dict):
@@ -110,7 +121,11 @@ def _relay(link: Link) -> CallHandler:
             return from_tagged(reply["value"])
         if reply.get("t") == "failure":
             exc_args = from_tagged(reply["args"])
-            raise ToolFailure(str(reply["type"]), str(reply["message"]), exc_args if isinstance(exc_args, tuple) else ())
+            raise ToolFailure(
+                str(reply["type"]),
+                str(reply["message"]),
+                exc_args if isinstance(exc_args, tuple) else (),
+            )
         raise ProtocolViolation(f"unexpected reply {reply.get('t')!r}")
 
     return handler
@@ -163,7 +178,12 @@ class GuestNode:
         self._counts.started += 1
         self._counts.pids.append(pid)
         level = {"level": guest.isolation.level, "mechanisms": list(guest.isolation.mechanisms)}
-        return {"node_id": _node_id(), "agent_pid": os.getpid(), "guest_pid": pid, "isolation": level}
+        return {
+            "node_id": _node_id(),
+            "agent_pid": os.getpid(),
+            "guest_pid": pid,
+            "isolation": level,
+        }
 
     async def run(self, gid: str, source: str) -> None:
         """Run the Guest's program, relaying its calls; the outcome goes over the link.

@@ -123,7 +123,9 @@ class RayGuestFactory:
         if not self._agents:  # (tests may hand in stand-in agents that are not Ray actors)
             await anyio.to_thread.run_sync(self._connect)
         self._next_agent = itertools.cycle(self._agents)
-        self._listener = await anyio.create_tcp_listener(local_host=self._advertise, local_port=self._port)
+        self._listener = await anyio.create_tcp_listener(
+            local_host=self._advertise, local_port=self._port
+        )
         self._port = self._listener.extra(anyio.abc.SocketAttribute.local_port)
         self._task_group = anyio.create_task_group()
         await self._task_group.__aenter__()
@@ -133,7 +135,10 @@ class RayGuestFactory:
         return self
 
     async def __aexit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
     ) -> bool | None:
         assert self._task_group is not None and self._listener is not None
         self._task_group.cancel_scope.cancel()
@@ -155,7 +160,9 @@ class RayGuestFactory:
     def _connect(self) -> None:
         ensure_connected(self._address, self._init)
         remote = ray.remote(GuestNode)
-        nodes = [n["NodeID"] for n in ray.nodes() if n["Alive"] and n["Resources"].get(AGENT_RESOURCE)]
+        nodes = [
+            n["NodeID"] for n in ray.nodes() if n["Alive"] and n["Resources"].get(AGENT_RESOURCE)
+        ]
         # Named and detached, so every factory of the cluster reuses the same agents (creating
         # an actor is a call to Ray's central store; starting a Guest must not be), and an
         # agent outlives the handles of the factory that created it.
@@ -180,7 +187,12 @@ class RayGuestFactory:
         else:
             placement = {"resources": {AGENT_RESOURCE: 0.001}} if nodes else {}
             self._agents = [
-                remote.options(**common, **placement, name=f"pysolate-guest-agent:{i}", scheduling_strategy="SPREAD").remote()
+                remote.options(
+                    **common,
+                    **placement,
+                    name=f"pysolate-guest-agent:{i}",
+                    scheduling_strategy="SPREAD",
+                ).remote()
                 for i in range(self._agent_count or 1)
             ]
         ray.get([agent.stats.remote() for agent in self._agents])  # placed and alive
@@ -205,13 +217,19 @@ class RayGuestFactory:
         except (ProtocolViolation, LinkClosed):
             return None
         pending = self._pending.get(hello.gid)
-        if pending is None or pending.link is not None or not hmac.compare_digest(pending.token, hello.token):
+        if (
+            pending is None
+            or pending.link is not None
+            or not hmac.compare_digest(pending.token, hello.token)
+        ):
             return None
         return pending
 
     # -- the GuestFactory ------------------------------------------------------------------
 
-    async def __call__(self, capabilities: Mapping[str, Sequence[str]], limits: GuestLimits) -> RayGuest:
+    async def __call__(
+        self, capabilities: Mapping[str, Sequence[str]], limits: GuestLimits
+    ) -> RayGuest:
         """Start a Guest on the next agent; returns once it has dialled back.
 
         Raises ``RuntimeError`` outside ``async with``, ``GuestStartError`` when the agent
@@ -219,15 +237,26 @@ class RayGuestFactory:
         agent to kill the half-started Guest, then re-raises.
         """
         if self._task_group is None or self._next_agent is None:
-            raise RuntimeError("enter the factory first: `async with RayGuestFactory(...) as factory`")
+            raise RuntimeError(
+                "enter the factory first: `async with RayGuestFactory(...) as factory`"
+            )
         agent = next(self._next_agent)
         gid = secrets.token_hex(8)
-        pending = self._pending[gid] = _Pending(secrets.token_hex(32), outcome_bound(limits.max_frame_bytes, limits.output_bytes))
+        pending = self._pending[gid] = _Pending(
+            secrets.token_hex(32), outcome_bound(limits.max_frame_bytes, limits.output_bytes)
+        )
         caps = {name: list(methods) for name, methods in capabilities.items()}
         try:
             with anyio.fail_after(START_TIMEOUT):
                 placement = await agent.start.remote(
-                    gid, caps, dataclasses.asdict(limits), self._advertise, self._port, pending.token, pending.link_bytes, self._isolation
+                    gid,
+                    caps,
+                    dataclasses.asdict(limits),
+                    self._advertise,
+                    self._port,
+                    pending.token,
+                    pending.link_bytes,
+                    self._isolation,
                 )
                 await pending.arrived.wait()
         except BaseException as exc:
@@ -236,7 +265,9 @@ class RayGuestFactory:
                     await pending.link.aclose()
                 await _close_remote(agent, gid)
             if isinstance(exc, Exception):
-                raise GuestStartError(f"the Guest did not start on its Ray node: {type(exc).__name__}: {exc}") from None
+                raise GuestStartError(
+                    f"the Guest did not start on its Ray node: {type(exc).__name__}: {exc}"
+                ) from None
             raise
         finally:
             self._pending.pop(gid, None)
@@ -264,7 +295,9 @@ class RayGuest:
         self.placement = dict(placement)
         """Where it runs: ``node_id``, ``agent_pid``, ``guest_pid``, ``isolation``."""
         reported: Any = placement.get("isolation") or {}
-        self.isolation = Isolation(reported.get("level", "process"), tuple(reported.get("mechanisms", ())))
+        self.isolation = Isolation(
+            reported.get("level", "process"), tuple(reported.get("mechanisms", ()))
+        )
         """The isolation the node-side Guest reported at start."""
         self._ran = False
         self._closed = False
@@ -286,7 +319,9 @@ class RayGuest:
         try:
             async with anyio.create_task_group() as tg:
                 with anyio.CancelScope() as conversation:
-                    tg.start_soon(self._watch, self._agent.run.remote(self._gid, source), lost, conversation)
+                    tg.start_soon(
+                        self._watch, self._agent.run.remote(self._gid, source), lost, conversation
+                    )
                     with anyio.move_on_after(self._limits.wall_time + WALL_MARGIN) as wall:
                         try:
                             outcome = await self._converse(handler)
@@ -303,15 +338,27 @@ class RayGuest:
         if outcome is not None:
             return outcome
         if wall.cancelled_caught:
-            return self._ended("limit", "WallTimeLimit", f"the run took longer than {self._limits.wall_time}s")
+            return self._ended(
+                "limit", "WallTimeLimit", f"the run took longer than {self._limits.wall_time}s"
+            )
         if lost:
-            return self._ended("crashed", "GuestCrashed", f"the Guest node was lost: {type(lost[0]).__name__}: {lost[0]}")
-        return self._ended("crashed", "GuestCrashed", "the link to the Guest node closed before the program finished")
+            return self._ended(
+                "crashed",
+                "GuestCrashed",
+                f"the Guest node was lost: {type(lost[0]).__name__}: {lost[0]}",
+            )
+        return self._ended(
+            "crashed",
+            "GuestCrashed",
+            "the link to the Guest node closed before the program finished",
+        )
 
     def _ended(self, status: Any, type_name: str, message: str) -> GuestOutcome:
         return GuestOutcome(status, None, "", ErrorInfo(type_name, message, None), self.isolation)
 
-    async def _watch(self, run: Any, lost: list[BaseException], conversation: anyio.CancelScope) -> None:
+    async def _watch(
+        self, run: Any, lost: list[BaseException], conversation: anyio.CancelScope
+    ) -> None:
         """The agent's ``run`` call. It returns once the Guest's outcome is on the link, so a
         call still unanswered then was cut off by the Guest's end (it died mid-call): cancel
         it, as the local broker does. If Ray reports the agent or its node gone, nothing more
@@ -335,7 +382,9 @@ class RayGuest:
             if payload.startswith(OUTCOME_PREFIX):
                 if len(payload) <= INLINE_FRAME_BYTES:
                     return parse_outcome(parse_json(payload))
-                raw, value = await stepped(envelope_steps(payload))  # a large outcome, decoded in steps
+                raw, value = await stepped(
+                    envelope_steps(payload)
+                )  # a large outcome, decoded in steps
                 return parse_outcome(raw, value)
             frame = await guest_frame(payload)
             if not isinstance(frame, Call | RefusedCall):
@@ -363,6 +412,8 @@ class RayGuest:
 
 
 async def _close_remote(agent: Any, gid: str) -> None:
-    with anyio.move_on_after(CLOSE_TIMEOUT), contextlib.suppress(Exception):  # a lost agent took its Guests along
+    with (
+        anyio.move_on_after(CLOSE_TIMEOUT),
+        contextlib.suppress(Exception),
+    ):  # a lost agent took its Guests along
         await agent.close.remote(gid)
-

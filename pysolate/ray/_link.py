@@ -89,7 +89,13 @@ class Link:
             if length > self.max_bytes:
                 raise ProtocolViolation(f"frame of {length} bytes exceeds {self.max_bytes}")
             return await self._reader.receive_exactly(length)
-        except (anyio.EndOfStream, anyio.IncompleteRead, anyio.BrokenResourceError, anyio.ClosedResourceError, OSError) as exc:
+        except (
+            anyio.EndOfStream,
+            anyio.IncompleteRead,
+            anyio.BrokenResourceError,
+            anyio.ClosedResourceError,
+            OSError,
+        ) as exc:
             raise LinkClosed(type(exc).__name__) from None
 
     async def aclose(self) -> None:
@@ -145,7 +151,9 @@ def parse_outcome(raw: object, value: object = _TAGGED) -> GuestOutcome:
         level = _Isolation.model_validate(isolation, strict=True)
     except ValidationError:
         raise ProtocolViolation("malformed outcome: isolation") from None
-    return GuestOutcome(status, value, stdout, info, Isolation(cast(Any, level.level), tuple(level.mechanisms)))
+    return GuestOutcome(
+        status, value, stdout, info, Isolation(cast(Any, level.level), tuple(level.mechanisms))
+    )
 
 
 _OUTCOME_FIELDS = frozenset({"t", "status", "value", "stdout", "error", "isolation"})
@@ -160,8 +168,13 @@ def outcome_message(outcome: GuestOutcome, tagged_value: object) -> dict[str, ob
         "status": outcome.status,
         "value": tagged_value,
         "stdout": outcome.stdout,
-        "error": None if error is None else {"type": error.type, "message": error.message, "line": error.line},
-        "isolation": {"level": outcome.isolation.level, "mechanisms": list(outcome.isolation.mechanisms)},
+        "error": None
+        if error is None
+        else {"type": error.type, "message": error.message, "line": error.line},
+        "isolation": {
+            "level": outcome.isolation.level,
+            "mechanisms": list(outcome.isolation.mechanisms),
+        },
     }
 
 

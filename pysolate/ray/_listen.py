@@ -89,7 +89,13 @@ class HelloListener:
         self._accepted = self._timed_out = self._evicted = self._accept_failures = 0
 
     def statistics(self) -> ListenerStatistics:
-        return ListenerStatistics(self._accepted, len(self._waiting), self._timed_out, self._evicted, self._accept_failures)
+        return ListenerStatistics(
+            self._accepted,
+            len(self._waiting),
+            self._timed_out,
+            self._evicted,
+            self._accept_failures,
+        )
 
     async def serve(self) -> None:
         """Accept until cancelled. Cancellation drops every waiting connection."""
@@ -97,7 +103,9 @@ class HelloListener:
             for listener in self._listeners:
                 tasks.start_soon(self._accept_loop, listener, tasks)
 
-    async def _accept_loop(self, listener: anyio.abc.Listener[anyio.abc.SocketStream], tasks: anyio.abc.TaskGroup) -> None:
+    async def _accept_loop(
+        self, listener: anyio.abc.Listener[anyio.abc.SocketStream], tasks: anyio.abc.TaskGroup
+    ) -> None:
         assert isinstance(listener, anyio.abc.SocketListener)
         backoff = BACKOFF_MIN
         while True:

@@ -38,7 +38,9 @@ class HostWorker:
 
     def __init__(self, setup: Callable[[], Host]) -> None:
         self._host = setup()
-        self._streams: dict[str, tuple[asyncio.Queue[list[str] | BaseException | None], asyncio.Task[RunResult]]] = {}
+        self._streams: dict[
+            str, tuple[asyncio.Queue[list[str] | BaseException | None], asyncio.Task[RunResult]]
+        ] = {}
 
     async def run_source(self, source: str, options: dict[str, Any]) -> RunResult:
         return _portable(await self._host.run_source(source, **options))
@@ -64,7 +66,11 @@ class HostWorker:
         """The caller's stream raised: the run sees the same failure (builtin types kept)."""
         queue, task = self._streams.pop(stream_id)
         kind = getattr(builtins, type_name, None)
-        error = kind(message) if isinstance(kind, type) and issubclass(kind, Exception) else RuntimeError(f"{type_name}: {message}")
+        error = (
+            kind(message)
+            if isinstance(kind, type) and issubclass(kind, Exception)
+            else RuntimeError(f"{type_name}: {message}")
+        )
         queue.put_nowait(error)
         return _portable(await task)
 
@@ -94,7 +100,14 @@ def _portable(result: RunResult) -> RunResult:
 class HostPool:
     """Runs on ``workers`` Host actors built by ``setup()``; enter with ``async with``."""
 
-    def __init__(self, setup: Callable[[], Host], *, workers: int = 2, address: str | None = None, init: dict[str, Any] | None = None) -> None:
+    def __init__(
+        self,
+        setup: Callable[[], Host],
+        *,
+        workers: int = 2,
+        address: str | None = None,
+        init: dict[str, Any] | None = None,
+    ) -> None:
         if workers < 1:
             raise ValueError("a pool needs at least one worker")
         self._setup = setup
@@ -113,7 +126,12 @@ class HostPool:
         self._workers = [remote.remote(self._setup) for _ in range(self._count)]
         ray.get([w.identity.remote() for w in self._workers])
 
-    async def __aexit__(self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None) -> None:
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
         for worker in self._workers:
             ray.kill(worker, no_restart=True)
         self._workers = []
@@ -137,7 +155,9 @@ class HostPool:
         """``Host.run_source`` on ``key``'s worker."""
         return await self._worker(key).run_source.remote(source, options)
 
-    async def run_stream(self, chunks: AsyncIterable[str], *, key: str | None = None, **options: Any) -> RunResult:
+    async def run_stream(
+        self, chunks: AsyncIterable[str], *, key: str | None = None, **options: Any
+    ) -> RunResult:
         """``Host.run_stream`` on ``key``'s worker, the stream forwarded as it arrives.
 
         Cancellation stops the worker's run, then re-raises.
@@ -174,7 +194,9 @@ class HostPool:
                     if ended and not pending:
                         break
             if failure:
-                return await worker.fail.remote(stream_id, type(failure[0]).__name__, str(failure[0]))
+                return await worker.fail.remote(
+                    stream_id, type(failure[0]).__name__, str(failure[0])
+                )
             return await worker.finish.remote(stream_id)
         except BaseException:
             with anyio.CancelScope(shield=True), anyio.move_on_after(5):

@@ -26,7 +26,12 @@ PROGRAMS = (
 
 def _host(factory: RayGuestFactory | None = None) -> Host:
     host = Host(guest_factory=factory, instrument=None)
-    host.register("docs", scripted_tool(search=Script(lambda query: [query.upper()], effect=Effect.PURE, latency=0.01)))
+    host.register(
+        "docs",
+        scripted_tool(
+            search=Script(lambda query: [query.upper()], effect=Effect.PURE, latency=0.01)
+        ),
+    )
     host.register("clock", scripted_tool(now=Script(lambda: 7, effect=Effect.LIVE_READ)))
     return host
 
@@ -42,7 +47,10 @@ async def main() -> dict[str, Any]:
     async with RayGuestFactory(agents=1, init={"num_cpus": 1}) as factory:
         for source in PROGRAMS:
             local = await _host().run_source(source, speculate=False)
-            for remote in (await _host(factory).run_source(source), await _host(factory).run_stream(_chunks(source))):
+            for remote in (
+                await _host(factory).run_source(source),
+                await _host(factory).run_stream(_chunks(source)),
+            ):
                 runs += 1
                 differ += differences(local, remote)
                 claimed += remote.report.claimed

@@ -53,7 +53,9 @@ CHAT_CUT_REASONS: Final = frozenset({"length", "content_filter"})
 RESPONSES_CUT_EVENTS: Final = frozenset({"response.incomplete", "response.failed", "error"})
 """Event types that end an incomplete or failed reply (OpenAI Responses; ``error`` also
 Anthropic's)."""
-ANTHROPIC_CUT_REASONS: Final = frozenset({"max_tokens", "refusal", "model_context_window_exceeded", "pause_turn"})
+ANTHROPIC_CUT_REASONS: Final = frozenset(
+    {"max_tokens", "refusal", "model_context_window_exceeded", "pause_turn"}
+)
 """Anthropic ``stop_reason`` values of an incomplete reply (``pause_turn``: the server paused
 the turn, to be continued by another request)."""
 

@@ -49,7 +49,9 @@ def _whole_reply(stream: object) -> str | None:
         return None
     for (name, value), (what, fix) in _COMPLETE_REPLIES.items():
         if _field(stream, name) == value:
-            return f"expected a stream, got a complete {what} (the whole reply, not its stream): {fix}"
+            return (
+                f"expected a stream, got a complete {what} (the whole reply, not its stream): {fix}"
+            )
     if hasattr(type(stream), "__pydantic_fields__"):
         return (
             f"expected a stream, got the pydantic model {type(stream).__name__} (iterating it gives "
@@ -96,7 +98,9 @@ def events_of(stream: object) -> AsyncIterator[object]:
             "(async with client....stream(...) as stream: pass stream)"
         )
     if hasattr(stream, "__enter__"):
-        raise TypeError(f"expected a stream, got the context manager {name}: enter it first (with ... as stream)")
+        raise TypeError(
+            f"expected a stream, got the context manager {name}: enter it first (with ... as stream)"
+        )
     raise TypeError(f"expected an async or sync iterable of chunks or SDK events, not {name}")
 
 

@@ -36,8 +36,12 @@ class MarkdownCode:
     bare: bool = False
 
     def __post_init__(self) -> None:
-        if self.block != "last" and not (isinstance(self.block, int) and not isinstance(self.block, bool) and self.block >= 0):
-            raise ValueError(f"MarkdownCode(block=...) is an index from 0 or 'last', not {self.block!r}")
+        if self.block != "last" and not (
+            isinstance(self.block, int) and not isinstance(self.block, bool) and self.block >= 0
+        ):
+            raise ValueError(
+                f"MarkdownCode(block=...) is an index from 0 or 'last', not {self.block!r}"
+            )
 
 
 @dataclass(frozen=True, slots=True)

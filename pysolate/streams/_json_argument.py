@@ -36,8 +36,19 @@ _WHITESPACE: Final = " \t\n\r"
 _PLAIN_RUN: Final = re.compile(r'[^"\\\x00-\x1f]+')
 """Characters a JSON string takes literally (neither quote, backslash nor control)."""
 _LITERAL_CHARS: Final = frozenset("0123456789+-.eEtrufalsnNIiy")
-_LITERAL: Final = re.compile(r"-?(?:0|[1-9]\d*)(?:\.\d+)?(?:[eE][-+]?\d+)?|true|false|null|NaN|Infinity|-Infinity")
-_ESCAPES: Final = {'"': '"', "\\": "\\", "/": "/", "b": "\b", "f": "\f", "n": "\n", "r": "\r", "t": "\t"}
+_LITERAL: Final = re.compile(
+    r"-?(?:0|[1-9]\d*)(?:\.\d+)?(?:[eE][-+]?\d+)?|true|false|null|NaN|Infinity|-Infinity"
+)
+_ESCAPES: Final = {
+    '"': '"',
+    "\\": "\\",
+    "/": "/",
+    "b": "\b",
+    "f": "\f",
+    "n": "\n",
+    "r": "\r",
+    "t": "\t",
+}
 _HEX: Final = frozenset("0123456789abcdefABCDEF")
 
 
@@ -132,7 +143,9 @@ class ArgumentDecoder:
         if self._state is not _S.END:
             raise self._error("the arguments end before the JSON is complete")
         if not self._seen:
-            raise ToolArgumentsError(f"the tool call's arguments have no {self._argument!r} argument")
+            raise ToolArgumentsError(
+                f"the tool call's arguments have no {self._argument!r} argument"
+            )
         return ""
 
     # -- structure ------------------------------------------------------------------------
@@ -219,7 +232,9 @@ class ArgumentDecoder:
     def _string(self, text: str, pos: int, out: list[str]) -> int:
         """Consume string characters from ``text[pos:]``; return where the string state ended
         (or ``len(text)``)."""
-        sink = out if self._role is _Role.ARGUMENT else self._key if self._role is _Role.KEY else None
+        sink = (
+            out if self._role is _Role.ARGUMENT else self._key if self._role is _Role.KEY else None
+        )
         size = len(text)
         while pos < size:
             if self._escape is not None:

@@ -94,7 +94,12 @@ class CodedStream(AsyncIterator[str]):
 def _timeout(value: object, name: str) -> float:
     if value is None:
         return math.inf
-    if isinstance(value, bool) or not isinstance(value, int | float) or not value > 0 or math.isnan(value):
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, int | float)
+        or not value > 0
+        or math.isnan(value)
+    ):
         raise ValueError(f"{name} must be a positive number of seconds or None, not {value!r}")
     return float(value)
 
@@ -146,7 +151,9 @@ class CodeReader:
         self._events = events_of(stream)
         self._index = 0
         self._started: float | None = None
-        self._clock: Callable[[], float] = anyio.current_time  # the running loop's, once reading starts (``_clock.loop_clock``)
+        self._clock: Callable[[], float] = (
+            anyio.current_time
+        )  # the running loop's, once reading starts (``_clock.loop_clock``)
         self._last = 0.0  # when the current wait for an event began (meaningful while ``_waiting``)
         self._waiting = False  # a read is waiting for the stream's next event
         self._watched = False  # inside ``watched``: the timeouts are being enforced
@@ -267,7 +274,11 @@ class CodeReader:
             reads = anyio.CancelScope()
             error: BaseException | None = None
             async with contextlib.AsyncExitStack() as own:
-                group = task_group if task_group is not None else await own.enter_async_context(anyio.create_task_group())
+                group = (
+                    task_group
+                    if task_group is not None
+                    else await own.enter_async_context(anyio.create_task_group())
+                )
                 group.start_soon(self._watch, reads, done)
                 try:
                     with reads:
@@ -285,8 +296,12 @@ class CodeReader:
     async def _watch(self, reads: anyio.CancelScope, done: anyio.Event) -> None:
         assert self._started is not None
         end = self._started + self._deadline
-        while (now := self._clock()) < (due := min(end, (self._last if self._waiting else now) + self._idle)):
-            with anyio.move_on_after(due - now):  # a wait begun since the last look moves ``due`` on
+        while (now := self._clock()) < (
+            due := min(end, (self._last if self._waiting else now) + self._idle)
+        ):
+            with anyio.move_on_after(
+                due - now
+            ):  # a wait begun since the last look moves ``due`` on
                 await done.wait()
             if done.is_set():
                 return
@@ -313,14 +328,20 @@ class CodeReader:
         if self._selector is not None:
             assert self._decoder is not None
             if not self._selector.found:
-                raise NoCodeBlock(f"the stream contained no call of tool {self._selector.tool!r}; nothing was run")
+                raise NoCodeBlock(
+                    f"the stream contained no call of tool {self._selector.tool!r}; nothing was run"
+                )
             return self._decoder.close()
         if self._extractor is None:
             return ""
         rest = self._extractor.close()
         if not self._extractor.found:
             block = self.code.block if isinstance(self.code, MarkdownCode) else 0
-            which = "no ```python block" if block in (0, "last") else f"no ```python block number {block} (from 0)"
+            which = (
+                "no ```python block"
+                if block in (0, "last")
+                else f"no ```python block number {block} (from 0)"
+            )
             raise NoCodeBlock(f"the stream contained {which}; nothing was run")
         if self._extractor.cut:
             raise StreamCut("the ```python block was never closed")

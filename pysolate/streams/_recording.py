@@ -194,7 +194,9 @@ def read_recording(path: str | os.PathLike[str]) -> Recording:
         if not line.strip():
             continue
         if cut is not None:
-            raise RecordingError(path, number, "a line after the cut (the cut line ends a recording)")
+            raise RecordingError(
+                path, number, "a line after the cut (the cut line ends a recording)"
+            )
         parsed: _ChunkLine | _CutLine
         try:
             parsed = _ChunkLine.model_validate_json(line)
@@ -276,7 +278,9 @@ async def _record(
                 out.write(_cut_line(elapsed, reason) + "\n")
                 out.flush()
                 raise StreamCut(reason)
-            text = (selector.feed(event, index) if selector is not None else event_text(event, index)) or ""
+            text = (
+                selector.feed(event, index) if selector is not None else event_text(event, index)
+            ) or ""
             index += 1
             if text or isinstance(event, str):  # str chunks are kept as they came, '' too
                 out.write(_chunk_line(elapsed, text) + "\n")

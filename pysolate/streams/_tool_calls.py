@@ -92,7 +92,9 @@ class ToolCallSelector:
             self._end_if("chat-helper", field(event, "index"))
         elif kind == RESPONSES_ITEM_ADDED:
             item = field(event, "item")
-            if field(item, "type") == "function_call" and self._claim("responses", field(event, "output_index"), field(item, "name")):
+            if field(item, "type") == "function_call" and self._claim(
+                "responses", field(event, "output_index"), field(item, "name")
+            ):
                 self._item = field(item, "id")
         elif kind == RESPONSES_ARGS_DELTA:
             if self._responses_match(event):
@@ -106,7 +108,10 @@ class ToolCallSelector:
                 self._claim("anthropic", field(event, "index"), field(block, "name"))
         elif kind == ANTHROPIC_BLOCK_DELTA:
             delta = field(event, "delta")
-            if self._key == ("anthropic", field(event, "index")) and field(delta, "type") == "input_json_delta":
+            if (
+                self._key == ("anthropic", field(event, "index"))
+                and field(delta, "type") == "input_json_delta"
+            ):
                 return _text(field(delta, "partial_json"))
         elif kind == ANTHROPIC_BLOCK_STOP:
             self._end_if("anthropic", field(event, "index"))

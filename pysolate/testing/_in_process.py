@@ -108,9 +108,13 @@ class _Program:
         try:
             return split_program(source)
         except BaseException as exc:
-            return self.outcome("error", error=ErrorInfo(type(exc).__name__, safe_str(exc), error_line(exc)))
+            return self.outcome(
+                "error", error=ErrorInfo(type(exc).__name__, safe_str(exc), error_line(exc))
+            )
 
-    def execute(self, parts: tuple[CodeType, CodeType | None], namespace: dict[str, object] | None = None) -> GuestOutcome:
+    def execute(
+        self, parts: tuple[CodeType, CodeType | None], namespace: dict[str, object] | None = None
+    ) -> GuestOutcome:
         if namespace is None:
             namespace = self.namespace()
         body, final = parts
@@ -122,18 +126,31 @@ class _Program:
         except BaseException as exc:
             if self.limit is not None:
                 return self.outcome("limit", error=self.limit.info)
-            return self.outcome("error", error=ErrorInfo(type(exc).__name__, safe_str(exc), error_line(exc)))
+            return self.outcome(
+                "error", error=ErrorInfo(type(exc).__name__, safe_str(exc), error_line(exc))
+            )
         if self.limit is not None:
             return self.outcome("limit", error=self.limit.info)
         return self.outcome("ok", value=_final_value(value))
 
-    def outcome(self, status: Literal["ok", "error", "limit"], value: object = None, error: ErrorInfo | None = None) -> GuestOutcome:
+    def outcome(
+        self,
+        status: Literal["ok", "error", "limit"],
+        value: object = None,
+        error: ErrorInfo | None = None,
+    ) -> GuestOutcome:
         return GuestOutcome(status, value, "".join(self.output), error, Isolation("in_process"))
 
     def _builtins(self) -> dict[str, object]:
         names = dict(vars(builtins))
 
-        def print_(*values: object, sep: str | None = " ", end: str | None = "\n", file: Any = None, flush: bool = False) -> None:
+        def print_(
+            *values: object,
+            sep: str | None = " ",
+            end: str | None = "\n",
+            file: Any = None,
+            flush: bool = False,
+        ) -> None:
             if file is not None:
                 builtins.print(*values, sep=sep, end=end, file=file, flush=flush)
                 return
@@ -149,7 +166,9 @@ class _Program:
         self._check_abandoned()
         self.output_bytes += len(text.encode("utf-8", "surrogatepass"))
         if self.output_bytes > self.limits.output_bytes:
-            raise _Abort("OutputLimit", f"the program printed more than {self.limits.output_bytes} bytes")
+            raise _Abort(
+                "OutputLimit", f"the program printed more than {self.limits.output_bytes} bytes"
+            )
         self.output.append(text)
 
     def _proxy_method(self, capability_name: str, method: str) -> Callable[..., object]:
@@ -158,13 +177,19 @@ class _Program:
             check_arguments(capability_name, method, args, kwargs)
             self.call_count += 1
             if self.call_count > self.limits.max_calls:
-                raise _Abort("CallLimit", f"the program made more than {self.limits.max_calls} calls")
+                raise _Abort(
+                    "CallLimit", f"the program made more than {self.limits.max_calls} calls"
+                )
             if self.limit is not None:
                 raise _Abort(self.limit.info.type, self.limit.info.message)
             try:
-                return anyio.from_thread.run(self._call_handler, capability_name, method, args, kwargs)
+                return anyio.from_thread.run(
+                    self._call_handler, capability_name, method, args, kwargs
+                )
             except ToolFailure as failure:
-                raise rebuild_exception(failure.type_name, failure.message, failure.exc_args) from None
+                raise rebuild_exception(
+                    failure.type_name, failure.message, failure.exc_args
+                ) from None
             except LimitExceeded as exc:
                 self.limit = exc
                 raise _Abort(exc.info.type, exc.info.message) from None
@@ -172,7 +197,9 @@ class _Program:
         call.__name__ = call.__qualname__ = method
         return call
 
-    async def _call_handler(self, capability_name: str, method: str, args: tuple[object, ...], kwargs: dict[str, object]) -> object:
+    async def _call_handler(
+        self, capability_name: str, method: str, args: tuple[object, ...], kwargs: dict[str, object]
+    ) -> object:
         if self.abandoned:
             raise _Abort("Abandoned", "the Host stopped this run")
         self.call_done = anyio.Event()
@@ -207,7 +234,9 @@ class InProcessGuest:
         self._program: _Program | None = None  # set by the one ``run``
 
     @classmethod
-    async def start(cls, capabilities: Mapping[str, Sequence[str]], limits: GuestLimits) -> InProcessGuest:
+    async def start(
+        cls, capabilities: Mapping[str, Sequence[str]], limits: GuestLimits
+    ) -> InProcessGuest:
         """The ``GuestFactory``: nothing to start ahead of the source."""
         return cls(capabilities, limits)
 
@@ -225,7 +254,9 @@ class InProcessGuest:
             return parts
         try:
             with anyio.move_on_after(self._limits.wall_time) as deadline:
-                outcome = await anyio.to_thread.run_sync(program.execute, parts, abandon_on_cancel=True)
+                outcome = await anyio.to_thread.run_sync(
+                    program.execute, parts, abandon_on_cancel=True
+                )
         except BaseException:
             await program.stop()
             raise
@@ -255,13 +286,17 @@ class InProcessSession:
     """
 
     def __init__(self, capabilities: Mapping[str, Sequence[str]], limits: GuestLimits) -> None:
-        self._program = _Program({n: tuple(m) for n, m in capabilities.items()}, limits, _no_handler)
+        self._program = _Program(
+            {n: tuple(m) for n, m in capabilities.items()}, limits, _no_handler
+        )
         self._namespace = self._program.namespace()
         self._proxies = dict(self._namespace)  # the capability (and function tool) globals
         self._alive = True
 
     @classmethod
-    async def start(cls, capabilities: Mapping[str, Sequence[str]], limits: GuestLimits) -> InProcessSession:
+    async def start(
+        cls, capabilities: Mapping[str, Sequence[str]], limits: GuestLimits
+    ) -> InProcessSession:
         """The session Guest factory: nothing to start ahead of the first turn."""
         return cls(capabilities, limits)
 
@@ -270,15 +305,24 @@ class InProcessSession:
         if not self._alive:
             raise RuntimeError("this session's Guest was stopped")
         program = self._program
-        program.handler, program.output, program.output_bytes, program.call_count = handler, [], 0, 0
+        program.handler, program.output, program.output_bytes, program.call_count = (
+            handler,
+            [],
+            0,
+            0,
+        )
         program.limit = None
         parts = program.compiled(source)
         if isinstance(parts, GuestOutcome):
             known, opaque = reported_globals(self._namespace, self._proxies)
-            return TurnOutcome(parts, {name: fresh_copy(v) for name, v in known}, tuple(opaque), alive=True)
+            return TurnOutcome(
+                parts, {name: fresh_copy(v) for name, v in known}, tuple(opaque), alive=True
+            )
         try:
             with anyio.move_on_after(wall_time) as deadline:
-                outcome = await anyio.to_thread.run_sync(program.execute, parts, self._namespace, abandon_on_cancel=True)
+                outcome = await anyio.to_thread.run_sync(
+                    program.execute, parts, self._namespace, abandon_on_cancel=True
+                )
         except BaseException:
             await self.aclose()
             raise
@@ -290,7 +334,9 @@ class InProcessSession:
             await self.aclose()
             return TurnOutcome(outcome, {}, (), alive=False)
         known, opaque = reported_globals(self._namespace, self._proxies)
-        return TurnOutcome(outcome, {name: fresh_copy(v) for name, v in known}, tuple(opaque), alive=True)
+        return TurnOutcome(
+            outcome, {name: fresh_copy(v) for name, v in known}, tuple(opaque), alive=True
+        )
 
     async def aclose(self) -> None:
         """Abandon the program thread if it still runs; idempotent."""
@@ -298,7 +344,9 @@ class InProcessSession:
         self._program.abandoned = True
 
 
-async def _no_handler(capability: str, method: str, args: tuple[object, ...], kwargs: dict[str, object]) -> object:
+async def _no_handler(
+    capability: str, method: str, args: tuple[object, ...], kwargs: dict[str, object]
+) -> object:
     raise RuntimeError("no turn is running")
 
 

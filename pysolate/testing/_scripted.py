@@ -68,7 +68,9 @@ class ScriptedTool:
     def calls_to(self, method: str) -> list[ScriptedCall]:
         return [c for c in self.calls if c.method == method]
 
-    def _begin(self, method: str, args: tuple[object, ...], kwargs: dict[str, object], now: float) -> ScriptedCall:
+    def _begin(
+        self, method: str, args: tuple[object, ...], kwargs: dict[str, object], now: float
+    ) -> ScriptedCall:
         call = ScriptedCall(method, args, kwargs, now)
         with self._lock:
             self._calls.append(call)
@@ -98,7 +100,9 @@ def _scripted_method(name: str, script: Script) -> Callable[..., Any]:
     signature = inspect.Signature([self_param, *params])
     behaviour, latency = script.behaviour, script.latency
 
-    def finish(call: ScriptedCall, outcome: Literal["ok", "error", "cancelled"], now: float) -> None:
+    def finish(
+        call: ScriptedCall, outcome: Literal["ok", "error", "cancelled"], now: float
+    ) -> None:
         call.ended, call.outcome = now, outcome
 
     method: Callable[..., Any]
@@ -119,7 +123,6 @@ def _scripted_method(name: str, script: Script) -> Callable[..., Any]:
             return result
 
     else:
-
         locks: list[anyio.Lock] = []  # made in the event loop that first calls it
 
         async def method(self: ScriptedTool, *args: object, **kwargs: object) -> object:

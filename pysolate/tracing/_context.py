@@ -35,7 +35,9 @@ _CURRENT: ContextVar[CodeAction] = ContextVar("pysolate_code_action", default=_O
 
 
 @contextmanager
-def code_action(*, tool_call_id: str | None = None, conversation_id: str | None = None) -> Iterator[CodeAction]:
+def code_action(
+    *, tool_call_id: str | None = None, conversation_id: str | None = None
+) -> Iterator[CodeAction]:
     """Runs started inside this block record the enclosing tool call and conversation.
 
     ``None`` keeps what an outer block set, so a conversation id set once per session and a

@@ -184,7 +184,9 @@ class _OTelRun(Listener):
         self._run_id = run_id
         self._conversation_id = conversation_id
         self.record_payloads = record_payloads
-        self._mine: dict[ObservationTrace, _OTelObservation] = {}  # this run's (a plain dict: faster)
+        self._mine: dict[
+            ObservationTrace, _OTelObservation
+        ] = {}  # this run's (a plain dict: faster)
         # Observations and claims not yet ended; closed at the run's end so no span leaks.
         self._open: dict[ObservationTrace, _OTelObservation] = {}
         self._claims: dict[ClaimTrace, trace.Span] = {}
@@ -286,7 +288,9 @@ class _OTelRun(Listener):
             served_by = None if event.served_by is None else self._known.get(event.served_by)
             if served_by is not None:
                 attributes[A.SERVED_BY] = served_by.call_id
-                links.append(Link(served_by.span.get_span_context(), {A.LINK_RELATION: A.LINK_SHARED_FROM}))
+                links.append(
+                    Link(served_by.span.get_span_context(), {A.LINK_RELATION: A.LINK_SHARED_FROM})
+                )
         span = self._tracer.start_span(
             name,
             context=self._context,

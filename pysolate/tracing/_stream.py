@@ -176,13 +176,17 @@ class EventStream(RunTrace):
         for listener in self.followers:
             listener.received(event)
 
-    def report(self, event: TokensArrived | GuestStarted | GuestEnded | ObservationRecorded | CallsRecorded) -> None:
+    def report(
+        self, event: TokensArrived | GuestStarted | GuestEnded | ObservationRecorded | CallsRecorded
+    ) -> None:
         """An event the run states itself (no hook carries it), unless the run ended."""
         if not self.closed:
             self.emit(event)
 
     def activated(self, observation: ObservationTrace) -> AbstractContextManager[object]:
-        contexts = [c for c in (li.activated(observation) for li in self.followers) if c is not None]
+        contexts = [
+            c for c in (li.activated(observation) for li in self.followers) if c is not None
+        ]
         if not contexts:
             return _NO_CONTEXT
         if len(contexts) == 1:
@@ -195,7 +199,9 @@ class EventStream(RunTrace):
         if not self.closed:
             self.emit(SnapshotAccepted(statements, new_statements, chars, at))
 
-    def sealed(self, source_hash: str, *, statements: int, chars: int, at: float | None = None) -> None:
+    def sealed(
+        self, source_hash: str, *, statements: int, chars: int, at: float | None = None
+    ) -> None:
         if not self.closed:
             self.emit(Sealed(source_hash, statements, chars, at))
 
@@ -242,7 +248,9 @@ class EventStream(RunTrace):
         if self.closed or not self.followers:
             return NULL_CLAIM
         claim = _StreamClaim(self)
-        self.emit_call(Claimed(claim, capability, method, call_id, observation, call_key, arguments))
+        self.emit_call(
+            Claimed(claim, capability, method, call_id, observation, call_key, arguments)
+        )
         return claim
 
     def ended(
@@ -331,7 +339,9 @@ class HookListener(Listener):
         run = self._run
         match event:
             case ObservationStarted():
-                served_by = None if event.served_by is None else self._observations.get(event.served_by)
+                served_by = (
+                    None if event.served_by is None else self._observations.get(event.served_by)
+                )
                 self._observations[event.observation] = run.observation_started(
                     event.capability,
                     event.method,
@@ -344,7 +354,9 @@ class HookListener(Listener):
                     served_by=served_by,
                 )
             case ObservationCompleted():
-                self._observations[event.observation].completed(error=event.error, result=event.result)
+                self._observations[event.observation].completed(
+                    error=event.error, result=event.result
+                )
             case ObservationSettled():
                 self._observations[event.observation].settled(event.disposition)
             case Claimed():
@@ -360,7 +372,9 @@ class HookListener(Listener):
                 self._claims.pop(event.claim).ended(error=event.error, result=event.result)
             case SnapshotAccepted():
                 run.snapshot_accepted(
-                    statements=event.statements, new_statements=event.new_statements, chars=event.chars
+                    statements=event.statements,
+                    new_statements=event.new_statements,
+                    chars=event.chars,
                 )
             case Sealed():
                 run.sealed(event.source_hash, statements=event.statements, chars=event.chars)

@@ -34,7 +34,9 @@ async def _blocking(call: Callable[[], RunResult]) -> RunResult:
     return await anyio.to_thread.run_sync(call)
 
 
-async def run_stream(api: Api, host: Host, chunks: TimedChunks | object, **options: Any) -> RunResult:
+async def run_stream(
+    api: Api, host: Host, chunks: TimedChunks | object, **options: Any
+) -> RunResult:
     """``host.run_stream(chunks, **options)`` through ``api``."""
     if api == "async":
         return await host.run_stream(chunks, **options)  # type: ignore[arg-type]
@@ -69,7 +71,9 @@ class _SyncTurns:
         self._session = session
 
     async def run_stream(self, chunks: object, **options: Any) -> RunResult:
-        return await _blocking(functools.partial(self._session.run_stream, _chunks("sync", chunks), **options))
+        return await _blocking(
+            functools.partial(self._session.run_stream, _chunks("sync", chunks), **options)
+        )
 
     async def run_source(self, source: str, **options: Any) -> RunResult:
         return await _blocking(functools.partial(self._session.run_source, source, **options))

@@ -39,7 +39,12 @@ class _ContendedWriter(_Writer):
         word = self.draw(st.sampled_from(("break", "continue")))
         stop = self.draw(st.sampled_from(QUERIES))
         method = self.draw(st.sampled_from(("search", "fetch")))
-        body = [f"{got} = docs.{method}({var})", f"if {var} == {stop!r}:", f"    {word}", f"{got} = [{got}, {var}]"]
+        body = [
+            f"{got} = docs.{method}({var})",
+            f"if {var} == {stop!r}:",
+            f"    {word}",
+            f"{got} = [{got}, {var}]",
+        ]
         handler = self.fresh("e")
         scope.strs.append(var)
         return [
@@ -84,7 +89,9 @@ def contended_programs(draw: st.DrawFn, max_statements: int = 8) -> str:
         lines += writer.statement(scope, 0)
     names = scope.strs + scope.lists + scope.ints
     if names:
-        lines.append(f"[{', '.join(draw(st.lists(st.sampled_from(names), min_size=1, max_size=3)))}]")
+        lines.append(
+            f"[{', '.join(draw(st.lists(st.sampled_from(names), min_size=1, max_size=3)))}]"
+        )
     return "\n".join(lines) + "\n"
 
 
@@ -96,7 +103,9 @@ def contended_conditions(draw: st.DrawFn) -> Conditions:
     case = draw(conditions())
     latency = st.sampled_from((0.01, 0.02, 0.03))
     latencies = dict(case.latencies, **{"docs.search": draw(latency), "docs.fetch": draw(latency)})
-    policy = dataclasses.replace(case.policy, concurrency=draw(st.sampled_from((4, 8, 16))), budget=64)
+    policy = dataclasses.replace(
+        case.policy, concurrency=draw(st.sampled_from((4, 8, 16))), budget=64
+    )
     return dataclasses.replace(
         case,
         latencies=latencies,
@@ -107,7 +116,9 @@ def contended_conditions(draw: st.DrawFn) -> Conditions:
     )
 
 
-def differential_series(sources: list[str], case: Conditions, factory: GuestFactory = in_process_guest) -> None:
+def differential_series(
+    sources: list[str], case: Conditions, factory: GuestFactory = in_process_guest
+) -> None:
     """``sources`` run one after another on one Host, sequentially and streamed (each side
     its own Host): what an earlier run left behind (threads stuck in a stalled tool, early
     slots they hold, a tool's queue) must not change a later run. The tools' state carries
@@ -128,6 +139,8 @@ def differential_series(sources: list[str], case: Conditions, factory: GuestFact
     pairs, specs = anyio.run(both)
     for pair in pairs:
         for result in (pair.reference, pair.speculative):
-            assert result.guest_status != "limit", f"generated program hit a Guest limit:\n{pair.source}\n{result.error}"
+            assert result.guest_status != "limit", (
+                f"generated program hit a Guest limit:\n{pair.source}\n{result.error}"
+            )
         assert_equivalent(pair)
         check_invariants(pair.speculative, specs)  # type: ignore[arg-type]

@@ -38,7 +38,11 @@ class Both:
 
 
 async def both_ways(
-    source: str, factory: GuestFactory, chunk: int = 7, policy: LanePolicy | None = None, **host_kwargs: Any
+    source: str,
+    factory: GuestFactory,
+    chunk: int = 7,
+    policy: LanePolicy | None = None,
+    **host_kwargs: Any,
 ) -> Both:
     """Run ``source`` with ``run_source(speculate=False)`` and ``run_stream`` (``chunk``
     characters a chunk) against fresh Hosts; assert they are equal, type-exactly, and that
@@ -62,4 +66,7 @@ def guests() -> list[Any]:
     from pysolate._guest import start_subprocess_guest
     from pysolate.testing import in_process_guest
 
-    return [pytest.param(in_process_guest, id="in_process"), pytest.param(start_subprocess_guest, id="subprocess")]
+    return [
+        pytest.param(in_process_guest, id="in_process"),
+        pytest.param(start_subprocess_guest, id="subprocess"),
+    ]

@@ -53,6 +53,7 @@ from .twin import twin_guest
 FILES = {"a.txt": "alpha", "b.txt": "beta", "d/c.txt": "gamma", "d/e.txt": "bad"}
 """The frozen workspace root every case starts from."""
 
+
 @functools.cache
 def _source_of_files(git: bool) -> str:
     """A directory holding ``FILES`` (committed as a git repository when ``git``), made once
@@ -156,14 +157,23 @@ def build_host(
     tools = Tools(
         docs=scripted_tool(
             search=Script(
-                search, effect=Effect.PURE, version="1", latency=lat.get("docs.search", 0.0), serialised=conditions.serialised
+                search,
+                effect=Effect.PURE,
+                version="1",
+                latency=lat.get("docs.search", 0.0),
+                serialised=conditions.serialised,
             ),
             fetch=Script(
-                fetch, effect=Effect.IMMUTABLE_READ, latency=lat.get("docs.fetch", 0.0), sync=sync_fetch,
+                fetch,
+                effect=Effect.IMMUTABLE_READ,
+                latency=lat.get("docs.fetch", 0.0),
+                sync=sync_fetch,
                 serialised=conditions.serialised,
             ),
         ),
-        clock=scripted_tool(now=Script(now, effect=Effect.LIVE_READ, latency=lat.get("clock.now", 0.0))),
+        clock=scripted_tool(
+            now=Script(now, effect=Effect.LIVE_READ, latency=lat.get("clock.now", 0.0))
+        ),
         shell=scripted_tool(run=Script(run, latency=lat.get("shell.run", 0.0))),
         notes=scripted_tool(
             note=Script(note, effect=Effect.WRITE),
@@ -182,7 +192,9 @@ def build_host(
             host.register(name, tools.by_name()[name])
     workspace_latency = lat.get("workspace", 0.0)
     root = workspace_root(conditions.root)
-    host.register("workspace", SlowWorkspace.of(FILES, workspace_latency, root) if workspace_latency else root)
+    host.register(
+        "workspace", SlowWorkspace.of(FILES, workspace_latency, root) if workspace_latency else root
+    )
     # Issue 13's odd values and tools; the twin (no sync_fetch) gets no thread to wait on.
     host.register("odd", Odd() if sync_fetch else AsyncOdd())
     return host, tools
@@ -248,10 +260,17 @@ def stream_of(source: str, conditions: Conditions) -> TimedChunks:
     if not conditions.markdown:
         return TimedChunks(source, conditions.chunk_sizes, conditions.pauses)
     head = f"Here is the plan.\n\n```python\n{source}```\n"
-    return TimedChunks(head + "\nDone.\n", conditions.chunk_sizes, conditions.pauses, code_end=len(head))
+    return TimedChunks(
+        head + "\nDone.\n", conditions.chunk_sizes, conditions.pauses, code_end=len(head)
+    )
 
 
-async def run_pair(source: str, conditions: Conditions, factory: GuestFactory = in_process_guest, api: Api = "async") -> Pair:
+async def run_pair(
+    source: str,
+    conditions: Conditions,
+    factory: GuestFactory = in_process_guest,
+    api: Api = "async",
+) -> Pair:
     """Run ``source`` sequentially and streamed, each against a fresh Host, through ``api``."""
     ref_host, ref_tools = build_host(conditions, factory)
     reference = await run_source(api, ref_host, source, speculate=False)
@@ -280,15 +299,23 @@ def assert_no_early_effects(tools: Tools, result: RunResult, stream_ended: float
             assert not made, f"{cap}.{method} ran although the stream never ended"
         early = [c for c in made if stream_ended is not None and c.started < stream_ended]
         assert not early, f"{cap}.{method} started before the stream ended: {early}"
-        receipts = [c for c in result.calls if FUNCTION_TOOLS.get(c.tool, (c.capability, c.method)) == (cap, method)]
-        assert len(made) == len(receipts), f"{cap}.{method}: {len(made)} executions for {len(receipts)} receipts"
+        receipts = [
+            c
+            for c in result.calls
+            if FUNCTION_TOOLS.get(c.tool, (c.capability, c.method)) == (cap, method)
+        ]
+        assert len(made) == len(receipts), (
+            f"{cap}.{method}: {len(made)} executions for {len(receipts)} receipts"
+        )
 
 
 def check_pair(pair: Pair) -> None:
     """Every check the differential suite makes on one pair."""
     for result in (pair.reference, pair.speculative):
         # A run a limit ended is timing-dependent by nature: a generator bug, not a finding.
-        assert result.guest_status != "limit", f"generated program hit a Guest limit:\n{pair.source}\n{result.error}"
+        assert result.guest_status != "limit", (
+            f"generated program hit a Guest limit:\n{pair.source}\n{result.error}"
+        )
     assert_equivalent(pair)
     check_invariants(pair.speculative, pair.specs)  # type: ignore[arg-type]
     check_invariants(pair.reference)
@@ -296,7 +323,12 @@ def check_pair(pair: Pair) -> None:
     assert_no_early_effects(pair.reference_tools, pair.reference, float("-inf"))
 
 
-def differential(source: str, conditions: Conditions, factory: GuestFactory = in_process_guest, api: Api = "async") -> Pair:
+def differential(
+    source: str,
+    conditions: Conditions,
+    factory: GuestFactory = in_process_guest,
+    api: Api = "async",
+) -> Pair:
     """Run the pair in a fresh event loop and check it (raises ``AssertionError``)."""
     pair = anyio.run(run_pair, source, conditions, factory, api)
     check_pair(pair)
@@ -313,10 +345,16 @@ def scheduled_pair(source: str, conditions: Conditions, seed: int) -> Pair:
         reference = await ref_host.run_source(source, speculate=False)
         host, tools = build_host(conditions, twin_guest, sync_fetch=False)
         chunks = stream_of(source, conditions)
-        speculative = await host.run_stream(chunks, code="markdown" if conditions.markdown else "raw", policy=conditions.policy)
-        return Pair(source, reference, speculative, ref_tools, tools, chunks.ended, host.method_specs())  # type: ignore[arg-type]
+        speculative = await host.run_stream(
+            chunks, code="markdown" if conditions.markdown else "raw", policy=conditions.policy
+        )
+        return Pair(
+            source, reference, speculative, ref_tools, tools, chunks.ended, host.method_specs()
+        )  # type: ignore[arg-type]
 
-    return anyio.run(main, backend="trio", backend_options={"clock": MockClock(autojump_threshold=0)})
+    return anyio.run(
+        main, backend="trio", backend_options={"clock": MockClock(autojump_threshold=0)}
+    )
 
 
 # -- helpers for the fault catalogue ---------------------------------------------------------
@@ -353,7 +391,10 @@ async def streamed(
 
 
 async def reference(
-    source: str, conditions: Conditions = QUIET, factory: GuestFactory = in_process_guest, **host_kwargs: Any
+    source: str,
+    conditions: Conditions = QUIET,
+    factory: GuestFactory = in_process_guest,
+    **host_kwargs: Any,
 ) -> RunResult:
     """The sequential reference run of ``source`` against a fresh Host."""
     host, _ = build_host(conditions, factory, **host_kwargs)
@@ -377,7 +418,9 @@ def children(pid: int | None = None) -> list[int]:
     from pysolate._guest import _forked, _reaper
 
     assert _reaper.drain(10), "a Guest clean-up took more than 10 s"
-    servers = {p for server in _forked.servers.values() for p in server.pids()} if pid is None else set()
+    servers = (
+        {p for server in _forked.servers.values() for p in server.pids()} if pid is None else set()
+    )
     parents = {os.getpid() if pid is None else pid, *servers}
     found = []
     for entry in os.listdir("/proc"):
@@ -389,7 +432,9 @@ def children(pid: int | None = None) -> list[int]:
         except OSError:
             continue
         fields = stat.rsplit(")", 1)[1].split()
-        reaping = fields[0] == "Z" and int(fields[1]) in servers  # an exited init a server (bubblewrap's init) reaps next
+        reaping = (
+            fields[0] == "Z" and int(fields[1]) in servers
+        )  # an exited init a server (bubblewrap's init) reaps next
         if int(fields[1]) in parents and int(entry) not in servers and not reaping:
             found.append(int(entry))
     return found

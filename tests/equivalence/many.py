@@ -119,17 +119,27 @@ class Shell:
         return f"{len(run.log)}:{cmd[:8]}"
 
 
-def many_host(case: Conditions, factory: GuestFactory = in_process_guest, *, twin: bool = False, **host_kwargs: Any) -> tuple[Host, Docs]:
+def many_host(
+    case: Conditions,
+    factory: GuestFactory = in_process_guest,
+    *,
+    twin: bool = False,
+    **host_kwargs: Any,
+) -> tuple[Host, Docs]:
     """A Host with the tools above, a memory workspace (one frozen root, a branch per run)
     and ``odd``, under ``case``'s latencies, failures, threads and timeout."""
     docs = (AsyncDocs if twin else Docs)(case.failing, case.latencies)
     host_kwargs.setdefault("limits", GENERATED_LIMITS)
-    host = Host(guest_factory=factory, threads=case.threads, call_timeout=case.call_timeout, **host_kwargs)
+    host = Host(
+        guest_factory=factory, threads=case.threads, call_timeout=case.call_timeout, **host_kwargs
+    )
     host.register("docs", docs)
     host.register("clock", Clock())
     host.register("shell", Shell())
     latency = case.latencies.get("workspace", 0.0)
-    host.register("workspace", SlowWorkspace.of(FILES, latency) if latency else memory_workspace(FILES))
+    host.register(
+        "workspace", SlowWorkspace.of(FILES, latency) if latency else memory_workspace(FILES)
+    )
     host.register("odd", AsyncOdd() if twin else Odd())
     return host, docs
 
@@ -171,7 +181,13 @@ class _Cancelling:
             sent += 1
 
 
-async def run_many(plans: list[Plan], case: Conditions, factory: GuestFactory = in_process_guest, *, twin: bool = False) -> tuple[list[Ran], Host]:
+async def run_many(
+    plans: list[Plan],
+    case: Conditions,
+    factory: GuestFactory = in_process_guest,
+    *,
+    twin: bool = False,
+) -> tuple[list[Ran], Host]:
     """Every plan streamed at once on one sharing Host, then each finished one's sequential
     reference on a fresh Host (same root, same run-local tools)."""
     host, _docs = many_host(case, factory, twin=twin)
@@ -184,8 +200,16 @@ async def run_many(plans: list[Plan], case: Conditions, factory: GuestFactory = 
         chunks = stream_of(plan.source, plan.stream)
         result = None
         with anyio.CancelScope() as scope:
-            stream: TimedChunks | _Cancelling = chunks if plan.cancel_after is None else _Cancelling(chunks, plan.cancel_after, scope)
-            result = await host.run_stream(stream, code="markdown" if plan.stream.markdown else "raw", policy=plan.stream.policy)
+            stream: TimedChunks | _Cancelling = (
+                chunks
+                if plan.cancel_after is None
+                else _Cancelling(chunks, plan.cancel_after, scope)
+            )
+            result = await host.run_stream(
+                stream,
+                code="markdown" if plan.stream.markdown else "raw",
+                policy=plan.stream.policy,
+            )
         runs[index] = Ran(index, plan, result, local, chunks.ended)
 
     async with anyio.create_task_group() as tg:
@@ -212,12 +236,16 @@ def check_many(runs: list[Ran], specs: Mapping[str, Mapping[str, Any]]) -> None:
     before its program was complete."""
     for ran in runs:
         unsafe_early = [t for t in ran.local.unsafe if ran.ended is None or t < ran.ended]
-        assert not unsafe_early, f"a live read or unknown call started before the stream ended:\n{ran.plan.source}"
+        assert not unsafe_early, (
+            f"a live read or unknown call started before the stream ended:\n{ran.plan.source}"
+        )
         if ran.result is None:
             continue
         assert ran.reference is not None
         for result in (ran.result, ran.reference):
-            assert result.guest_status != "limit", f"generated program hit a Guest limit:\n{ran.plan.source}\n{result.error}"
+            assert result.guest_status != "limit", (
+                f"generated program hit a Guest limit:\n{ran.plan.source}\n{result.error}"
+            )
         got, want = observable(ran.result), observable(ran.reference)
         for name in want:
             assert same(got[name], want[name]), (
@@ -227,7 +255,9 @@ def check_many(runs: list[Ran], specs: Mapping[str, Mapping[str, Any]]) -> None:
         check_invariants(ran.result, specs)
 
 
-def many_differential(plans: list[Plan], case: Conditions, factory: GuestFactory = in_process_guest) -> tuple[list[Ran], Host]:
+def many_differential(
+    plans: list[Plan], case: Conditions, factory: GuestFactory = in_process_guest
+) -> tuple[list[Ran], Host]:
     """``run_many`` in a fresh event loop (asyncio, real time), checked."""
     runs, host = anyio.run(run_many, plans, case, factory)
     check_many(runs, host.method_specs())
@@ -242,7 +272,9 @@ def scheduled_many(plans: list[Plan], case: Conditions, seed: int) -> tuple[list
     async def main() -> tuple[list[Ran], Host]:
         return await run_many(plans, case, twin_guest, twin=True)
 
-    return anyio.run(main, backend="trio", backend_options={"clock": MockClock(autojump_threshold=0)})
+    return anyio.run(
+        main, backend="trio", backend_options={"clock": MockClock(autojump_threshold=0)}
+    )
 
 
 def run_many_generated(limit: int) -> tuple[int, BaseException | None]:
@@ -257,8 +289,13 @@ def run_many_generated(limit: int) -> tuple[int, BaseException | None]:
     seen = 0
 
     @settings(
-        derandomize=True, database=None, deadline=None, max_examples=limit, phases=[Phase.generate],
-        suppress_health_check=list(HealthCheck), report_multiple_bugs=False,
+        derandomize=True,
+        database=None,
+        deadline=None,
+        max_examples=limit,
+        phases=[Phase.generate],
+        suppress_health_check=list(HealthCheck),
+        report_multiple_bugs=False,
     )
     @given(plans(), conditions(), st.integers(0, 2**32 - 1))
     def prop(sets: list[Plan], case: Conditions, seed: int) -> None:

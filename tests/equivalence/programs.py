@@ -44,7 +44,15 @@ ROOTS = ("memory", "git", "lazy")
 MAX_DEPTH = 2
 """Nesting depth of generated blocks (if/for/try/def bodies)."""
 
-ODD_KINDS = ("refused", "nul", "invalid_result", "nan", "crash", "unreached_crash", "unreached_stall")
+ODD_KINDS = (
+    "refused",
+    "nul",
+    "invalid_result",
+    "nan",
+    "crash",
+    "unreached_crash",
+    "unreached_stall",
+)
 """The ``odd`` statement's faults (issue 13; ``oddities.Odd``)."""
 
 UNCROSSABLE = (
@@ -57,7 +65,11 @@ UNCROSSABLE = (
 )
 """Arguments that cannot cross: lone surrogates (in values and keyword names), huge ints."""
 
-NUL_CALLS = ("workspace.read_text('a\\x00.txt')", "workspace.write_text('d/\\x00', 'x')", "workspace.exists('\\x00')")
+NUL_CALLS = (
+    "workspace.read_text('a\\x00.txt')",
+    "workspace.write_text('d/\\x00', 'x')",
+    "workspace.exists('\\x00')",
+)
 """Workspace calls with a NUL in the path (``ValueError: embedded null byte``)."""
 
 CRASHES = ("exit", "interrupt", "generator", "cancel", "base")
@@ -76,7 +88,9 @@ class _Scope:
 
     def child(self, iterating: str | None = None) -> _Scope:
         iterated = self.iterated | {iterating} if iterating else self.iterated
-        return _Scope(list(self.strs), list(self.lists), list(self.ints), iterated, list(self.floats))
+        return _Scope(
+            list(self.strs), list(self.lists), list(self.ints), iterated, list(self.floats)
+        )
 
 
 class _Writer:
@@ -162,7 +176,21 @@ class _Writer:
         return lines or ["pass"]
 
     def statement(self, scope: _Scope, depth: int) -> list[str]:
-        kinds = ["search", "fetch", "read", "read", "write", "print", "live", "unknown", "repeat", "rewrite", "gather", "odd", "burst"]
+        kinds = [
+            "search",
+            "fetch",
+            "read",
+            "read",
+            "write",
+            "print",
+            "live",
+            "unknown",
+            "repeat",
+            "rewrite",
+            "gather",
+            "odd",
+            "burst",
+        ]
         if scope.lists:
             kinds += ["comprehension"]
         if set(scope.lists) - scope.iterated:
@@ -207,7 +235,9 @@ class _Writer:
         names = scope.strs + scope.lists + scope.ints + scope.floats
         if not names:
             return [f"print({self.str_expr(scope)})"]
-        return [f"print({', '.join(self.draw(st.lists(st.sampled_from(names), min_size=1, max_size=3)))})"]
+        return [
+            f"print({', '.join(self.draw(st.lists(st.sampled_from(names), min_size=1, max_size=3)))})"
+        ]
 
     def _live(self, scope: _Scope, depth: int) -> list[str]:
         name = self.fresh("n")
@@ -244,7 +274,12 @@ class _Writer:
         if self.draw(st.booleans()):
             lines.append(f"{after} = workspace.read_text({path!r})")
         else:
-            lines += ["try:", f"    {after} = workspace.read_text({path!r})", "except FileNotFoundError:", f"    {after} = 'gone'"]
+            lines += [
+                "try:",
+                f"    {after} = workspace.read_text({path!r})",
+                "except FileNotFoundError:",
+                f"    {after} = 'gone'",
+            ]
         scope.strs.append(after)
         return lines
 
@@ -260,13 +295,22 @@ class _Writer:
             elif kind == "read":
                 name = self.fresh("t")
                 read = f"{name} = workspace.read_text({path!r})"
-                lines += ["try:", f"    {read}", "except FileNotFoundError:", f"    {name} = 'gone'"]
+                lines += [
+                    "try:",
+                    f"    {read}",
+                    "except FileNotFoundError:",
+                    f"    {name} = 'gone'",
+                ]
                 scope.strs.append(name)
             elif kind == "delete":
                 lines += _guard(f"workspace.delete({path!r})", "FileNotFoundError", self.fresh("e"))
             else:
                 call = f"workspace.write_text({self.draw(st.sampled_from(BAD_WRITES))!r}, 'x')"
-                lines += _guard(call, "OSError", self.fresh("e")) if self.draw(st.integers(0, 3)) else [call]
+                lines += (
+                    _guard(call, "OSError", self.fresh("e"))
+                    if self.draw(st.integers(0, 3))
+                    else [call]
+                )
         return lines
 
     def _helper(self, scope: _Scope, depth: int) -> list[str]:
@@ -274,7 +318,12 @@ class _Writer:
         tool's result): discovery sees no occurrence in it, so the program's writes differ
         from the ones speculated on the branch's layer from there on (issue 17). Then the
         usual read, write, read of a path."""
-        fn, value, before, after = self.fresh("w"), self.fresh("u"), self.fresh("t"), self.fresh("t")
+        fn, value, before, after = (
+            self.fresh("w"),
+            self.fresh("u"),
+            self.fresh("t"),
+            self.fresh("t"),
+        )
         hidden = self.draw(st.sampled_from(PATHS[:4]))
         path = self.draw(st.sampled_from((hidden, *PATHS[:4])))
         lines = [
@@ -308,7 +357,9 @@ class _Writer:
             arg = "" if not scope.floats else self.draw(st.sampled_from(("", "negative=True")))
             line = f"{name} = odd.nan({arg})"
             if scope.floats and self.draw(st.booleans()):
-                line = f"{name} = odd.echo([{self.draw(st.sampled_from(scope.floats))}, float('nan')])"
+                line = (
+                    f"{name} = odd.echo([{self.draw(st.sampled_from(scope.floats))}, float('nan')])"
+                )
             scope.floats.append(name)
             return [line]
         crash = self.draw(st.sampled_from(CRASHES))
@@ -318,19 +369,36 @@ class _Writer:
             return _guard(call, "Exception", self.fresh("e")) if guarded else [call]
         # Unreached: docs.search('bad') always fails first, the list's next element (known,
         # so it may start early) is never called by the program.
-        late = f"odd.{method}({crash!r})" if kind == "unreached_crash" else f"odd.stall({self.str_expr(scope)})"
-        return ["try:", f"    {self.fresh('q')} = [docs.search('bad'), {late}]", "except LookupError:", "    pass"]
+        late = (
+            f"odd.{method}({crash!r})"
+            if kind == "unreached_crash"
+            else f"odd.stall({self.str_expr(scope)})"
+        )
+        return [
+            "try:",
+            f"    {self.fresh('q')} = [docs.search('bad'), {late}]",
+            "except LookupError:",
+            "    pass",
+        ]
 
     def _gather(self, scope: _Scope, depth: int) -> list[str]:
         """A multi-line tuple of reads (``asyncio.gather``-style): its complete elements are
         found while the rest of it streams."""
         name = self.fresh("g")
-        reads = self.draw(st.lists(st.sampled_from(("search", "fetch", "read")), min_size=1, max_size=3))
+        reads = self.draw(
+            st.lists(st.sampled_from(("search", "fetch", "read")), min_size=1, max_size=3)
+        )
         elements = [
-            f"    docs.{kind}({self.str_expr(scope)})," if kind != "read" else f"    workspace.read_text({self.path_expr(scope)}),"
+            f"    docs.{kind}({self.str_expr(scope)}),"
+            if kind != "read"
+            else f"    workspace.read_text({self.path_expr(scope)}),"
             for kind in reads
         ]
-        tail = ") if " + self.condition(scope) + " else ()" if self.draw(st.integers(0, 3)) == 0 else ")"
+        tail = (
+            ") if " + self.condition(scope) + " else ()"
+            if self.draw(st.integers(0, 3)) == 0
+            else ")"
+        )
         return [f"{name} = (", *elements, tail]
 
     def _mutate(self, scope: _Scope, depth: int) -> list[str]:
@@ -342,7 +410,9 @@ class _Writer:
     def _comprehension(self, scope: _Scope, depth: int) -> list[str]:
         name = self.fresh("c")
         source = self.list_expr(scope)
-        call = self.draw(st.sampled_from(("docs.search(x)", "docs.fetch(x)", "workspace.exists('d/' + x)")))
+        call = self.draw(
+            st.sampled_from(("docs.search(x)", "docs.fetch(x)", "workspace.exists('d/' + x)"))
+        )
         if call == "docs.fetch(x)":
             scope.lists.append(name)
         return [f"{name} = [{call} for x in {source}]"]
@@ -377,7 +447,9 @@ class _Writer:
         fn = self.fresh("fn")
         inner = _Scope(strs=["q"])
         body = self.block(inner, depth + 1, max_size=2)
-        ret = self.draw(st.sampled_from(("docs.search(q)", "docs.fetch(q)", "workspace.read_text(q)", "q")))
+        ret = self.draw(
+            st.sampled_from(("docs.search(q)", "docs.fetch(q)", "workspace.read_text(q)", "q"))
+        )
         self.functions.append(fn)
         return [f"def {fn}(q):", *_indent(body), f"    return {ret}"]
 
@@ -385,7 +457,6 @@ class _Writer:
         name = self.fresh("g")
         fn = self.draw(st.sampled_from(self.functions))
         return [f"{name} = {fn}({self.str_expr(scope)})"]
-
 
     def _alias(self, scope: _Scope, depth: int) -> list[str]:
         """Call a function tool through an alias (discovery must follow it)."""
@@ -421,7 +492,12 @@ def _indent(lines: list[str]) -> list[str]:
 
 
 def _guard(call: str, handler: str, name: str) -> list[str]:
-    return ["try:", f"    {call}", f"except {handler} as {name}:", f"    print('caught', type({name}).__name__, {name})"]
+    return [
+        "try:",
+        f"    {call}",
+        f"except {handler} as {name}:",
+        f"    print('caught', type({name}).__name__, {name})",
+    ]
 
 
 @st.composite
@@ -487,9 +563,13 @@ def conditions(draw: st.DrawFn) -> Conditions:
     methods = ("docs.search", "docs.fetch", "clock.now", "shell.run", "workspace")
     return Conditions(
         chunk_sizes=tuple(draw(st.lists(st.integers(1, 40), min_size=1, max_size=6))),
-        pauses=tuple(draw(st.lists(st.sampled_from((0.0, 0.0, 0.001, 0.004)), min_size=1, max_size=4))),
+        pauses=tuple(
+            draw(st.lists(st.sampled_from((0.0, 0.0, 0.001, 0.004)), min_size=1, max_size=4))
+        ),
         latencies={m: draw(latency) for m in methods},
-        failing=frozenset(draw(st.sets(st.sampled_from(("alpha1", "beta", "gamma2", "ALPHA")), max_size=2)))
+        failing=frozenset(
+            draw(st.sets(st.sampled_from(("alpha1", "beta", "gamma2", "ALPHA")), max_size=2))
+        )
         | {"bad"},
         policy=LanePolicy(
             concurrency=draw(st.integers(1, 8)),
@@ -500,4 +580,3 @@ def conditions(draw: st.DrawFn) -> Conditions:
         ),
         markdown=draw(st.booleans()),
     )
-

@@ -21,7 +21,9 @@ class SlowWorkspace(Workspace):
     latency: float = 0.0
 
     @classmethod
-    def of(cls, files: Mapping[str, str], latency: float, root: Workspace | None = None) -> SlowWorkspace:
+    def of(
+        cls, files: Mapping[str, str], latency: float, root: Workspace | None = None
+    ) -> SlowWorkspace:
         """``files`` in memory, or ``root``'s root (a git or lazy one) made slow."""
         workspace = cls.from_files(files) if root is None else cls(root._tree)
         workspace.latency = latency

@@ -172,7 +172,6 @@ def test_soak(source: str, case: Conditions, root: str) -> None:
     differential(source, dataclasses.replace(case, root=root))
 
 
-
 # -- contention (issue 36, item 8) ------------------------------------------------------------
 
 CONTENDED_PROGRAMS = examples(25, full=60)
@@ -195,13 +194,19 @@ def test_stream_equals_sequential_under_contention(source: str, case: Conditions
 
 @settings(DIFFERENTIAL, max_examples=CONTENDED_SUBPROCESS_PROGRAMS)
 @given(contended_programs(max_statements=5), contended_conditions())
-def test_stream_equals_sequential_under_contention_subprocess(source: str, case: Conditions) -> None:
+def test_stream_equals_sequential_under_contention_subprocess(
+    source: str, case: Conditions
+) -> None:
     differential(source, case, start_subprocess_guest)
 
 
 @settings(DIFFERENTIAL, max_examples=CONTENDED_SERIES)
-@given(st.lists(contended_programs(max_statements=5), min_size=2, max_size=3), contended_conditions())
-def test_runs_on_one_host_under_contention_each_equal_their_sequential_run(sources: list[str], case: Conditions) -> None:
+@given(
+    st.lists(contended_programs(max_statements=5), min_size=2, max_size=3), contended_conditions()
+)
+def test_runs_on_one_host_under_contention_each_equal_their_sequential_run(
+    sources: list[str], case: Conditions
+) -> None:
     """What one run leaves (stuck early threads, a tool's queue) never changes the next."""
     differential_series(sources, case)
 

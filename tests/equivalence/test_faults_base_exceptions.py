@@ -41,7 +41,9 @@ EAGER = LanePolicy(allow_discardable=True)
 @pytest.mark.parametrize("factory", guests())
 @pytest.mark.parametrize("method", ["crash", "crash_sync"])
 @pytest.mark.parametrize("kind", KINDS)
-async def test_a_base_exception_is_a_tool_error_at_the_call(factory: GuestFactory, method: str, kind: str) -> None:
+async def test_a_base_exception_is_a_tool_error_at_the_call(
+    factory: GuestFactory, method: str, kind: str
+) -> None:
     source = (
         f"try:\n    odd.{method}({kind!r})\nexcept Exception as e:\n"
         "    out = (type(e).__name__, e.type_name, str(e))\nprint('still running')\nout\n"
@@ -51,12 +53,16 @@ async def test_a_base_exception_is_a_tool_error_at_the_call(factory: GuestFactor
     for result in (both.reference, both.streamed):
         assert (result.status, result.stdout) == ("ok", "still running\n")
         assert result.value == ("ToolError", name, f"{name}: {message}")
-        assert [(c.outcome, c.error.type if c.error else None) for c in result.calls] == [("error", name)]
+        assert [(c.outcome, c.error.type if c.error else None) for c in result.calls] == [
+            ("error", name)
+        ]
     assert both.streamed.calls[0].lane == "claimed"  # the early lane held it as a failure
 
 
 @pytest.mark.parametrize("factory", guests())
-async def test_an_uncaught_base_exception_from_a_tool_ends_the_program_not_the_host(factory: GuestFactory) -> None:
+async def test_an_uncaught_base_exception_from_a_tool_ends_the_program_not_the_host(
+    factory: GuestFactory,
+) -> None:
     both = await both_ways("x = 1\nodd.crash('exit')\n", factory)
     assert both.streamed.status == "error"
     assert both.streamed.error is not None
@@ -76,12 +82,18 @@ async def test_an_uncaught_base_exception_from_a_tool_ends_the_program_not_the_h
             id="after_a_caught_error",
         ),
         # The condition stays unknown while the slow read runs, so the guarded call starts.
-        pytest.param("if odd.slow(0.3) < 0:\n    odd.crash('{kind}')\n'fine'\n", id="untaken_branch"),
-        pytest.param("odd.crash_sync('{kind}') if odd.slow(0.3) < 0 else 'fine'\n", id="untaken_sync"),
+        pytest.param(
+            "if odd.slow(0.3) < 0:\n    odd.crash('{kind}')\n'fine'\n", id="untaken_branch"
+        ),
+        pytest.param(
+            "odd.crash_sync('{kind}') if odd.slow(0.3) < 0 else 'fine'\n", id="untaken_sync"
+        ),
     ],
 )
 @pytest.mark.parametrize("kind", KINDS)
-async def test_unreached_early_work_that_raises_is_discarded(factory: GuestFactory, source: str, kind: str) -> None:
+async def test_unreached_early_work_that_raises_is_discarded(
+    factory: GuestFactory, source: str, kind: str
+) -> None:
     both = await both_ways(source.format(kind=kind), factory, policy=EAGER)
     assert both.streamed.status == "ok"
     assert any(call[0].startswith("crash") for call in both.streamed_odd.calls)  # it did run early
@@ -133,7 +145,9 @@ class _Run:
     def sealed(self, *args: object, **kwargs: object) -> None:
         pass
 
-    def observation_started(self, capability: str, method: str, *, lane: str, **kwargs: object) -> _Span:
+    def observation_started(
+        self, capability: str, method: str, *, lane: str, **kwargs: object
+    ) -> _Span:
         span = _Span(f"{capability}.{method}", lane)
         self.spans.append(span)
         return span
@@ -141,7 +155,9 @@ class _Run:
     def claimed(self, *args: object, **kwargs: object) -> _Span:
         return _Span("claim", "claim")
 
-    def ended(self, status: str, *, counts: Mapping[str, int] | None = None, error_type: str | None = None) -> None:
+    def ended(
+        self, status: str, *, counts: Mapping[str, int] | None = None, error_type: str | None = None
+    ) -> None:
         self.end = (status, counts, error_type)
 
 
@@ -162,7 +178,9 @@ def _no_new_children() -> Iterator[None]:
 
 
 @pytest.mark.parametrize("factory", guests())
-async def test_the_callers_cancellation_propagates_and_the_trace_accounts_for_every_call(factory: GuestFactory) -> None:
+async def test_the_callers_cancellation_propagates_and_the_trace_accounts_for_every_call(
+    factory: GuestFactory,
+) -> None:
     """Cancelled while the program waits on a slow early read, with more early work done:
     ``CancelledError`` is not wrapped, the Guest is gone, and the run's trace ended
     ``aborted`` with a span per started call, each settled, and counts that say so (the
@@ -189,7 +207,9 @@ async def test_the_callers_cancellation_propagates_and_the_trace_accounts_for_ev
 
 
 @pytest.mark.parametrize("factory", guests())
-async def test_a_cancelled_sequential_run_accounts_for_its_interrupted_call(factory: GuestFactory) -> None:
+async def test_a_cancelled_sequential_run_accounts_for_its_interrupted_call(
+    factory: GuestFactory,
+) -> None:
     recorder = _Recorder()
     host, _ = odd_host(factory, instrument=recorder)
     with _no_new_children():

@@ -67,21 +67,34 @@ class OneConnection:
 
 
 def reads(n: int) -> str:
-    return "".join(f"v{i} = db.get('k{i}')\n" for i in range(n)) + "[" + ", ".join(f"v{i}" for i in range(n)) + "]\n"
+    return (
+        "".join(f"v{i} = db.get('k{i}')\n" for i in range(n))
+        + "["
+        + ", ".join(f"v{i}" for i in range(n))
+        + "]\n"
+    )
 
 
 def chunks(source: str) -> TimedChunks:
     return TimedChunks(source, (8,), (0.002,))
 
 
-async def equal_both_ways(make: object, source: str, factory: GuestFactory, **host_kwargs: object) -> None:
+async def equal_both_ways(
+    make: object, source: str, factory: GuestFactory, **host_kwargs: object
+) -> None:
     """Sequential and streamed runs of ``source`` against fresh Hosts holding ``make()`` as
     ``db`` are equal, and the streamed run's accounting holds."""
     runs = []
     for streamed in (False, True):
         host = Host(guest_factory=factory, **host_kwargs)  # type: ignore[arg-type]
         host.register("db", make())  # type: ignore[operator]
-        runs.append(await (host.run_stream(chunks(source)) if streamed else host.run_source(source, speculate=False)))
+        runs.append(
+            await (
+                host.run_stream(chunks(source))
+                if streamed
+                else host.run_source(source, speculate=False)
+            )
+        )
         if streamed:
             check_invariants(runs[-1], host.method_specs())
     reference, result = runs
@@ -97,7 +110,9 @@ async def test_waiting_for_an_early_thread_is_not_the_tools_time(factory: GuestF
 
 
 @pytest.mark.parametrize("factory", guests())
-async def test_two_runs_sharing_the_early_threads_both_equal_their_twin(factory: GuestFactory) -> None:
+async def test_two_runs_sharing_the_early_threads_both_equal_their_twin(
+    factory: GuestFactory,
+) -> None:
     """Two concurrent runs of eight 0.3 s reads on one Host (eight early threads between
     them) with ``call_timeout=0.5``: half the early reads wait a whole read for a thread."""
     source = reads(8)
@@ -119,7 +134,9 @@ async def test_two_runs_sharing_the_early_threads_both_equal_their_twin(factory:
 
 
 @pytest.mark.parametrize("factory", guests())
-async def test_a_tool_serialising_its_callers_never_times_out_a_claim(factory: GuestFactory) -> None:
+async def test_a_tool_serialising_its_callers_never_times_out_a_claim(
+    factory: GuestFactory,
+) -> None:
     """Five reads of an async tool behind one connection (0.15 s each), ``call_timeout=0.5``:
     the early reads queue inside the tool, the later ones past the timeout. That timeout is
     the lane's doing (``LaneStopped``), never claimed; the program's own calls run."""
@@ -138,7 +155,11 @@ async def test_abandoned_early_threads_never_fail_a_later_run(factory: GuestFact
     try:
         for _ in range(2):
             failed = await host.run_stream(chunks(failing))
-            assert failed.status == "error" and failed.error is not None and failed.error.type == "ValueError"
+            assert (
+                failed.status == "error"
+                and failed.error is not None
+                and failed.error.type == "ValueError"
+            )
         stats = host.thread_statistics()
         assert (stats.early_stuck, stats.stuck, stats.early_busy) == (2, 0, 2), stats
         later = "v = db.get('a')\n[v, db.get('b')]\n"
@@ -192,7 +213,9 @@ class Clock:
 
 
 @pytest.mark.parametrize("factory", guests())
-async def test_a_read_queued_inside_the_tool_behind_early_reads_runs_again(factory: GuestFactory) -> None:
+async def test_a_read_queued_inside_the_tool_behind_early_reads_runs_again(
+    factory: GuestFactory,
+) -> None:
     """The program's own read (its argument is known only at run time) waits inside a
     one-connection tool behind six early reads (their threads, abandoned at their own
     timeout, keep the connection), 0.9 s, past ``call_timeout=0.5``: that timeout is the

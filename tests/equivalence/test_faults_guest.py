@@ -49,7 +49,9 @@ def send(obj):
 """
 """Prelude giving a program raw access to the broker channel (as any program can get)."""
 
-SMALL = GuestLimits(wall_time=1.5, cpu_time=10.0, memory_bytes=256 * 1024 * 1024, output_bytes=100_000)
+SMALL = GuestLimits(
+    wall_time=1.5, cpu_time=10.0, memory_bytes=256 * 1024 * 1024, output_bytes=100_000
+)
 
 
 @pytest.mark.parametrize(
@@ -57,15 +59,39 @@ SMALL = GuestLimits(wall_time=1.5, cpu_time=10.0, memory_bytes=256 * 1024 * 1024
     [
         pytest.param("while True:\n    pass\n", "aborted", "WallTimeLimit", id="infinite_loop"),
         pytest.param("x = [0] * 10**10\n", "aborted", "MemoryLimit", id="memory_bomb"),
-        pytest.param("while True:\n    print('x' * 1000)\n", "aborted", "OutputLimit", id="output_flood"),
+        pytest.param(
+            "while True:\n    print('x' * 1000)\n", "aborted", "OutputLimit", id="output_flood"
+        ),
         pytest.param("import os\nos._exit(3)\n", "aborted", "GuestCrashed", id="guest_exits"),
-        pytest.param("import os, signal\nos.kill(os.getpid(), signal.SIGKILL)\n", "aborted", "GuestCrashed", id="guest_killed"),
-        pytest.param(RAW + "os.write(fd, b'\\x00\\x00\\x00\\x05hello')\ntime.sleep(30)\n", "aborted", "ProtocolError", id="malformed_frame"),
-        pytest.param(RAW + "os.write(fd, struct.pack('>I', 2**31))\ntime.sleep(30)\n", "aborted", "ProtocolError", id="oversized_frame"),
-        pytest.param(RAW + "send({'t': 'ready', 'mechanisms': []})\ntime.sleep(30)\n", "aborted", "ProtocolError", id="out_of_turn_frame"),
+        pytest.param(
+            "import os, signal\nos.kill(os.getpid(), signal.SIGKILL)\n",
+            "aborted",
+            "GuestCrashed",
+            id="guest_killed",
+        ),
+        pytest.param(
+            RAW + "os.write(fd, b'\\x00\\x00\\x00\\x05hello')\ntime.sleep(30)\n",
+            "aborted",
+            "ProtocolError",
+            id="malformed_frame",
+        ),
+        pytest.param(
+            RAW + "os.write(fd, struct.pack('>I', 2**31))\ntime.sleep(30)\n",
+            "aborted",
+            "ProtocolError",
+            id="oversized_frame",
+        ),
+        pytest.param(
+            RAW + "send({'t': 'ready', 'mechanisms': []})\ntime.sleep(30)\n",
+            "aborted",
+            "ProtocolError",
+            id="out_of_turn_frame",
+        ),
     ],
 )
-async def test_hostile_program_ends_the_run_and_runs_no_effect(hostile: str, status: str, error_type: str) -> None:
+async def test_hostile_program_ends_the_run_and_runs_no_effect(
+    hostile: str, status: str, error_type: str
+) -> None:
     source = READS + hostile + AFTER
     with anyio.fail_after(30):
         result, tools, chunks = await streamed(source, factory=start_subprocess_guest, limits=SMALL)
@@ -79,7 +105,11 @@ async def test_hostile_program_ends_the_run_and_runs_no_effect(hostile: str, sta
 
 async def _die_mid_call() -> tuple[RunResult, Tools, TimedChunks]:
     conditions = with_latency(QUIET, shell_run=10.0)
-    source = READS + "import os, threading\nthreading.Timer(0.3, os._exit, (1,)).start()\nshell.run('deploy')\n" + AFTER
+    source = (
+        READS
+        + "import os, threading\nthreading.Timer(0.3, os._exit, (1,)).start()\nshell.run('deploy')\n"
+        + AFTER
+    )
     host, tools = build_host(conditions, start_subprocess_guest, limits=SMALL)
     chunks = TimedChunks(source, conditions.chunk_sizes, conditions.pauses)
     with anyio.fail_after(30):
@@ -99,7 +129,11 @@ async def test_guest_dying_mid_call_cancels_the_call_and_never_replays_it() -> N
 
 async def test_call_interrupted_by_a_dying_guest_is_reported_as_unknown() -> None:
     result, _, _ = await _die_mid_call()
-    assert [(c.capability, c.method, c.outcome) for c in result.calls][-1] == ("shell", "run", "unknown")
+    assert [(c.capability, c.method, c.outcome) for c in result.calls][-1] == (
+        "shell",
+        "run",
+        "unknown",
+    )
     check_invariants(result)
 
 
@@ -107,8 +141,16 @@ async def test_call_interrupted_by_a_dying_guest_is_reported_as_unknown() -> Non
     ("hostile", "expected"),
     [
         pytest.param("import os\nx = os.fork()\n", "PermissionError", id="fork"),
-        pytest.param("import os\nx = os.execv('/bin/sh', ['sh', '-c', 'echo pwned'])\n", "PermissionError", id="exec"),
-        pytest.param("import socket\nx = socket.create_connection(('127.0.0.1', 9), timeout=1)\n", "PermissionError", id="socket"),
+        pytest.param(
+            "import os\nx = os.execv('/bin/sh', ['sh', '-c', 'echo pwned'])\n",
+            "PermissionError",
+            id="exec",
+        ),
+        pytest.param(
+            "import socket\nx = socket.create_connection(('127.0.0.1', 9), timeout=1)\n",
+            "PermissionError",
+            id="socket",
+        ),
     ],
 )
 async def test_escape_attempts_fail_inside_the_program(hostile: str, expected: str) -> None:
@@ -123,7 +165,12 @@ async def test_escape_attempts_fail_inside_the_program(hostile: str, expected: s
 
 async def test_host_files_and_environment_are_not_readable(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("PYSOLATE_FAKE_SECRET", "hunter2")
-    source = READS + "import os\nenv = dict(os.environ)\nseen = os.path.exists('/etc/shadow')\n" + AFTER + "[env, seen]\n"
+    source = (
+        READS
+        + "import os\nenv = dict(os.environ)\nseen = os.path.exists('/etc/shadow')\n"
+        + AFTER
+        + "[env, seen]\n"
+    )
     with anyio.fail_after(30):
         result, tools, chunks = await streamed(source, factory=start_subprocess_guest, limits=SMALL)
     assert result.status == "ok", result.error
@@ -142,7 +189,13 @@ async def test_printing_broker_frames_is_just_output() -> None:
 
 async def test_forged_call_frame_gains_nothing() -> None:
     """A call frame for an ungranted capability is refused; no tool runs for it."""
-    forged = {"t": "call", "capability": "secrets", "method": "steal", "args": ["t", []], "kwargs": ["d", []]}
+    forged = {
+        "t": "call",
+        "capability": "secrets",
+        "method": "steal",
+        "args": ["t", []],
+        "kwargs": ["d", []],
+    }
     source = READS + RAW + f"send({forged!r})\ntime.sleep(0.2)\n" + AFTER
     with anyio.fail_after(30):
         result, tools, chunks = await streamed(source, factory=start_subprocess_guest, limits=SMALL)
@@ -161,7 +214,9 @@ def _factories() -> list[object]:
 @pytest.mark.parametrize(
     ("program", "error_type", "line"),
     [
-        pytest.param("def f(n):\n    return f(n + 1)\nf(0)\n", "RecursionError", 4, id="deep_recursion"),
+        pytest.param(
+            "def f(n):\n    return f(n + 1)\nf(0)\n", "RecursionError", 4, id="deep_recursion"
+        ),
         pytest.param("docs.search(object())\n", "TypeError", 3, id="non_plain_argument"),
         pytest.param("docs.search()\n", "TypeError", 3, id="missing_argument"),
         pytest.param("docs.search('a', limit=3)\n", "TypeError", 3, id="unexpected_keyword"),
@@ -170,13 +225,18 @@ def _factories() -> list[object]:
         pytest.param("docs.delete_everything()\n", "AttributeError", 3, id="method_not_granted"),
     ],
 )
-async def test_program_errors_equal_the_sequential_run(factory: GuestFactory, program: str, error_type: str, line: int) -> None:
+async def test_program_errors_equal_the_sequential_run(
+    factory: GuestFactory, program: str, error_type: str, line: int
+) -> None:
     source = READS + program + AFTER
     with anyio.fail_after(30):
         result, tools, chunks = await streamed(source, factory=factory)
         ref = await reference(source, factory=factory)
     assert result.status == "error"
-    assert result.error is not None and (result.error.type, result.error.line) == (error_type, line), result.error
+    assert result.error is not None and (result.error.type, result.error.line) == (
+        error_type,
+        line,
+    ), result.error
     assert_same(result, ref)
     assert_no_early_effects(tools, result, chunks.ended)
     assert tools.clock.calls == [] and tools.shell.calls == []

@@ -32,11 +32,22 @@ async def test_budget_exhausted_mid_stream_leaves_the_rest_to_the_guest() -> Non
     the result is the sequential one."""
     conditions = dataclasses.replace(QUIET, pauses=(0.003,), policy=LanePolicy(budget=2))
     queries = ["alpha", "beta", "gamma", "delta", "eps", "zeta"]
-    source = "".join(f"r{i} = docs.search({q!r})\n" for i, q in enumerate(queries)) + "n = clock.now()\n[r0, r5, n]\n"
+    source = (
+        "".join(f"r{i} = docs.search({q!r})\n" for i, q in enumerate(queries))
+        + "n = clock.now()\n[r0, r5, n]\n"
+    )
     result, tools, chunks = await streamed(source, conditions)
     assert result.status == "ok"
     assert len([o for o in result.observations if o.lane == "speculative"]) == 2
-    assert [c.lane for c in result.calls] == ["claimed", "claimed", "direct", "direct", "direct", "direct", "direct"]
+    assert [c.lane for c in result.calls] == [
+        "claimed",
+        "claimed",
+        "direct",
+        "direct",
+        "direct",
+        "direct",
+        "direct",
+    ]
     assert len(tools.docs.calls) == 6
     assert_same(result, await reference(source, conditions))
     assert_no_early_effects(tools, result, chunks.ended)
@@ -78,4 +89,6 @@ async def test_many_runs_at_once_share_one_host(share: bool) -> None:
         assert_same(result, ref)
         assert result.value[2] == f"alpha-run{i}"  # type: ignore[index]
         assert result.workspaces["workspace"].changes() == {"a.txt": f"alpha-run{i}".encode()}
-    assert len(tools.docs.calls_to("search")) == (3 if share else 20)  # per distinct key, or per run: no more
+    assert len(tools.docs.calls_to("search")) == (
+        3 if share else 20
+    )  # per distinct key, or per run: no more

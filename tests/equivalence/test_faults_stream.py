@@ -66,7 +66,9 @@ async def test_syntax_error_at_seal_is_rejected_and_runs_nothing() -> None:
         pytest.param("r = docs.search('alp", id="mid_token_string"),
         pytest.param("n = clock.now() +", id="mid_expression"),
         pytest.param("workspace.write_text('a.txt', ", id="mid_statement"),
-        pytest.param("for x in r:\n    workspace.write_text(x, 'y')\n    n = clock.", id="mid_block"),
+        pytest.param(
+            "for x in r:\n    workspace.write_text(x, 'y')\n    n = clock.", id="mid_block"
+        ),
     ],
 )
 async def test_cut_stream_is_rejected_and_runs_nothing(cut: str) -> None:
@@ -88,7 +90,10 @@ async def test_iterator_raising_aborts_and_runs_nothing() -> None:
         # The early reads end and their results reach the lane: the fetch's thread has
         # handed its result back to the loop (its early slot is free), then every task waits.
         await wait_until(
-            lambda: sum(c.ended is not None for c in tools.docs.calls) == 2 and not host.thread_statistics().early_busy,
+            lambda: (
+                sum(c.ended is not None for c in tools.docs.calls) == 2
+                and not host.thread_statistics().early_busy
+            ),
             what="the early reads ended",
         )
         await wait_until_quiet()
@@ -284,7 +289,9 @@ async def test_caller_cancellation_at_every_phase(factory: GuestFactory, phase: 
         assert len(shell) == 1 and shell[0].outcome == "ok"
     # A sync read's thread the run abandoned still runs its 0.3 s; it ends on its own (an
     # async read that was still "running" now would have outlived its run).
-    await wait_until(lambda: all(c.outcome != "running" for c in tools.docs.calls), what="the reads ended")
+    await wait_until(
+        lambda: all(c.outcome != "running" for c in tools.docs.calls), what="the reads ended"
+    )
     for call in tools.docs.calls:
         assert call.outcome in ("ok", "cancelled", "error")
 
@@ -299,8 +306,14 @@ def _chat(content: str | None = None, finish: str | None = None) -> dict[str, ob
 CUT_ENDINGS = {
     "openai_length": _chat(None, "length"),
     "openai_content_filter": _chat(None, "content_filter"),
-    "responses_incomplete": {"type": "response.incomplete", "response": {"incomplete_details": {"reason": "max_output_tokens"}}},
-    "responses_failed": {"type": "response.failed", "response": {"error": {"message": "server error"}}},
+    "responses_incomplete": {
+        "type": "response.incomplete",
+        "response": {"incomplete_details": {"reason": "max_output_tokens"}},
+    },
+    "responses_failed": {
+        "type": "response.failed",
+        "response": {"error": {"message": "server error"}},
+    },
     "anthropic_max_tokens": {"type": "message_delta", "delta": {"stop_reason": "max_tokens"}},
     "anthropic_refusal": {"type": "message_delta", "delta": {"stop_reason": "refusal"}},
 }

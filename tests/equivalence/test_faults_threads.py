@@ -47,8 +47,15 @@ async def test_early_sync_work_never_takes_the_programs_thread(factory: GuestFac
                 results.append(await host.run_source(BLOCKING, speculate=False))
             else:
                 with anyio.fail_after(15):
-                    results.append(await host.run_stream(TimedChunks(BLOCKING, (9,), (0.0,)), policy=LanePolicy(allow_discardable=True)))
-                assert [c[0] for c in odd.calls].count("stall") >= 1  # early work did block a thread
+                    results.append(
+                        await host.run_stream(
+                            TimedChunks(BLOCKING, (9,), (0.0,)),
+                            policy=LanePolicy(allow_discardable=True),
+                        )
+                    )
+                assert [c[0] for c in odd.calls].count(
+                    "stall"
+                ) >= 1  # early work did block a thread
                 assert odd.ticks == [0]  # the program's call ran while it blocked
                 assert host.thread_statistics().early_threads == 1
         finally:
@@ -66,12 +73,15 @@ async def _settle(host: Host, stuck: int) -> None:
 
 
 @pytest.mark.parametrize("factory", guests())
-async def test_stuck_threads_are_counted_bounded_and_refused_past_the_bound(factory: GuestFactory) -> None:
+async def test_stuck_threads_are_counted_bounded_and_refused_past_the_bound(
+    factory: GuestFactory,
+) -> None:
     odd = Odd(stall_seconds=20.0)
     host, _ = odd_host(factory, odd, threads=2, max_stuck_threads=1, call_timeout=0.3)
     try:
         first = await host.run_source(
-            "try:\n    odd.stall('x')\nexcept TimeoutError as e:\n    out = str(e)\nout\n", speculate=False
+            "try:\n    odd.stall('x')\nexcept TimeoutError as e:\n    out = str(e)\nout\n",
+            speculate=False,
         )
         assert (first.status, first.value) == ("ok", "odd.stall did not finish within 0.3s")
         await _settle(host, 1)
@@ -110,7 +120,6 @@ async def test_a_reached_stall_times_out_the_same_both_ways(factory: GuestFactor
     assert both.streamed.value == "odd.stall did not finish within 0.3s"
 
 
-
 def test_an_abandoned_early_thread_returning_after_its_loop_stopped_does_not_wait_for_it() -> None:
     """An abandoned early thread gives its slot back on its loop's own thread. A loop that
     stopped running without being closed (a test runner's between tests, any loop at
@@ -121,7 +130,9 @@ def test_an_abandoned_early_thread_returning_after_its_loop_stopped_does_not_wai
     release = threading.Event()
 
     async def abandon() -> tuple[bool, object]:
-        return await threads.run(lambda: release.wait(10), early=True, what="odd.stall", timeout=0.05)
+        return await threads.run(
+            lambda: release.wait(10), early=True, what="odd.stall", timeout=0.05
+        )
 
     loop = asyncio.new_event_loop()
     try:

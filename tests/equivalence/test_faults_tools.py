@@ -61,14 +61,23 @@ def test_raising_on_a_branch_never_taken_is_never_surfaced() -> None:
     assert (result.status, result.value) == ("ok", "fine")
     ended = pair.stream_ended
     assert ended is not None
-    failed_early = [c for c in tools.docs.calls if c.outcome == "error" and c.ended is not None and c.ended < ended]
+    failed_early = [
+        c
+        for c in tools.docs.calls
+        if c.outcome == "error" and c.ended is not None and c.ended < ended
+    ]
     assert len(failed_early) == 2
-    assert [o.disposition for o in result.observations if o.lane == "speculative"] == ["orphaned", "orphaned"]
+    assert [o.disposition for o in result.observations if o.lane == "speculative"] == [
+        "orphaned",
+        "orphaned",
+    ]
 
 
 async def test_hanging_read_times_out_in_the_program() -> None:
     conditions = with_latency(QUIET, docs_search=30.0)
-    source = "try:\n    docs.search('alpha')\nexcept TimeoutError as e:\n    print('timeout')\n'done'\n"
+    source = (
+        "try:\n    docs.search('alpha')\nexcept TimeoutError as e:\n    print('timeout')\n'done'\n"
+    )
     with anyio.fail_after(10):
         result, _, _ = await streamed(source, conditions, call_timeout=0.2)
     assert (result.status, result.value, result.stdout) == ("ok", "done", "timeout\n")
@@ -137,7 +146,10 @@ async def test_identical_repeated_reads_share_one_physical_call() -> None:
     result, tools, _ = await streamed(source)
     assert len(tools.docs.calls) == 1
     assert (result.report.logical, result.report.physical, result.report.shared) == (5, 1, 4)
-    assert result.value == [["alpha1", "alpha2", "alpha3", "mutated"], *[["alpha1", "alpha2", "alpha3"]] * 4]
+    assert result.value == [
+        ["alpha1", "alpha2", "alpha3", "mutated"],
+        *[["alpha1", "alpha2", "alpha3"]] * 4,
+    ]
     assert_same(result, await reference(source))
 
 

@@ -34,21 +34,36 @@ SURROGATE = "odd.echo: arguments must be plain data (str with a lone surrogate a
     ("call", "expected"),
     [
         pytest.param("odd.echo('a\\ud800b')", ("ValueError", SURROGATE), id="surrogate"),
-        pytest.param("odd.echo(value='a\\udfffb')", ("ValueError", SURROGATE), id="surrogate_keyword_value"),
+        pytest.param(
+            "odd.echo(value='a\\udfffb')", ("ValueError", SURROGATE), id="surrogate_keyword_value"
+        ),
         pytest.param(
             "odd.echo(**{'v\\ud800': 1})",
-            ("ValueError", "odd.echo: arguments must be plain data (str with a lone surrogate at index 1)"),
+            (
+                "ValueError",
+                "odd.echo: arguments must be plain data (str with a lone surrogate at index 1)",
+            ),
             id="surrogate_keyword_name",
         ),
-        pytest.param("odd.echo(['ok', {'a\\ud800b': 1}])", ("ValueError", SURROGATE), id="surrogate_nested_key"),
+        pytest.param(
+            "odd.echo(['ok', {'a\\ud800b': 1}])",
+            ("ValueError", SURROGATE),
+            id="surrogate_nested_key",
+        ),
         pytest.param(
             "odd.echo(10 ** 5000)",
-            ("ValueError", "odd.echo: arguments must be plain data (int with more than 4300 digits)"),
+            (
+                "ValueError",
+                "odd.echo: arguments must be plain data (int with more than 4300 digits)",
+            ),
             id="huge_int",
         ),
         pytest.param(
             "odd.echo(-(10 ** 4300))",
-            ("ValueError", "odd.echo: arguments must be plain data (int with more than 4300 digits)"),
+            (
+                "ValueError",
+                "odd.echo: arguments must be plain data (int with more than 4300 digits)",
+            ),
             id="huge_negative_int",
         ),
         pytest.param(
@@ -58,7 +73,10 @@ SURROGATE = "odd.echo: arguments must be plain data (str with a lone surrogate a
         ),
         pytest.param(
             "workspace.write_text('a.txt', 'x\\ud800')",
-            ("ValueError", "workspace.write_text: arguments must be plain data (str with a lone surrogate at index 1)"),
+            (
+                "ValueError",
+                "workspace.write_text: arguments must be plain data (str with a lone surrogate at index 1)",
+            ),
             id="surrogate_written",
         ),
     ],
@@ -76,9 +94,16 @@ async def test_an_argument_that_cannot_cross_fails_in_the_program(
 
 @pytest.mark.parametrize("factory", guests())
 @pytest.mark.parametrize(
-    "call", ["workspace.read_text('a\\x00b')", "workspace.exists('d/\\x00')", "workspace.write_text('a\\x00', 'x')"]
+    "call",
+    [
+        "workspace.read_text('a\\x00b')",
+        "workspace.exists('d/\\x00')",
+        "workspace.write_text('a\\x00', 'x')",
+    ],
 )
-async def test_nul_in_a_workspace_path_is_a_value_error_at_the_call(factory: GuestFactory, call: str) -> None:
+async def test_nul_in_a_workspace_path_is_a_value_error_at_the_call(
+    factory: GuestFactory, call: str
+) -> None:
     """As ``open`` does: ``ValueError: embedded null byte``; nothing is read or written."""
     both = await both_ways(CATCH.format(call=call), factory)
     result = both.streamed
@@ -90,7 +115,10 @@ async def test_nul_in_a_workspace_path_is_a_value_error_at_the_call(factory: Gue
 @pytest.mark.parametrize("factory", guests())
 @pytest.mark.parametrize(
     ("method", "reason"),
-    [("big", "int with more than 4300 digits"), ("bad_text", "str with a lone surrogate at index 1")],
+    [
+        ("big", "int with more than 4300 digits"),
+        ("bad_text", "str with a lone surrogate at index 1"),
+    ],
 )
 async def test_a_result_that_cannot_cross_is_a_tool_error_in_both_lanes(
     factory: GuestFactory, method: str, reason: str
@@ -100,7 +128,9 @@ async def test_a_result_that_cannot_cross_is_a_tool_error_in_both_lanes(
     message = f"InvalidResult: odd.{method} returned a value that cannot cross: {reason}"
     for result in (both.reference, both.streamed):
         assert (result.status, result.value) == ("ok", ("ToolError", "InvalidResult", message))
-        assert [(c.outcome, c.error.type if c.error else None) for c in result.calls] == [("error", "InvalidResult")]
+        assert [(c.outcome, c.error.type if c.error else None) for c in result.calls] == [
+            ("error", "InvalidResult")
+        ]
     assert both.streamed.calls[0].lane == "claimed"  # the early lane produced it
     assert both.reference.calls[0].lane == "direct"
 
@@ -118,7 +148,9 @@ async def test_a_tool_error_that_is_not_text_is_escaped(factory: GuestFactory) -
 @pytest.mark.parametrize("factory", guests())
 async def test_nan_valued_runs_compare_equal(factory: GuestFactory) -> None:
     """``both_ways`` compares with ``same``; here the value, a result and an argument are NaN."""
-    both = await both_ways("x = odd.nan()\ny = odd.echo(x)\n[x, y, odd.echo([float('nan')])]\n", factory)
+    both = await both_ways(
+        "x = odd.nan()\ny = odd.echo(x)\n[x, y, odd.echo([float('nan')])]\n", factory
+    )
     value = both.streamed.value
     assert isinstance(value, list) and math.isnan(value[0])
     assert differences(both.reference, both.streamed) == []
@@ -132,7 +164,9 @@ def _result(value: object) -> RunResult:
 def test_differences_compares_floats_by_bits_and_types_exactly() -> None:
     nan = float("nan")
     assert differences(_result(nan), _result(float("nan"))) == []
-    assert differences(_result([nan, {1.5: nan}]), _result([float("nan"), {1.5: float("nan")}])) == []
+    assert (
+        differences(_result([nan, {1.5: nan}]), _result([float("nan"), {1.5: float("nan")}])) == []
+    )
     assert observable(_result((nan,))) == observable(_result((float("nan"),)))
     assert differences(_result(nan), _result(-nan)) == ["value"]  # other bits
     assert differences(_result(0.0), _result(-0.0)) == ["value"]

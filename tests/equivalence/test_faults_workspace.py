@@ -25,14 +25,18 @@ pytestmark = pytest.mark.anyio
 
 
 @pytest.mark.parametrize("factory", guests())
-async def test_a_run_that_raised_returns_an_uncommittable_branch(factory: GuestFactory, tmp_path: Path) -> None:
+async def test_a_run_that_raised_returns_an_uncommittable_branch(
+    factory: GuestFactory, tmp_path: Path
+) -> None:
     both = await both_ways("workspace.write_text('new.txt', 'half')\n1 / 0\n", factory)
     for result in (both.reference, both.streamed):
         assert result.status == "error"
         branch = result.workspaces["workspace"]
         assert branch.state is BranchState.UNCOMMITTABLE
         assert branch.changes() == {"new.txt": b"half"}  # still inspectable
-        with pytest.raises(CommitError, match=r"the run ended error \(ZeroDivisionError: division by zero\)"):
+        with pytest.raises(
+            CommitError, match=r"the run ended error \(ZeroDivisionError: division by zero\)"
+        ):
             branch.commit(tmp_path / "out")
         assert not (tmp_path / "out").exists()
         branch.discard()
@@ -41,7 +45,9 @@ async def test_a_run_that_raised_returns_an_uncommittable_branch(factory: GuestF
 
 @pytest.mark.parametrize("factory", guests())
 @pytest.mark.parametrize("mode", ["source", "stream"])
-async def test_an_aborted_run_cannot_commit_its_partial_writes(factory: GuestFactory, mode: str, tmp_path: Path) -> None:
+async def test_an_aborted_run_cannot_commit_its_partial_writes(
+    factory: GuestFactory, mode: str, tmp_path: Path
+) -> None:
     """The wall-time limit ends the run mid-way (a stalled read); its write stays out."""
     host, odd = odd_host(factory, limits=GuestLimits(wall_time=0.3))
     source = "workspace.write_text('a.txt', 'partial')\nodd.stall('x')\nworkspace.write_text('b.txt', 'never')\n"
@@ -52,11 +58,16 @@ async def test_an_aborted_run_cannot_commit_its_partial_writes(factory: GuestFac
             result = await host.run_stream(_chunks(source))
     finally:
         odd.release.set()
-    assert (result.status, result.error.type if result.error else None) == ("aborted", "WallTimeLimit")
+    assert (result.status, result.error.type if result.error else None) == (
+        "aborted",
+        "WallTimeLimit",
+    )
     branch = result.workspaces["workspace"]
     assert branch.state is BranchState.UNCOMMITTABLE
     assert "WallTimeLimit" in (branch.uncommittable_reason or "")
-    with pytest.raises(CommitError, match="refusing to commit a partial branch: the run ended aborted"):
+    with pytest.raises(
+        CommitError, match="refusing to commit a partial branch: the run ended aborted"
+    ):
         branch.commit(tmp_path / "out")
 
 

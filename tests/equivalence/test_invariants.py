@@ -32,7 +32,10 @@ def run() -> tuple[RunResult, dict[str, dict[str, object]]]:
 def test_a_real_run_passes(run: tuple[RunResult, dict[str, dict[str, object]]]) -> None:
     result, specs = run
     check_invariants(result, specs)  # type: ignore[arg-type]
-    assert {o.disposition for o in result.observations if o.lane == "speculative"} == {"claimed", "orphaned"}
+    assert {o.disposition for o in result.observations if o.lane == "speculative"} == {
+        "claimed",
+        "orphaned",
+    }
 
 
 def _early(result: RunResult, disposition: str) -> int:
@@ -42,11 +45,23 @@ def _early(result: RunResult, disposition: str) -> int:
 @pytest.mark.parametrize(
     ("break_it", "message"),
     [
-        pytest.param(lambda r: dataclasses.replace(r, calls=r.calls[::-1]), "program order", id="order"),
-        pytest.param(lambda r: dataclasses.replace(r, report=dataclasses.replace(r.report, logical=9)), "logical", id="logical"),
-        pytest.param(lambda r: dataclasses.replace(r, report=dataclasses.replace(r.report, physical=99)), "physical", id="physical"),
         pytest.param(
-            lambda r: dataclasses.replace(r, report=dataclasses.replace(r.report, orphaned=0)), "dispositions", id="counts"
+            lambda r: dataclasses.replace(r, calls=r.calls[::-1]), "program order", id="order"
+        ),
+        pytest.param(
+            lambda r: dataclasses.replace(r, report=dataclasses.replace(r.report, logical=9)),
+            "logical",
+            id="logical",
+        ),
+        pytest.param(
+            lambda r: dataclasses.replace(r, report=dataclasses.replace(r.report, physical=99)),
+            "physical",
+            id="physical",
+        ),
+        pytest.param(
+            lambda r: dataclasses.replace(r, report=dataclasses.replace(r.report, orphaned=0)),
+            "dispositions",
+            id="counts",
         ),
         pytest.param(
             lambda r: dataclasses.replace(
@@ -72,7 +87,11 @@ def _early(result: RunResult, disposition: str) -> int:
         ),
         pytest.param(
             lambda r: dataclasses.replace(
-                r, calls=tuple(dataclasses.replace(c, observation_id=999) if c.lane == "claimed" else c for c in r.calls)
+                r,
+                calls=tuple(
+                    dataclasses.replace(c, observation_id=999) if c.lane == "claimed" else c
+                    for c in r.calls
+                ),
             ),
             "unknown observation",
             id="receipt_without_observation",
@@ -87,10 +106,15 @@ def test_each_broken_invariant_is_caught(
         check_invariants(break_it(result), specs)  # type: ignore[operator,arg-type]
 
 
-def test_an_early_observation_of_an_unsafe_method_is_caught(run: tuple[RunResult, dict[str, dict[str, object]]]) -> None:
+def test_an_early_observation_of_an_unsafe_method_is_caught(
+    run: tuple[RunResult, dict[str, dict[str, object]]],
+) -> None:
     result, specs = run
     index = _early(result, "orphaned")
     unsafe = dataclasses.replace(result.observations[index], capability="clock", method="now")
-    broken = dataclasses.replace(result, observations=(*result.observations[:index], unsafe, *result.observations[index + 1 :]))
+    broken = dataclasses.replace(
+        result,
+        observations=(*result.observations[:index], unsafe, *result.observations[index + 1 :]),
+    )
     with pytest.raises(AssertionError, match=r"clock\.now"):
         check_invariants(broken, specs)  # type: ignore[arg-type]

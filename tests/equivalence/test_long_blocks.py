@@ -29,7 +29,9 @@ SOURCE = (
 
 
 def make_host(share: bool = True) -> tuple[Host, ScriptedTool]:
-    docs = scripted_tool(get=Script(lambda key: key.upper(), effect=Effect.IMMUTABLE_READ, version="1", latency=0.2))
+    docs = scripted_tool(
+        get=Script(lambda key: key.upper(), effect=Effect.IMMUTABLE_READ, version="1", latency=0.2)
+    )
     host = Host(guest_factory=twin_guest, share=share)
     host.register("docs", docs)
     return host, docs
@@ -57,20 +59,26 @@ def test_a_long_loop_body_streamed_in_small_chunks_equals_the_sequential_run(sha
         ended: list[float] = []
 
         async def one() -> None:
-            results.append(await host.run_stream(chunks(ended), policy=LanePolicy(budget=3 * LINES)))
+            results.append(
+                await host.run_stream(chunks(ended), policy=LanePolicy(budget=3 * LINES))
+            )
 
         async with anyio.create_task_group() as tg:
             tg.start_soon(one)
             tg.start_soon(one)
         return reference, results, docs, min(ended)
 
-    reference, results, docs, ended = anyio.run(main, backend="trio", backend_options={"clock": MockClock(autojump_threshold=0)})
+    reference, results, docs, ended = anyio.run(
+        main, backend="trio", backend_options={"clock": MockClock(autojump_threshold=0)}
+    )
     assert reference.status.value == "ok" and reference.value == ["C/0", "C/59"]
     for result in results:
         assert differences(reference, result) == []
         if not share:
             assert all(c.lane == "claimed" for c in result.calls)
-        assert all(o.physical is False for o in result.observations if o.disposition == "cancelled"), "only queued reads withdrawn"
+        assert all(
+            o.physical is False for o in result.observations if o.disposition == "cancelled"
+        ), "only queued reads withdrawn"
     assert all(r.report.orphaned == 0 for r in results), "no provisional read was wasted"
     if not share:
         assert all(r.report.cancelled == 0 for r in results)

@@ -36,7 +36,10 @@ SOURCE = "".join(LINES) + "[v0, v5]\n"
 
 def make_host() -> Host:
     host = Host(guest_factory=twin_guest)
-    host.register("docs", scripted_tool(get=Script(lambda n: n + 1, effect=Effect.PURE, version="1", latency=0.01)))
+    host.register(
+        "docs",
+        scripted_tool(get=Script(lambda n: n + 1, effect=Effect.PURE, version="1", latency=0.01)),
+    )
     return host
 
 
@@ -47,7 +50,9 @@ async def two_chunks() -> AsyncIterator[str]:
     yield "".join(LINES[3:]) + "[v0, v5]\n"
 
 
-def slow_discovery(monkeypatch: pytest.MonkeyPatch, clock: MockClock, seconds: float) -> list[float]:
+def slow_discovery(
+    monkeypatch: pytest.MonkeyPatch, clock: MockClock, seconds: float
+) -> list[float]:
     """Each accepted statement's discovery costs ``seconds`` of the loop's time; returns
     the (virtual) times discovery ran."""
     ran: list[float] = []
@@ -64,7 +69,9 @@ def slow_discovery(monkeypatch: pytest.MonkeyPatch, clock: MockClock, seconds: f
 
 
 @pytest.mark.parametrize("speculate", [True, False])
-def test_a_slow_discovery_is_not_the_models_silence(monkeypatch: pytest.MonkeyPatch, speculate: bool) -> None:
+def test_a_slow_discovery_is_not_the_models_silence(
+    monkeypatch: pytest.MonkeyPatch, speculate: bool
+) -> None:
     """Three statements a chunk at 0.4 s of discovery each hold the loop 1.2 s per chunk,
     past the idle bound of 1 s: the run equals the sequential one anyway (it was
     ``aborted: StreamTimeout``, with speculation and without)."""
@@ -81,7 +88,9 @@ def test_a_slow_discovery_is_not_the_models_silence(monkeypatch: pytest.MonkeyPa
     assert differences(reference, result) == []
 
 
-def test_discovery_lets_the_loop_run_between_statements_once_a_slice_is_spent(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_discovery_lets_the_loop_run_between_statements_once_a_slice_is_spent(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     """A heartbeat task ticking on the loop runs between the statements of one chunk once
     each costs more than a slice: the loop is held one statement at a time, not a chunk."""
     clock = MockClock(autojump_threshold=0)
@@ -102,7 +111,9 @@ def test_discovery_lets_the_loop_run_between_statements_once_a_slice_is_spent(mo
 
     result = anyio.run(main, backend="trio", backend_options={"clock": clock})
     assert result.status.value == "ok"
-    assert seen & {1, 2}, f"the loop ran only around the first chunk's three statements: {sorted(seen)}"
+    assert seen & {1, 2}, (
+        f"the loop ran only around the first chunk's three statements: {sorted(seen)}"
+    )
 
 
 def test_one_argument_evaluation_in_discovery_is_bounded() -> None:
@@ -118,7 +129,12 @@ def test_one_argument_evaluation_in_discovery_is_bounded() -> None:
         peak = max(peak, self.steps)
 
     caps = {"docs": {"get": MethodSpec(Effect.PURE, "1")}}
-    graph = EventGraph(caps, lambda c, m, a, k: CallKey(c, m, "1", canonical_arguments({"args": a, "kwargs": k}), "root"))
+    graph = EventGraph(
+        caps,
+        lambda c, m, a, k: CallKey(
+            c, m, "1", canonical_arguments({"args": a, "kwargs": k}), "root"
+        ),
+    )
     source = "a = docs.get(n=sum(x % 7 for x in range(9999)))\nb = docs.get(n=sum(range(100)))\n"
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(_budget.Budget, "charge", counted)

@@ -41,8 +41,12 @@ _CI = settings(
 
 
 OPENING_READS = (
-    "docs.fetch('alpha')", "docs.fetch('beta')", "docs.search('alpha')", "docs.search('gamma')",
-    "workspace.read_text('a.txt')", "workspace.list_dir('d')",
+    "docs.fetch('alpha')",
+    "docs.fetch('beta')",
+    "docs.search('alpha')",
+    "docs.search('gamma')",
+    "workspace.read_text('a.txt')",
+    "workspace.list_dir('d')",
 )
 """Reads the runs of a set may open with, as best-of-N variants of one task do."""
 
@@ -61,8 +65,16 @@ def plans(draw: st.DrawFn, max_runs: int = 5, max_statements: int = 6) -> list[P
     common = draw(programs(max_statements=max_statements))
     out = []
     for n in range(draw(st.integers(2, max_runs))):
-        mine = f"workspace.write_text('a.txt', 'variant {n}')\nmine = workspace.read_text('a.txt')\n" if own else ""
-        source = mine + opening + (common if draw(st.integers(0, 3)) else draw(programs(max_statements=max_statements)))
+        mine = (
+            f"workspace.write_text('a.txt', 'variant {n}')\nmine = workspace.read_text('a.txt')\n"
+            if own
+            else ""
+        )
+        source = (
+            mine
+            + opening
+            + (common if draw(st.integers(0, 3)) else draw(programs(max_statements=max_statements)))
+        )
         cancel = draw(st.integers(0, 8)) if draw(st.integers(0, 3)) == 0 else None
         out.append(Plan(source, draw(st.sampled_from(ROOTS)), draw(conditions()), cancel))
     return out
@@ -70,7 +82,9 @@ def plans(draw: st.DrawFn, max_runs: int = 5, max_statements: int = 6) -> list[P
 
 @settings(_CI, max_examples=MANY_SETS)
 @given(plans(), conditions())
-def test_concurrent_runs_on_one_sharing_host_each_equal_their_sequential_run(sets: list[Plan], case: Conditions) -> None:
+def test_concurrent_runs_on_one_sharing_host_each_equal_their_sequential_run(
+    sets: list[Plan], case: Conditions
+) -> None:
     many_differential(sets, case)
 
 
@@ -109,11 +123,16 @@ def test_identical_runs_make_one_physical_call_per_key_and_root() -> None:
     docs = host.registration("docs").obj
     physical = docs.physical  # type: ignore[attr-defined]
     assert [p for p in physical if p[:2] == ("search", "alpha")] == [("search", "alpha", "")]
-    assert sorted(p for p in physical if p[0] == "fetch") == [("fetch", "beta", "r1"), ("fetch", "beta", "r2")]
+    assert sorted(p for p in physical if p[0] == "fetch") == [
+        ("fetch", "beta", "r1"),
+        ("fetch", "beta", "r2"),
+    ]
     failures = [p for p in physical if p[1] == "bad"]
     assert 1 <= len(failures) <= 8 and stats.failed >= 1
     assert len(physical) <= 3 + len(failures)  # physical <= distinct keys + failures
-    assert sum(r.result.report.host_shared for r in runs if r.result) == 16 - 3  # all but the three physical calls
+    assert (
+        sum(r.result.report.host_shared for r in runs if r.result) == 16 - 3
+    )  # all but the three physical calls
     assert stats.open == 0
 
 
@@ -121,14 +140,22 @@ def test_a_cancelled_run_leaves_the_calls_others_wait_on_running() -> None:
     """The run that started the shared calls is cancelled mid-stream: the others, which
     wait on those calls, still get them (one physical call each) and equal their own run."""
     slow = Conditions(
-        chunk_sizes=(4,), pauses=(0.01,), latencies={"docs.search": 0.3, "docs.fetch": 0.3}, failing=frozenset(), policy=LanePolicy()
+        chunk_sizes=(4,),
+        pauses=(0.01,),
+        latencies={"docs.search": 0.3, "docs.fetch": 0.3},
+        failing=frozenset(),
+        policy=LanePolicy(),
     )
     source = "a = docs.search('alpha')\nb = docs.fetch('beta')\n" + "# thinking\n" * 6 + "[a, b]\n"
-    sets = [Plan(source, "r1", slow, cancel_after=14)] + [Plan(source, "r1", slow) for _ in range(3)]
+    sets = [Plan(source, "r1", slow, cancel_after=14)] + [
+        Plan(source, "r1", slow) for _ in range(3)
+    ]
 
     runs, host = anyio.run(run_many, sets, slow)
     assert runs[0].result is None
     docs = host.registration("docs").obj
     assert sorted(docs.physical) == [("fetch", "beta", "r1"), ("search", "alpha", "")]  # type: ignore[attr-defined]
-    assert all(r.result is not None and r.result.report.physical == 0 for r in runs[1:])  # so they were run 0's
+    assert all(
+        r.result is not None and r.result.report.physical == 0 for r in runs[1:]
+    )  # so they were run 0's
     check_many(runs, host.method_specs())

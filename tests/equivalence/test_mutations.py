@@ -98,6 +98,7 @@ def test_mutant_effect_eligibility(monkeypatch: pytest.MonkeyPatch) -> None:
 
 def test_mutant_view_id_dropped_from_the_call_key(monkeypatch: pytest.MonkeyPatch) -> None:
     """Formal calls are keyed by the root's view, whatever the run wrote before them."""
+
     def root_view(self: RunObjects, capability: str, method: str, call: _broker.BoundCall) -> str:
         obj = self.registrations[capability].obj
         if isinstance(obj, _broker.Viewed):
@@ -124,7 +125,13 @@ def test_mutant_failure_raised_at_the_next_call(monkeypatch: pytest.MonkeyPatch)
     handler = RunScope.handler
     surfaced: weakref.WeakKeyDictionary[RunScope, set[int]] = weakref.WeakKeyDictionary()
 
-    async def eager(self: RunScope, capability: str, method: str, args: tuple[object, ...], kwargs: dict[str, object]) -> object:
+    async def eager(
+        self: RunScope,
+        capability: str,
+        method: str,
+        args: tuple[object, ...],
+        kwargs: dict[str, object],
+    ) -> object:
         done = surfaced.setdefault(self, set())
         for obs in getattr(self.claims, "_early", ()):
             if obs.error is not None and not obs.claims and obs.id not in done:
@@ -141,7 +148,9 @@ def test_mutant_failure_swallowed_at_the_claim(monkeypatch: pytest.MonkeyPatch) 
     """A held early failure is not re-raised where the program claims it."""
     claimed = RunScope._claimed
 
-    def swallow(self: RunScope, call: _broker.BoundCall, key: object, obs: object, now: float) -> object:
+    def swallow(
+        self: RunScope, call: _broker.BoundCall, key: object, obs: object, now: float
+    ) -> object:
         if getattr(obs, "error", None) is not None:
             obs.error = None  # type: ignore[attr-defined]
         return claimed(self, call, key, obs, now)  # type: ignore[arg-type]
@@ -181,7 +190,10 @@ def test_mutant_run_without_seal(monkeypatch: pytest.MonkeyPatch) -> None:
     with pytest.raises(AssertionError):
         anyio.run(test_faults_stream.test_syntax_error_at_seal_is_rejected_and_runs_nothing)
     with pytest.raises(AssertionError):
-        anyio.run(test_faults_stream.test_cut_stream_is_rejected_and_runs_nothing, "workspace.write_text('a.txt', ")
+        anyio.run(
+            test_faults_stream.test_cut_stream_is_rejected_and_runs_nothing,
+            "workspace.write_text('a.txt', ",
+        )
 
 
 class _Hasty(_Unsealed):
@@ -203,7 +215,9 @@ def test_mutant_guest_given_source_before_the_stream_ends(monkeypatch: pytest.Mo
     assert verdict.failure is not None
 
 
-async def _claim_any_equal(self: BranchSpeculation, capability: str, key: CallKey) -> Observation | None:
+async def _claim_any_equal(
+    self: BranchSpeculation, capability: str, key: CallKey
+) -> Observation | None:
     """Out of order: the first unclaimed speculative write with an equal key, wherever it is
     in the chain, and no discard when a program's write claims nothing."""
     chain = self._chains.get(capability)
@@ -263,7 +277,10 @@ def run_contended(limit: int = CONTENDED_MUTANT_CASES) -> Verdict:
         suppress_health_check=list(HealthCheck),
         report_multiple_bugs=False,
     )
-    @given(st.lists(contended_programs(max_statements=5), min_size=1, max_size=3), contended_conditions())
+    @given(
+        st.lists(contended_programs(max_statements=5), min_size=1, max_size=3),
+        contended_conditions(),
+    )
     def prop(sources: list[str], case: Conditions) -> None:
         nonlocal seen
         seen += 1
@@ -288,14 +305,21 @@ def test_mutant_an_early_timeout_is_claimed(monkeypatch: pytest.MonkeyPatch) -> 
     assert verdict.failure is not None
 
 
-def test_mutant_a_read_queued_behind_early_calls_is_not_run_again(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_mutant_a_read_queued_behind_early_calls_is_not_run_again(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     """A program's read that timed out while early calls of its tool ran is taken as timed out."""
     monkeypatch.setattr(WorkerThreads, "early_overlapped", lambda self, capability, mark: False)
     with pytest.raises(AssertionError, match="status"):
-        anyio.run(test_faults_contention.test_a_read_queued_inside_the_tool_behind_early_reads_runs_again, in_process_guest)
+        anyio.run(
+            test_faults_contention.test_a_read_queued_inside_the_tool_behind_early_reads_runs_again,
+            in_process_guest,
+        )
 
 
-def test_mutant_abandoned_early_threads_count_against_the_programs(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_mutant_abandoned_early_threads_count_against_the_programs(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     """Threads of abandoned early calls count toward ``max_stuck`` with the program's own
     (one count, as before issue 36): a later run's sync call is refused."""
     abandon = WorkerThreads._abandon
@@ -333,7 +357,11 @@ def test_mutant_an_immutable_read_shared_across_roots(monkeypatch: pytest.Monkey
         return dataclasses.replace(key, view="")
 
     monkeypatch.setattr(ObservationTable, "find", lambda self, key: find(self, blind(key)))
-    monkeypatch.setattr(ObservationTable, "open", lambda self, key, owner, lane: open_(self, blind(key), owner, lane))
+    monkeypatch.setattr(
+        ObservationTable,
+        "open",
+        lambda self, key, owner, lane: open_(self, blind(key), owner, lane),
+    )
     assert _caught() is not None
 
 
@@ -348,5 +376,9 @@ def test_mutant_a_live_read_shared(monkeypatch: pytest.MonkeyPatch) -> None:
 def test_mutant_a_branch_view_shared(monkeypatch: pytest.MonkeyPatch) -> None:
     """The table admits a program's read whatever its view: two runs' workspace branches
     both reach ``+w1`` with different contents, and one's read serves the other's."""
-    monkeypatch.setattr(RunSharing, "admits_formal", lambda self, call, key: self._formal and self._host.shares(call))
+    monkeypatch.setattr(
+        RunSharing,
+        "admits_formal",
+        lambda self, call, key: self._formal and self._host.shares(call),
+    )
     assert _caught() is not None

@@ -189,7 +189,9 @@ def assert_equal_by_law(source: str, streamed: RunResult, reference: RunResult) 
     """Equal observables; a pushed-down receipt matches its reference receipt by the law."""
     got, want = observable(streamed), observable(reference)
     for name in ("status", "value", "stdout", "error", "workspaces"):
-        assert same(got[name], want[name]), f"{name} differs\n{source}\n{got[name]!r}\n{want[name]!r}"
+        assert same(got[name], want[name]), (
+            f"{name} differs\n{source}\n{got[name]!r}\n{want[name]!r}"
+        )
     assert len(streamed.calls) == len(reference.calls), f"call counts differ\n{source}"
     for g, w in zip(streamed.calls, reference.calls, strict=True):
         if (g.capability, g.method) == ("fs", "read_lines"):

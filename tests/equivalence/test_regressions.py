@@ -35,4 +35,6 @@ def test_lone_surrogate_is_rejected_like_the_sequential_run() -> None:
     line 1, ``run_stream`` as ``UnicodeEncodeError`` with no line. Fixed in ``seal()``."""
     pair = differential("r = docs.search('alpha')\nx = '\udcff'\n", QUIET)
     assert pair.speculative.status == "rejected"
-    assert pair.speculative.error is not None and pair.speculative.error.type == "UnicodeEncodeError"
+    assert (
+        pair.speculative.error is not None and pair.speculative.error.type == "UnicodeEncodeError"
+    )

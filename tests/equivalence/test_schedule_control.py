@@ -75,7 +75,13 @@ class CoroutineGuest:
         try:
             value = await self._program(call)
         except ToolFailure as failure:
-            return GuestOutcome("error", None, "", ErrorInfo(failure.type_name, failure.message, None), Isolation("in_process"))
+            return GuestOutcome(
+                "error",
+                None,
+                "",
+                ErrorInfo(failure.type_name, failure.message, None),
+                Isolation("in_process"),
+            )
         return GuestOutcome("ok", fresh_copy(value), "", None, Isolation("in_process"))
 
     async def aclose(self) -> None:
@@ -165,7 +171,11 @@ def conditions_for(seed: int) -> Conditions:
         chunk_sizes=tuple(rng.randint(1, 30) for _ in range(rng.randint(1, 4))),
         pauses=tuple(rng.choice(steps) for _ in range(rng.randint(1, 4))),
         latencies={method: rng.choice(steps[1:]) for method in TIMED.latencies},
-        policy=LanePolicy(concurrency=rng.randint(1, 4), budget=rng.choice((1, 3, 64)), allow_discardable=rng.random() < 0.5),
+        policy=LanePolicy(
+            concurrency=rng.randint(1, 4),
+            budget=rng.choice((1, 3, 64)),
+            allow_discardable=rng.random() < 0.5,
+        ),
     )
 
 
@@ -186,13 +196,19 @@ def _trace(result: RunResult, tools: Tools) -> Trace:
             for name, tool in tools.by_name().items()
             for c in tool.calls
         ),
-        receipts=tuple((c.capability, c.method, c.args, c.lane, c.started, c.ended) for c in result.calls),
-        observations=tuple((o.id, o.key, o.disposition, o.started, o.ended) for o in result.observations),
+        receipts=tuple(
+            (c.capability, c.method, c.args, c.lane, c.started, c.ended) for c in result.calls
+        ),
+        observations=tuple(
+            (o.id, o.key, o.disposition, o.started, o.ended) for o in result.observations
+        ),
         wall=result.report.wall_seconds,
     )
 
 
-def run_seeded(seed: int, name: str, speculate: bool = True) -> tuple[RunResult, Tools, float | None]:
+def run_seeded(
+    seed: int, name: str, speculate: bool = True
+) -> tuple[RunResult, Tools, float | None]:
     """One run of program ``name`` on trio with a mock clock: ``seed`` fixes the run's
     conditions (``conditions_for``) and the scheduler's order among simultaneously
     runnable tasks, hence the whole interleaving."""
@@ -209,7 +225,9 @@ def run_seeded(seed: int, name: str, speculate: bool = True) -> tuple[RunResult,
         check_invariants(result, host.method_specs())
         return result, tools, chunks.ended
 
-    return anyio.run(main, backend="trio", backend_options={"clock": MockClock(autojump_threshold=0)})
+    return anyio.run(
+        main, backend="trio", backend_options={"clock": MockClock(autojump_threshold=0)}
+    )
 
 
 SEEDS = range(40)
@@ -274,7 +292,10 @@ def test_virtual_time_makes_the_saving_exact() -> None:
     assert pysolate == pytest.approx(0.3 + 0.5)  # r3 is accepted when its own line arrives
 
 
-@pytest.mark.parametrize("anyio_backend", [pytest.param(("trio", {"clock": MockClock(autojump_threshold=0)}), id="trio-mock")])
+@pytest.mark.parametrize(
+    "anyio_backend",
+    [pytest.param(("trio", {"clock": MockClock(autojump_threshold=0)}), id="trio-mock")],
+)
 @pytest.mark.anyio
 async def test_a_read_never_outlives_its_run_on_the_mock_clock(anyio_backend: object) -> None:
     """A 100 s discardable read on a branch never taken is cancelled at the end of the run,
@@ -319,7 +340,9 @@ def test_a_generated_case_replays_exactly() -> None:
         case = conditions_for(seed)
         first, again = scheduled_pair(source, case, seed), scheduled_pair(source, case, seed)
         check_pair(first)
-        assert _trace(first.speculative, first.speculative_tools) == _trace(again.speculative, again.speculative_tools)
+        assert _trace(first.speculative, first.speculative_tools) == _trace(
+            again.speculative, again.speculative_tools
+        )
 
 
 @pytest.mark.soak
@@ -343,6 +366,8 @@ def test_the_twin_shows_what_the_in_process_guest_shows(source: str, case: Condi
     async def main() -> tuple[RunResult, RunResult]:
         threaded, _ = build_host(case, in_process_guest, sync_fetch=False)
         twin, _ = build_host(case, twin_guest, sync_fetch=False)
-        return await threaded.run_source(source, speculate=False), await twin.run_source(source, speculate=False)
+        return await threaded.run_source(source, speculate=False), await twin.run_source(
+            source, speculate=False
+        )
 
     assert_same(*anyio.run(main))

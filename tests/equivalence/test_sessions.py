@@ -94,29 +94,51 @@ async def _speculative(
             chunks = stream_of(turn.source, case)
             stream = _Cut(chunks, max(1, len(chunks.source) // 2)) if turn.kind == "cut" else chunks
             started = anyio.current_time()
-            result = await session.run_stream(stream, code="markdown" if case.markdown else "raw", policy=case.policy)
+            result = await session.run_stream(
+                stream, code="markdown" if case.markdown else "raw", policy=case.policy
+            )
             results.append(result)
             windows.append(_Window(started, chunks.ended, anyio.current_time()))
     return results, windows, tools, host.method_specs()  # type: ignore[return-value]
 
 
-async def _reference(turns: tuple[Turn, ...], case: Conditions, factory: SessionGuestFactory, api: Api) -> list[RunResult | None]:
+async def _reference(
+    turns: tuple[Turn, ...], case: Conditions, factory: SessionGuestFactory, api: Api
+) -> list[RunResult | None]:
     host, _ = build_host(case, session_factory=factory)
     async with session_of(api, host) as session:
-        return [None if t.kind == "cut" else await session.run_source(t.source, speculate=False) for t in turns]
+        return [
+            None if t.kind == "cut" else await session.run_source(t.source, speculate=False)
+            for t in turns
+        ]
 
 
-def _check(turns: tuple[Turn, ...], case: Conditions, factory: SessionGuestFactory = in_process_session, api: Api = "async") -> None:
-    async def both() -> tuple[list[RunResult | None], tuple[list[RunResult], list[_Window], Tools, dict[str, object]]]:
-        return await _reference(turns, case, factory, api), await _speculative(turns, case, factory, api)
+def _check(
+    turns: tuple[Turn, ...],
+    case: Conditions,
+    factory: SessionGuestFactory = in_process_session,
+    api: Api = "async",
+) -> None:
+    async def both() -> tuple[
+        list[RunResult | None], tuple[list[RunResult], list[_Window], Tools, dict[str, object]]
+    ]:
+        return await _reference(turns, case, factory, api), await _speculative(
+            turns, case, factory, api
+        )
 
     reference, (got, windows, tools, specs) = anyio.run(both)
     program = "\n".join(f"--- turn {n} ({t.kind})\n{t.source}" for n, t in enumerate(turns, 1))
-    for n, (ref, result, window, turn) in enumerate(zip(reference, got, windows, turns, strict=True), 1):
-        assert result.guest_status != "limit", f"turn {n} hit a Guest limit:\n{program}\n{result.error}"
+    for n, (ref, result, window, turn) in enumerate(
+        zip(reference, got, windows, turns, strict=True), 1
+    ):
+        assert result.guest_status != "limit", (
+            f"turn {n} hit a Guest limit:\n{program}\n{result.error}"
+        )
         check_invariants(result, specs)  # type: ignore[arg-type]
         if ref is None:
-            assert result.status is RunStatus.ABORTED and result.calls == (), f"turn {n}:\n{program}"
+            assert result.status is RunStatus.ABORTED and result.calls == (), (
+                f"turn {n}:\n{program}"
+            )
         else:
             want, have = observable(ref), observable(result)
             for name in want:
@@ -124,9 +146,15 @@ def _check(turns: tuple[Turn, ...], case: Conditions, factory: SessionGuestFacto
                     f"turn {n}: {name} differs\n{program}\nreference: {want[name]!r}\nspeculative: {have[name]!r}"
                 )
         for cap, method in sorted(UNSAFE):
-            made = [c for c in tools.by_name()[cap].calls_to(method) if window.started <= c.started <= window.ended]
+            made = [
+                c
+                for c in tools.by_name()[cap].calls_to(method)
+                if window.started <= c.started <= window.ended
+            ]
             ended = window.stream_ended if turn.kind != "cut" else None
-            assert all(ended is not None and c.started >= ended for c in made), f"turn {n}: early {cap}.{method}\n{program}"
+            assert all(ended is not None and c.started >= ended for c in made), (
+                f"turn {n}: early {cap}.{method}\n{program}"
+            )
             receipts = [c for c in result.calls if (c.capability, c.method) == (cap, method)]
             assert len(made) == len(receipts), f"turn {n}: {cap}.{method} replayed\n{program}"
 
@@ -150,7 +178,9 @@ def test_sessions_equal_sequential_sessions(turns: tuple[Turn, ...], case: Condi
 
 @settings(DIFFERENTIAL, max_examples=SUBPROCESS_SESSIONS)
 @given(sessions(max_turns=3, max_statements=3), conditions())
-def test_sessions_equal_sequential_sessions_subprocess(turns: tuple[Turn, ...], case: Conditions) -> None:
+def test_sessions_equal_sequential_sessions_subprocess(
+    turns: tuple[Turn, ...], case: Conditions
+) -> None:
     """The same property through the isolated subprocess Guest (a sample)."""
     from pysolate._guest import start_subprocess_session
 
@@ -159,7 +189,9 @@ def test_sessions_equal_sequential_sessions_subprocess(turns: tuple[Turn, ...], 
 
 @settings(DIFFERENTIAL, max_examples=SYNC_SESSIONS)
 @given(sessions(), conditions())
-def test_blocking_sessions_equal_sequential_sessions(turns: tuple[Turn, ...], case: Conditions) -> None:
+def test_blocking_sessions_equal_sequential_sessions(
+    turns: tuple[Turn, ...], case: Conditions
+) -> None:
     """The same property through the blocking API: ``SyncSession`` turns from a sync
     caller's thread, the streams blocking iterators (reference and streamed alike)."""
     _check(turns, case, api="sync")

@@ -71,13 +71,17 @@ def test_early_reads_on_a_git_root_are_claimed_as_on_a_memory_root() -> None:
     """A program whose reads all stream early: the git and lazy roots claim them too."""
     runs = _same_run_on_every_root(READS, SLOW, seed=0)
     assert all(r.status == "ok" for r in runs)
-    assert all(r.report.claimed == r.report.logical == 8 for r in runs)  # every call claimed, on every root
+    assert all(
+        r.report.claimed == r.report.logical == 8 for r in runs
+    )  # every call claimed, on every root
 
 
 @settings(DIFFERENTIAL, max_examples=DEFAULT_PROGRAMS)
 @given(programs(), conditions(), st.integers(0, 2**32 - 1))
 @example(READS, SLOW, 1)
-def test_generated_programs_run_alike_on_every_root(source: str, case: Conditions, seed: int) -> None:
+def test_generated_programs_run_alike_on_every_root(
+    source: str, case: Conditions, seed: int
+) -> None:
     _same_run_on_every_root(source, case, seed)
 
 

@@ -56,7 +56,11 @@ class _Awaitify(ast.NodeTransformer):
     def visit_Call(self, node: ast.Call) -> ast.AST:
         self.generic_visit(node)
         func = node.func
-        if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) and func.value.id in self.capabilities:
+        if (
+            isinstance(func, ast.Attribute)
+            and isinstance(func.value, ast.Name)
+            and func.value.id in self.capabilities
+        ):
             call = ast.Call(
                 func=ast.Name(CALL, ast.Load()),
                 args=[ast.Constant(func.value.id), ast.Constant(func.attr), *node.args],
@@ -80,7 +84,9 @@ def compile_twin(source: str, capabilities: set[str]) -> tuple[CodeType, CodeTyp
     body = compile(tree, AGENT_FILENAME, "exec", flags=flags, dont_inherit=True)
     if last is None:
         return body, None
-    return body, compile(ast.Expression(last), AGENT_FILENAME, "eval", flags=flags, dont_inherit=True)
+    return body, compile(
+        ast.Expression(last), AGENT_FILENAME, "eval", flags=flags, dont_inherit=True
+    )
 
 
 class TwinGuest:
@@ -103,7 +109,9 @@ class TwinGuest:
             try:
                 return await handler(capability, method, args, kwargs)
             except ToolFailure as failure:
-                raise rebuild_exception(failure.type_name, failure.message, failure.exc_args) from None
+                raise rebuild_exception(
+                    failure.type_name, failure.message, failure.exc_args
+                ) from None
 
         def print_(*values: object, sep: str | None = " ", end: str | None = "\n") -> None:
             buffer = io.StringIO()
@@ -122,11 +130,19 @@ class TwinGuest:
             if final is not None:
                 value = await _run(final, namespace)
         except _CallLimit as limit:
-            return GuestOutcome("limit", None, "".join(output), ErrorInfo("CallLimit", str(limit), None), Isolation("in_process"))
+            return GuestOutcome(
+                "limit",
+                None,
+                "".join(output),
+                ErrorInfo("CallLimit", str(limit), None),
+                Isolation("in_process"),
+            )
         except Exception as exc:
             error = ErrorInfo(type(exc).__name__, str(exc), error_line(exc))
             return GuestOutcome("error", None, "".join(output), error, Isolation("in_process"))
-        return GuestOutcome("ok", _plain_or_repr(value), "".join(output), None, Isolation("in_process"))
+        return GuestOutcome(
+            "ok", _plain_or_repr(value), "".join(output), None, Isolation("in_process")
+        )
 
     async def aclose(self) -> None:
         pass

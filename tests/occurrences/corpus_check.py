@@ -75,8 +75,20 @@ def chunks(source: str, rng: random.Random, low: int = 1, high: int = 16) -> Ite
 _LINE_END = re.compile(r"\r\n|\r|\n")
 _COMPOUND = tuple(
     getattr(ast, name)
-    for name in ("If", "For", "AsyncFor", "While", "With", "AsyncWith", "Try", "TryStar",
-                 "FunctionDef", "AsyncFunctionDef", "ClassDef", "Match")
+    for name in (
+        "If",
+        "For",
+        "AsyncFor",
+        "While",
+        "With",
+        "AsyncWith",
+        "Try",
+        "TryStar",
+        "FunctionDef",
+        "AsyncFunctionDef",
+        "ClassDef",
+        "Match",
+    )
     if hasattr(ast, name)
 )
 
@@ -136,7 +148,9 @@ def check_source(
         warnings.simplefilter("ignore")
         try:
             body = ast.parse(source).body
-            expected: list[str] | list[object] = [ast.dump(s, include_attributes=True) for s in body]
+            expected: list[str] | list[object] = [
+                ast.dump(s, include_attributes=True) for s in body
+            ]
             valid = True
         except SyntaxError as exc:
             expected, valid = _error_fields(exc), False

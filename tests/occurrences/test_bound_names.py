@@ -7,7 +7,7 @@ import ast
 
 from occurrences import bound_names
 
-SOURCE = '''
+SOURCE = """
 a = 1
 b, *c = x
 d += 1
@@ -33,11 +33,34 @@ def outer():
     nonlocal_free = 1
     def inner():
         nonlocal nonlocal_free
-'''
+"""
 
 WITHOUT_PARAMETERS = {
-    "a", "b", "c", "d", "e", "f", "g", "h", "i", "j", "o", "P", "q", "s", "v", "zz", "ex",
-    "cap", "rest", "more", "px", "outer", "gl", "nonlocal_free", "inner",
+    "a",
+    "b",
+    "c",
+    "d",
+    "e",
+    "f",
+    "g",
+    "h",
+    "i",
+    "j",
+    "o",
+    "P",
+    "q",
+    "s",
+    "v",
+    "zz",
+    "ex",
+    "cap",
+    "rest",
+    "more",
+    "px",
+    "outer",
+    "gl",
+    "nonlocal_free",
+    "inner",
 }
 
 
@@ -46,7 +69,13 @@ def test_every_binding_form_is_found() -> None:
 
 
 def test_parameters_are_added_on_request() -> None:
-    assert bound_names([ast.parse(SOURCE)], parameters=True) == WITHOUT_PARAMETERS | {"k", "l", "m", "n", "r"}
+    assert bound_names([ast.parse(SOURCE)], parameters=True) == WITHOUT_PARAMETERS | {
+        "k",
+        "l",
+        "m",
+        "n",
+        "r",
+    }
 
 
 def test_reads_are_not_bindings() -> None:

@@ -49,10 +49,16 @@ class Sink:
         self.records: dict[OccurrenceId, Record] = {}
 
     def discovered(self, occurrence: Occurrence) -> None:
-        self.records[occurrence.id] = Record(occurrence, discardable=occurrence.discardable, dead=occurrence.dead)
+        self.records[occurrence.id] = Record(
+            occurrence, discardable=occurrence.discardable, dead=occurrence.dead
+        )
 
-    def arguments_known(self, oid: OccurrenceId, args: tuple[object, ...], kwargs: dict[str, object]) -> None:
-        self.records[oid].arguments = (*args, *(f"{k}={v!r}" for k, v in kwargs.items())) if kwargs else args
+    def arguments_known(
+        self, oid: OccurrenceId, args: tuple[object, ...], kwargs: dict[str, object]
+    ) -> None:
+        self.records[oid].arguments = (
+            (*args, *(f"{k}={v!r}" for k, v in kwargs.items())) if kwargs else args
+        )
 
     def arguments_unknown(self, oid: OccurrenceId) -> None:
         self.records[oid].arguments = "UNKNOWN"
@@ -84,7 +90,9 @@ class Run:
         for oid, rec in self.sink.records.items():
             o = rec.occurrence
             path = "" if not oid.path else "[" + ",".join(map(str, oid.path)) + "]"
-            text = f"{oid.site.capability}.{oid.site.method}@{oid.site.lineno}{path} {rec.arguments}"
+            text = (
+                f"{oid.site.capability}.{oid.site.method}@{oid.site.lineno}{path} {rec.arguments}"
+            )
             flags = [
                 *(["post"] if not o.pre_write else []),
                 *(["disc"] if rec.discardable else []),
@@ -105,14 +113,18 @@ def show(src: str) -> list[str]:
 
 
 def test_capability_calls_are_found_and_other_calls_are_not() -> None:
-    assert show('print(len("ab"))\nx = docs.search("q")\n"s".upper()\nworkspace.read_text("a")\n') == [
+    assert show(
+        'print(len("ab"))\nx = docs.search("q")\n"s".upper()\nworkspace.read_text("a")\n'
+    ) == [
         "docs.search@2 ('q',)",
         "workspace.read_text@4 ('a',)",
     ]
 
 
 def test_call_sites_inside_expressions_and_nested_calls() -> None:
-    assert show('y = [docs.search("a"), 1 + len(docs.get(k="b"))]\ndocs.get(docs.search("c"))\n') == [
+    assert show(
+        'y = [docs.search("a"), 1 + len(docs.get(k="b"))]\ndocs.get(docs.search("c"))\n'
+    ) == [
         "docs.search@1 ('a',)",
         "docs.get@1 (\"k='b'\",)",
         "docs.search@2 ('c',)",
@@ -135,7 +147,9 @@ def test_aliases_of_capability_and_method_are_followed() -> None:
 
 
 def test_rebinding_a_capability_name_stops_trusting_it_but_not_earlier_aliases() -> None:
-    assert show('ws = workspace\nworkspace = make()\nworkspace.read_text("a")\nws.read_text("b")\n') == [
+    assert show(
+        'ws = workspace\nworkspace = make()\nworkspace.read_text("a")\nws.read_text("b")\n'
+    ) == [
         "workspace.read_text@4 ('b',)",
     ]
 
@@ -151,14 +165,18 @@ def test_shadowing_by_import_for_target_and_def_stops_trusting_it() -> None:
 
 
 def test_global_declaration_of_a_capability_stops_trusting_it() -> None:
-    assert show('def f():\n    global workspace\n    workspace = 1\nworkspace.read_text("a")\n') == []
+    assert (
+        show('def f():\n    global workspace\n    workspace = 1\nworkspace.read_text("a")\n') == []
+    )
 
 
 def test_passing_a_capability_to_unknown_code_stops_trusting_it_and_all_aliases() -> None:
     src = 'ws = workspace\nr = workspace.read_text\nhelper(workspace)\nws.read_text("a")\ndocs.get(1)\n'
     assert show(src) == ["docs.get@5 (1,)"]
     # Calling an alias that is no longer trusted is calling unknown code.
-    assert show('r = workspace.read_text\nhelper(r)\nr("b")\ndocs.get(1)\n') == ["docs.get@4 (1,) post"]
+    assert show('r = workspace.read_text\nhelper(r)\nr("b")\ndocs.get(1)\n') == [
+        "docs.get@4 (1,) post"
+    ]
 
 
 def test_putting_a_capability_in_a_container_is_an_escape() -> None:
@@ -182,7 +200,7 @@ def test_arguments_from_earlier_bindings_fstrings_and_unpacking() -> None:
 
 
 def test_unknown_value_makes_arguments_unknown() -> None:
-    assert show('x = compute()\ndocs.search(x)\n') == ["docs.search@2 UNKNOWN"]
+    assert show("x = compute()\ndocs.search(x)\n") == ["docs.search@2 UNKNOWN"]
 
 
 def test_item_assignment_makes_containers_unknown() -> None:
@@ -191,11 +209,11 @@ def test_item_assignment_makes_containers_unknown() -> None:
 
 def test_mutating_method_makes_containers_unknown() -> None:
     assert show('cfg = {"k": 1}\ncfg.update(k=2)\ndocs.get(cfg)\n') == ["docs.get@3 UNKNOWN"]
-    assert show('items = [1]\nitems.append(2)\ndocs.get(items)\n') == ["docs.get@3 UNKNOWN"]
+    assert show("items = [1]\nitems.append(2)\ndocs.get(items)\n") == ["docs.get@3 UNKNOWN"]
 
 
 def test_mutation_through_an_alias_makes_every_container_unknown() -> None:
-    assert show('a = [[1]]\nb = a[0]\na[0].append(2)\ndocs.get(b)\n') == ["docs.get@4 UNKNOWN"]
+    assert show("a = [[1]]\nb = a[0]\na[0].append(2)\ndocs.get(b)\n") == ["docs.get@4 UNKNOWN"]
 
 
 def test_non_mutating_methods_and_immutable_values_stay_known() -> None:
@@ -204,16 +222,18 @@ def test_non_mutating_methods_and_immutable_values_stay_known() -> None:
 
 
 def test_augmented_assignment_is_exact_on_immutables_and_unknown_on_containers() -> None:
-    assert show('n = 1\nn += 2\ndocs.get(n)\n') == ["docs.get@3 (3,)"]
-    assert show('xs = [1]\nxs += [2]\ndocs.get(xs)\n') == ["docs.get@3 UNKNOWN"]
+    assert show("n = 1\nn += 2\ndocs.get(n)\n") == ["docs.get@3 (3,)"]
+    assert show("xs = [1]\nxs += [2]\ndocs.get(xs)\n") == ["docs.get@3 UNKNOWN"]
 
 
 def test_a_call_to_program_code_that_receives_a_container_makes_it_unknown() -> None:
-    assert show('items = [1]\ndef f(x):\n    x.append(2)\nf(items)\ndocs.get(items)\n') == ["docs.get@5 UNKNOWN"]
+    assert show("items = [1]\ndef f(x):\n    x.append(2)\nf(items)\ndocs.get(items)\n") == [
+        "docs.get@5 UNKNOWN"
+    ]
 
 
 def test_a_called_function_with_global_write_makes_the_name_unknown() -> None:
-    src = 'n = 1\ndef bump():\n    global n\n    n = n + 1\nbump()\nn = n\ndocs.get(n)\n'
+    src = "n = 1\ndef bump():\n    global n\n    n = n + 1\nbump()\nn = n\ndocs.get(n)\n"
     assert show(src) == ["docs.get@7 UNKNOWN post"], "and bump() is code not followed"
 
 
@@ -239,11 +259,13 @@ def test_unpacking_a_result() -> None:
 
 
 def test_a_failed_result_leaves_dependents_unknown() -> None:
-    assert Run('r = docs.search("q")\ndocs.get(r)\n').fail(1).show()[1] == "docs.get@2 UNKNOWN deps=1"
+    assert (
+        Run('r = docs.search("q")\ndocs.get(r)\n').fail(1).show()[1] == "docs.get@2 UNKNOWN deps=1"
+    )
 
 
 def test_non_speculable_results_are_unknown_without_an_edge() -> None:
-    assert show('t = docs.now()\ndocs.get(t)\n') == ["docs.now@1 ()", "docs.get@2 UNKNOWN"]
+    assert show("t = docs.now()\ndocs.get(t)\n") == ["docs.now@1 ()", "docs.get@2 UNKNOWN"]
 
 
 # -- views ------------------------------------------------------------------------------------
@@ -255,7 +277,7 @@ def test_a_write_or_unknown_method_puts_later_reads_of_that_capability_on_a_new_
         "workspace.read_text@2 ('a',) post",
         "docs.get@3 (1,)",
     ]
-    assert show('docs.mystery()\ndocs.get(1)\n') == ["docs.mystery@1 ()", "docs.get@2 (1,) post"]
+    assert show("docs.mystery()\ndocs.get(1)\n") == ["docs.mystery@1 ()", "docs.get@2 (1,) post"]
 
 
 def test_unknown_code_puts_every_capability_on_a_new_view() -> None:
@@ -266,10 +288,18 @@ def test_unknown_code_puts_every_capability_on_a_new_view() -> None:
 
 
 def test_passing_a_function_to_a_builtin_is_unknown_code() -> None:
-    assert show('def k(v):\n    return v\nxs = sorted([2, 1], key=k)\ndocs.get(1)\n') == ["docs.get@4 (1,) post"]
-    assert show('xs = sorted([2, 1], key=lambda v: helper(v))\ndocs.get(1)\n') == ["docs.get@2 (1,) post"]
-    assert show('xs = sorted([2, 1], key=lambda v: docs.get(v))\ndocs.get(1)\n') == ["docs.get@2 (1,) post"]
-    assert show('f = lambda v: v.append(1)\nxs = list(map(f, [[1]]))\ndocs.get(1)\n') == ["docs.get@3 (1,) post"]
+    assert show("def k(v):\n    return v\nxs = sorted([2, 1], key=k)\ndocs.get(1)\n") == [
+        "docs.get@4 (1,) post"
+    ]
+    assert show("xs = sorted([2, 1], key=lambda v: helper(v))\ndocs.get(1)\n") == [
+        "docs.get@2 (1,) post"
+    ]
+    assert show("xs = sorted([2, 1], key=lambda v: docs.get(v))\ndocs.get(1)\n") == [
+        "docs.get@2 (1,) post"
+    ]
+    assert show("f = lambda v: v.append(1)\nxs = list(map(f, [[1]]))\ndocs.get(1)\n") == [
+        "docs.get@3 (1,) post"
+    ]
 
 
 def test_a_lambda_that_only_computes_is_not_unknown_code() -> None:
@@ -315,12 +345,12 @@ def test_while_loops_are_not_expanded_but_their_writes_count() -> None:
 
 
 def test_names_assigned_in_a_loop_body_are_unknown_after_it() -> None:
-    src = 'x = 0\nfor i in [1, 2]:\n    x = i\ndocs.get(x, i)\n'
+    src = "x = 0\nfor i in [1, 2]:\n    x = i\ndocs.get(x, i)\n"
     assert show(src)[-1] == "docs.get@4 UNKNOWN"
 
 
 def test_an_empty_known_loop_changes_nothing() -> None:
-    assert show('x = 0\nfor i in []:\n    x = 1\ndocs.get(x)\n') == ["docs.get@4 (0,)"]
+    assert show("x = 0\nfor i in []:\n    x = 1\ndocs.get(x)\n") == ["docs.get@4 (0,)"]
 
 
 def test_break_and_continue_under_known_conditions_are_followed_exactly() -> None:
@@ -329,7 +359,9 @@ def test_break_and_continue_under_known_conditions_are_followed_exactly() -> Non
 
 
 def test_a_loop_that_may_break_makes_what_follows_discardable() -> None:
-    src = 'for f in ["a", "b"]:\n    docs.get(f)\n    if ask(f):\n        break\n    docs.search(f)\n'
+    src = (
+        'for f in ["a", "b"]:\n    docs.get(f)\n    if ask(f):\n        break\n    docs.search(f)\n'
+    )
     assert show(src) == [
         "docs.get@2[0] ('a',)",
         "docs.search@5[0] ('a',) disc",
@@ -366,7 +398,10 @@ def test_comprehension_over_a_result_expands_when_it_arrives() -> None:
 
 
 def test_comprehension_variable_does_not_leak() -> None:
-    assert show('f = "keep"\n[docs.get(f) for f in ["a"]]\ndocs.search(f)\n')[-1] == "docs.search@3 ('keep',)"
+    assert (
+        show('f = "keep"\n[docs.get(f) for f in ["a"]]\ndocs.search(f)\n')[-1]
+        == "docs.search@3 ('keep',)"
+    )
 
 
 # -- branches --------------------------------------------------------------------------------
@@ -379,7 +414,11 @@ def test_a_known_condition_follows_only_the_live_branch() -> None:
 
 def test_an_unknown_condition_makes_both_branches_discardable_and_their_names_unknown() -> None:
     src = 'x = "a"\nif ask():\n    docs.get("yes")\n    x = "b"\nelse:\n    docs.get("no")\ndocs.search(x)\n'
-    assert show(src) == ["docs.get@3 ('yes',) disc", "docs.get@6 ('no',) disc", "docs.search@7 UNKNOWN"]
+    assert show(src) == [
+        "docs.get@3 ('yes',) disc",
+        "docs.get@6 ('no',) disc",
+        "docs.search@7 UNKNOWN",
+    ]
 
 
 def test_a_condition_on_a_result_resolves_when_it_arrives() -> None:
@@ -414,7 +453,7 @@ def test_function_bodies_are_not_occurrences_until_called_with_known_arguments()
 
 
 def test_a_function_called_with_unknown_arguments_applies_only_its_effects() -> None:
-    src = 'def load(name):\n    return workspace.read_text(name)\nload(ask())\ndocs.get(1)\n'
+    src = "def load(name):\n    return workspace.read_text(name)\nload(ask())\ndocs.get(1)\n"
     assert show(src) == ["docs.get@4 (1,)"], "its body is walked, reporting nothing"
     src = 'def save(name):\n    workspace.write_text(name, "x")\nsave(ask())\ndocs.get(1)\nworkspace.read_text("a")\n'
     assert show(src) == ["docs.get@4 (1,)", "workspace.read_text@5 ('a',) post"]
@@ -430,7 +469,7 @@ def test_recursion_is_bounded() -> None:
 def test_an_early_return_is_followed_exactly_when_certain_and_discardable_otherwise() -> None:
     src = 'def f(x):\n    if x:\n        return docs.get("early")\n    return docs.search("late")\nf(1)\nf(ask())\n'
     assert show(src) == ["docs.get@3[(5, 0)] ('early',)"]
-    src = 'def f(x):\n    if ask():\n        return 1\n    docs.search(x)\nr = f(2)\ndocs.get(r)\n'
+    src = "def f(x):\n    if ask():\n        return 1\n    docs.search(x)\nr = f(2)\ndocs.get(r)\n"
     assert show(src) == ["docs.search@4[(5, 4)] (2,) disc", "docs.get@6 UNKNOWN"]
 
 
@@ -498,10 +537,10 @@ def test_library_calls_only_mutate_what_they_are_handed() -> None:
 
 def test_reflective_modules_are_unknown_code() -> None:
     assert show('import sys\nsys.modules["x"].run()\ndocs.get(1)\n') == ["docs.get@3 (1,) post"]
-    assert show('from .helpers import run\nrun()\ndocs.get(1)\n') == ["docs.get@3 (1,) post"]
-    assert show('from inspect import stack\np = stack()\ndocs.get(1)\n') == ["docs.get@3 (1,) post"]
+    assert show("from .helpers import run\nrun()\ndocs.get(1)\n") == ["docs.get@3 (1,) post"]
+    assert show("from inspect import stack\np = stack()\ndocs.get(1)\n") == ["docs.get@3 (1,) post"]
     assert show('import os.path\np = os.path.join("a", "b")\ndocs.get(1)\n') == ["docs.get@3 (1,)"]
-    assert show('from math import sqrt\nr = sqrt(4)\ndocs.get(1)\n') == ["docs.get@3 (1,)"]
+    assert show("from math import sqrt\nr = sqrt(4)\ndocs.get(1)\n") == ["docs.get@3 (1,)"]
 
 
 def test_calls_inside_a_library_call_chain_are_found() -> None:
@@ -580,7 +619,10 @@ def test_an_occurrence_id_hashes_as_its_value_also_copied_and_in_another_process
     )
     for seed in ("1", "2"):
         done = subprocess.run(
-            [sys.executable, "-c", check], input=pickle.dumps(oid), env={"PYTHONHASHSEED": seed, "PYTHONPATH": ":".join(sys.path)},
-            capture_output=True, check=False,
+            [sys.executable, "-c", check],
+            input=pickle.dumps(oid),
+            env={"PYTHONHASHSEED": seed, "PYTHONPATH": ":".join(sys.path)},
+            capture_output=True,
+            check=False,
         )
         assert done.returncode == 0, done.stderr.decode()

@@ -37,7 +37,9 @@ class Sink:
     def discovered(self, occurrence: Occurrence) -> None:
         self.records[occurrence.id] = (occurrence, "?")
 
-    def arguments_known(self, oid: OccurrenceId, args: tuple[object, ...], kwargs: dict[str, object]) -> None:
+    def arguments_known(
+        self, oid: OccurrenceId, args: tuple[object, ...], kwargs: dict[str, object]
+    ) -> None:
         self.records[oid] = (self.records[oid][0], args)
 
     def arguments_unknown(self, oid: OccurrenceId) -> None:
@@ -93,12 +95,18 @@ def test_a_function_tool_handed_to_other_code_is_no_longer_trusted() -> None:
     assert show('helper(search)\ndocs.get(1)\nsearch("b")\nfetch("c")\n') == ["docs.get@2 (1,)"]
     assert show('tools = [fetch]\nfetch("a")\n') == []
     # A builtin handed a function calls it: unknown code, which may write anything.
-    assert show('xs = list(map(search, ["a"]))\nsearch("b")\ndocs.get(1)\n') == ["docs.get@3 (1,) post"]
+    assert show('xs = list(map(search, ["a"]))\nsearch("b")\ndocs.get(1)\n') == [
+        "docs.get@3 (1,) post"
+    ]
 
 
 def test_a_write_of_one_function_tool_moves_every_function_tool_to_a_new_view() -> None:
     # One capability, one unit of state: the tools may share a backend.
-    assert show('save("x")\nfetch("a")\ndocs.get(1)\n') == ["save@1 ('x',)", "fetch@2 ('a',) post", "docs.get@3 (1,)"]
+    assert show('save("x")\nfetch("a")\ndocs.get(1)\n') == [
+        "save@1 ('x',)",
+        "fetch@2 ('a',) post",
+        "docs.get@3 (1,)",
+    ]
 
 
 def test_declared_scopes_of_function_tools_narrow_their_writes() -> None:
@@ -110,7 +118,9 @@ def test_declared_scopes_of_function_tools_narrow_their_writes() -> None:
 
 
 def test_calls_in_loops_and_functions_expand_as_for_methods() -> None:
-    assert show('for q in ["a", "b"]:\n    search(q)\ndef f(x):\n    return fetch(x)\nf("c")\n') == [
+    assert show(
+        'for q in ["a", "b"]:\n    search(q)\ndef f(x):\n    return fetch(x)\nf("c")\n'
+    ) == [
         "search@2 ('a',)",
         "search@2 ('b',)",
         "fetch@4 ('c',)",

@@ -51,7 +51,9 @@ class Sink:
         self.occurrences[occurrence.id] = occurrence
         self.arguments[occurrence.id] = "?"
 
-    def arguments_known(self, oid: OccurrenceId, args: tuple[object, ...], kwargs: dict[str, object]) -> None:
+    def arguments_known(
+        self, oid: OccurrenceId, args: tuple[object, ...], kwargs: dict[str, object]
+    ) -> None:
         self.arguments[oid] = (*args, *(f"{k}={v!r}" for k, v in kwargs.items()))
 
     def arguments_unknown(self, oid: OccurrenceId) -> None:
@@ -68,7 +70,14 @@ def show(src: str) -> list[str]:
     for oid, o in sink.occurrences.items():
         path = "" if not oid.path else "[" + ",".join(map(str, oid.path)) + "]"
         post = [] if o.pre_write else ["post"]
-        lines.append(" ".join([f"{oid.site.capability}.{oid.site.method}@{oid.site.lineno}{path} {sink.arguments[oid]}", *post]))
+        lines.append(
+            " ".join(
+                [
+                    f"{oid.site.capability}.{oid.site.method}@{oid.site.lineno}{path} {sink.arguments[oid]}",
+                    *post,
+                ]
+            )
+        )
     return lines
 
 
@@ -101,7 +110,9 @@ def test_mutating_the_same_container_again_still_spares_unrelated_values() -> No
 def test_the_mutated_container_and_its_aliases_stay_unknown() -> None:
     assert last("acc = {}\nacc['a'] = 1\nacc['b'] = 2\nkb.get(key=acc)\n") == "kb.get@4 UNKNOWN"
     assert last("a = [1]\nb = a\na.append(2)\na.append(3)\nkb.get(key=b)\n") == "kb.get@5 UNKNOWN"
-    assert last("a = [1]\nb = [a]\nb.append(2)\nb[0].append(3)\nkb.get(key=a)\n") == "kb.get@5 UNKNOWN"
+    assert (
+        last("a = [1]\nb = [a]\nb.append(2)\nb[0].append(3)\nkb.get(key=a)\n") == "kb.get@5 UNKNOWN"
+    )
 
 
 def test_what_a_container_takes_in_is_shared_with_it_afterwards() -> None:
@@ -244,8 +255,12 @@ def test_calls_not_followed_exactly_stay_unknown_code() -> None:
 # -- end to end: the event graph's ready frontier --------------------------------------------
 
 
-def key_for(capability: str, method: str, args: tuple[object, ...], kwargs: dict[str, object]) -> CallKey:
-    return CallKey(capability, method, "1", canonical_arguments({"args": args, "kwargs": kwargs}), "root")
+def key_for(
+    capability: str, method: str, args: tuple[object, ...], kwargs: dict[str, object]
+) -> CallKey:
+    return CallKey(
+        capability, method, "1", canonical_arguments({"args": args, "kwargs": kwargs}), "root"
+    )
 
 
 def ready_after(src: str, results: dict[int, object]) -> list[tuple[object, ...]]:
@@ -288,7 +303,9 @@ def test_end_to_end_a_read_after_a_function_on_a_pending_result_is_ready() -> No
 def test_a_capability_returned_from_code_not_followed_exactly_is_handed_out() -> None:
     """``h`` is ``fs`` at run time: ``fs`` is no longer trusted, so no later call through
     it is an occurrence (and none may be taken for pre-write)."""
-    walked = "def g(x):\n    return fs\nh = g(ask())\nh.write('a')\nfs.read('a')\ndocs.search('q')\n"
+    walked = (
+        "def g(x):\n    return fs\nh = g(ask())\nh.write('a')\nfs.read('a')\ndocs.search('q')\n"
+    )
     assert show(walked) == ["docs.search@6 ('q',)"]
     in_dry_loop = "def g(x):\n    for i in ask():\n        return fs\n    return 1\nh = g(1)\nh.write('a')\nfs.read('a')\n"
     assert show(in_dry_loop) == []
@@ -327,7 +344,9 @@ def test_after_a_continue_that_may_run_the_next_iteration_starts_from_anything()
 def test_a_loop_not_expanded_is_followed_until_its_runs_settle() -> None:
     """A later run starts where earlier ones left: what they assigned, mutated or made
     share structure decides it (each case was taken from the first run alone)."""
-    rebound = "keep = [1]\nv = []\nfor i in ask():\n    v.append(1)\n    v = keep\nkb.get(key=keep)\n"
+    rebound = (
+        "keep = [1]\nv = []\nfor i in ask():\n    v.append(1)\n    v = keep\nkb.get(key=keep)\n"
+    )
     assert last(rebound) == "kb.get@6 UNKNOWN"
     mutated = "keep = [1]\nfor i in ask():\n    if len(keep) > 1:\n        exec('x')\n    keep.append(1)\ndocs.search('q')\n"
     assert last(mutated) == "docs.search@6 ('q',) post"
@@ -394,4 +413,8 @@ def test_the_mutable_index_is_visible_filtered_by_may_be_mutable() -> None:
         for s in (module, overlay, inner):
             expected = [(n, b) for n, b in s.visible() if may_be_mutable(b)]
             assert sorted(s.mutable_visible(), key=repr) == sorted(expected, key=repr)
-    assert dict(inner.mutable_visible()) == {"n": Mutated(frozenset({"a"})), "y": Known({}), "z": Known([()])}
+    assert dict(inner.mutable_visible()) == {
+        "n": Mutated(frozenset({"a"})),
+        "y": Known({}),
+        "z": Known([()]),
+    }

@@ -45,8 +45,12 @@ class Sink:
         self.occurrences[occurrence.id] = occurrence
         self.arguments[occurrence.id] = "?"
 
-    def arguments_known(self, oid: OccurrenceId, args: tuple[object, ...], kwargs: dict[str, object]) -> None:
-        self.arguments[oid] = (*args, *(f"{k}={v!r}" for k, v in kwargs.items())) if kwargs else args
+    def arguments_known(
+        self, oid: OccurrenceId, args: tuple[object, ...], kwargs: dict[str, object]
+    ) -> None:
+        self.arguments[oid] = (
+            (*args, *(f"{k}={v!r}" for k, v in kwargs.items())) if kwargs else args
+        )
 
     def arguments_unknown(self, oid: OccurrenceId) -> None:
         self.arguments[oid] = "UNKNOWN"
@@ -106,12 +110,30 @@ def reads(src: str) -> list[str]:
         ("a/b/c", "a/d", False),
     ],
 )
-def test_normalized_paths_overlap_when_equal_or_one_is_a_directory_prefix(a: str, b: str, expected: bool) -> None:
+def test_normalized_paths_overlap_when_equal_or_one_is_a_directory_prefix(
+    a: str, b: str, expected: bool
+) -> None:
     assert overlaps(scope_path(a), scope_path(b)) is expected
     assert overlaps(scope_path(b), scope_path(a)) is expected
 
 
-@pytest.mark.parametrize("odd", ["", ".", "./", "/etc/passwd", "../a.md", "x/../a.md", "notes/", "a\\b", "a\0b", 3, None, b"a.md"])
+@pytest.mark.parametrize(
+    "odd",
+    [
+        "",
+        ".",
+        "./",
+        "/etc/passwd",
+        "../a.md",
+        "x/../a.md",
+        "notes/",
+        "a\\b",
+        "a\0b",
+        3,
+        None,
+        b"a.md",
+    ],
+)
 def test_odd_scopes_overlap_everything(odd: object) -> None:
     assert scope_path(odd) is None
     assert overlaps(scope_path(odd), scope_path("anything.md"))
@@ -121,7 +143,9 @@ _PATHS = st.lists(st.sampled_from(["a", "b", "ab"]), min_size=1, max_size=4).map
 
 
 @given(st.lists(_PATHS, max_size=6), st.one_of(st.none(), _PATHS))
-def test_the_written_paths_lookup_agrees_with_the_overlap_relation(written: list[str], read: str | None) -> None:
+def test_the_written_paths_lookup_agrees_with_the_overlap_relation(
+    written: list[str], read: str | None
+) -> None:
     paths = Paths()
     for w in written:
         paths = paths.plus(w)
@@ -174,7 +198,10 @@ def test_directory_prefixes_overlap_both_ways() -> None:
 
 def test_a_write_of_a_directory_reaches_every_path_under_it() -> None:
     src = 'workspace.delete("notes")\nworkspace.read_text("notes/a.md")\nworkspace.read_text("b.md")\n'
-    assert reads(src) == ["workspace.read_text@2 ('notes/a.md',) post", "workspace.read_text@3 ('b.md',)"]
+    assert reads(src) == [
+        "workspace.read_text@2 ('notes/a.md',) post",
+        "workspace.read_text@3 ('b.md',)",
+    ]
 
 
 def test_the_root_or_an_omitted_directory_overlaps_every_write() -> None:
@@ -240,14 +267,14 @@ def test_a_read_before_the_write_stays_pre_write_and_scopes_stay_per_capability(
 
 def test_a_write_whose_path_is_not_known_yet_touches_everything() -> None:
     src = (
-        'name = docs.search("q")\n'
-        'workspace.write_text(name, "new")\n'
-        'workspace.read_text("b.md")\n'
+        'name = docs.search("q")\nworkspace.write_text(name, "new")\nworkspace.read_text("b.md")\n'
     )
     run = Run(src)
     assert run.show()[-1] == "workspace.read_text@3 ('b.md',) post"
     run.complete(1, "a.md")
-    assert run.show()[-1] == "workspace.read_text@3 ('b.md',) post", "decided when discovered, never later"
+    assert run.show()[-1] == "workspace.read_text@3 ('b.md',) post", (
+        "decided when discovered, never later"
+    )
 
 
 def test_a_write_with_a_known_path_and_content_from_a_result_is_still_scoped() -> None:
@@ -260,7 +287,11 @@ def test_a_write_with_a_known_path_and_content_from_a_result_is_still_scoped() -
 
 
 def test_a_write_whose_path_cannot_be_computed_touches_everything() -> None:
-    for call in ("workspace.write_text(*args)", "workspace.write_text(**kw)", "workspace.write_text(p, 'x')"):
+    for call in (
+        "workspace.write_text(*args)",
+        "workspace.write_text(**kw)",
+        "workspace.write_text(p, 'x')",
+    ):
         src = f"p = something()\n{call}\nworkspace.read_text('b.md')\n"
         assert show(src)[-1] == "workspace.read_text@3 ('b.md',) post", call
 
@@ -288,7 +319,10 @@ def test_unknown_code_touches_everything() -> None:
 
 def test_a_keyword_only_scope_is_found_by_name_only() -> None:
     src = 'workspace.tag("x", path="a.md")\nworkspace.read_text("b.md")\nworkspace.read_text("a.md")\n'
-    assert reads(src)[1:] == ["workspace.read_text@2 ('b.md',)", "workspace.read_text@3 ('a.md',) post"]
+    assert reads(src)[1:] == [
+        "workspace.read_text@2 ('b.md',)",
+        "workspace.read_text@3 ('a.md',) post",
+    ]
     src = 'workspace.tag("a.md")\nworkspace.read_text("b.md")\n'
     assert reads(src)[-1] == "workspace.read_text@2 ('b.md',) post", "not passed by name: not found"
 
@@ -311,7 +345,7 @@ def test_too_many_distinct_written_scopes_count_as_everything() -> None:
 def test_writes_in_an_expanded_loop_are_scoped_per_iteration() -> None:
     src = (
         'for name in ["a.md", "b.md"]:\n'
-        '    workspace.read_text(name)\n'
+        "    workspace.read_text(name)\n"
         '    workspace.write_text(name, "new")\n'
         'workspace.read_text("a.md")\n'
         'workspace.read_text("c.md")\n'
@@ -347,7 +381,10 @@ def test_a_deferred_loop_keeps_the_writes_before_it_and_writes_everything_after_
     run = Run(src)
     assert run.show()[-1] == "workspace.read_text@5 ('c.md',)", "the loop only reads"
     run.complete(2, ["a.md", "b.md"])
-    assert run.show()[-2:] == ["workspace.read_text@4[0] ('a.md',) post", "workspace.read_text@4[1] ('b.md',)"]
+    assert run.show()[-2:] == [
+        "workspace.read_text@4[0] ('a.md',) post",
+        "workspace.read_text@4[1] ('b.md',)",
+    ]
 
 
 def test_writes_in_both_sides_of_an_undecided_branch_count() -> None:

@@ -343,7 +343,9 @@ def test_the_walks_skip_only_leaves_without_children_and_keep_the_order() -> Non
     for node in [*nodes, *ast.walk(ast.parse(extra))]:
         if isinstance(node, NAMELESS):
             assert list(ast.iter_child_nodes(node)) == []
-        assert child_nodes(node) == [c for c in ast.iter_child_nodes(node) if not isinstance(c, NAMELESS)]
+        assert child_nodes(node) == [
+            c for c in ast.iter_child_nodes(node) if not isinstance(c, NAMELESS)
+        ]
     assert list(walk(tree)) == [n for n in nodes if n is tree or not isinstance(n, NAMELESS)]
 
 

@@ -59,7 +59,9 @@ def chunked(draw: st.DrawFn) -> tuple[str, list[str]]:
 
 @settings(max_examples=300, deadline=None)
 @given(chunked())
-def test_every_provisional_call_within_the_limit_is_a_call_of_the_final_parse(case: tuple[str, list[str]]) -> None:
+def test_every_provisional_call_within_the_limit_is_a_call_of_the_final_parse(
+    case: tuple[str, list[str]],
+) -> None:
     source, chunks = case
     final = {_key(n): ast.dump(n, include_attributes=True) for n in _calls(ast.parse(source).body)}
     parser = PrefixParser()
@@ -72,7 +74,9 @@ def test_every_provisional_call_within_the_limit_is_a_call_of_the_final_parse(ca
             assert node.end_lineno is not None and node.end_col_offset is not None
             if (node.end_lineno, node.end_col_offset) > found.limit:
                 continue  # closed by the repair: never run (the lane refuses it)
-            assert final.get(_key(node)) == ast.dump(node, include_attributes=True), ast.unparse(node)
+            assert final.get(_key(node)) == ast.dump(node, include_attributes=True), ast.unparse(
+                node
+            )
 
 
 def _pending_calls(chunks: list[str]) -> list[list[str]]:
@@ -89,7 +93,8 @@ def _pending_calls(chunks: list[str]) -> list[list[str]]:
             [
                 ast.unparse(n)
                 for n in _calls(found.statements)
-                if (n.end_lineno, n.end_col_offset) <= found.limit and isinstance(n.func, ast.Attribute)
+                if (n.end_lineno, n.end_col_offset) <= found.limit
+                and isinstance(n.func, ast.Attribute)
             ]
         )
     return seen
@@ -152,12 +157,18 @@ def _offered(found: object) -> dict[tuple[int, int, int | None, int | None], str
     assert found is not None
     limit = found.limit  # type: ignore[attr-defined]
     calls = _calls(found.statements)  # type: ignore[attr-defined]
-    return {_key(n): ast.dump(n, include_attributes=True) for n in calls if (n.end_lineno, n.end_col_offset) <= limit}
+    return {
+        _key(n): ast.dump(n, include_attributes=True)
+        for n in calls
+        if (n.end_lineno, n.end_col_offset) <= limit
+    }
 
 
 @settings(max_examples=300, deadline=None)
 @given(chunked())
-def test_a_refused_parse_would_offer_no_call_the_last_one_did_not(case: tuple[str, list[str]]) -> None:
+def test_a_refused_parse_would_offer_no_call_the_last_one_did_not(
+    case: tuple[str, list[str]],
+) -> None:
     """``pending`` does not parse again text that adds no ``)`` to what its last parse of the
     group used: a fresh parser given all the text at once offers nothing that the last
     parse found (since statements were last accepted) did not, node for node."""
@@ -184,19 +195,30 @@ def test_a_line_that_adds_no_paren_is_not_parsed_again(monkeypatch: pytest.Monke
     """A header, ``else:``, a plain assignment: no new call can end there."""
     parses: list[str] = []
 
-    def counting(text: str, *, at_paren: bool = True, line: int = 1, reuse: object = None) -> object:
+    def counting(
+        text: str, *, at_paren: bool = True, line: int = 1, reuse: object = None
+    ) -> object:
         parses.append(text)
         return _parser_module.pending(text, at_paren=at_paren, line=line, reuse=reuse)  # type: ignore[arg-type]
 
     monkeypatch.setattr("occurrences.parser._parser.pending", counting)
     parser = PrefixParser()
     offered: list[list[str]] = []
-    for line in ["if m:\n", "    a = docs.get(k=1)\n", "    b = (2,\n", "    3)\n", "else:\n", "    c = docs.get(k=2)\n"]:
+    for line in [
+        "if m:\n",
+        "    a = docs.get(k=1)\n",
+        "    b = (2,\n",
+        "    3)\n",
+        "else:\n",
+        "    c = docs.get(k=2)\n",
+    ]:
         parser.feed(line)
         found = parser.pending()
         offered.append(sorted(_offered(found).values()) if found is not None else [])
     assert [bool(o) for o in offered] == [False, True, False, True, False, True]
-    assert len(parses) == 3, "parsed at the two calls, and at the ')' of a tuple (a call might end there)"
+    assert len(parses) == 3, (
+        "parsed at the two calls, and at the ')' of a tuple (a call might end there)"
+    )
     assert len(offered[-1]) == 2
 
 
@@ -207,17 +229,25 @@ def test_a_paren_the_last_parse_did_not_use_still_counts() -> None:
     assert _pending_calls(chunks) == [["docs.get(k=1)"], ["docs.get(k=1)", "docs.get(k=2)"], []]
 
 
-@pytest.mark.skipif(sys.version_info[:2] != (3, 11), reason="3.11 only: its C tokenizer stands in for tokenize")
+@pytest.mark.skipif(
+    sys.version_info[:2] != (3, 11), reason="3.11 only: its C tokenizer stands in for tokenize"
+)
 def test_the_c_tokenizer_repairs_as_tokenize_does(monkeypatch: pytest.MonkeyPatch) -> None:
     """On 3.11 the repair reads the C tokenizer, not the pure-Python ``tokenize``. On every
     prefix of the programs above (and a few invalid ones) both give the same repair, except
     where ``tokenize`` goes on past an unterminated string with error tokens and cuts inside
     it: its repair then does not parse, and the C tokenizer's (cut before the string, if
     there is a cut) does, or gives no repair either."""
-    extra = ['x = [docs.get(k=1), g("a, b)', "if a:\n  b = 1\n c = 2\n", "x = 1 # c, d)\nif y:  # (\n    z = f(1)\n"]
+    extra = [
+        'x = [docs.get(k=1), g("a, b)',
+        "if a:\n  b = 1\n c = 2\n",
+        "x = 1 # c, d)\nif y:  # (\n    z = f(1)\n",
+    ]
     texts = {p[:i] for p in [*PROGRAMS, *extra] for i in range(1, len(p) + 1)}
     fast = {t: (_parser_module._repair(t, True), _parser_module._repair(t, False)) for t in texts}
-    monkeypatch.setattr(_parser_module, "_tokens", lambda text: tokenize.generate_tokens(io.StringIO(text).readline))
+    monkeypatch.setattr(
+        _parser_module, "_tokens", lambda text: tokenize.generate_tokens(io.StringIO(text).readline)
+    )
     gained = 0
     for text in sorted(texts):
         for at_paren, c_tokens in zip((True, False), fast[text], strict=True):
@@ -237,7 +267,11 @@ def _parses(repaired: tuple[str, tuple[int, int]] | None) -> bool:
 
 def test_a_lone_surrogate_gives_no_provisional_parse_and_no_error() -> None:
     """No source holding one compiles (``close`` rejects it); ``pending`` must not raise."""
-    for chunks in (['x = [f("\ud800"), g(1)', ","], ['y = g(1), "\ud800', "\n"], ["if a:\n", '    b = h("\udc00")', "\n"]):
+    for chunks in (
+        ['x = [f("\ud800"), g(1)', ","],
+        ['y = g(1), "\ud800', "\n"],
+        ["if a:\n", '    b = h("\udc00")', "\n"],
+    ):
         parser = PrefixParser()
         for chunk in chunks:
             parser.feed(chunk)
@@ -248,7 +282,9 @@ def test_a_lone_surrogate_gives_no_provisional_parse_and_no_error() -> None:
 
 
 LONG_BLOCKS = [
-    "for d in docs_ids:\n" + "".join(f"    v{i} = docs.get(k=d + '{i}')\n" for i in range(12)) + "    break\nz = 1\n",
+    "for d in docs_ids:\n"
+    + "".join(f"    v{i} = docs.get(k=d + '{i}')\n" for i in range(12))
+    + "    break\nz = 1\n",
     "if mode:\n    a = docs.get(k=1)\n    # a comment\n\n    b = [docs.get(k=2),\n         docs.get(k=3)]\n"
     "    if a:\n        c = docs.get(k=4)\n        d = docs.get(k=5)\n    e = docs.get(k=6); f = docs.get(k=7)\n"
     "    @dec(docs.get(k=8))\n    def g(x):\n        return docs.get(k=x)\n    h = g(9)\n    s = '''x,\n)'''\nelse:\n    pass\n",
@@ -259,7 +295,9 @@ LONG_BLOCKS = [
 
 @settings(max_examples=200, deadline=None)
 @given(st.sampled_from(LONG_BLOCKS), st.integers(1, 9), st.randoms(use_true_random=False))
-def test_a_parse_reusing_the_previous_one_is_the_whole_texts_parse(source: str, size: int, rnd: object) -> None:
+def test_a_parse_reusing_the_previous_one_is_the_whole_texts_parse(
+    source: str, size: int, rnd: object
+) -> None:
     """Issue 36, item 7: each provisional parse given the previous one (its final leading
     body statements shared, their lines not parsed again) equals, node for node and
     position for position, the parse of the same text from scratch; and reuse happens."""
@@ -267,10 +305,18 @@ def test_a_parse_reusing_the_previous_one_is_the_whole_texts_parse(source: str, 
     original = _parser_module.pending
 
     def dump(found: _parser_module.Pending | None) -> object:
-        return None if found is None else ([ast.dump(s, include_attributes=True) for s in found.statements], found.limit)
+        return (
+            None
+            if found is None
+            else ([ast.dump(s, include_attributes=True) for s in found.statements], found.limit)
+        )
 
     def checked(
-        text: str, *, at_paren: bool = True, line: int = 1, reuse: _parser_module.Pending | None = None
+        text: str,
+        *,
+        at_paren: bool = True,
+        line: int = 1,
+        reuse: _parser_module.Pending | None = None,
     ) -> _parser_module.Pending | None:
         found = original(text, at_paren=at_paren, line=line, reuse=reuse)
         assert dump(found) == dump(original(text, at_paren=at_paren, line=line)), text
@@ -290,7 +336,9 @@ def test_a_parse_reusing_the_previous_one_is_the_whole_texts_parse(source: str, 
     assert calls and max(calls) > 0, "the previous parse was reused"
 
 
-@pytest.mark.parametrize("text", ["a\nb\nc", "a\nb\nc\n", "\n\n", "x", "ab\ncd\n\nef", "", "a\r\nb\rc\nd"])
+@pytest.mark.parametrize(
+    "text", ["a\nb\nc", "a\nb\nc\n", "\n\n", "x", "ab\ncd\n\nef", "", "a\r\nb\rc\nd"]
+)
 def test_a_line_is_found_from_the_end_where_the_tokenizer_ends_lines(text: str) -> None:
     from occurrences.parser._parser import _EOL, _line_start
 

@@ -15,7 +15,9 @@ IDENTITY = ("-c", "user.name=tester", "-c", "user.email=tester@example.com")
 
 
 def git(repo: Path, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(["git", "-C", str(repo), *IDENTITY, *args], capture_output=True, text=True, check=check)
+    return subprocess.run(
+        ["git", "-C", str(repo), *IDENTITY, *args], capture_output=True, text=True, check=check
+    )
 
 
 def make_repo(

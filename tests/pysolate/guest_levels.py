@@ -32,7 +32,9 @@ RAY = "ray"
 
 def _skip(level: str) -> pytest.MarkDecorator:
     missing = _isolation.machine().missing(level)  # type: ignore[arg-type]
-    return pytest.mark.skipif(bool(missing), reason=f"isolation={level!r} unavailable here: " + "; ".join(missing))
+    return pytest.mark.skipif(
+        bool(missing), reason=f"isolation={level!r} unavailable here: " + "; ".join(missing)
+    )
 
 
 def _at_least(level: str, minimum: str) -> bool:
@@ -41,7 +43,11 @@ def _at_least(level: str, minimum: str) -> bool:
 
 def params(minimum: str = "rlimits", *, hidden_bwrap: bool = True) -> list[object]:
     """One parameter per level at least ``minimum``, plus the hidden-bwrap mode."""
-    found = [pytest.param(level, marks=_skip(level), id=level) for level in LEVELS if _at_least(level, minimum)]
+    found = [
+        pytest.param(level, marks=_skip(level), id=level)
+        for level in LEVELS
+        if _at_least(level, minimum)
+    ]
     if hidden_bwrap and _at_least("landlock", minimum):
         found.append(pytest.param(HIDDEN_BWRAP, marks=_skip("landlock"), id=HIDDEN_BWRAP))
     return found

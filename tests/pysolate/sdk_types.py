@@ -53,7 +53,9 @@ def check(tp: Any, value: Any, path: str = "$") -> None:
     if tp is Any or tp is object:
         return
     if is_typeddict(tp):
-        assert isinstance(value, dict), f"{path}: expected a {tp.__name__} dict, got {type(value).__name__}"
+        assert isinstance(value, dict), (
+            f"{path}: expected a {tp.__name__} dict, got {type(value).__name__}"
+        )
         hints = typing.get_type_hints(tp, include_extras=True)
         unknown = set(value) - set(hints)
         assert not unknown, f"{path}: {tp.__name__} has no keys {sorted(unknown)}"
@@ -70,15 +72,21 @@ def check(tp: Any, value: Any, path: str = "$") -> None:
                 return
             except AssertionError as exc:
                 failures.append(str(exc))
-        raise AssertionError(f"{path}: no member of the union accepts it:\n  " + "\n  ".join(failures))
+        raise AssertionError(
+            f"{path}: no member of the union accepts it:\n  " + "\n  ".join(failures)
+        )
     if origin is typing.Literal:
-        assert value in typing.get_args(tp), f"{path}: {value!r} is not one of {typing.get_args(tp)}"
+        assert value in typing.get_args(tp), (
+            f"{path}: {value!r} is not one of {typing.get_args(tp)}"
+        )
         return
     if tp is type(None):
         assert value is None, f"{path}: expected None, got {value!r}"
         return
     if origin in (list, collections.abc.Iterable, collections.abc.Sequence, typing.List):  # noqa: UP006
-        assert isinstance(value, list | tuple), f"{path}: expected a list, got {type(value).__name__}"
+        assert isinstance(value, list | tuple), (
+            f"{path}: expected a list, got {type(value).__name__}"
+        )
         (item_type,) = typing.get_args(tp) or (Any,)
         for n, item in enumerate(value):
             check(item_type, item, f"{path}[{n}]")
@@ -88,8 +96,12 @@ def check(tp: Any, value: Any, path: str = "$") -> None:
         return
     if tp in (str, int, float, bool):
         ok = isinstance(value, tp) and not (tp in (int, float) and isinstance(value, bool))
-        assert ok or (tp is float and type(value) is int), f"{path}: expected {tp.__name__}, got {value!r}"
+        assert ok or (tp is float and type(value) is int), (
+            f"{path}: expected {tp.__name__}, got {value!r}"
+        )
         return
     if isinstance(tp, type):  # a class (an SDK response model in a param union): only its instances
-        assert isinstance(value, tp), f"{path}: expected a {tp.__name__}, got {type(value).__name__}"
+        assert isinstance(value, tp), (
+            f"{path}: expected a {tp.__name__}, got {type(value).__name__}"
+        )
     # Anything else (a TypeVar, ...) is not modelled: accepted.

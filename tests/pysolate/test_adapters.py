@@ -229,7 +229,11 @@ class FakeMessageStream:
 
     async def __aiter__(self):
         for text in self._texts:
-            yield {"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": text}}
+            yield {
+                "type": "content_block_delta",
+                "index": 0,
+                "delta": {"type": "text_delta", "text": text},
+            }
             yield {"type": "text", "text": text, "snapshot": text}
         yield {"type": "message_delta", "delta": {"stop_reason": self._stop}}
 
@@ -259,7 +263,11 @@ class FakeSyncMessageStream:
     that would lose the stop reason (and a tool call's input)."""
 
     def __iter__(self):
-        yield {"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": "a"}}
+        yield {
+            "type": "content_block_delta",
+            "index": 0,
+            "delta": {"type": "text_delta", "text": "a"},
+        }
         yield {"type": "message_delta", "delta": {"stop_reason": "max_tokens"}}
 
     @property

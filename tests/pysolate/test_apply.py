@@ -52,7 +52,11 @@ async def _edit(branch: Workspace) -> Workspace:
 
 
 def _no_leftovers(path: Path) -> None:
-    names = [str(p.relative_to(path)) for p in path.rglob("*") if ".pysolate" in p.name or p.name.startswith("pysolate-apply")]
+    names = [
+        str(p.relative_to(path))
+        for p in path.rglob("*")
+        if ".pysolate" in p.name or p.name.startswith("pysolate-apply")
+    ]
     assert names == []
 
 
@@ -75,7 +79,15 @@ async def test_apply_writes_the_changes_and_nothing_else(tmp_path: Path, kind: s
     if kind == "git":
         assert (path / ".git" / "index").read_bytes() == index  # the index is not updated
         assert git(path, "status", "--porcelain").stdout != status
-        assert set(git(path, "status", "--porcelain").stdout.split()) == {"M", "D", "??", "a.txt", "run.sh", "docs/b.md", "new/"}
+        assert set(git(path, "status", "--porcelain").stdout.split()) == {
+            "M",
+            "D",
+            "??",
+            "a.txt",
+            "run.sh",
+            "docs/b.md",
+            "new/",
+        }
     with pytest.raises(WorkspaceError):
         branch.apply(path)
 
@@ -130,7 +142,9 @@ CHANGES: dict[str, tuple[Callable[[Path], Awaitable[None]], dict[str, str]]] = {
 
 @pytest.mark.parametrize("kind", KINDS)
 @pytest.mark.parametrize("change", list(CHANGES))
-async def test_a_path_that_changed_since_the_freeze_refuses_the_apply_with_nothing_written(tmp_path: Path, kind: str, change: str) -> None:
+async def test_a_path_that_changed_since_the_freeze_refuses_the_apply_with_nothing_written(
+    tmp_path: Path, kind: str, change: str
+) -> None:
     path = _source(tmp_path, kind)
     branch = await _edit(_root(path, kind).for_run())
     make_change, expected = CHANGES[change]
@@ -162,7 +176,9 @@ async def test_the_index_must_hold_the_root_commits_entries(tmp_path: Path) -> N
     branch = await _edit(_root(path, "git").for_run())
     blob = git(path, "rev-parse", "HEAD:keep.txt").stdout.strip()
     git(path, "update-index", "--cacheinfo", f"100644,{blob},a.txt")  # staged other content
-    git(path, "update-index", "--add", "--cacheinfo", f"100644,{blob},new/deep/n.txt")  # staged, not on disk
+    git(
+        path, "update-index", "--add", "--cacheinfo", f"100644,{blob},new/deep/n.txt"
+    )  # staged, not on disk
     git(path, "update-index", "--chmod=-x", "run.sh")  # staged mode change
     before, index = snapshot(path), (path / ".git" / "index").read_bytes()
     with pytest.raises(ApplyConflict) as info:
@@ -190,7 +206,9 @@ async def test_only_an_ok_run_applies_and_only_to_a_directory(tmp_path: Path) ->
     assert (path / "a.txt").read_text() == "x"
 
 
-async def test_a_directory_where_the_run_deleted_a_file_is_refused_before_writing(tmp_path: Path) -> None:
+async def test_a_directory_where_the_run_deleted_a_file_is_refused_before_writing(
+    tmp_path: Path,
+) -> None:
     path = _source(tmp_path, "eager")
     branch = _root(path, "eager").for_run()
     await branch.delete("a.txt")
@@ -250,7 +268,9 @@ async def test_the_next_apply_finishes_or_rolls_back_an_interrupted_one(
     middle = snapshot(path)
     assert_old_or_new(middle)
     if phase == "rename":
-        assert middle["a.txt"] == ("file", b"ALPHA") and middle["run.sh"] == old["run.sh"]  # half done
+        assert (
+            middle["a.txt"] == ("file", b"ALPHA") and middle["run.sh"] == old["run.sh"]
+        )  # half done
     else:
         assert {k: v for k, v in middle.items() if ".pysolate" not in k and k in old} == old
         assert recover(path) is not None  # rolled back
@@ -258,6 +278,10 @@ async def test_the_next_apply_finishes_or_rolls_back_an_interrupted_one(
     branch = await _edit(root.for_run())
     branch.apply(path)  # finishes (rename) or starts over
     final = snapshot(path)
-    assert final["a.txt"] == ("file", b"ALPHA") and "docs/b.md" not in final and final["new/deep/n.txt"] == ("file", b"n")
+    assert (
+        final["a.txt"] == ("file", b"ALPHA")
+        and "docs/b.md" not in final
+        and final["new/deep/n.txt"] == ("file", b"n")
+    )
     assert not journal_path(path).exists()
     _no_leftovers(path)

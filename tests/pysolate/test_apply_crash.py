@@ -58,7 +58,9 @@ def _allowed(rel: str) -> set[tuple[str, bytes] | None]:
 
 def _check_old_or_new(path: Path) -> bool:
     """Every file wholly old or wholly new; True when all are new (the apply had finished)."""
-    seen = {k: v for k, v in snapshot(path).items() if not k.startswith(".git") and ".pysolate" not in k}
+    seen = {
+        k: v for k, v in snapshot(path).items() if not k.startswith(".git") and ".pysolate" not in k
+    }
     touched = [*FILES, *(f"added/n{i}.txt" for i in range(10))]
     for rel in touched:
         assert seen.get(rel) in _allowed(rel), (rel, seen.get(rel))
@@ -83,7 +85,9 @@ def _no_leftovers(path: Path) -> None:
 def _one_apply_seconds(template: Path, tmp_path: Path, kind: str) -> float:
     target = tmp_path / f"calibrate-{kind}"
     shutil.copytree(template, target, symlinks=True)
-    with subprocess.Popen([sys.executable, str(CHILD), str(target), kind], stdout=subprocess.PIPE, text=True) as child:
+    with subprocess.Popen(
+        [sys.executable, str(CHILD), str(target), kind], stdout=subprocess.PIPE, text=True
+    ) as child:
         assert child.stdout is not None
         assert child.stdout.readline().strip() == "go"
         start = time.perf_counter()
@@ -101,7 +105,9 @@ def _kill_and_recover(tmp_path: Path, kind: str, kills: int) -> dict[str, int]:
         target = tmp_path / f"{kind}-{n}"
         shutil.copytree(template, target, symlinks=True)
         base = root(target, kind)  # the root the killed process froze too
-        with subprocess.Popen([sys.executable, str(CHILD), str(target), kind], stdout=subprocess.PIPE, text=True) as child:
+        with subprocess.Popen(
+            [sys.executable, str(CHILD), str(target), kind], stdout=subprocess.PIPE, text=True
+        ) as child:
             assert child.stdout is not None
             assert child.stdout.readline().strip() == "go"
             time.sleep(rng.uniform(0, window))
@@ -119,7 +125,9 @@ def _kill_and_recover(tmp_path: Path, kind: str, kills: int) -> dict[str, int]:
 
 
 @pytest.mark.parametrize("kind", ["eager", "git"])
-def test_a_killed_apply_leaves_old_or_new_files_and_the_next_one_completes(tmp_path: Path, kind: str) -> None:
+def test_a_killed_apply_leaves_old_or_new_files_and_the_next_one_completes(
+    tmp_path: Path, kind: str
+) -> None:
     outcomes = _kill_and_recover(tmp_path, kind, QUICK_KILLS)
     assert sum(outcomes.values()) == QUICK_KILLS
 

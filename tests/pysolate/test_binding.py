@@ -14,15 +14,26 @@ from pysolate._tools._binding import Binder
 
 P = inspect.Parameter
 NAMES = ["a", "b", "c", "d", "e"]
-KINDS = [P.POSITIONAL_ONLY, P.POSITIONAL_OR_KEYWORD, P.VAR_POSITIONAL, P.KEYWORD_ONLY, P.VAR_KEYWORD]
-VALUES = st.one_of(st.integers(), st.text(max_size=3), st.none(), st.lists(st.integers(), max_size=2))
+KINDS = [
+    P.POSITIONAL_ONLY,
+    P.POSITIONAL_OR_KEYWORD,
+    P.VAR_POSITIONAL,
+    P.KEYWORD_ONLY,
+    P.VAR_KEYWORD,
+]
+VALUES = st.one_of(
+    st.integers(), st.text(max_size=3), st.none(), st.lists(st.integers(), max_size=2)
+)
 
 
 @st.composite
 def signatures(draw: st.DrawFn) -> inspect.Signature:
     """Any valid signature over a few names: kinds in order, defaults where allowed."""
     names = draw(st.lists(st.sampled_from(NAMES), unique=True, max_size=5))
-    kinds = sorted(draw(st.lists(st.sampled_from(KINDS), min_size=len(names), max_size=len(names))), key=KINDS.index)
+    kinds = sorted(
+        draw(st.lists(st.sampled_from(KINDS), min_size=len(names), max_size=len(names))),
+        key=KINDS.index,
+    )
     params: list[inspect.Parameter] = []
     seen_var: set[inspect._ParameterKind] = set()
     defaulted = False
@@ -43,7 +54,9 @@ def signatures(draw: st.DrawFn) -> inspect.Signature:
     return inspect.Signature(params)
 
 
-def reference(signature: inspect.Signature, args: tuple[object, ...], kwargs: dict[str, object]) -> object:
+def reference(
+    signature: inspect.Signature, args: tuple[object, ...], kwargs: dict[str, object]
+) -> object:
     try:
         bound = signature.bind(*args, **kwargs)
     except TypeError as exc:
@@ -80,7 +93,9 @@ def test_binds_like_the_signature_and_keys_like_canonical_arguments(
         tagged_args = to_tagged(args)
         tagged_kwargs = to_tagged(kwargs)
         assert isinstance(tagged_args, list) and isinstance(tagged_kwargs, list)
-        assert binder.key_text(arguments, tagged_args[1], tagged_kwargs[1]) == canonical_arguments(arguments)
+        assert binder.key_text(arguments, tagged_args[1], tagged_kwargs[1]) == canonical_arguments(
+            arguments
+        )
 
 
 def test_a_default_is_a_fresh_copy_never_the_methods_own() -> None:
@@ -95,7 +110,13 @@ def test_errors_are_the_signatures_own() -> None:
 
     signature = inspect.signature(f)
     binder = Binder(signature)
-    for args, kwargs in [((), {}), ((1, 2, 3), {}), ((1,), {"a": 1, "b": 2}), ((1, 2), {"b": 2}), ((1, 2), {"z": 0})]:
+    for args, kwargs in [
+        ((), {}),
+        ((1, 2, 3), {}),
+        ((1,), {"a": 1, "b": 2}),
+        ((1, 2), {"b": 2}),
+        ((1, 2), {"z": 0}),
+    ]:
         assert fast(binder, args, kwargs) == reference(signature, args, kwargs)
         assert fast(binder, args, kwargs)[0] == "TypeError"  # type: ignore[index]
 
@@ -116,13 +137,21 @@ def st_sign(n: int) -> int:
 
 
 @settings(max_examples=600, deadline=None)
-@given(names=st.lists(st.sampled_from([*NAMES, "é", "ñ_x"]), unique=True, max_size=4), data=st.data())
-def test_scalar_calls_bind_and_key_like_the_general_path(names: list[str], data: st.DataObject) -> None:
+@given(
+    names=st.lists(st.sampled_from([*NAMES, "é", "ñ_x"]), unique=True, max_size=4), data=st.data()
+)
+def test_scalar_calls_bind_and_key_like_the_general_path(
+    names: list[str], data: st.DataObject
+) -> None:
     """``bind_scalars`` is ``bind`` + ``key_text`` for the calls it takes (every parameter
     given positionally, each an int or a str that can cross), and takes exactly those."""
     signature = inspect.Signature([P(name, P.POSITIONAL_OR_KEYWORD) for name in names])
     binder = Binder(signature)
-    args = tuple(data.draw(st.lists(crossing_scalars, min_size=max(len(names) - 1, 0), max_size=len(names) + 1)))
+    args = tuple(
+        data.draw(
+            st.lists(crossing_scalars, min_size=max(len(names) - 1, 0), max_size=len(names) + 1)
+        )
+    )
     got = binder.bind_scalars(args)
     takes = len(args) == len(names) and all(_crosses(v) for v in args)
     assert (got is not None) == takes

@@ -55,7 +55,9 @@ def api(request: pytest.FixtureRequest) -> Api:
 
 
 def make_host(latency: float = 0.05) -> tuple[Host, ScriptedTool, ScriptedTool]:
-    docs = scripted_tool(search=Script(lambda q: [f"hit:{q}"], effect=Effect.PURE, version="1", latency=latency))
+    docs = scripted_tool(
+        search=Script(lambda q: [f"hit:{q}"], effect=Effect.PURE, version="1", latency=latency)
+    )
     notes = scripted_tool(save=Script(lambda items: len(items), effect=Effect.WRITE))
     host = Host(guest_factory=in_process_guest, session_factory=in_process_session)
     host.register("docs", docs)
@@ -68,7 +70,15 @@ class Chunks:
     blocking (``blocking()``); ``taken`` counts the chunks read so far, ``ended`` is when the
     last one was; ``fail`` raises after the first chunk, ``stall`` seconds pass after it."""
 
-    def __init__(self, source: str, size: int = 6, pause: float = 0.01, *, fail: bool = False, stall: float = 0.0) -> None:
+    def __init__(
+        self,
+        source: str,
+        size: int = 6,
+        pause: float = 0.01,
+        *,
+        fail: bool = False,
+        stall: float = 0.0,
+    ) -> None:
         self.pieces = [source[i : i + size] for i in range(0, len(source), size)]
         self.pause, self.fail, self.stall = pause, fail, stall
         self.taken = 0
@@ -102,11 +112,17 @@ async def test_a_streamed_run_equals_its_reference_and_claims_early(api: Api) ->
     chunks = Chunks(PROGRAM)
     result = await run_stream(api, host, chunks)
     reference = await run_source(api, make_host()[0], PROGRAM, speculate=False)
-    assert result.status == "ok" and result.value == [["hit:alpha"], ["hit:beta"]] and result.stdout == "2\n"
+    assert (
+        result.status == "ok"
+        and result.value == [["hit:alpha"], ["hit:beta"]]
+        and result.stdout == "2\n"
+    )
     assert observable(result) == observable(reference)
     assert [c.lane for c in result.calls] == ["claimed", "claimed", "direct"]
     assert chunks.ended is not None
-    assert all(c.started < chunks.ended for c in docs.calls) and notes.calls[0].started >= chunks.ended
+    assert (
+        all(c.started < chunks.ended for c in docs.calls) and notes.calls[0].started >= chunks.ended
+    )
 
 
 @pytest.mark.parametrize(
@@ -116,11 +132,19 @@ async def test_a_streamed_run_equals_its_reference_and_claims_early(api: Api) ->
         ("x = docs.search('a')\nnotes.save(x)\ny = (\n", "rejected", "SyntaxError", 3),
     ],
 )
-async def test_errors_and_rejections_are_the_same(api: Api, source: str, status: str, error: str, line: int) -> None:
+async def test_errors_and_rejections_are_the_same(
+    api: Api, source: str, status: str, error: str, line: int
+) -> None:
     host, _, notes = make_host()
     result = await run_stream(api, host, Chunks(source))
-    assert (result.status, result.error and result.error.type, result.error and result.error.line) == (status, error, line)
-    assert observable(result) == observable(await run_source(api, make_host()[0], source, speculate=False))
+    assert (
+        result.status,
+        result.error and result.error.type,
+        result.error and result.error.line,
+    ) == (status, error, line)
+    assert observable(result) == observable(
+        await run_source(api, make_host()[0], source, speculate=False)
+    )
     assert len(notes.calls) == (1 if status == "error" else 0)
 
 
@@ -128,7 +152,10 @@ async def test_a_failing_stream_is_aborted_and_runs_nothing_unsafe(api: Api) -> 
     host, _, notes = make_host()
     result = await run_stream(api, host, Chunks(PROGRAM, size=40, fail=True))
     assert result.status == "aborted" and result.error is not None
-    assert (result.error.type, result.error.message) == ("ConnectionError", "the stream failed: model stream dropped")
+    assert (result.error.type, result.error.message) == (
+        "ConnectionError",
+        "the stream failed: model stream dropped",
+    )
     assert result.calls == () and notes.calls == []
 
 
@@ -137,7 +164,11 @@ async def test_a_stalled_stream_ends_at_idle_timeout(api: Api) -> None:
     host, _, notes = make_host()
     started = time.monotonic()
     result = await run_stream(api, host, Chunks(PROGRAM, size=40, stall=5.0), idle_timeout=0.3)
-    assert result.status == "aborted" and result.error is not None and result.error.type == "StreamTimeout"
+    assert (
+        result.status == "aborted"
+        and result.error is not None
+        and result.error.type == "StreamTimeout"
+    )
     assert time.monotonic() - started < 4.0  # not the 5 s stall
     assert notes.calls == []
 
@@ -146,11 +177,18 @@ async def test_a_stalled_stream_ends_at_idle_timeout(api: Api) -> None:
     ("chunks", "code", "error", "message"),
     [
         ("x = 1", None, TypeError, r"not a single str: pass \[text\] for one chunk"),
-        (42, None, TypeError, "expected an async or sync iterable of chunks or SDK events, not int"),
+        (
+            42,
+            None,
+            TypeError,
+            "expected an async or sync iterable of chunks or SDK events, not int",
+        ),
         (["x = 1\n"], "md", ValueError, "unknown code format 'md'"),
     ],
 )
-async def test_misuse_is_the_same_error_at_the_call(api: Api, chunks: object, code: object, error: type, message: str) -> None:
+async def test_misuse_is_the_same_error_at_the_call(
+    api: Api, chunks: object, code: object, error: type, message: str
+) -> None:
     host, _, _ = make_host()
     with pytest.raises(error, match=message):
         await run_stream(api, host, chunks, code=code)
@@ -194,42 +232,76 @@ async def test_a_closed_session_refuses_turns(api: Api) -> None:
 def sync_sdk_runs() -> dict[str, Any]:
     def chat_create(host: SyncHost, tool: CodeTool, model: FakeModel) -> Any:
         client = openai.OpenAI(api_key="k", http_client=model.sync_client())
-        stream = client.chat.completions.create(model="m", messages=[{"role": "user", "content": "go"}], tools=[tool.openai_chat()], stream=True)  # type: ignore[list-item]
+        stream = client.chat.completions.create(
+            model="m",
+            messages=[{"role": "user", "content": "go"}],
+            tools=[tool.openai_chat()],
+            stream=True,
+        )  # type: ignore[list-item]
         return host.run_stream(stream, code=tool.code)
 
     def chat_helper(host: SyncHost, tool: CodeTool, model: FakeModel) -> Any:
         client = openai.OpenAI(api_key="k", http_client=model.sync_client())
-        with client.chat.completions.stream(model="m", messages=[{"role": "user", "content": "go"}], tools=[tool.openai_chat()]) as stream:  # type: ignore[list-item]
+        with client.chat.completions.stream(
+            model="m", messages=[{"role": "user", "content": "go"}], tools=[tool.openai_chat()]
+        ) as stream:  # type: ignore[list-item]
             return host.run_stream(stream, code=tool.code)
 
     def responses_create(host: SyncHost, tool: CodeTool, model: FakeModel) -> Any:
         client = openai.OpenAI(api_key="k", http_client=model.sync_client())
-        stream = client.responses.create(model="m", input="go", tools=[tool.openai_responses()], stream=True)  # type: ignore[list-item]
+        stream = client.responses.create(
+            model="m", input="go", tools=[tool.openai_responses()], stream=True
+        )  # type: ignore[list-item]
         return host.run_stream(stream, code=tool.code)
 
     def responses_helper(host: SyncHost, tool: CodeTool, model: FakeModel) -> Any:
         client = openai.OpenAI(api_key="k", http_client=model.sync_client())
-        with client.responses.stream(model="m", input="go", tools=[tool.openai_responses()]) as stream:  # type: ignore[list-item]
+        with client.responses.stream(
+            model="m", input="go", tools=[tool.openai_responses()]
+        ) as stream:  # type: ignore[list-item]
             return host.run_stream(stream, code=tool.code)
 
     def messages_create(host: SyncHost, tool: CodeTool, model: FakeModel) -> Any:
         client = anthropic.Anthropic(api_key="k", http_client=model.sync_client())
-        stream = client.messages.create(model="m", max_tokens=9, messages=[{"role": "user", "content": "go"}], tools=[tool.anthropic()], stream=True)  # type: ignore[list-item]
+        stream = client.messages.create(
+            model="m",
+            max_tokens=9,
+            messages=[{"role": "user", "content": "go"}],
+            tools=[tool.anthropic()],
+            stream=True,
+        )  # type: ignore[list-item]
         return host.run_stream(stream, code=tool.code)
 
     def messages_helper(host: SyncHost, tool: CodeTool, model: FakeModel) -> Any:
         client = anthropic.Anthropic(api_key="k", http_client=model.sync_client())
-        with client.messages.stream(model="m", max_tokens=9, messages=[{"role": "user", "content": "go"}], tools=[tool.anthropic()]) as stream:  # type: ignore[list-item]
+        with client.messages.stream(
+            model="m",
+            max_tokens=9,
+            messages=[{"role": "user", "content": "go"}],
+            tools=[tool.anthropic()],
+        ) as stream:  # type: ignore[list-item]
             return host.run_stream(stream, code=tool.code)
 
-    return {f.__name__: f for f in (chat_create, chat_helper, responses_create, responses_helper, messages_create, messages_helper)}
+    return {
+        f.__name__: f
+        for f in (
+            chat_create,
+            chat_helper,
+            responses_create,
+            responses_helper,
+            messages_create,
+            messages_helper,
+        )
+    }
 
 
 @pytest.mark.parametrize("way", sorted(sync_sdk_runs()))
 def test_the_sync_sdk_streams_run_and_claim_early(way: str) -> None:
     host, _, notes = make_host()
     with SyncHost(host) as sync:
-        result = sync_sdk_runs()[way](sync, CodeTool(sync), FakeModel(PROGRAM, tokens_per_second=500))
+        result = sync_sdk_runs()[way](
+            sync, CodeTool(sync), FakeModel(PROGRAM, tokens_per_second=500)
+        )
         reference = sync.run_source(PROGRAM, speculate=False)
     assert result.status == "ok", result.error
     assert observable(result) == observable(reference)
@@ -361,7 +433,9 @@ def test_ctrl_c_ends_a_run_as_the_async_api_does(which: str) -> None:
             child.kill()
             child.wait()
     assert child.returncode == 0, err
-    assert out == "interrupted ['search cancelled', 'search started', 'stream closed'] children []\n"
+    assert (
+        out == "interrupted ['search cancelled', 'search started', 'stream closed'] children []\n"
+    )
     assert time.monotonic() - sent < 20
 
 
@@ -381,6 +455,8 @@ def test_a_sync_host_nobody_closed_stops_its_loop_when_dropped_and_at_exit() -> 
         "left = SyncHost(guest_factory=in_process_guest)\n"
         "print('exit', left.run_source('3').value)\n"
     )
-    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60, cwd=ROOT)
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=60, cwd=ROOT
+    )
     assert done.returncode == 0, done.stderr
     assert done.stdout == "dropped True\nexit 3\n"

@@ -105,7 +105,9 @@ class ScriptedGuest:
 class Scripted:
     calls: Sequence[Call]
 
-    async def __call__(self, capabilities: Mapping[str, Sequence[str]], limits: GuestLimits) -> ScriptedGuest:
+    async def __call__(
+        self, capabilities: Mapping[str, Sequence[str]], limits: GuestLimits
+    ) -> ScriptedGuest:
         return ScriptedGuest(self.calls)
 
 
@@ -129,12 +131,16 @@ def make_host(guest: Scripted | None = None, root: Workspace | None = None) -> H
     host.register("workspace", root if root is not None else SlowWorkspace.from_files(FILES))
     host.register(
         "store",
-        scripted_tool(put=Script(lambda key, value: None, effect=Effect.WRITE, version="1", latency=LATENCY)),
+        scripted_tool(
+            put=Script(lambda key, value: None, effect=Effect.WRITE, version="1", latency=LATENCY)
+        ),
     )
     return host
 
 
-async def both(source: str, guest: Scripted | None = None, policy: LanePolicy | None = None) -> RunResult:
+async def both(
+    source: str, guest: Scripted | None = None, policy: LanePolicy | None = None
+) -> RunResult:
     """Stream ``source``; run it sequentially on a twin Host; require equality."""
     host = make_host(guest)
     streamed = await host.run_stream(Stream(source), policy=policy)
@@ -157,7 +163,9 @@ def lanes(result: RunResult) -> list[tuple[str, object, str]]:
 
 
 def dispositions(result: RunResult, method: str) -> list[str | None]:
-    return [o.disposition for o in result.observations if o.method == method and o.lane == "speculative"]
+    return [
+        o.disposition for o in result.observations if o.method == method and o.lane == "speculative"
+    ]
 
 
 W, R = "write_text", "read_text"
@@ -184,13 +192,29 @@ def script(*calls: tuple[str, str, str] | tuple[str, str]) -> Scripted:
 async def test_an_equal_sequence_claims_every_write_and_every_read_on_its_layer() -> None:
     result = await both(PROGRAM + "\n")
     assert result.value == ["one", "two"]
-    assert lanes(result) == [(W, "a.txt", "layer"), (R, "a.txt", "layer"), (W, "b.txt", "layer"), (R, "b.txt", "layer"), (W, "c.txt", "layer")]
+    assert lanes(result) == [
+        (W, "a.txt", "layer"),
+        (R, "a.txt", "layer"),
+        (W, "b.txt", "layer"),
+        (R, "b.txt", "layer"),
+        (W, "c.txt", "layer"),
+    ]
     assert result.report.early_writes == 3 and result.report.discarded == 0
-    assert result.workspaces["workspace"].changes() == {"a.txt": b"one", "b.txt": b"two", "c.txt": b"three"}
+    assert result.workspaces["workspace"].changes() == {
+        "a.txt": b"one",
+        "b.txt": b"two",
+        "c.txt": b"three",
+    }
 
 
 async def test_a_differing_argument_discards_the_layer_from_that_write_on() -> None:
-    guest = script((W, "a.txt", "one"), (R, "a.txt"), (W, "b.txt", "OTHER"), (R, "b.txt"), (W, "c.txt", "three"))
+    guest = script(
+        (W, "a.txt", "one"),
+        (R, "a.txt"),
+        (W, "b.txt", "OTHER"),
+        (R, "b.txt"),
+        (W, "c.txt", "three"),
+    )
     result = await both(PROGRAM + "\n", guest)
     assert result.value == [None, "one", None, "OTHER", None]
     how = lanes(result)
@@ -202,7 +226,9 @@ async def test_a_differing_argument_discards_the_layer_from_that_write_on() -> N
 
 
 async def test_an_extra_write_discards_later_layers_but_keeps_reads_of_earlier_ones() -> None:
-    guest = script((W, "a.txt", "one"), (W, "z.txt", "extra"), (R, "a.txt"), (W, "b.txt", "two"), (R, "b.txt"))
+    guest = script(
+        (W, "a.txt", "one"), (W, "z.txt", "extra"), (R, "a.txt"), (W, "b.txt", "two"), (R, "b.txt")
+    )
     result = await both(PROGRAM + "\n", guest)
     assert result.value == [None, None, "one", None, "two"]
     how = lanes(result)
@@ -274,7 +300,11 @@ async def test_a_program_that_raises_after_a_write_keeps_only_what_it_reached() 
         ]
     )
     result = await both(source)
-    assert result.status == "error" and result.error is not None and result.error.type == "FileNotFoundError"
+    assert (
+        result.status == "error"
+        and result.error is not None
+        and result.error.type == "FileNotFoundError"
+    )
     assert result.workspaces["workspace"].changes() == {"a.txt": b"one"}
     assert dispositions(result, W) in (["claimed", "discarded"], ["claimed"])
 
@@ -283,7 +313,11 @@ async def test_a_program_that_raises_after_a_write_keeps_only_what_it_reached() 
 
 
 async def test_early_writes_run_before_the_stream_ends_and_non_branch_writes_never_do() -> None:
-    lines = ["workspace.write_text('a.txt', 'one')\n", "store.put('k', 'v')\n", "workspace.write_text('b.txt', 'two')\n"]
+    lines = [
+        "workspace.write_text('a.txt', 'one')\n",
+        "store.put('k', 'v')\n",
+        "workspace.write_text('b.txt', 'two')\n",
+    ]
     root = SignallingWorkspace.of(FILES)
     host = make_host(root=root)
 
@@ -297,8 +331,15 @@ async def test_early_writes_run_before_the_stream_ends_and_non_branch_writes_nev
     reference = await make_host().run_source("".join(lines), speculate=False)
     assert differences(reference, result) == []
     writes = [o for o in result.observations if o.method == W]
-    assert writes and writes[0].lane == "speculative" and writes[0].layer == 1 and writes[0].disposition == "claimed"
-    assert root.state_files() == {k: v.encode() for k, v in sorted(FILES.items())}, "it ran on a layer, not the root"
+    assert (
+        writes
+        and writes[0].lane == "speculative"
+        and writes[0].layer == 1
+        and writes[0].disposition == "claimed"
+    )
+    assert root.state_files() == {k: v.encode() for k, v in sorted(FILES.items())}, (
+        "it ran on a layer, not the root"
+    )
     assert not [o for o in result.observations if o.method == "put" and o.lane == "speculative"]
     assert lanes(result)[1] == ("put", "k", "direct")
 
@@ -309,7 +350,9 @@ async def test_the_policy_can_turn_branch_writes_off() -> None:
     assert all(how != "layer" for _, _, how in lanes(result) if _ == W)
 
 
-async def test_a_write_past_the_branch_limit_is_not_speculated_nor_any_after_it(monkeypatch: pytest.MonkeyPatch) -> None:
+async def test_a_write_past_the_branch_limit_is_not_speculated_nor_any_after_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     monkeypatch.setattr(workspace_module, "MAX_EARLY_BYTES", 10)
     source = "workspace.write_text('a.txt', 'small')\nworkspace.write_text('b.txt', 'much too large')\nworkspace.write_text('c.txt', 'x')\n"
     result = await both(source)
@@ -321,7 +364,11 @@ async def test_a_write_past_the_branch_limit_is_not_speculated_nor_any_after_it(
 
 
 def snapshot(directory: Path) -> dict[str, bytes]:
-    return {str(p.relative_to(directory)): p.read_bytes() for p in sorted(directory.rglob("*")) if p.is_file()}
+    return {
+        str(p.relative_to(directory)): p.read_bytes()
+        for p in sorted(directory.rglob("*"))
+        if p.is_file()
+    }
 
 
 @pytest.mark.parametrize("ending", ["syntax error", "stream fails"])
@@ -382,9 +429,13 @@ async def test_a_rejected_session_turn_never_lends_its_layer_reads_to_the_next_t
     same view id as turn 1's, so a carried read would be a wrong value."""
     host = make_host()
     async with host.session() as session:
-        first = await session.run_stream(Stream("workspace.write_text('a.txt', 'x')\nv = workspace.read_text('a.txt')\nv = (\n"))
+        first = await session.run_stream(
+            Stream("workspace.write_text('a.txt', 'x')\nv = workspace.read_text('a.txt')\nv = (\n")
+        )
         assert first.status == "rejected"
-        second = await session.run_stream(Stream("workspace.write_text('a.txt', 'y')\nworkspace.read_text('a.txt')\n"))
+        second = await session.run_stream(
+            Stream("workspace.write_text('a.txt', 'y')\nworkspace.read_text('a.txt')\n")
+        )
     assert second.status == "ok" and second.value == "y"
 
 
@@ -407,11 +458,23 @@ async def test_layer_work_is_traced_on_the_branch_lane_with_its_disposition() ->
     host.register("workspace", SlowWorkspace.from_files(FILES))
     result = await host.run_stream(Stream(PROGRAM + "\n"))
     provider.shutdown()
-    branch = [s for s in exporter.get_finished_spans() if s.attributes and s.attributes.get(A.LANE) == "branch"]
-    dispositions = {(str(s.attributes[A.GEN_AI_TOOL_NAME]), str(s.attributes.get(A.DISPOSITION))) for s in branch if s.attributes}
+    branch = [
+        s
+        for s in exporter.get_finished_spans()
+        if s.attributes and s.attributes.get(A.LANE) == "branch"
+    ]
+    dispositions = {
+        (str(s.attributes[A.GEN_AI_TOOL_NAME]), str(s.attributes.get(A.DISPOSITION)))
+        for s in branch
+        if s.attributes
+    }
     assert ("workspace.write_text", "claimed") in dispositions
     assert ("workspace.write_text", "discarded") in dispositions
-    assert result.report.discarded == sum(1 for o in result.observations if o.disposition == "discarded") >= 1
+    assert (
+        result.report.discarded
+        == sum(1 for o in result.observations if o.disposition == "discarded")
+        >= 1
+    )
     assert result.timeline is not None
     kinds = {bar.kind for bar in result.timeline.lane("speculative")}
     assert {"claimed", "discarded"} <= kinds
@@ -452,10 +515,16 @@ async def test_an_unknown_call_on_the_branch_ends_early_writes_for_the_run() -> 
     reference = await host().run_source(source, speculate=False)
     assert differences(reference, streamed) == []
     assert [how for _, _, how in lanes(streamed)] == ["layer", "direct", "direct"]
-    assert streamed.workspaces["workspace"].changes() == {"a.txt": b"one", "b.txt": b"touched", "c.txt": b"two"}
+    assert streamed.workspaces["workspace"].changes() == {
+        "a.txt": b"one",
+        "b.txt": b"touched",
+        "c.txt": b"two",
+    }
 
 
-async def test_a_loop_body_write_runs_before_the_loop_is_accepted_and_a_break_retracts_the_rest() -> None:
+async def test_a_loop_body_write_runs_before_the_loop_is_accepted_and_a_break_retracts_the_rest() -> (
+    None
+):
     """Both iterations' writes run on the layer while the body is still streaming (the
     stream waits for them); the ``break`` that follows withdraws the second one, and the
     write after the loop runs on the state the first left."""

@@ -33,7 +33,9 @@ scalars = st.one_of(
     st.integers(min_value=10**300, max_value=10**1000),
     st.floats(allow_nan=True, allow_infinity=True),
     st.sampled_from([-0.0, math.nan, math.inf]),
-    st.sampled_from([MAX_INT_DIGITS - 1, MAX_INT_DIGITS]).map(lambda digits: 10**digits),  # the last int that crosses, the first that does not
+    st.sampled_from([MAX_INT_DIGITS - 1, MAX_INT_DIGITS]).map(
+        lambda digits: 10**digits
+    ),  # the last int that crosses, the first that does not
     st.text(),
     st.sampled_from(["\ud800", "a\udfffb", "\x00", "\U0010ffff"]),
     st.binary(max_size=8),
@@ -41,7 +43,9 @@ scalars = st.one_of(
 plain = st.recursive(
     scalars,
     lambda inner: st.one_of(
-        st.lists(inner, max_size=4), st.lists(inner, max_size=4).map(tuple), st.dictionaries(st.text(max_size=3), inner, max_size=4)
+        st.lists(inner, max_size=4),
+        st.lists(inner, max_size=4).map(tuple),
+        st.dictionaries(st.text(max_size=3), inner, max_size=4),
     ),
     max_leaves=12,
 )
@@ -49,10 +53,31 @@ plain = st.recursive(
 
 json_like = st.recursive(
     st.one_of(
-        st.none(), st.booleans(), st.integers(), st.floats(allow_nan=False), st.text(max_size=3),
-        st.sampled_from(["i", "s", "t", "d", "f", "n", "1_0", " 7", "x", "\u0661", "-0", "9" * (MAX_INT_DIGITS + 1)]),
+        st.none(),
+        st.booleans(),
+        st.integers(),
+        st.floats(allow_nan=False),
+        st.text(max_size=3),
+        st.sampled_from(
+            [
+                "i",
+                "s",
+                "t",
+                "d",
+                "f",
+                "n",
+                "1_0",
+                " 7",
+                "x",
+                "\u0661",
+                "-0",
+                "9" * (MAX_INT_DIGITS + 1),
+            ]
+        ),
     ),
-    lambda inner: st.one_of(st.lists(inner, max_size=3), st.dictionaries(st.text(max_size=2), inner, max_size=2)),
+    lambda inner: st.one_of(
+        st.lists(inner, max_size=3), st.dictionaries(st.text(max_size=2), inner, max_size=2)
+    ),
     max_leaves=8,
 )
 """What ``json.loads`` can hand the decoder: anything, tag-like strings included."""
@@ -71,7 +96,13 @@ def reference_arguments(tagged_args: object, tagged_kwargs: object) -> tuple[obj
 
 
 @settings(max_examples=500, deadline=None)
-@given(st.one_of(st.text(max_size=30), st.text(max_size=30).map(lambda t: "{" + t), st.builds(json.dumps, json_like).map(lambda t: "{" + t)))
+@given(
+    st.one_of(
+        st.text(max_size=30),
+        st.text(max_size=30).map(lambda t: "{" + t),
+        st.builds(json.dumps, json_like).map(lambda t: "{" + t),
+    )
+)
 @example('{"a": 1}')
 @example('{"a": 1}  ')
 @example('{"a": 1} x')
@@ -84,8 +115,12 @@ def test_the_scanner_decodes_any_text_as_json_loads(text: str) -> None:
 
 
 @settings(max_examples=500, deadline=None)
-@given(st.lists(plain, max_size=4).map(tuple), st.dictionaries(st.text(max_size=3), plain, max_size=2))
-def test_valid_call_arguments_decode_as_from_tagged(args: tuple[object, ...], kwargs: dict[str, object]) -> None:
+@given(
+    st.lists(plain, max_size=4).map(tuple), st.dictionaries(st.text(max_size=3), plain, max_size=2)
+)
+def test_valid_call_arguments_decode_as_from_tagged(
+    args: tuple[object, ...], kwargs: dict[str, object]
+) -> None:
     try:
         tagged = (to_tagged(args), to_tagged(kwargs))
     except NotPlain:
@@ -96,7 +131,9 @@ def test_valid_call_arguments_decode_as_from_tagged(args: tuple[object, ...], kw
 @settings(max_examples=800, deadline=None)
 @given(
     st.one_of(json_like, st.lists(json_like, max_size=3).map(lambda body: ["t", body])),
-    st.one_of(st.just(["d", []]), json_like, st.lists(json_like, max_size=2).map(lambda body: ["d", body])),
+    st.one_of(
+        st.just(["d", []]), json_like, st.lists(json_like, max_size=2).map(lambda body: ["d", body])
+    ),
 )
 @example(["t", [["i", "7"], ["s", "a"]]], ["d", []])
 @example(["t", [["i", "x"]]], ["d", []])
@@ -107,8 +144,12 @@ def test_valid_call_arguments_decode_as_from_tagged(args: tuple[object, ...], kw
 @example(["t", []], ["d", [[["s", "k"], ["i", "1"]]]])
 @example(["t", [], 3], ["d", []])
 @example(["l", []], ["d", []])
-def test_any_tagged_arguments_decode_as_from_tagged(tagged_args: object, tagged_kwargs: object) -> None:
-    assert outcome(_arguments, tagged_args, tagged_kwargs) == outcome(reference_arguments, tagged_args, tagged_kwargs)
+def test_any_tagged_arguments_decode_as_from_tagged(
+    tagged_args: object, tagged_kwargs: object
+) -> None:
+    assert outcome(_arguments, tagged_args, tagged_kwargs) == outcome(
+        reference_arguments, tagged_args, tagged_kwargs
+    )
 
 
 def reference_owned(args: tuple[object, ...], kwargs: dict[str, object]) -> tuple[object, ...]:
@@ -119,12 +160,17 @@ def reference_owned(args: tuple[object, ...], kwargs: dict[str, object]) -> tupl
 
 
 @settings(max_examples=500, deadline=None)
-@given(st.one_of(st.lists(scalars, max_size=4), st.lists(plain, max_size=3)).map(tuple), st.sampled_from([{}, {"k": 1}]))
+@given(
+    st.one_of(st.lists(scalars, max_size=4), st.lists(plain, max_size=3)).map(tuple),
+    st.sampled_from([{}, {"k": 1}]),
+)
 @example((1, "\ud800", 10 ** (MAX_INT_DIGITS + 1)), {})
 @example((10 ** (MAX_INT_DIGITS + 1), "\ud800"), {})
 @example((1, object()), {})
 @example((True, None, -0.0, math.nan, b"\x00"), {})
-def test_scalar_arguments_are_owned_as_own_owns_them(args: tuple[object, ...], kwargs: dict[str, object]) -> None:
+def test_scalar_arguments_are_owned_as_own_owns_them(
+    args: tuple[object, ...], kwargs: dict[str, object]
+) -> None:
     def fast() -> tuple[object, ...]:
         return owned_arguments("c", "m", args, kwargs)
 
@@ -145,10 +191,26 @@ def test_scalar_arguments_are_owned_as_own_owns_them(args: tuple[object, ...], k
 @pytest.mark.parametrize("limit", [_crossing.MAX_RESULT_CHARS, 100, 10])
 @pytest.mark.parametrize(
     "raw",
-    [None, True, False, 0, -1, 10**200, 10**MAX_INT_DIGITS - 1, 10**MAX_INT_DIGITS, -(10**5000), 1.5, -0.0, math.nan, math.inf],
-    ids=lambda raw: f"{type(raw).__name__}-{len(str(abs(raw))) if type(raw) is int and raw > 10**9 else raw}"
-    if type(raw) is not int or abs(raw) < 10**4000
-    else "int-huge",
+    [
+        None,
+        True,
+        False,
+        0,
+        -1,
+        10**200,
+        10**MAX_INT_DIGITS - 1,
+        10**MAX_INT_DIGITS,
+        -(10**5000),
+        1.5,
+        -0.0,
+        math.nan,
+        math.inf,
+    ],
+    ids=lambda raw: (
+        f"{type(raw).__name__}-{len(str(abs(raw))) if type(raw) is int and raw > 10**9 else raw}"
+        if type(raw) is not int or abs(raw) < 10**4000
+        else "int-huge"
+    ),
 )
 def test_a_scalar_result_is_checked_as_the_one_walk_checks_it(
     raw: object, limit: int, monkeypatch: pytest.MonkeyPatch

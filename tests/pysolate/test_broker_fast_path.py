@@ -45,7 +45,13 @@ scalars = st.one_of(
     st.sampled_from(["\ud800", "a\udfffb", "\x00", "\U0010ffff"]),
     st.binary(max_size=8),
 )
-keys = st.one_of(st.none(), st.booleans(), st.integers(), st.text(max_size=4), st.tuples(st.integers(), st.text(max_size=2)))
+keys = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(),
+    st.text(max_size=4),
+    st.tuples(st.integers(), st.text(max_size=2)),
+)
 plain = st.recursive(
     scalars,
     lambda inner: st.one_of(
@@ -62,7 +68,13 @@ def containers(value: object) -> list[object]:
     found: list[object] = []
     if isinstance(value, list | dict):
         found.append(value)
-    items = value.items() if isinstance(value, dict) else value if isinstance(value, list | tuple) else ()
+    items = (
+        value.items()
+        if isinstance(value, dict)
+        else value
+        if isinstance(value, list | tuple)
+        else ()
+    )
     for item in items:
         found += containers(item)
     return found
@@ -88,7 +100,14 @@ def test_own_is_a_fresh_copy_and_the_tagged_form_in_one_walk(value: object) -> N
 
 @pytest.mark.parametrize(
     "value",
-    [object(), [1, {2, 3}], {"a": bytearray(b"x")}, (1, [True, 1.5j]), {(): [frozenset()]}, True.__class__.__mro__],
+    [
+        object(),
+        [1, {2, 3}],
+        {"a": bytearray(b"x")},
+        (1, [True, 1.5j]),
+        {(): [frozenset()]},
+        True.__class__.__mro__,
+    ],
 )
 def test_own_refuses_what_to_tagged_refuses_with_the_same_message(value: object) -> None:
     with pytest.raises(NotPlain) as expected:
@@ -124,22 +143,49 @@ def fast_decode(payload: bytes) -> object:
 
 
 @settings(max_examples=500, deadline=None)
-@given(st.one_of(st.binary(max_size=24), st.binary(max_size=24).map(lambda b: b"{" + b), st.sampled_from(
-    [b"{", b"{}", b'{"a":1}', b"{\x00\x00\x00", b'{"\xed\xa0\x80":1}', "{\ufeff}".encode(), b"\xef\xbb\xbf{}", b"{\xff}"]
-)))
+@given(
+    st.one_of(
+        st.binary(max_size=24),
+        st.binary(max_size=24).map(lambda b: b"{" + b),
+        st.sampled_from(
+            [
+                b"{",
+                b"{}",
+                b'{"a":1}',
+                b"{\x00\x00\x00",
+                b'{"\xed\xa0\x80":1}',
+                "{\ufeff}".encode(),
+                b"\xef\xbb\xbf{}",
+                b"{\xff}",
+            ]
+        ),
+    )
+)
 def test_frame_text_fast_path_decodes_any_bytes_as_json_loads_does(payload: bytes) -> None:
     got, expected = fast_decode(payload), reference_decode(payload)
     assert repr(got) == repr(expected)
 
 
 @settings(max_examples=300, deadline=None)
-@given(st.lists(plain, max_size=3).map(tuple), st.dictionaries(st.text(max_size=3), plain, max_size=3))
-def test_a_call_frame_round_trips_every_plain_value(args: tuple[object, ...], kwargs: dict[str, object]) -> None:
+@given(
+    st.lists(plain, max_size=3).map(tuple), st.dictionaries(st.text(max_size=3), plain, max_size=3)
+)
+def test_a_call_frame_round_trips_every_plain_value(
+    args: tuple[object, ...], kwargs: dict[str, object]
+) -> None:
     try:
         to_tagged((args, kwargs))
     except NotPlain:
         assume(False)  # cannot cross: the Guest refuses it before it is framed
-    frame = encode_frame({"t": "call", "capability": "c", "method": "m", "args": to_tagged(args), "kwargs": to_tagged(kwargs)})
+    frame = encode_frame(
+        {
+            "t": "call",
+            "capability": "c",
+            "method": "m",
+            "args": to_tagged(args),
+            "kwargs": to_tagged(kwargs),
+        }
+    )
     call = parse_guest_frame(frame[4:])
     assert not isinstance(call, ProtocolViolation)
     assert repr((call.args, call.kwargs)) == repr((args, kwargs))  # type: ignore[union-attr]
@@ -256,19 +302,27 @@ async def test_the_callers_cancellation_reaches_a_suspended_tool(anyio_backend: 
 
 
 json_like = st.recursive(
-    st.one_of(st.none(), st.booleans(), st.integers(), st.floats(allow_nan=False), st.text(max_size=3)),
-    lambda inner: st.one_of(st.lists(inner, max_size=3), st.dictionaries(st.text(max_size=3), inner, max_size=3)),
+    st.one_of(
+        st.none(), st.booleans(), st.integers(), st.floats(allow_nan=False), st.text(max_size=3)
+    ),
+    lambda inner: st.one_of(
+        st.lists(inner, max_size=3), st.dictionaries(st.text(max_size=3), inner, max_size=3)
+    ),
     max_leaves=6,
 )
 field_values = st.one_of(
-    json_like, st.sampled_from(["call", "ready", "done", "x" * 200, "x" * 201, "tools"]), st.lists(json_like, max_size=2)
+    json_like,
+    st.sampled_from(["call", "ready", "done", "x" * 200, "x" * 201, "tools"]),
+    st.lists(json_like, max_size=2),
 )
 
 
 @settings(max_examples=600, deadline=None)
 @given(
     st.dictionaries(
-        st.sampled_from(["t", "capability", "method", "args", "kwargs", "extra"]), field_values, min_size=4
+        st.sampled_from(["t", "capability", "method", "args", "kwargs", "extra"]),
+        field_values,
+        min_size=4,
     ).map(lambda d: {**d, "t": "call"} if len(d) % 2 else d)
 )
 @example({"t": "call", "capability": "c", "method": "m", "args": ["t", []], "kwargs": ["d", []]})
@@ -299,7 +353,11 @@ def reference_parse(payload: bytes) -> str:
         args, kwargs = from_tagged(frame.args), from_tagged(frame.kwargs)
     except (ValueError, RecursionError):
         return "violation"
-    if type(args) is not tuple or type(kwargs) is not dict or any(type(k) is not str for k in kwargs):
+    if (
+        type(args) is not tuple
+        or type(kwargs) is not dict
+        or any(type(k) is not str for k in kwargs)
+    ):
         return "violation"
     return repr(Call(frame.capability, frame.method, args, kwargs))
 
@@ -319,12 +377,33 @@ def to_tagged_or_none(value: object) -> object:
         return ["n"]
 
 
-names = st.one_of(st.sampled_from(["tools", "echo", "", "a" * 200, "a" * 201, "é", "a b", 'a"', "a\\"]), st.text(max_size=6))
+names = st.one_of(
+    st.sampled_from(["tools", "echo", "", "a" * 200, "a" * 201, "é", "a b", 'a"', "a\\"]),
+    st.text(max_size=6),
+)
 int_bodies = st.one_of(
     st.integers().map(str),
-    st.sampled_from(["-0", "007", "+1", " 1", "1_0", "", "-", "1e3", "٣", "9" * 4300, "9" * 4301, "-" + "9" * 4301]),
+    st.sampled_from(
+        [
+            "-0",
+            "007",
+            "+1",
+            " 1",
+            "1_0",
+            "",
+            "-",
+            "1e3",
+            "٣",
+            "9" * 4300,
+            "9" * 4301,
+            "-" + "9" * 4301,
+        ]
+    ),
 )
-str_bodies = st.one_of(st.text(max_size=6), st.sampled_from(["\ud800", "a\udfffb", '"', "\\", "\x00", "\x1f", "\x7f", "\u2028"]))
+str_bodies = st.one_of(
+    st.text(max_size=6),
+    st.sampled_from(["\ud800", "a\udfffb", '"', "\\", "\x00", "\x1f", "\x7f", "\u2028"]),
+)
 items = st.one_of(
     int_bodies.map(lambda body: ["i", body]),
     str_bodies.map(lambda body: ["s", body]),
@@ -342,28 +421,74 @@ def frame_bytes(message: dict[str, object], ascii_only: bool) -> bytes:
     capability=names,
     method=names,
     args=st.lists(items, max_size=4),
-    kwargs=st.one_of(st.just([]), st.lists(st.tuples(str_bodies, items).map(lambda p: [["s", p[0]], p[1]]), max_size=2)),
+    kwargs=st.one_of(
+        st.just([]),
+        st.lists(st.tuples(str_bodies, items).map(lambda p: [["s", p[0]], p[1]]), max_size=2),
+    ),
     ascii_only=st.booleans(),
     cut=st.integers(min_value=0, max_value=3),
 )
 @example(capability="tools", method="echo", args=[["i", "7"]], kwargs=[], ascii_only=False, cut=0)
 @example(capability="a" * 201, method="echo", args=[], kwargs=[], ascii_only=False, cut=0)
 @example(capability="tools", method="a" * 201, args=[], kwargs=[], ascii_only=False, cut=0)
-@example(capability="tools", method="echo", args=[["i", "9" * 4301], ["s", "\ud800"]], kwargs=[], ascii_only=False, cut=0)
+@example(
+    capability="tools",
+    method="echo",
+    args=[["i", "9" * 4301], ["s", "\ud800"]],
+    kwargs=[],
+    ascii_only=False,
+    cut=0,
+)
 def test_the_common_call_shortcut_parses_as_the_general_path(
-    capability: str, method: str, args: list[object], kwargs: list[object], ascii_only: bool, cut: int
+    capability: str,
+    method: str,
+    args: list[object],
+    kwargs: list[object],
+    ascii_only: bool,
+    cut: int,
 ) -> None:
-    payload = frame_bytes({"t": "call", "capability": capability, "method": method, "args": ["t", args], "kwargs": ["d", kwargs]}, ascii_only)
+    payload = frame_bytes(
+        {
+            "t": "call",
+            "capability": capability,
+            "method": method,
+            "args": ["t", args],
+            "kwargs": ["d", kwargs],
+        },
+        ascii_only,
+    )
     # Near misses too: a byte dropped, an extra field, whitespace.
-    payload = [payload, payload[:-2] + payload[-1:], payload[:-1] + b',"x":1}', payload.replace(b",", b", ", 1)][cut]
+    payload = [
+        payload,
+        payload[:-2] + payload[-1:],
+        payload[:-1] + b',"x":1}',
+        payload.replace(b",", b", ", 1),
+    ][cut]
     assert parsed(payload) == reference_parse(payload)
 
 
 @settings(max_examples=300, deadline=None)
-@given(st.lists(st.one_of(st.integers(min_value=-(10**100), max_value=10**100), st.text(max_size=5)), max_size=4).map(tuple))
-def test_the_guests_own_frames_of_ints_and_plain_strs_take_the_shortcut(args: tuple[object, ...]) -> None:
+@given(
+    st.lists(
+        st.one_of(st.integers(min_value=-(10**100), max_value=10**100), st.text(max_size=5)),
+        max_size=4,
+    ).map(tuple)
+)
+def test_the_guests_own_frames_of_ints_and_plain_strs_take_the_shortcut(
+    args: tuple[object, ...],
+) -> None:
     """The shortcut is taken for what the child writes for such calls (else it saves nothing)."""
-    assume(all(not isinstance(a, str) or not any(c in '"\\' or c < " " for c in a) for a in args))  # escaped in JSON
-    frame = encode_frame({"t": "call", "capability": "tools", "method": "echo", "args": to_tagged(args), "kwargs": to_tagged({})})
+    assume(
+        all(not isinstance(a, str) or not any(c in '"\\' or c < " " for c in a) for a in args)
+    )  # escaped in JSON
+    frame = encode_frame(
+        {
+            "t": "call",
+            "capability": "tools",
+            "method": "echo",
+            "args": to_tagged(args),
+            "kwargs": to_tagged({}),
+        }
+    )
     call = _common_call(frame[4:])
     assert call is not None and repr(call) == repr(Call("tools", "echo", args, {}))

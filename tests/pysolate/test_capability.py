@@ -26,8 +26,18 @@ def test_declarations_are_read_with_defaults_and_kind() -> None:
     methods = capability_methods(Docs())
     assert set(methods) == {"search", "note"}
     search, note = methods["search"], methods["note"]
-    assert (search.effect, search.version, search.cost, search.is_async) == (Effect.PURE, "2", 0.5, True)
-    assert (note.effect, note.version, note.cost, note.is_async) == (Effect.UNKNOWN, "0", None, False)
+    assert (search.effect, search.version, search.cost, search.is_async) == (
+        Effect.PURE,
+        "2",
+        0.5,
+        True,
+    )
+    assert (note.effect, note.version, note.cost, note.is_async) == (
+        Effect.UNKNOWN,
+        "0",
+        None,
+        False,
+    )
     assert list(search.signature.parameters) == ["query", "limit"]  # no self
 
 
@@ -75,7 +85,9 @@ def test_bad_declarations_are_refused(bad: dict[str, object]) -> None:
         ({"readOnlyHint": "yes"}, Effect.WRITE),  # only a real true counts
     ],
 )
-def test_mcp_hints_map_to_a_proposed_effect(annotations: dict[str, object] | None, proposed: Effect) -> None:
+def test_mcp_hints_map_to_a_proposed_effect(
+    annotations: dict[str, object] | None, proposed: Effect
+) -> None:
     assert propose_effect(annotations).effect is proposed
 
 
@@ -111,7 +123,12 @@ def test_method_specs_list_effect_and_version() -> None:
 def test_positional_keyword_and_default_spellings_bind_to_one_key() -> None:
     host = Host()
     host.register("docs", Docs())
-    spellings: list[tuple[tuple[object, ...], dict[str, object]]] = [(("a",), {}), ((), {"query": "a"}), (("a", 3), {}), (("a",), {"limit": 3})]
+    spellings: list[tuple[tuple[object, ...], dict[str, object]]] = [
+        (("a",), {}),
+        ((), {"query": "a"}),
+        (("a", 3), {}),
+        (("a",), {"limit": 3}),
+    ]
     keys = {host.root_key(host.bind("docs", "search", a, k)) for a, k in spellings}
     assert len(keys) == 1
     (key,) = keys

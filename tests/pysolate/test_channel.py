@@ -39,7 +39,9 @@ def echo(peer: socket.socket, rounds: int) -> None:
 
 
 @pytest.mark.parametrize("anyio_backend", ["asyncio", "trio"])
-async def test_frames_arrive_whole_and_in_order(anyio_backend: str, pair: tuple[socket.socket, socket.socket]) -> None:
+async def test_frames_arrive_whole_and_in_order(
+    anyio_backend: str, pair: tuple[socket.socket, socket.socket]
+) -> None:
     host, peer = pair
     channel = Channel(host, max_frame_bytes=1 << 20)
     big = b"x" * (200 * 1024)  # more than one read
@@ -83,7 +85,9 @@ async def test_a_waiting_receive_resumes_in_the_iteration_that_read_its_frame(
 
 
 @pytest.mark.parametrize("anyio_backend", ["asyncio", "trio"])
-async def test_a_cancelled_receive_leaves_the_channel_usable(anyio_backend: str, pair: tuple[socket.socket, socket.socket]) -> None:
+async def test_a_cancelled_receive_leaves_the_channel_usable(
+    anyio_backend: str, pair: tuple[socket.socket, socket.socket]
+) -> None:
     host, peer = pair
     channel = Channel(host, max_frame_bytes=1 << 20)
     with anyio.move_on_after(0.02) as scope:
@@ -114,7 +118,9 @@ async def test_task_cancel_reaches_a_waiting_receive_with_its_message(
 
 
 @pytest.mark.parametrize("anyio_backend", ["asyncio", "trio"])
-async def test_the_peer_hanging_up_mid_wait_is_channel_closed(anyio_backend: str, pair: tuple[socket.socket, socket.socket]) -> None:
+async def test_the_peer_hanging_up_mid_wait_is_channel_closed(
+    anyio_backend: str, pair: tuple[socket.socket, socket.socket]
+) -> None:
     host, peer = pair
     channel = Channel(host, max_frame_bytes=1 << 20)
     peer.sendall(frame(b"whole")[:3])

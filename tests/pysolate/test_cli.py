@@ -98,7 +98,9 @@ def test_demo_json_reports_equal_results_and_writes_the_timeline(tmp_path: Path)
     assert {"lane-stream", "lane-speculative", "lane-guest", "lane-claims"} <= lanes(svg)
     texts, drawn, _ = _shapes(svg.read_text())
     story = re.compile(r"\d+\.\d s → \d+\.\d s, \d+\.\d\u00d7 (faster|slower), results identical")
-    assert any(story.fullmatch(label) for label, _ in texts)  # the headline, e.g. 10.5 s → 7.0 s, ...
+    assert any(
+        story.fullmatch(label) for label, _ in texts
+    )  # the headline, e.g. 10.5 s → 7.0 s, ...
     for label, box in texts:  # the real run's picture: no label on a bar or a line
         assert not [kind for kind, shape in drawn if box.overlaps(shape)], label
 
@@ -267,7 +269,16 @@ state and asyncio tasks on SIGUSR2."""
 def test_ctrl_c_stops_the_run_and_exits_130() -> None:
     """SIGINT mid-stream: the run is cancelled (not left streaming), one line, status 130."""
     slow = subprocess.Popen(
-        [sys.executable, "-X", "faulthandler", "-c", _DEMO_AS_FROM_A_TERMINAL, "demo", "--speed", "0.05"],
+        [
+            sys.executable,
+            "-X",
+            "faulthandler",
+            "-c",
+            _DEMO_AS_FROM_A_TERMINAL,
+            "demo",
+            "--speed",
+            "0.05",
+        ],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,

@@ -85,7 +85,10 @@ def test_description_lists_every_callable_with_signature_effect_and_docstring() 
     ) in text
     assert text.endswith("- notes.save(items: list[str]) -> int  [changes something]")
     assert "- now() -> float  [reads live data]\n    The current time, in seconds." in text
-    assert "Variables, functions and imports persist" in CodeTool(make_host(), persistent=True).description()
+    assert (
+        "Variables, functions and imports persist"
+        in CodeTool(make_host(), persistent=True).description()
+    )
     assert "can call" not in CodeTool(Host(guest_factory=in_process_guest)).description()
 
 
@@ -94,7 +97,12 @@ def test_definitions_are_valid_values_of_each_sdks_tool_type() -> None:
     check(ChatCompletionFunctionToolParam, tool.openai_chat())
     check(FunctionToolParam, tool.openai_responses())
     check(ToolParam, tool.anthropic())
-    assert tool.openai_chat()["function"]["name"] == tool.openai_responses()["name"] == tool.anthropic()["name"] == "python"
+    assert (
+        tool.openai_chat()["function"]["name"]
+        == tool.openai_responses()["name"]
+        == tool.anthropic()["name"]
+        == "python"
+    )
     schema = tool.anthropic()["input_schema"]
     assert schema["required"] == ["source"] and schema["properties"]["source"]["type"] == "string"
     assert tool.code.tool == "python" and tool.code.argument == "source"
@@ -132,7 +140,10 @@ async def test_result_text_says_value_output_and_what_may_have_changed() -> None
         raise ConnectionError("dropped")
 
     aborted = await host.run_stream(dropped())
-    assert result_text(aborted) == "The code was stopped (aborted): ConnectionError: the stream failed: dropped"
+    assert (
+        result_text(aborted)
+        == "The code was stopped (aborted): ConnectionError: the stream failed: dropped"
+    )
     assert result_text(RunResult(status=RunStatus.ABORTED, guest_status="limit")) == (
         "The code was stopped (limit): no error information"
     )
@@ -149,7 +160,9 @@ def test_result_text_cuts_long_values_and_output_saying_so() -> None:
 async def test_a_forgotten_await_is_a_type_error_naming_it() -> None:
     pending = make_host().run_source("1")
     try:
-        with pytest.raises(TypeError, match=r"un-awaited coroutine: await it \(result = await host.run_stream"):
+        with pytest.raises(
+            TypeError, match=r"un-awaited coroutine: await it \(result = await host.run_stream"
+        ):
             result_text(pending)  # type: ignore[arg-type]
         with pytest.raises(TypeError, match="un-awaited coroutine"):
             CodeTool(make_host()).openai_chat_reply(chat_completion([]), pending)  # type: ignore[arg-type]
@@ -160,12 +173,23 @@ async def test_a_forgotten_await_is_a_type_error_naming_it() -> None:
 # -- replies, from the SDKs' response models --------------------------------------------------------
 
 
-def chat_completion(calls: list[tuple[str, str, str]], content: str | None = "Let me look.") -> ChatCompletion:
-    tool_calls = [{"id": i, "type": "function", "function": {"name": n, "arguments": a}} for i, n, a in calls]
+def chat_completion(
+    calls: list[tuple[str, str, str]], content: str | None = "Let me look."
+) -> ChatCompletion:
+    tool_calls = [
+        {"id": i, "type": "function", "function": {"name": n, "arguments": a}} for i, n, a in calls
+    ]
     message = {"role": "assistant", "content": content, "tool_calls": tool_calls or None}
     return ChatCompletion.model_validate(
-        {"id": "c", "object": "chat.completion", "created": 0, "model": "m",
-         "choices": [{"index": 0, "message": message, "finish_reason": "tool_calls" if calls else "stop"}]}
+        {
+            "id": "c",
+            "object": "chat.completion",
+            "created": 0,
+            "model": "m",
+            "choices": [
+                {"index": 0, "message": message, "finish_reason": "tool_calls" if calls else "stop"}
+            ],
+        }
     )
 
 
@@ -173,16 +197,43 @@ def anthropic_message(uses: list[tuple[str, str, dict[str, Any]]]) -> Message:
     content: list[dict[str, Any]] = [{"type": "text", "text": "Let me look.", "citations": None}]
     content += [{"type": "tool_use", "id": i, "name": n, "input": a} for i, n, a in uses]
     return Message.model_validate(
-        {"id": "m", "type": "message", "role": "assistant", "model": "m", "content": content,
-         "stop_reason": "tool_use", "stop_sequence": None, "usage": {"input_tokens": 1, "output_tokens": 1}}
+        {
+            "id": "m",
+            "type": "message",
+            "role": "assistant",
+            "model": "m",
+            "content": content,
+            "stop_reason": "tool_use",
+            "stop_sequence": None,
+            "usage": {"input_tokens": 1, "output_tokens": 1},
+        }
     )
 
 
 def responses_response(calls: list[tuple[str, str, str]]) -> Response:
-    output = [{"type": "function_call", "id": f"fc_{i}", "call_id": i, "name": n, "arguments": a, "status": "completed"} for i, n, a in calls]
+    output = [
+        {
+            "type": "function_call",
+            "id": f"fc_{i}",
+            "call_id": i,
+            "name": n,
+            "arguments": a,
+            "status": "completed",
+        }
+        for i, n, a in calls
+    ]
     return Response.model_validate(
-        {"id": "r", "object": "response", "created_at": 0, "model": "m", "status": "completed", "output": output,
-         "parallel_tool_calls": True, "tool_choice": "auto", "tools": []}
+        {
+            "id": "r",
+            "object": "response",
+            "created_at": 0,
+            "model": "m",
+            "status": "completed",
+            "output": output,
+            "parallel_tool_calls": True,
+            "tool_choice": "auto",
+            "tools": [],
+        }
     )
 
 
@@ -195,7 +246,9 @@ async def test_replies_are_valid_params_and_answer_every_call_of_the_tool() -> N
     chat = tool.openai_chat_reply(chat_completion(calls), result)
     check(list[ChatCompletionMessageParam], chat)
     assert [m["role"] for m in chat] == ["assistant", "tool", "tool"]
-    assert [c["id"] for c in chat[0]["tool_calls"]] == ["c1", "c2", "c3"] and chat[0]["content"] == "Let me look."
+    assert [c["id"] for c in chat[0]["tool_calls"]] == ["c1", "c2", "c3"] and chat[0][
+        "content"
+    ] == "Let me look."
     assert chat[1] == {"role": "tool", "tool_call_id": "c1", "content": result_text(result)}
     assert chat[2] == {"role": "tool", "tool_call_id": "c3", "content": tool.not_run_text()}
     assert tool.not_run_text().startswith("Not run: only the first run_code call of a reply runs.")
@@ -204,7 +257,12 @@ async def test_replies_are_valid_params_and_answer_every_call_of_the_tool() -> N
     turn = tool.anthropic_reply(anthropic_message(uses), result)
     check(list[MessageParam], turn)
     assert turn[0]["content"][0] == {"type": "text", "text": "Let me look."}
-    assert turn[0]["content"][1] == {"type": "tool_use", "id": "t1", "name": "run_code", "input": {"code": PROGRAM}}
+    assert turn[0]["content"][1] == {
+        "type": "tool_use",
+        "id": "t1",
+        "name": "run_code",
+        "input": {"code": PROGRAM},
+    }
     assert turn[1] == {"role": "user", "content": [
         {"type": "tool_result", "tool_use_id": "t1", "content": result_text(result), "is_error": False},
         {"type": "tool_result", "tool_use_id": "t2", "content": tool.not_run_text(), "is_error": True},
@@ -223,7 +281,9 @@ async def test_replies_are_valid_params_and_answer_every_call_of_the_tool() -> N
 async def test_a_failed_run_is_an_error_result_for_anthropic() -> None:
     host = make_host()
     result = await host.run_source("1 / 0\n", speculate=False)
-    (_, user) = CodeTool(host).anthropic_reply(anthropic_message([("t1", "run_code", {"code": "1 / 0\n"})]), result)
+    (_, user) = CodeTool(host).anthropic_reply(
+        anthropic_message([("t1", "run_code", {"code": "1 / 0\n"})]), result
+    )
     assert user["content"][0]["is_error"] is True
     assert user["content"][0]["content"].startswith("The code raised at line 1: ZeroDivisionError")
 
@@ -236,9 +296,13 @@ async def test_no_call_of_the_tool_is_no_reply_and_the_wrong_result_is_refused()
     assert tool.anthropic_reply(anthropic_message([("t", "lookup", {})]), result) == []
     assert tool.openai_responses_reply(responses_response([]), result) == []
     other = json.dumps({"code": "1 + 1\n"})
-    with pytest.raises(ValueError, match="the result is not of this reply's run_code call: it ran another program"):
+    with pytest.raises(
+        ValueError, match="the result is not of this reply's run_code call: it ran another program"
+    ):
         tool.openai_chat_reply(chat_completion([("c1", "run_code", other)]), result)
-    with pytest.raises(TypeError, match=r"expected the whole reply, a Message \(stream.get_final_message\(\)\)"):
+    with pytest.raises(
+        TypeError, match=r"expected the whole reply, a Message \(stream.get_final_message\(\)\)"
+    ):
         tool.anthropic_reply(object(), result)
 
 
@@ -251,9 +315,14 @@ async def chat_loop(model: FakeModel, host: Host, sync: bool) -> tuple[str, list
     tool, results = CodeTool(host), []
     messages: list[Any] = [{"role": "user", "content": QUESTION}]
     if sync:
-        client, blocking = openai.OpenAI(api_key="k", http_client=model.sync_client()), SyncHost(host)
+        client, blocking = (
+            openai.OpenAI(api_key="k", http_client=model.sync_client()),
+            SyncHost(host),
+        )
         while True:
-            with client.chat.completions.stream(model="m", messages=messages, tools=[tool.openai_chat()]) as stream:
+            with client.chat.completions.stream(
+                model="m", messages=messages, tools=[tool.openai_chat()]
+            ) as stream:
                 results.append(blocking.run_stream(stream, code=tool.code))
                 completion = stream.get_final_completion()
             if not (reply := tool.openai_chat_reply(completion, results[-1])):
@@ -262,7 +331,9 @@ async def chat_loop(model: FakeModel, host: Host, sync: bool) -> tuple[str, list
             messages += reply
     aclient = openai.AsyncOpenAI(api_key="k", http_client=model.async_client())
     while True:
-        async with aclient.chat.completions.stream(model="m", messages=messages, tools=[tool.openai_chat()]) as astream:
+        async with aclient.chat.completions.stream(
+            model="m", messages=messages, tools=[tool.openai_chat()]
+        ) as astream:
             results.append(await host.run_stream(astream, code=tool.code))
             completion = await astream.get_final_completion()
         if not (reply := tool.openai_chat_reply(completion, results[-1])):
@@ -275,9 +346,17 @@ async def responses_loop(model: FakeModel, host: Host, sync: bool) -> tuple[str,
     items: list[Any] = [{"role": "user", "content": QUESTION}]
     previous = None
     if sync:
-        client, blocking = openai.OpenAI(api_key="k", http_client=model.sync_client()), SyncHost(host)
+        client, blocking = (
+            openai.OpenAI(api_key="k", http_client=model.sync_client()),
+            SyncHost(host),
+        )
         while True:
-            with client.responses.stream(model="m", input=items, tools=[tool.openai_responses()], previous_response_id=previous) as stream:
+            with client.responses.stream(
+                model="m",
+                input=items,
+                tools=[tool.openai_responses()],
+                previous_response_id=previous,
+            ) as stream:
                 results.append(blocking.run_stream(stream, code=tool.code))
                 response = stream.get_final_response()
             if not (items := tool.openai_responses_reply(response, results[-1])):
@@ -286,7 +365,9 @@ async def responses_loop(model: FakeModel, host: Host, sync: bool) -> tuple[str,
             previous = response.id
     aclient = openai.AsyncOpenAI(api_key="k", http_client=model.async_client())
     while True:
-        async with aclient.responses.stream(model="m", input=items, tools=[tool.openai_responses()], previous_response_id=previous) as astream:
+        async with aclient.responses.stream(
+            model="m", input=items, tools=[tool.openai_responses()], previous_response_id=previous
+        ) as astream:
             results.append(await host.run_stream(astream, code=tool.code))
             response = await astream.get_final_response()
         if not (items := tool.openai_responses_reply(response, results[-1])):
@@ -298,9 +379,14 @@ async def anthropic_loop(model: FakeModel, host: Host, sync: bool) -> tuple[str,
     tool, results = CodeTool(host), []
     messages: list[Any] = [{"role": "user", "content": QUESTION}]
     if sync:
-        client, blocking = anthropic.Anthropic(api_key="k", http_client=model.sync_client()), SyncHost(host)
+        client, blocking = (
+            anthropic.Anthropic(api_key="k", http_client=model.sync_client()),
+            SyncHost(host),
+        )
         while True:
-            with client.messages.stream(model="m", max_tokens=500, messages=messages, tools=[tool.anthropic()]) as stream:
+            with client.messages.stream(
+                model="m", max_tokens=500, messages=messages, tools=[tool.anthropic()]
+            ) as stream:
                 results.append(blocking.run_stream(stream, code=tool.code))
                 message = stream.get_final_message()
             if not (reply := tool.anthropic_reply(message, results[-1])):
@@ -309,7 +395,9 @@ async def anthropic_loop(model: FakeModel, host: Host, sync: bool) -> tuple[str,
             messages += reply
     aclient = anthropic.AsyncAnthropic(api_key="k", http_client=model.async_client())
     while True:
-        async with aclient.messages.stream(model="m", max_tokens=500, messages=messages, tools=[tool.anthropic()]) as astream:
+        async with aclient.messages.stream(
+            model="m", max_tokens=500, messages=messages, tools=[tool.anthropic()]
+        ) as astream:
             results.append(await host.run_stream(astream, code=tool.code))
             message = await astream.get_final_message()
         if not (reply := tool.anthropic_reply(message, results[-1])):
@@ -330,10 +418,18 @@ async def test_a_whole_agent_loop_runs_to_the_models_answer(api: str, sync: bool
     loop, request_type = LOOPS[api]
     model = FakeModel(PROGRAM, tokens_per_second=2000)
     answer, results = await loop(model, make_host(), sync)
-    assert [r.status for r in results] == ["ok", "rejected"]  # the second reply calls no tool: the loop's end
+    assert [r.status for r in results] == [
+        "ok",
+        "rejected",
+    ]  # the second reply calls no tool: the loop's end
     assert results[1].error is not None and results[1].error.type == "NoCodeBlock"
-    assert answer == "The program says: The code ran. Value of the last expression: 'retries: page 1'"
-    assert [c.lane for c in results[0].calls] == ["claimed", "direct"]  # the search started while streaming
+    assert (
+        answer == "The program says: The code ran. Value of the last expression: 'retries: page 1'"
+    )
+    assert [c.lane for c in results[0].calls] == [
+        "claimed",
+        "direct",
+    ]  # the search started while streaming
     assert len(model.requests) == 2
     for body in model.requests:
         check(request_type, body)
@@ -345,10 +441,16 @@ async def test_the_fake_model_refuses_an_unanswered_call_as_the_apis_do() -> Non
     tool = CodeTool(make_host())
     client = anthropic.AsyncAnthropic(api_key="k", http_client=model.async_client(), max_retries=0)
     messages: list[Any] = [{"role": "user", "content": QUESTION}]
-    async with client.messages.stream(model="m", max_tokens=500, messages=messages, tools=[tool.anthropic()]) as stream:
+    async with client.messages.stream(
+        model="m", max_tokens=500, messages=messages, tools=[tool.anthropic()]
+    ) as stream:
         message = await stream.get_final_message()
     messages.append({"role": "assistant", "content": message.content})
     messages.append({"role": "user", "content": "and?"})
-    with pytest.raises(anthropic.BadRequestError, match="without tool_result blocks immediately after"):
-        async with client.messages.stream(model="m", max_tokens=500, messages=messages, tools=[tool.anthropic()]) as stream:
+    with pytest.raises(
+        anthropic.BadRequestError, match="without tool_result blocks immediately after"
+    ):
+        async with client.messages.stream(
+            model="m", max_tokens=500, messages=messages, tools=[tool.anthropic()]
+        ) as stream:
             await stream.get_final_message()

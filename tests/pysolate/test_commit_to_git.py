@@ -14,13 +14,25 @@ from pysolate.testing import in_process_guest
 
 pytestmark = pytest.mark.anyio
 
-FILES = {"a.txt": "alpha", "docs/b.md": "beta", "only/c.md": "gamma", "run.sh": "#!/bin/sh\n", "old.lnk.txt": "target"}
+FILES = {
+    "a.txt": "alpha",
+    "docs/b.md": "beta",
+    "only/c.md": "gamma",
+    "run.sh": "#!/bin/sh\n",
+    "old.lnk.txt": "target",
+}
 
 
 @pytest.fixture
 def repo(tmp_path: Path) -> Path:
     path = tmp_path / "repo"
-    make_repo(path, FILES, links={"alias": "a.txt", "re": "old.lnk.txt"}, executable=("run.sh",), gitlinks={"vendor": "2" * 40})
+    make_repo(
+        path,
+        FILES,
+        links={"alias": "a.txt", "re": "old.lnk.txt"},
+        executable=("run.sh",),
+        gitlinks={"vendor": "2" * 40},
+    )
     return path
 
 
@@ -51,9 +63,13 @@ async def test_the_commit_holds_the_branch_and_nothing_else_moves(repo: Path) ->
     assert git(repo, "show", f"{commit}:a.txt").stdout == "changed"
     modes = _modes(repo, commit)
     assert modes["run.sh"] == "100755"  # a rewritten executable stays executable
-    assert modes["alias"] == "120000" and modes["vendor"] == "160000"  # untouched entries as they were
+    assert (
+        modes["alias"] == "120000" and modes["vendor"] == "160000"
+    )  # untouched entries as they were
     assert modes["re"] == "100644" and modes["new/deep/n.txt"] == "100644"
-    assert "only/c.md" not in modes and not any(p.startswith("only") for p in modes)  # an emptied directory goes
+    assert "only/c.md" not in modes and not any(
+        p.startswith("only") for p in modes
+    )  # an emptied directory goes
     assert snapshot(repo) == before
     assert git(repo, "status", "--porcelain").stdout == status
     assert (repo / ".git" / "index").read_bytes() == index
@@ -66,11 +82,18 @@ async def test_the_commit_holds_the_branch_and_nothing_else_moves(repo: Path) ->
 async def test_a_run_commits_through_the_host_with_a_default_ref_and_author(repo: Path) -> None:
     host = Host(guest_factory=in_process_guest)
     host.register("workspace", Workspace.git(repo))
-    result = await host.run_source("workspace.write_text('docs/b.md', workspace.read_text('docs/b.md').upper())\n")
+    result = await host.run_source(
+        "workspace.write_text('docs/b.md', workspace.read_text('docs/b.md').upper())\n"
+    )
     assert result.status == "ok", result.error
-    commit = result.workspaces["workspace"].commit_to_git(message="upper", author=("Agent", "agent@example.com"))
+    commit = result.workspaces["workspace"].commit_to_git(
+        message="upper", author=("Agent", "agent@example.com")
+    )
     assert git(repo, "rev-parse", f"pysolate/run-{commit[:12]}").stdout.strip() == commit
-    assert git(repo, "log", "-1", "--format=%an <%ae>", commit).stdout.strip() == "Agent <agent@example.com>"
+    assert (
+        git(repo, "log", "-1", "--format=%an <%ae>", commit).stdout.strip()
+        == "Agent <agent@example.com>"
+    )
     assert git(repo, "diff", "--name-only", "HEAD", commit).stdout.split() == ["docs/b.md"]
 
 

@@ -45,16 +45,24 @@ scalars = st.one_of(
 plain = st.recursive(
     scalars,
     lambda inner: st.one_of(
-        st.lists(inner, max_size=4), st.lists(inner, max_size=4).map(tuple), st.dictionaries(st.text(max_size=3), inner, max_size=4)
+        st.lists(inner, max_size=4),
+        st.lists(inner, max_size=4).map(tuple),
+        st.dictionaries(st.text(max_size=3), inner, max_size=4),
     ),
     max_leaves=20,
 )
 json_values = st.recursive(
     st.one_of(
-        st.none(), st.booleans(), st.integers(), st.floats(allow_nan=False, allow_infinity=False), st.text(),
+        st.none(),
+        st.booleans(),
+        st.integers(),
+        st.floats(allow_nan=False, allow_infinity=False),
+        st.text(),
         st.sampled_from(["\ud800", "a\udfffb"]),
     ),
-    lambda inner: st.one_of(st.lists(inner, max_size=4), st.dictionaries(st.text(max_size=3), inner, max_size=4)),
+    lambda inner: st.one_of(
+        st.lists(inner, max_size=4), st.dictionaries(st.text(max_size=3), inner, max_size=4)
+    ),
     max_leaves=20,
 )
 
@@ -80,7 +88,9 @@ def test_compact_and_frames_match_the_reference_for_any_json_value(value: object
     assert encode_frame(message) == HEADER.pack(len(payload)) + payload
 
 
-@pytest.mark.parametrize("bad", [math.nan, math.inf, [1, -math.inf], {"x": object()}, [b"bytes"], {(1,): 2}])
+@pytest.mark.parametrize(
+    "bad", [math.nan, math.inf, [1, -math.inf], {"x": object()}, [b"bytes"], {(1,): 2}]
+)
 def test_compact_and_frames_raise_what_the_reference_raises(bad: object) -> None:
     with pytest.raises((TypeError, ValueError)) as reference:
         REFERENCE.encode(bad)
@@ -128,7 +138,9 @@ def _g(z: object, a: object, /, m: object) -> None: ...
 
 @settings(max_examples=300, deadline=None)
 @given(st.sampled_from([_f, _g]), st.lists(plain, min_size=3, max_size=3))
-def test_the_all_positional_shortcut_keys_and_binds_as_the_reference(fn: object, values: list[object]) -> None:
+def test_the_all_positional_shortcut_keys_and_binds_as_the_reference(
+    fn: object, values: list[object]
+) -> None:
     signature = inspect.signature(fn)  # type: ignore[arg-type]
     binder = Binder(signature)
     args = tuple(values)
@@ -140,6 +152,10 @@ def test_the_all_positional_shortcut_keys_and_binds_as_the_reference(fn: object,
     arguments, bound_args, bound_kwargs = binder.bind(own_args, {})
     reference = signature.bind(*own_args)
     reference.apply_defaults()
-    assert (arguments, bound_args, bound_kwargs) == (dict(reference.arguments), reference.args, reference.kwargs)
+    assert (arguments, bound_args, bound_kwargs) == (
+        dict(reference.arguments),
+        reference.args,
+        reference.kwargs,
+    )
     assert list(arguments) == list(reference.arguments)
     assert binder.key_text(arguments, tagged[1], []) == canonical_arguments(arguments)

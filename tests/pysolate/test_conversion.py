@@ -102,7 +102,9 @@ def test_models_and_dataclasses_become_dicts_of_their_fields_recursively() -> No
         "id": "12345678-1234-5678-1234-567812345678",
         "born": "1815-12-10",
         "color": "red",
-        "hits": [{"title": "t", "score": "1.5", "tags": ["x", "y"], "seen": "2024-01-01T00:00:00+00:00"}],
+        "hits": [
+            {"title": "t", "score": "1.5", "tags": ["x", "y"], "seen": "2024-01-01T00:00:00+00:00"}
+        ],
     }
     assert list(to_plain(hit)) == ["title", "score", "tags", "seen"]  # type: ignore[call-overload]
 

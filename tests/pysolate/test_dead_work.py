@@ -25,12 +25,7 @@ pytestmark = pytest.mark.anyio
 
 IDS = [f"d{i}" for i in range(12)]
 SOURCE = (
-    f"ids = {IDS!r}\n"
-    "for d in ids:\n"
-    "    r = docs.fetch(d)\n"
-    "    break\n"
-    'z = docs.fetch("z")\n'
-    "(r, z)\n"
+    f'ids = {IDS!r}\nfor d in ids:\n    r = docs.fetch(d)\n    break\nz = docs.fetch("z")\n(r, z)\n'
 )
 LIMITS = GuestLimits(wall_time=10.0)
 """Far beyond the run (well under a second), far below the dead reads' hour."""
@@ -76,7 +71,9 @@ def assert_released(result: RunResult, docs: Docs, reference: RunResult) -> None
     assert dead, "the later iterations did start early (the case under test)"
     assert not [d for d in docs.finished if d not in ("d0", "z")]
     assert result.report.cancelled == len(IDS) - 1, "every dead iteration: started or still queued"
-    assert [c.lane for c in result.calls] == ["claimed", "claimed"], "z's early read got a slot and was claimed"
+    assert [c.lane for c in result.calls] == ["claimed", "claimed"], (
+        "z's early read got a slot and was claimed"
+    )
 
 
 async def test_a_break_releases_the_later_iterations_slots() -> None:
@@ -107,11 +104,16 @@ async def test_a_session_turn_after_a_break_is_not_held_by_the_dead_work() -> No
     second = 'w = docs.fetch("z")\nw\n'
     reference_host = make_host()[0]
     async with reference_host.session() as session:
-        references = [await session.run_source(SOURCE, speculate=False), await session.run_source(second, speculate=False)]
+        references = [
+            await session.run_source(SOURCE, speculate=False),
+            await session.run_source(second, speculate=False),
+        ]
     host, docs = make_host()
     async with host.session() as session:
         results = [await session.run_stream(lines(SOURCE)), await session.run_stream(lines(second))]
     for reference, result in zip(references, results, strict=True):
         assert differences(reference, result) == [], (result.status, result.error)
     assert not [d for d in docs.finished if d not in ("d0", "z")]
-    assert results[0].report.cancelled == len(IDS) - 1, "released by the break, not left to the session"
+    assert results[0].report.cancelled == len(IDS) - 1, (
+        "released by the break, not left to the session"
+    )

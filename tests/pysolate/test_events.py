@@ -56,7 +56,9 @@ async def _chunks(text: str) -> AsyncIterator[str]:
 
 def _host(instrument: Instrument) -> Host:
     host = Host(guest_factory=in_process_guest, instrument=instrument)
-    host.register("docs", scripted_tool(search=Script(lambda q: [q], effect=Effect.PURE, latency=0.01)))
+    host.register(
+        "docs", scripted_tool(search=Script(lambda q: [q], effect=Effect.PURE, latency=0.01))
+    )
     host.register("clock", scripted_tool(now=Script(lambda: 7, effect=Effect.LIVE_READ)))
     return host
 
@@ -96,13 +98,23 @@ async def test_a_run_reaches_its_listener_as_events_in_the_documented_order() ->
     events = listener.events
     _assert_in_order(events)
     kinds = [type(e).__name__ for e in events]
-    assert kinds.count("ObservationStarted") == 3 and kinds.count("Claimed") == kinds.count("ClaimEnded") == 2
+    assert (
+        kinds.count("ObservationStarted") == 3
+        and kinds.count("Claimed") == kinds.count("ClaimEnded") == 2
+    )
     assert kinds.index("SnapshotAccepted") < kinds.index("Sealed")
     lanes = sorted(e.lane for e in events if isinstance(e, E.ObservationStarted))
     assert lanes == ["formal", "speculative", "speculative"]
-    assert [e.disposition for e in events if isinstance(e, E.ObservationSettled)] == ["claimed", "claimed"]
+    assert [e.disposition for e in events if isinstance(e, E.ObservationSettled)] == [
+        "claimed",
+        "claimed",
+    ]
     ended = events[-1]
-    assert isinstance(ended, E.RunEnded) and ended.status == "ok" and ended.counts == result.report.counts()
+    assert (
+        isinstance(ended, E.RunEnded)
+        and ended.status == "ok"
+        and ended.counts == result.report.counts()
+    )
 
 
 def test_hooks_out_of_order_never_reach_a_listener(caplog: pytest.LogCaptureFixture) -> None:
@@ -122,7 +134,10 @@ def test_hooks_out_of_order_never_reach_a_listener(caplog: pytest.LogCaptureFixt
         run.ended("ok")
         formal.completed()  # after the run ended: silent
         run.snapshot_accepted(statements=1, new_statements=1, chars=1)
-        assert run.observation_started("d", "m", call_id="x", lane="formal", effect="pure") is not early
+        assert (
+            run.observation_started("d", "m", call_id="x", lane="formal", effect="pure")
+            is not early
+        )
         run.ended("ok")  # twice: logged
     assert len(caplog.records) == 3
     ((_, (listener,)),) = recorder.runs
@@ -142,7 +157,12 @@ def test_every_listener_is_current_while_the_tool_runs() -> None:
     with obs.activated():
         pass
     ((_, (first, second)),) = recorder.runs
-    assert first.log == [f"enter {id(first)}", f"enter {id(second)}", f"exit {id(second)}", f"exit {id(first)}"]
+    assert first.log == [
+        f"enter {id(first)}",
+        f"enter {id(second)}",
+        f"exit {id(second)}",
+        f"exit {id(first)}",
+    ]
 
 
 class HookStyle(Instrument):
@@ -151,7 +171,9 @@ class HookStyle(Instrument):
     def __init__(self) -> None:
         self.calls: list[str] = []
 
-    def run_started(self, *, run_id: str, agent_name: str | None = None, isolation: str | None = None) -> RunTrace:
+    def run_started(
+        self, *, run_id: str, agent_name: str | None = None, isolation: str | None = None
+    ) -> RunTrace:
         calls = self.calls
 
         class Obs(ObservationTrace):
@@ -162,7 +184,9 @@ class HookStyle(Instrument):
                 calls.append(f"settled {disposition}")
 
         class Run(RunTrace):
-            def observation_started(self, capability: str, method: str, **kw: object) -> ObservationTrace:
+            def observation_started(
+                self, capability: str, method: str, **kw: object
+            ) -> ObservationTrace:
                 calls.append(f"started {kw['lane']}")
                 return Obs()
 
@@ -197,11 +221,25 @@ def test_a_call_served_by_an_untraced_run_is_recorded_without_a_link() -> None:
     exporter = InMemorySpanExporter()
     provider = TracerProvider()
     provider.add_span_processor(SimpleSpanProcessor(exporter))
-    untraced = NULL_INSTRUMENT.run_started(run_id="r0").observation_started("d", "m", call_id="p", lane="speculative", effect="pure")
+    untraced = NULL_INSTRUMENT.run_started(run_id="r0").observation_started(
+        "d", "m", call_id="p", lane="speculative", effect="pure"
+    )
     run = OTelInstrument(provider).run_started(run_id="r1")
-    shared = run.observation_started("d", "m", call_id="p", lane="speculative", effect="pure", shared_from="r0", served_by=untraced)
+    shared = run.observation_started(
+        "d",
+        "m",
+        call_id="p",
+        lane="speculative",
+        effect="pure",
+        shared_from="r0",
+        served_by=untraced,
+    )
     shared.completed(result=1)
     shared.settled("claimed")
     run.ended("ok")
     (span,) = [s for s in exporter.get_finished_spans() if s.name == "shared d.m"]
-    assert span.attributes[A.SHARED_FROM] == "r0" and A.SERVED_BY not in span.attributes and not span.links
+    assert (
+        span.attributes[A.SHARED_FROM] == "r0"
+        and A.SERVED_BY not in span.attributes
+        and not span.links
+    )

@@ -21,7 +21,11 @@ def _exported_exceptions() -> dict[str, type[BaseException]]:
         module = importlib.import_module(name)
         for export in module.__all__:
             value = getattr(module, export)
-            if isinstance(value, type) and issubclass(value, Exception) and not issubclass(value, Warning):
+            if (
+                isinstance(value, type)
+                and issubclass(value, Exception)
+                and not issubclass(value, Warning)
+            ):
                 found[f"{name}.{export}"] = value
     return found
 
@@ -29,7 +33,11 @@ def _exported_exceptions() -> dict[str, type[BaseException]]:
 def test_every_exported_exception_is_a_pysolate_error() -> None:
     exported = _exported_exceptions()
     assert "pysolate.GuestStartError" in exported and "pysolate.streams.StreamCut" in exported
-    outside = {name for name, cls in exported.items() if not issubclass(cls, PysolateError) and cls not in IN_THE_PROGRAM}
+    outside = {
+        name
+        for name, cls in exported.items()
+        if not issubclass(cls, PysolateError) and cls not in IN_THE_PROGRAM
+    }
     assert outside == set()
 
 

@@ -54,7 +54,13 @@ def json_api() -> httpx2.AsyncClient:
 
     def handler(request: httpx2.Request) -> httpx2.Response:
         path = request.url.path
-        body = COMPLETION if path.endswith("/chat/completions") else RESPONSE if path.endswith("/responses") else MESSAGE
+        body = (
+            COMPLETION
+            if path.endswith("/chat/completions")
+            else RESPONSE
+            if path.endswith("/responses")
+            else MESSAGE
+        )
         return httpx2.Response(200, json=body)
 
     return httpx2.AsyncClient(transport=httpx2.MockTransport(handler))
@@ -66,18 +72,31 @@ async def whole_replies() -> dict[str, tuple[object, str]]:
     an = anthropic.AsyncAnthropic(api_key="k", http_client=json_api())
     chat = await oa.chat.completions.create(model="m", messages=[{"role": "user", "content": "go"}])
     response = await oa.responses.create(model="m", input="go")
-    message = await an.messages.create(model="m", max_tokens=10, messages=[{"role": "user", "content": "go"}])
+    message = await an.messages.create(
+        model="m", max_tokens=10, messages=[{"role": "user", "content": "go"}]
+    )
     return {
-        "ChatCompletion": (chat, "pass stream=True to client.chat.completions.create(...), or use client.chat.completions.stream(...)"),
-        "Response": (response, "pass stream=True to client.responses.create(...), or use client.responses.stream(...)"),
-        "Message": (message, "pass stream=True to client.messages.create(...), or use client.messages.stream(...)"),
+        "ChatCompletion": (
+            chat,
+            "pass stream=True to client.chat.completions.create(...), or use client.chat.completions.stream(...)",
+        ),
+        "Response": (
+            response,
+            "pass stream=True to client.responses.create(...), or use client.responses.stream(...)",
+        ),
+        "Message": (
+            message,
+            "pass stream=True to client.messages.create(...), or use client.messages.stream(...)",
+        ),
     }
 
 
 async def test_a_whole_reply_is_named_with_pass_stream_true_in_both_apis_and_the_helpers() -> None:
     host = Host(guest_factory=in_process_guest)
     for name, (reply, fix) in (await whole_replies()).items():
-        message = f"expected a stream, got a complete {name} (the whole reply, not its stream): {fix}"
+        message = (
+            f"expected a stream, got a complete {name} (the whole reply, not its stream): {fix}"
+        )
         for form in (reply, reply.model_dump()):  # type: ignore[attr-defined]
             with pytest.raises(TypeError) as raised:
                 await host.run_stream(form)
@@ -113,11 +132,19 @@ async def test_text_under_tool_call_code_says_the_stream_is_text() -> None:
         "text_chunks(...)), or code='raw' or 'markdown' for a program in the text; nothing was run"
     )
     # The SDK's own text stream, the usual way to get there.
-    client = anthropic.AsyncAnthropic(api_key="k", http_client=FakeModel("1\n", tokens_per_second=2000).async_client())
+    client = anthropic.AsyncAnthropic(
+        api_key="k", http_client=FakeModel("1\n", tokens_per_second=2000).async_client()
+    )
     tools: list[Any] = [{"name": "run_code", "input_schema": {"type": "object"}}]
-    async with client.messages.stream(model="m", max_tokens=10, messages=[{"role": "user", "content": "go"}], tools=tools) as stream:
+    async with client.messages.stream(
+        model="m", max_tokens=10, messages=[{"role": "user", "content": "go"}], tools=tools
+    ) as stream:
         result = await host.run_stream(stream.text_stream, code=ToolCallCode("run_code"))
-    assert result.error is not None and "the stream is text ('Let '): pass the SDK's stream of events itself" in result.error.message
+    assert (
+        result.error is not None
+        and "the stream is text ('Let '): pass the SDK's stream of events itself"
+        in result.error.message
+    )
     # JSON text, even after blank space, is still the arguments.
     ok = await host.run_stream(["\n ", '{"code": "1 + 1"}'], code=ToolCallCode("run_code"))
     assert ok.status == "ok" and ok.value == 2
@@ -152,5 +179,8 @@ def test_a_forgotten_await_is_caught_by_the_type_checker(tmp_path: Path) -> None
         capture_output=True, text=True, cwd=ROOT, timeout=300,
     )  # fmt: skip
     assert done.returncode == 1, done.stdout + done.stderr
-    assert f'{snippet}:6: error: "Coroutine[Any, Any, RunResult]" has no attribute "status"  [attr-defined]' in done.stdout
+    assert (
+        f'{snippet}:6: error: "Coroutine[Any, Any, RunResult]" has no attribute "status"  [attr-defined]'
+        in done.stdout
+    )
     assert f'{snippet}:6: note: Maybe you forgot to use "await"?' in done.stdout

@@ -26,14 +26,19 @@ from pysolate._guest_api import GuestLimits, GuestOutcome
 
 pytestmark = [
     pytest.mark.anyio,
-    pytest.mark.skipif(bool(_isolation.machine().missing("namespaces")), reason="isolation='namespaces' unavailable here"),
+    pytest.mark.skipif(
+        bool(_isolation.machine().missing("namespaces")),
+        reason="isolation='namespaces' unavailable here",
+    ),
 ]
 
 CAPS = {"tools": ["wait"]}
 NAMESPACES = ("user", "mnt", "pid", "net", "ipc", "uts", "cgroup")
 
 
-async def echo(capability: str, method: str, args: tuple[object, ...], kwargs: dict[str, object]) -> object:
+async def echo(
+    capability: str, method: str, args: tuple[object, ...], kwargs: dict[str, object]
+) -> object:
     return None
 
 
@@ -75,7 +80,9 @@ async def test_the_init_holds_none_of_the_guests_fds() -> None:
         init = guest._process.pid
         await became_program(init)
         held = fd_links(init)
-        assert len(held) <= 1, held  # at most the socket on which it tells the Host the Guest's status
+        assert len(held) <= 1, (
+            held
+        )  # at most the socket on which it tells the Host the Guest's status
         assert all(target.startswith("socket:") for target in held.values()), held
     finally:
         await guest.aclose()
@@ -133,7 +140,9 @@ async def test_the_init_holds_no_capability() -> None:
     try:
         await became_program(guest._process.pid)  # (the exec grants none)
         with open(f"/proc/{guest._process.pid}/status") as f:
-            caps = {line.split(":")[0]: int(line.split()[1], 16) for line in f if line.startswith("Cap")}
+            caps = {
+                line.split(":")[0]: int(line.split()[1], 16) for line in f if line.startswith("Cap")
+            }
         assert caps["CapEff"] == caps["CapPrm"] == caps["CapInh"] == caps["CapAmb"] == 0, caps
     finally:
         await guest.aclose()
@@ -183,7 +192,9 @@ async def test_a_dead_server_takes_the_init_and_the_guest_with_it() -> None:
 async def test_a_guest_never_sees_a_siblings_tmp() -> None:
     entered, release = anyio.Event(), anyio.Event()
 
-    async def hold(capability: str, method: str, args: tuple[object, ...], kwargs: dict[str, object]) -> object:
+    async def hold(
+        capability: str, method: str, args: tuple[object, ...], kwargs: dict[str, object]
+    ) -> object:
         entered.set()
         await release.wait()
         return None
@@ -193,12 +204,20 @@ async def test_a_guest_never_sees_a_siblings_tmp() -> None:
     async with anyio.create_task_group() as tasks:
 
         async def write() -> None:
-            results.append(await writer.run("open('/tmp/mine', 'w').write('x')\ntools.wait()\nimport os\nos.listdir('/tmp')", hold))
+            results.append(
+                await writer.run(
+                    "open('/tmp/mine', 'w').write('x')\ntools.wait()\nimport os\nos.listdir('/tmp')",
+                    hold,
+                )
+            )
 
         tasks.start_soon(write)
         await entered.wait()
         outside = ["/etc", "/home", "/var", str(_isolation.PACKAGE_ROOT), "/usr"]
-        seen = await reader.run(f"import os\n(os.getcwd(), os.listdir('/tmp'), [os.path.exists(p) for p in {outside!r}])", echo)
+        seen = await reader.run(
+            f"import os\n(os.getcwd(), os.listdir('/tmp'), [os.path.exists(p) for p in {outside!r}])",
+            echo,
+        )
         release.set()
     await writer.aclose()
     await reader.aclose()
@@ -227,14 +246,18 @@ async def test_no_socket_and_no_network() -> None:
 async def test_the_program_is_not_pid_1_and_a_crash_is_reported_with_its_signal() -> None:
     guest = await start()
     try:
-        out = await guest.run("import ctypes, os\nprint(os.getpid(), flush=True)\nctypes.string_at(0)", echo)
+        out = await guest.run(
+            "import ctypes, os\nprint(os.getpid(), flush=True)\nctypes.string_at(0)", echo
+        )
     finally:
         await guest.aclose()
     assert out.stdout.strip() == "2"  # pid 1 is its own init, which ignores unhandled signals
     assert out.status == "crashed" and out.error is not None and "status -11" in out.error.message
 
 
-@pytest.mark.parametrize(("ending", "status"), [("os._exit(37)", 37), ("os.kill(os.getpid(), signal.SIGTERM)", -15)])
+@pytest.mark.parametrize(
+    ("ending", "status"), [("os._exit(37)", 37), ("os.kill(os.getpid(), signal.SIGTERM)", -15)]
+)
 async def test_the_guests_own_exit_status_reaches_the_host(ending: str, status: int) -> None:
     """The init's own status (0) never stands in for the Guest's: an exit code and a
     signal the Guest sent itself (no fault, no limit) arrive as they were."""
@@ -243,7 +266,11 @@ async def test_the_guests_own_exit_status_reaches_the_host(ending: str, status: 
         out = await guest.run(f"import os, signal\n{ending}", echo)
     finally:
         await guest.aclose()
-    assert out.status == "crashed" and out.error is not None and f"status {status} " in out.error.message, out.error
+    assert (
+        out.status == "crashed"
+        and out.error is not None
+        and f"status {status} " in out.error.message
+    ), out.error
 
 
 async def test_the_cpu_limit_is_reported_as_sigxcpu() -> None:
@@ -275,14 +302,19 @@ def test_the_server_outlives_the_event_loop_and_thread_that_started_it() -> None
     thread.start()
     thread.join()
     started = server.pid()
-    for worker in [t for t in threading.enumerate() if t is not threading.current_thread() and not t.daemon]:
+    for worker in [
+        t for t in threading.enumerate() if t is not threading.current_thread() and not t.daemon
+    ]:
         worker.join(timeout=30)  # the loop's worker threads are gone
     outcomes.append(anyio.run(one))
     assert outcomes == ["ok", "ok"]
     assert server.pid() == started
 
 
-@pytest.mark.skipif(os.uname().machine != "x86_64", reason="the init's program is x86_64 only (elsewhere the init stays Python)")
+@pytest.mark.skipif(
+    os.uname().machine != "x86_64",
+    reason="the init's program is x86_64 only (elsewhere the init stays Python)",
+)
 async def test_the_init_becomes_the_tiny_program_and_the_guest_holds_none_of_it() -> None:
     """Once the Guest runs, its init is ``_init_elf``'s program (no Python address space),
     the memfd it came from is held by the server alone, sealed and close-on-exec, and the
@@ -295,19 +327,29 @@ async def test_the_init_becomes_the_tiny_program_and_the_guest_holds_none_of_it(
             assert f.read().split(b"\0")[:2] == [_init_elf.NAME.encode(), b"2"]
         assert not [fd for fd, target in fd_links(program).items() if "memfd:" in target]
         server = _forked.server_for("namespaces").pid()
-        held = [fd for fd, target in fd_links(server).items() if target.startswith(f"/memfd:{_init_elf.NAME}")]
+        held = [
+            fd
+            for fd, target in fd_links(server).items()
+            if target.startswith(f"/memfd:{_init_elf.NAME}")
+        ]
         assert len(held) == 1, held
         with open(f"/proc/{server}/fdinfo/{held[0]}") as f:
             flags = int(next(line.split()[1] for line in f if line.startswith("flags:")), 8)
         assert flags & os.O_CLOEXEC
         reopened = os.open(f"/proc/{server}/fd/{held[0]}", os.O_RDONLY)
         try:
-            wanted = fcntl.F_SEAL_SEAL | fcntl.F_SEAL_SHRINK | fcntl.F_SEAL_GROW | fcntl.F_SEAL_WRITE
+            wanted = (
+                fcntl.F_SEAL_SEAL | fcntl.F_SEAL_SHRINK | fcntl.F_SEAL_GROW | fcntl.F_SEAL_WRITE
+            )
             assert fcntl.fcntl(reopened, fcntl.F_GET_SEALS) & wanted == wanted
         finally:
             os.close(reopened)
-        out = await guest.run("import os\nos._exit(37)", echo)  # the program reports the Guest's end
-        assert out.status == "crashed" and out.error is not None and "status 37 " in out.error.message, out.error
+        out = await guest.run(
+            "import os\nos._exit(37)", echo
+        )  # the program reports the Guest's end
+        assert (
+            out.status == "crashed" and out.error is not None and "status 37 " in out.error.message
+        ), out.error
     finally:
         await guest.aclose()
 
@@ -347,7 +389,9 @@ async def test_the_init_is_not_dumpable_for_a_process_in_the_guests_namespace() 
     try:
         init = guest._process.pid
         await became_program(init)
-        peek = await anyio.run_process([sys.executable, "-c", PEEK, str(init), str(_isolation.PACKAGE_ROOT)], check=False)
+        peek = await anyio.run_process(
+            [sys.executable, "-c", PEEK, str(init), str(_isolation.PACKAGE_ROOT)], check=False
+        )
         assert peek.returncode == 0, peek.stderr
         assert peek.stdout.decode().split() == ["read", "refused"]
     finally:

@@ -31,12 +31,18 @@ def forked_levels() -> list[object]:
     return [p for p in params("seccomp", hidden_bwrap=False) if p.values[0] in FORKED]  # type: ignore[attr-defined]
 
 
-async def echo(capability: str, method: str, args: tuple[object, ...], kwargs: dict[str, object]) -> object:
+async def echo(
+    capability: str, method: str, args: tuple[object, ...], kwargs: dict[str, object]
+) -> object:
     return args[0] if args else None
 
 
-async def run(source: str, level: str, *, fork_server: bool = True, handler: object = echo) -> tuple[GuestOutcome, tuple[str, ...]]:
-    guest = await start_subprocess_guest(CAPS, GuestLimits(wall_time=20), isolation=level, fork_server=fork_server)  # type: ignore[arg-type]
+async def run(
+    source: str, level: str, *, fork_server: bool = True, handler: object = echo
+) -> tuple[GuestOutcome, tuple[str, ...]]:
+    guest = await start_subprocess_guest(
+        CAPS, GuestLimits(wall_time=20), isolation=level, fork_server=fork_server
+    )  # type: ignore[arg-type]
     try:
         return await guest.run(source, handler), guest.isolation.mechanisms  # type: ignore[arg-type]
     finally:
@@ -67,11 +73,17 @@ async def test_a_forked_guest_is_its_own_session_with_only_its_own_fds(level: st
     out, _ = await run(source, level)
     assert out.status == "ok", out.error
     assert isinstance(out.value, tuple) and out.value[:2] == ([0, 1, 2, 3], True)
-    assert out.value[2] == "/tmp" if level == "namespaces" else out.value[2].startswith("/tmp/pysolate-guest-")
+    assert (
+        out.value[2] == "/tmp"
+        if level == "namespaces"
+        else out.value[2].startswith("/tmp/pysolate-guest-")
+    )
 
 
 @pytest.mark.parametrize("level", [p for p in forked_levels() if p.values[0] != "seccomp"])  # type: ignore[attr-defined]
-async def test_a_forked_guest_told_other_prepared_rules_fails_closed(level: str, monkeypatch: pytest.MonkeyPatch) -> None:
+async def test_a_forked_guest_told_other_prepared_rules_fails_closed(
+    level: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """The server prepares its Landlock rules once; a child whose ``init`` names any other
     digest than the server's never runs the program (IsolationUnavailable), it does not
     fall back to something weaker."""
@@ -80,7 +92,12 @@ async def test_a_forked_guest_told_other_prepared_rules_fails_closed(level: str,
     assert server.prepared is not None
     monkeypatch.setattr(server, "prepared", "0" * 64)
     monkeypatch.setattr(_isolation, "_landlock_digest", lambda plan: "0" * 64)
-    with anyio.fail_after(20), pytest.raises(IsolationUnavailable, match="prepared rules are not the ones the Host planned"):
+    with (
+        anyio.fail_after(20),
+        pytest.raises(
+            IsolationUnavailable, match="prepared rules are not the ones the Host planned"
+        ),
+    ):
         await run("1", level)
 
 
@@ -88,7 +105,9 @@ async def test_a_forked_guest_told_other_prepared_rules_fails_closed(level: str,
 async def test_a_forked_guest_cannot_signal_the_server_or_a_sibling(level: str) -> None:
     entered, release = anyio.Event(), anyio.Event()
 
-    async def hold(capability: str, method: str, args: tuple[object, ...], kwargs: dict[str, object]) -> object:
+    async def hold(
+        capability: str, method: str, args: tuple[object, ...], kwargs: dict[str, object]
+    ) -> object:
         entered.set()
         await release.wait()
         return None
@@ -135,7 +154,9 @@ async def test_a_killed_server_is_restarted_for_the_next_guest(level: str) -> No
 async def test_a_server_dying_mid_run_ends_the_run_as_a_crash(level: str) -> None:
     entered = anyio.Event()
 
-    async def hold(capability: str, method: str, args: tuple[object, ...], kwargs: dict[str, object]) -> object:
+    async def hold(
+        capability: str, method: str, args: tuple[object, ...], kwargs: dict[str, object]
+    ) -> object:
         entered.set()
         await anyio.sleep(30)
         return None
@@ -179,7 +200,9 @@ async def test_a_stuck_server_is_replaced(level: str, monkeypatch: pytest.Monkey
 
 @pytest.mark.parametrize("gone_before_its_first_message", [False, True])
 @pytest.mark.parametrize("level", forked_levels())
-async def test_a_server_that_cannot_start_falls_back_to_a_spawn(level: str, gone_before_its_first_message: bool, monkeypatch: pytest.MonkeyPatch) -> None:
+async def test_a_server_that_cannot_start_falls_back_to_a_spawn(
+    level: str, gone_before_its_first_message: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
     server = _forked.server_for(level)
     server.replace(server.live_control() or server.control(_isolation.plan(level, 1 << 20)))  # type: ignore[arg-type]
     monkeypatch.setattr(_forked, "SERVER", "/nonexistent/_forkserver.py")
@@ -201,7 +224,9 @@ async def test_a_server_that_cannot_start_falls_back_to_a_spawn(level: str, gone
 
 @pytest.mark.parametrize("level", forked_levels())
 async def test_the_cpu_limit_of_a_forked_guest_is_reported(level: str) -> None:
-    guest = await start_subprocess_guest(CAPS, GuestLimits(cpu_time=1, wall_time=20), isolation=level)  # type: ignore[arg-type]
+    guest = await start_subprocess_guest(
+        CAPS, GuestLimits(cpu_time=1, wall_time=20), isolation=level
+    )  # type: ignore[arg-type]
     try:
         out = await guest.run("while True:\n    pass", echo)
     finally:
@@ -245,7 +270,9 @@ async def test_a_guest_still_signals_itself_and_only_itself(level: str, fork_ser
 
 
 @pytest.mark.parametrize("level", forked_levels())
-async def test_a_stopped_server_never_makes_a_run_wait(level: str, monkeypatch: pytest.MonkeyPatch) -> None:
+async def test_a_stopped_server_never_makes_a_run_wait(
+    level: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """The exit is seen through the pidfd; a server that does not report it in time costs
     ``STATUS_GRACE``, not the run."""
     monkeypatch.setattr(_forked, "STATUS_GRACE", 0.3)

@@ -76,18 +76,34 @@ def verdict(frame: object) -> object:
 
 def call_frame(args: tuple[object, ...], kwargs: dict[str, object] | None = None) -> bytes:
     """The frame the Guest child writes for ``t.f(*args, **kwargs)``."""
-    message = {"t": "call", "capability": "t", "method": "f", "args": to_tagged(args), "kwargs": to_tagged(kwargs or {})}
+    message = {
+        "t": "call",
+        "capability": "t",
+        "method": "f",
+        "args": to_tagged(args),
+        "kwargs": to_tagged(kwargs or {}),
+    }
     return encode_frame(message)[4:]
 
 
 def raw_call(args_text: bytes, kwargs_text: bytes = b'["d",[]]') -> bytes:
-    return b'{"t":"call","capability":"t","method":"f","args":' + args_text + b',"kwargs":' + kwargs_text + b"}"
+    return (
+        b'{"t":"call","capability":"t","method":"f","args":'
+        + args_text
+        + b',"kwargs":'
+        + kwargs_text
+        + b"}"
+    )
 
 
 texts = st.one_of(
     st.text(max_size=8),
     st.sampled_from(['"', "\\", "\n", "\x00", "\x1f", "\u2028", "😀", "é" * 3, "\\u0041"]),
-    st.text(alphabet=st.sampled_from(['a', '"', '\\', '\n', '😀', 'é', '\x01']), min_size=20, max_size=300),
+    st.text(
+        alphabet=st.sampled_from(["a", '"', "\\", "\n", "😀", "é", "\x01"]),
+        min_size=20,
+        max_size=300,
+    ),
 )
 scalars = st.one_of(
     st.none(),
@@ -95,15 +111,21 @@ scalars = st.one_of(
     st.integers(),
     st.integers(min_value=10**300, max_value=10**1000),
     st.floats(allow_nan=True, allow_infinity=True),
-    st.sampled_from([-0.0, math.nan, -math.nan, struct.unpack(">d", bytes.fromhex("7ff0000000000001"))[0]]),
+    st.sampled_from(
+        [-0.0, math.nan, -math.nan, struct.unpack(">d", bytes.fromhex("7ff0000000000001"))[0]]
+    ),
     texts,
     st.binary(max_size=40),
 )
-keys = st.one_of(st.none(), st.booleans(), st.integers(), texts, st.tuples(st.integers(), st.text(max_size=2)))
+keys = st.one_of(
+    st.none(), st.booleans(), st.integers(), texts, st.tuples(st.integers(), st.text(max_size=2))
+)
 plain = st.recursive(
     scalars,
     lambda inner: st.one_of(
-        st.lists(inner, max_size=5), st.lists(inner, max_size=5).map(tuple), st.dictionaries(keys, inner, max_size=4)
+        st.lists(inner, max_size=5),
+        st.lists(inner, max_size=5).map(tuple),
+        st.dictionaries(keys, inner, max_size=4),
     ),
     max_leaves=25,
 )
@@ -117,15 +139,24 @@ def small_chunks(monkeypatch: pytest.MonkeyPatch) -> None:
         monkeypatch.setattr(module, "STEP_UNITS", 8)
 
 
-@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(args=st.lists(plain, max_size=4).map(tuple), kwargs=st.dictionaries(st.text(max_size=3), plain, max_size=3))
-def test_a_guest_frame_decodes_as_the_inline_path_does(small_chunks: None, args: tuple[object, ...], kwargs: dict[str, object]) -> None:
+@settings(
+    max_examples=400, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    args=st.lists(plain, max_size=4).map(tuple),
+    kwargs=st.dictionaries(st.text(max_size=3), plain, max_size=3),
+)
+def test_a_guest_frame_decodes_as_the_inline_path_does(
+    small_chunks: None, args: tuple[object, ...], kwargs: dict[str, object]
+) -> None:
     payload = call_frame(args, kwargs)
     frame, _, _ = stepped(payload)
     assert verdict(frame) == verdict(inline(payload))
     assert isinstance(frame, Call) and frame.tagged is not None
     tagged_args, tagged_kwargs = frame.tagged
-    assert [argument_text(t, compact) for t in tagged_args] == [argument_text(to_tagged(a), compact) for a in frame.args]
+    assert [argument_text(t, compact) for t in tagged_args] == [
+        argument_text(to_tagged(a), compact) for a in frame.args
+    ]
     assert [(n, argument_text(t, compact)) for (_, n), t in tagged_kwargs] == [  # type: ignore[misc]
         (n, argument_text(to_tagged(v), compact)) for n, v in frame.kwargs.items()
     ]
@@ -137,14 +168,20 @@ def _mutations(payload: bytes, draw: Callable[..., object]) -> bytes:
     if kind == "drop":
         return payload[:where] + payload[where + 1 :]
     if kind == "insert":
-        byte = draw(st.sampled_from([b"[", b"]", b",", b'"', b"\\", b"{", b"}", b"1", b"n", b" ", b"\x00", b"\xff"]))
+        byte = draw(
+            st.sampled_from(
+                [b"[", b"]", b",", b'"', b"\\", b"{", b"}", b"1", b"n", b" ", b"\x00", b"\xff"]
+            )
+        )
         return payload[:where] + byte + payload[where:]
     if kind == "space":
         return payload.replace(b",", b" , ", 1).replace(b"[", b"[ ", 1)
     return payload[:where] + payload[where : where + 7] + payload[where:]
 
 
-@settings(max_examples=600, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(
+    max_examples=600, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
 @given(args=st.lists(plain, max_size=3).map(tuple), data=st.data())
 def test_a_mutated_frame_is_never_accepted_where_the_inline_path_refuses_it(
     small_chunks: None, args: tuple[object, ...], data: st.DataObject
@@ -156,9 +193,10 @@ def test_a_mutated_frame_is_never_accepted_where_the_inline_path_refuses_it(
         assert got == want
 
 
-
 @pytest.mark.parametrize("body", [b"0x1p99999", b"-0x1.8p1024"])
-def test_a_float_past_the_double_range_is_a_protocol_violation_both_ways(small_chunks: None, body: bytes) -> None:
+def test_a_float_past_the_double_range_is_a_protocol_violation_both_ways(
+    small_chunks: None, body: bytes
+) -> None:
     """``float.fromhex`` raises ``OverflowError`` for it (hypothesis found the stepped
     decoder letting that out of the broker); both paths refuse the frame instead."""
     payload = raw_call(b'["t",[["f","' + body + b'"]]]')
@@ -168,7 +206,9 @@ def test_a_float_past_the_double_range_is_a_protocol_violation_both_ways(small_c
 
 
 @pytest.mark.parametrize("key", [b'["d",[]]', b'["l",[]]'])
-def test_a_dict_keyed_by_a_dict_or_list_is_a_protocol_violation_both_ways(small_chunks: None, key: bytes) -> None:
+def test_a_dict_keyed_by_a_dict_or_list_is_a_protocol_violation_both_ways(
+    small_chunks: None, key: bytes
+) -> None:
     """``dict(items)`` raised ``TypeError`` out of the stepped decoder for an unhashable key
     (hypothesis found it: a mutated frame); both paths refuse the frame instead."""
     payload = raw_call(b'["t",[["d",[[' + key + b',["n"]]]]]]')
@@ -177,19 +217,30 @@ def test_a_dict_keyed_by_a_dict_or_list_is_a_protocol_violation_both_ways(small_
 
 
 @pytest.mark.parametrize("args", [b'["t",[ ]]', b'["t",[\n\t]]'])
-def test_whitespace_in_an_empty_argument_list_is_json_both_ways(small_chunks: None, args: bytes) -> None:
+def test_whitespace_in_an_empty_argument_list_is_json_both_ways(
+    small_chunks: None, args: bytes
+) -> None:
     """``[ ]`` is an empty JSON array: the stepped decoder refused a call whose empty
     arguments had a space inside (hypothesis found it: a mutated frame), the inline one
     accepted it."""
     for payload in (raw_call(args), raw_call(b'["t",[]]', args.replace(b'"t"', b'"d"'))):
-        assert verdict(stepped(payload)[0]) == verdict(inline(payload)) == ("call", "t", "f", "()", "{}")
+        assert (
+            verdict(stepped(payload)[0])
+            == verdict(inline(payload))
+            == ("call", "t", "f", "()", "{}")
+        )
+
 
 # -- adversarial shapes: refused, and in linear work ------------------------------------------------
 
 SHAPES: dict[str, Callable[[int], bytes]] = {
-    "int keys of hash 0": lambda n: raw_call(b'["t",[["d",[' + b",".join(b'[["i","%d"],["n"]]' % (k * P) for k in range(n)) + b"]]]]"),
+    "int keys of hash 0": lambda n: raw_call(
+        b'["t",[["d",[' + b",".join(b'[["i","%d"],["n"]]' % (k * P) for k in range(n)) + b"]]]]"
+    ),
     "tuple keys of one hash": lambda n: raw_call(
-        b'["t",[["d",[' + b",".join(b'[["t",[["i","%d"]]],["n"]]' % (k * P) for k in range(n)) + b"]]]]"
+        b'["t",[["d",['
+        + b",".join(b'[["t",[["i","%d"]]],["n"]]' % (k * P) for k in range(n))
+        + b"]]]]"
     ),
     "ints and floats of hash 1": lambda n: raw_call(
         b'["t",[["d",['
@@ -206,7 +257,14 @@ SHAPES: dict[str, Callable[[int], bytes]] = {
     "surrogate pairs": lambda n: raw_call(b'["t",[["s","' + b"\\ud83d\\ude00" * n + b'"]]]'),
     "long plain string": lambda n: raw_call(b'["t",[["s","' + b"a" * (8 * n) + b'"]]]'),
 }
-REFUSED = {"int keys of hash 0", "tuple keys of one hash", "ints and floats of hash 1", "tiny lists", "huge count of None", "deep nesting"}
+REFUSED = {
+    "int keys of hash 0",
+    "tuple keys of one hash",
+    "ints and floats of hash 1",
+    "tiny lists",
+    "huge count of None",
+    "deep nesting",
+}
 
 
 @pytest.mark.parametrize("shape", SHAPES)
@@ -214,7 +272,9 @@ def test_an_adversarial_frame_is_refused_or_decoded_whatever_its_size(shape: str
     payload = SHAPES[shape](60_000)
     frame, _, _ = stepped(payload)
     if shape in REFUSED:
-        assert isinstance(frame, RefusedCall | str), frame  # refused at the call, or a violation (deeper than JSON nests)
+        assert isinstance(frame, RefusedCall | str), (
+            frame
+        )  # refused at the call, or a violation (deeper than JSON nests)
         if shape != "deep nesting":
             assert isinstance(frame, RefusedCall)
     else:
@@ -259,8 +319,9 @@ def test_decoding_work_is_linear_in_the_frames_size(shape: str) -> None:
     machine's noise alone gave a linear decoder a ratio of 40.4; a quadratic one takes
     seconds on the large frame (the bug this guards took 15 s)."""
     small, large = SHAPES[shape](2_000), SHAPES[shape](40_000)
-    (units_small, _, time_small), (units_large, worst, time_large) = min(_work(small) for _ in range(5)), min(
-        _work(large) for _ in range(3)
+    (units_small, _, time_small), (units_large, worst, time_large) = (
+        min(_work(small) for _ in range(5)),
+        min(_work(large) for _ in range(3)),
     )
     assert units_large / len(large) <= 2 * max(units_small / len(small), 1e-9)
     assert time_large <= 40 * max(time_small, 5e-4)

@@ -23,7 +23,10 @@ from pysolate.tracing import OTelInstrument
 
 pytestmark = pytest.mark.anyio
 
-GUESTS = [pytest.param(in_process_guest, id="in_process"), pytest.param(start_subprocess_guest, id="subprocess")]
+GUESTS = [
+    pytest.param(in_process_guest, id="in_process"),
+    pytest.param(start_subprocess_guest, id="subprocess"),
+]
 
 
 class Backend:
@@ -62,7 +65,13 @@ class Backend:
             self.log.append((f"read_note {path}", anyio.current_time()))
             return self.notes[path]
 
-        return {"search": search, "lookup": lookup, "save": save, "write_note": write_note, "read_note": read_note}
+        return {
+            "search": search,
+            "lookup": lookup,
+            "save": save,
+            "write_note": write_note,
+            "read_note": read_note,
+        }
 
 
 def make_host(factory: object = in_process_guest, **kwargs: object) -> tuple[Host, Backend]:
@@ -87,7 +96,9 @@ class Slow:
         self.ended = anyio.current_time()
 
 
-async def both(source: str, factory: object = in_process_guest) -> tuple[RunResult, RunResult, Backend, Slow]:
+async def both(
+    source: str, factory: object = in_process_guest
+) -> tuple[RunResult, RunResult, Backend, Slow]:
     """The streamed run and the sequential reference, each against a fresh Host."""
     host, backend = make_host(factory)
     stream = Slow(source)
@@ -102,8 +113,12 @@ async def both(source: str, factory: object = in_process_guest) -> tuple[RunResu
 
 
 @pytest.mark.parametrize("factory", GUESTS)
-async def test_function_tools_run_early_are_claimed_and_equal_the_reference(factory: object) -> None:
-    source = 'r = search("q")\nnotes = [lookup(k) for k in ["k", "a.txt"]]\nprint(r, notes)\nr + notes\n'
+async def test_function_tools_run_early_are_claimed_and_equal_the_reference(
+    factory: object,
+) -> None:
+    source = (
+        'r = search("q")\nnotes = [lookup(k) for k in ["k", "a.txt"]]\nprint(r, notes)\nr + notes\n'
+    )
     result, _, backend, stream = await both(source, factory)
     assert result.status == "ok" and result.value == ["q1", "q2", "old", "A"]
     assert [c.lane for c in result.calls] == ["claimed"] * 3
@@ -128,7 +143,9 @@ async def test_a_write_by_one_function_tool_moves_every_function_tool_to_a_new_v
     result, _, backend, stream = await both(source)
     assert result.value == ["old", "new"]
     assert [c.lane for c in result.calls] == ["claimed", "direct", "claimed"]
-    first, second = (next(o for o in result.observations if o.id == c.observation_id) for c in result.calls[::2])
+    first, second = (
+        next(o for o in result.observations if o.id == c.observation_id) for c in result.calls[::2]
+    )
     assert first.key.view != second.key.view
     assert second.started is not None and second.started >= result.calls[1].ended
     assert stream.ended is not None
@@ -159,7 +176,13 @@ async def test_declared_scopes_of_function_tools_work_as_for_methods() -> None:
     notes = Notes()
     host = Host(guest_factory=in_process_guest)
     host.register("notes", notes)
-    as_methods = await host.run_stream(Slow(body.replace("write_note(", "notes.write_note(").replace("read_note(", "notes.read_note(")))
+    as_methods = await host.run_stream(
+        Slow(
+            body.replace("write_note(", "notes.write_note(").replace(
+                "read_note(", "notes.read_note("
+            )
+        )
+    )
     assert as_methods.value == result.value
     assert [c.lane for c in as_methods.calls] == [c.lane for c in result.calls]
     assert stream.ended is not None
@@ -186,7 +209,9 @@ async def test_the_program_sees_a_plain_function(factory: object) -> None:
 async def test_arguments_are_bound_exactly_and_must_be_plain(factory: object) -> None:
     source = 'search(query="a")\nsearch("a", 2)\ntry:\n    search(object())\nexcept TypeError as e:\n    print(e)\nsearch("a", nope=1)\n'
     result, _, _, _ = await both(source, factory)
-    assert result.status == "error" and result.error is not None and result.error.type == "TypeError"
+    assert (
+        result.status == "error" and result.error is not None and result.error.type == "TypeError"
+    )
     assert "search: arguments must be plain data" in result.stdout
     # Keyword or positional: one call key, so the second is the same early result.
     assert result.calls[0].key == result.calls[1].key
@@ -200,7 +225,10 @@ async def test_a_bound_method_is_a_function_tool_too() -> None:
 
     host = Host(guest_factory=in_process_guest)
     host.register("get", Docs().get)
-    host.register("get_partial", capability(effect=Effect.PURE)(functools.partial(lambda prefix, x: prefix + x, "p:")))
+    host.register(
+        "get_partial",
+        capability(effect=Effect.PURE)(functools.partial(lambda prefix, x: prefix + x, "p:")),
+    )
     result = await host.run_stream(Slow('get("a") + get_partial("b")\n'))
     assert result.value == "Ap:b"
     assert [c.lane for c in result.calls] == ["claimed", "claimed"]
@@ -214,7 +242,11 @@ async def test_traces_name_a_function_tool_by_its_name() -> None:
     await host.run_stream(Slow('search("a")\nsave("k", "v")\n'))
     names = {span.name for span in exporter.get_finished_spans()}
     assert {"execute_tool search", "execute_tool save"} <= names
-    assert not any("." in name.removeprefix("execute_tool ") for name in names if name.startswith("execute_tool"))
+    assert not any(
+        "." in name.removeprefix("execute_tool ")
+        for name in names
+        if name.startswith("execute_tool")
+    )
 
 
 # -- registration --------------------------------------------------------------------------

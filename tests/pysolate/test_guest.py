@@ -34,7 +34,9 @@ class Tools:
         self.behaviours = behaviours
         self.calls: list[tuple[str, str, tuple[object, ...], dict[str, object]]] = []
 
-    async def __call__(self, capability: str, method: str, args: tuple[object, ...], kwargs: dict[str, object]) -> object:
+    async def __call__(
+        self, capability: str, method: str, args: tuple[object, ...], kwargs: dict[str, object]
+    ) -> object:
         self.calls.append((capability, method, args, kwargs))
         behaviour = self.behaviours.get(method)
         if behaviour is None:
@@ -45,7 +47,9 @@ class Tools:
 CAPS = {"workspace": ["read_text", "write_text", "fail", "slow", "odd"], "docs": ["search"]}
 
 
-async def run(source: str, tools: Tools | None = None, limits: GuestLimits | None = None) -> GuestOutcome:
+async def run(
+    source: str, tools: Tools | None = None, limits: GuestLimits | None = None
+) -> GuestOutcome:
     guest = await start_subprocess_guest(CAPS, limits or GuestLimits())
     try:
         return await guest.run(source, tools or Tools())
@@ -76,7 +80,10 @@ async def test_lone_surrogates_stay_in_the_program() -> None:
     )
     out = await run(source, tools)
     assert (out.status, out.stdout) == ("ok", "\udc80")
-    assert out.value == "('docs.search: arguments must be plain data (str with a lone surrogate at index 1)', '\\ud800')"
+    assert (
+        out.value
+        == "('docs.search: arguments must be plain data (str with a lone surrogate at index 1)', '\\ud800')"
+    )
     assert tools.calls == []
 
 
@@ -115,7 +122,10 @@ async def test_each_result_is_a_fresh_value() -> None:
     async def read_text(path: str) -> object:
         return {"path": path, "lines": [1, 2]}
 
-    out = await run("r = workspace.read_text('p')\nr['lines'].append(3)\nworkspace.read_text('p')", Tools(read_text=read_text))
+    out = await run(
+        "r = workspace.read_text('p')\nr['lines'].append(3)\nworkspace.read_text('p')",
+        Tools(read_text=read_text),
+    )
     assert out.value == {"path": "p", "lines": [1, 2]}
 
 
@@ -150,7 +160,9 @@ async def test_unknown_tool_error_type_becomes_tool_error() -> None:
 
 async def test_non_plain_arguments_raise_type_error_before_any_call() -> None:
     tools = Tools()
-    out = await run("try:\n    workspace.read_text(object())\nexcept TypeError:\n    ok = True\nok", tools)
+    out = await run(
+        "try:\n    workspace.read_text(object())\nexcept TypeError:\n    ok = True\nok", tools
+    )
     assert (out.status, out.value, tools.calls) == ("ok", True, [])
 
 
@@ -163,7 +175,9 @@ async def test_non_plain_result_is_a_tool_error_in_the_program() -> None:
 
     out = await run("workspace.odd()", Tools(odd=odd))
     assert out.error is not None and out.error.type == "ToolError"
-    assert out.error.message.startswith("InvalidResult: workspace.odd returned a value that cannot cross")
+    assert out.error.message.startswith(
+        "InvalidResult: workspace.odd returned a value that cannot cross"
+    )
 
 
 async def test_calls_from_program_threads_are_served_one_at_a_time() -> None:
@@ -181,7 +195,9 @@ async def test_calls_from_program_threads_are_served_one_at_a_time() -> None:
 
 async def test_proxies_expose_only_granted_methods() -> None:
     tools = Tools()
-    out = await run("hasattr(workspace, 'delete'), hasattr(workspace, 'read_text'), repr(docs)", tools)
+    out = await run(
+        "hasattr(workspace, 'delete'), hasattr(workspace, 'read_text'), repr(docs)", tools
+    )
     assert out.value == (False, True, "<capability docs>")
     assert tools.calls == []
 
@@ -294,7 +310,9 @@ async def test_isolation_is_reported() -> None:
 async def test_start_failure_is_a_clear_error(monkeypatch: pytest.MonkeyPatch) -> None:
     from pysolate._guest import _start
 
-    monkeypatch.setattr(_start, "START_TIMEOUT", 0)  # past the deadline at the first wait for the child
+    monkeypatch.setattr(
+        _start, "START_TIMEOUT", 0
+    )  # past the deadline at the first wait for the child
     with pytest.raises(GuestStartError):
         await start_subprocess_guest(CAPS, GuestLimits())
 

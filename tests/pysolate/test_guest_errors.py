@@ -49,7 +49,9 @@ def test_other_exceptions_become_tool_error_with_their_name() -> None:
     assert (rebuilt.type_name, rebuilt.message, str(rebuilt)) == ("Custom", "boom", "Custom: boom")
 
 
-@pytest.mark.parametrize("name", ["SystemExit", "KeyboardInterrupt", "BaseException", "GeneratorExit", "print", "object"])
+@pytest.mark.parametrize(
+    "name", ["SystemExit", "KeyboardInterrupt", "BaseException", "GeneratorExit", "print", "object"]
+)
 def test_names_that_are_not_builtin_exception_classes_never_construct_them(name: str) -> None:
     assert isinstance(rebuild_exception(name, "m", ()), ToolError)
 

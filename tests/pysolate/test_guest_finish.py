@@ -82,7 +82,9 @@ def test_output_is_complete_when_done_arrives() -> None:
 
 def test_the_warm_up_compiles_a_program_with_a_final_expression() -> None:
     """``warm`` compiles both parts ``split_program`` makes (a failure would be silent)."""
-    spec = importlib.util.spec_from_file_location("_warm_child", ROOT / "pysolate" / "_guest" / "child" / "_child.py")
+    spec = importlib.util.spec_from_file_location(
+        "_warm_child", ROOT / "pysolate" / "_guest" / "child" / "_child.py"
+    )
     assert spec is not None and spec.loader is not None
     child = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(child)
@@ -103,7 +105,10 @@ class _Counting:
         return _guest_errors.split_program(source)
 
 
-LINGER = FINISH.replace("os._exit = lambda code: time.sleep(60)  # stay alive after done: EOF must not come from the exit\n", "")
+LINGER = FINISH.replace(
+    "os._exit = lambda code: time.sleep(60)  # stay alive after done: EOF must not come from the exit\n",
+    "",
+)
 
 
 def test_the_child_exits_only_once_the_host_hung_up_after_done() -> None:
@@ -135,7 +140,9 @@ def test_the_child_exits_only_once_the_host_hung_up_after_done() -> None:
 
 @pytest.mark.anyio
 @pytest.mark.parametrize("level", params())
-async def test_the_host_hangs_up_at_done_so_the_child_exits_by_itself(level: str, monkeypatch: pytest.MonkeyPatch) -> None:
+async def test_the_host_hangs_up_at_done_so_the_child_exits_by_itself(
+    level: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """A spawned child is awaited, not killed, after ``done``: without the Host's hang-up it
     would wait for it until killed (``-SIGKILL``)."""
     monkeypatch.setattr(_forked, "fork_child_or_none", _spawn_instead)
@@ -151,7 +158,9 @@ async def _spawn_instead(*args: object) -> None:
 
 @pytest.mark.anyio
 @pytest.mark.parametrize("level", params("seccomp", hidden_bwrap=False))
-async def test_a_forked_child_is_left_asleep_to_the_reaper_after_done(level: str, monkeypatch: pytest.MonkeyPatch) -> None:
+async def test_a_forked_child_is_left_asleep_to_the_reaper_after_done(
+    level: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Its exit would compete with the Host's end of the run: the run returns with the
     child alive, waiting for its hang-up, which the reaper's job brings (``REAP_DELAY``)."""
     jobs: list[Callable[[], None]] = []
@@ -167,7 +176,9 @@ async def test_a_forked_child_is_left_asleep_to_the_reaper_after_done(level: str
 
 @pytest.mark.anyio
 @pytest.mark.parametrize("level", params("seccomp", hidden_bwrap=False))
-async def test_the_source_is_sent_before_the_run_sets_up_its_watchers(level: str, monkeypatch: pytest.MonkeyPatch) -> None:
+async def test_the_source_is_sent_before_the_run_sets_up_its_watchers(
+    level: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """The child wakes and compiles while the Host starts its pumps and exit watcher."""
     order: list[str] = []
     send, watch = Channel.send, _process.watch_exit
@@ -194,7 +205,9 @@ async def test_guest_runs_as_batch_work(level: str, monkeypatch: pytest.MonkeyPa
     assert (outcome.status, outcome.value) == ("ok", os.SCHED_BATCH)
 
 
-async def _ran(level: str, monkeypatch: pytest.MonkeyPatch, source: str) -> tuple[Guest, GuestOutcome]:
+async def _ran(
+    level: str, monkeypatch: pytest.MonkeyPatch, source: str
+) -> tuple[Guest, GuestOutcome]:
     """A Guest at ``level`` that ran ``source`` (no tools) and was closed, and its outcome."""
     async with guest_factory(level, monkeypatch) as start:
         guest = await start({}, GuestLimits(wall_time=10))
@@ -206,13 +219,17 @@ async def _ran(level: str, monkeypatch: pytest.MonkeyPatch, source: str) -> tupl
     return guest, outcome
 
 
-async def _no_tools(capability: str, method: str, args: tuple[object, ...], kwargs: dict[str, object]) -> object:
+async def _no_tools(
+    capability: str, method: str, args: tuple[object, ...], kwargs: dict[str, object]
+) -> object:
     raise AssertionError("no tool is granted")
 
 
 @pytest.mark.anyio
 @pytest.mark.parametrize("level", params("seccomp", hidden_bwrap=False))
-async def test_a_finished_guest_leaves_no_reference_cycle(level: str, monkeypatch: pytest.MonkeyPatch) -> None:
+async def test_a_finished_guest_leaves_no_reference_cycle(
+    level: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """With the collector off, a forked Guest that ran and closed is freed by reference
     counting (its exit watcher was a cancelled task, whose traceback kept the Guest's
     channel and process for a full collection)."""
@@ -231,7 +248,9 @@ async def test_a_finished_guest_leaves_no_reference_cycle(level: str, monkeypatc
 
 @pytest.mark.anyio
 @pytest.mark.parametrize("level", params("seccomp", hidden_bwrap=False))
-async def test_a_forked_guests_output_is_read_without_a_task(level: str, monkeypatch: pytest.MonkeyPatch) -> None:
+async def test_a_forked_guests_output_is_read_without_a_task(
+    level: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """On asyncio loop readers read a forked Guest's pipes (``_output``): more than a pipe
     holds comes through while the program runs, and what is left is taken at ``done``,
     all of it, with no pump task."""

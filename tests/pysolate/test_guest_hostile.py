@@ -43,7 +43,13 @@ class Workspace:
         return "granted"
 
 
-async def run(source: str, mode: str, monkeypatch: pytest.MonkeyPatch, workspace: Workspace | None = None, **limits: float) -> RunResult:
+async def run(
+    source: str,
+    mode: str,
+    monkeypatch: pytest.MonkeyPatch,
+    workspace: Workspace | None = None,
+    **limits: float,
+) -> RunResult:
     async with contextlib.AsyncExitStack() as stack:
         if mode == RAY:
             factory = await stack.enter_async_context(guest_factory(mode, monkeypatch))
@@ -74,7 +80,9 @@ def sys_(number, *args):
 """Prelude: ``sys_(nr, ...)`` makes a raw syscall; ``(-1, errno)`` or ``('ESCAPED', rc)``."""
 
 EPERM, ENOSYS = 1, 38
-ALL, SECCOMP_UP, FILE_SYSTEM = (with_ray(params(minimum)) for minimum in ("rlimits", "seccomp", "landlock"))
+ALL, SECCOMP_UP, FILE_SYSTEM = (
+    with_ray(params(minimum)) for minimum in ("rlimits", "seccomp", "landlock")
+)
 
 
 # -- environment and other processes -------------------------------------------------------
@@ -88,7 +96,9 @@ async def test_host_environment_does_not_leak(mode: str, monkeypatch: pytest.Mon
 
 
 @pytest.mark.parametrize("mode", ALL)
-async def test_no_other_process_is_visible_in_proc(mode: str, monkeypatch: pytest.MonkeyPatch) -> None:
+async def test_no_other_process_is_visible_in_proc(
+    mode: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """The Host's ``/proc/<pid>/environ`` and ``mem`` held the secret at the old weak levels."""
     monkeypatch.setenv("PYSOLATE_FAKE_SECRET", SECRET)
     host_pid = os.getpid()
@@ -111,7 +121,9 @@ except OSError as e:
     assert out.status == "ok", out.error
     seen, listing = out.value  # type: ignore[misc]
     assert SECRET.encode() not in b"".join(s for s in seen if isinstance(s, bytes))
-    assert all(isinstance(s, str) for s in (seen[0], seen[3], seen[4])), seen  # the Host's: unreachable
+    assert all(isinstance(s, str) for s in (seen[0], seen[3], seen[4])), (
+        seen
+    )  # the Host's: unreachable
     assert str(host_pid) not in listing
 
 
@@ -153,7 +165,9 @@ async def test_smolagents_escapes_do_nothing(mode: str, monkeypatch: pytest.Monk
 
 
 @pytest.mark.parametrize("mode", ALL)
-async def test_a_pickled_object_is_never_unpickled_by_the_host(mode: str, monkeypatch: pytest.MonkeyPatch) -> None:
+async def test_a_pickled_object_is_never_unpickled_by_the_host(
+    mode: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """smolagents' remote executor unpickled Guest values (RCE); only plain data crosses here."""
     marker = Path(os.environ.get("TMPDIR", "/tmp")) / f"pysolate-unpickled-{os.getpid()}"
     source = f"import os\nclass Evil:\n    def __reduce__(self):\n        return (os.system, ('touch {marker}',))\nEvil()"
@@ -163,7 +177,9 @@ async def test_a_pickled_object_is_never_unpickled_by_the_host(mode: str, monkey
 
 
 @pytest.mark.parametrize("mode", SECCOMP_UP)
-async def test_ctypes_fork_and_socket_are_refused(mode: str, monkeypatch: pytest.MonkeyPatch) -> None:
+async def test_ctypes_fork_and_socket_are_refused(
+    mode: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
     source = "import ctypes\nlibc = ctypes.CDLL(None, use_errno=True)\n(libc.fork(), libc.socket(2, 1, 0), ctypes.get_errno())"
     out = await run(source, mode, monkeypatch)
     assert out.value == (-1, -1, EPERM)
@@ -174,7 +190,9 @@ async def test_ctypes_fork_and_socket_are_refused(mode: str, monkeypatch: pytest
 async def test_clone_may_make_threads_only(mode: str, monkeypatch: pytest.MonkeyPatch) -> None:
     """clone3 is ENOSYS (glibc falls back to clone), clone with a namespace flag or without
     CLONE_THREAD is refused, and threads still work."""
-    source = SYSCALL + """
+    source = (
+        SYSCALL
+        + """
 import threading
 done = []
 t = threading.Thread(target=done.append, args=(1,))
@@ -182,6 +200,7 @@ t.start()
 t.join()
 (sys_(435, 0, 0), sys_(56, 0x10000000 | 17, 0, 0, 0, 0), sys_(56, 0x00010000 | 0x40000000, 0, 0, 0, 0), done)
 """
+    )
     out = await run(source, mode, monkeypatch)
     assert out.value == ((-1, ENOSYS), (-1, EPERM), (-1, ENOSYS), [1]), out.error
 
@@ -227,15 +246,22 @@ DANGEROUS = {
 
 
 def _dangerous_program(target: str) -> str:
-    lines = [SYSCALL, f"TARGET = {target.encode()!r}", "buffer = ctypes.create_string_buffer(8)",
-             "IOV = (ctypes.c_void_p * 2)(ctypes.cast(buffer, ctypes.c_void_p), 8)", "results = {}"]
+    lines = [
+        SYSCALL,
+        f"TARGET = {target.encode()!r}",
+        "buffer = ctypes.create_string_buffer(8)",
+        "IOV = (ctypes.c_void_p * 2)(ctypes.cast(buffer, ctypes.c_void_p), 8)",
+        "results = {}",
+    ]
     lines += [f"results[{name!r}] = {call}" for name, call in DANGEROUS.items()]
     return "\n".join(lines) + "\nresults"
 
 
 @pytest.mark.parametrize("mode", SECCOMP_UP)
 @needs_x86_64
-async def test_dangerous_syscalls_are_refused(mode: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+async def test_dangerous_syscalls_are_refused(
+    mode: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
     """Every call of the issue's list fails with EPERM, whatever its arguments."""
     target = tmp_path / "host-file"
     target.write_text("host")
@@ -248,11 +274,19 @@ async def test_dangerous_syscalls_are_refused(mode: str, monkeypatch: pytest.Mon
 
 @pytest.mark.parametrize("mode", params("rlimits", hidden_bwrap=False)[-1:])
 @needs_x86_64
-async def test_without_seccomp_the_probe_sees_the_unprivileged_calls(mode: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+async def test_without_seccomp_the_probe_sees_the_unprivileged_calls(
+    mode: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
     """The probe above can fail: at ``rlimits`` (no filter) the unprivileged calls go through."""
     out = await run(_dangerous_program(str(tmp_path / "absent")), mode, monkeypatch)
     assert isinstance(out.value, dict)
-    for name in ("io_uring_setup", "pidfd_open(self)", "process_vm_readv(self)", "memfd_create", "unshare(user)"):
+    for name in (
+        "io_uring_setup",
+        "pidfd_open(self)",
+        "process_vm_readv(self)",
+        "memfd_create",
+        "unshare(user)",
+    ):
         assert out.value[name][0] == "ESCAPED", (name, out.value[name])
     for name in ("reboot", "sethostname", "mount", "setrlimit(as)"):
         assert out.value[name] == (-1, EPERM), name  # no privilege: refused by the kernel itself
@@ -284,13 +318,17 @@ rc = rc if rc == 0 else -ctypes.get_errno()
 
 @pytest.mark.parametrize("mode", ALL)
 async def test_limits_cannot_be_raised(mode: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    source = "import resource\n" + attempt("resource.setrlimit(resource.RLIMIT_AS, (resource.RLIM_INFINITY,) * 2)")
+    source = "import resource\n" + attempt(
+        "resource.setrlimit(resource.RLIMIT_AS, (resource.RLIM_INFINITY,) * 2)"
+    )
     out = await run(source, mode, monkeypatch)
     assert out.value in ("PermissionError", "ValueError")
 
 
 @pytest.mark.parametrize("mode", ALL)
-async def test_threads_and_processes_are_bounded(mode: str, monkeypatch: pytest.MonkeyPatch) -> None:
+async def test_threads_and_processes_are_bounded(
+    mode: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
     source = """
 import threading
 threading.stack_size(64 * 1024)  # so the address-space limit is not what stops them
@@ -309,12 +347,16 @@ started
     assert out.status == "ok", out.error
     assert out.isolation is not None
     if not {"cgroup-pids", "process-count-bound"} & set(out.isolation.mechanisms):
-        pytest.skip("no pids cgroup the Host may create and no RLIMIT_NPROC that applies (docs/isolation.md)")
+        pytest.skip(
+            "no pids cgroup the Host may create and no RLIMIT_NPROC that applies (docs/isolation.md)"
+        )
     assert isinstance(out.value, int) and 8 <= out.value < GuestLimits().max_processes
 
 
 @pytest.mark.parametrize("mode", ALL)
-async def test_a_setsid_grandchild_does_not_outlive_the_run(mode: str, monkeypatch: pytest.MonkeyPatch) -> None:
+async def test_a_setsid_grandchild_does_not_outlive_the_run(
+    mode: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
     source = """
 import os, time
 r, w = os.pipe()
@@ -339,7 +381,9 @@ result
     if mode in ("rlimits",):
         assert out.isolation is not None
         if "cgroup-kill" not in out.isolation.mechanisms:
-            pytest.skip("no cgroup v2 the Host may create: rlimits cannot end a setsid() grandchild (docs/isolation.md)")
+            pytest.skip(
+                "no cgroup v2 the Host may create: rlimits cannot end a setsid() grandchild (docs/isolation.md)"
+            )
         assert isinstance(out.value, int)
         deadline = time.monotonic() + 5
         while _alive(out.value) and time.monotonic() < deadline:
@@ -378,9 +422,15 @@ async def test_memfd_is_refused(mode: str, monkeypatch: pytest.MonkeyPatch) -> N
 
 @pytest.mark.parametrize("mode", ALL)
 async def test_scratch_space_is_bounded(mode: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    source = "import os\n" + attempt("\n    ".join(
-        ["for i in range(8):", "    with open(f'big{i}', 'wb') as f:", "        f.write(b'x' * (32 * 1024 * 1024))"]
-    ))
+    source = "import os\n" + attempt(
+        "\n    ".join(
+            [
+                "for i in range(8):",
+                "    with open(f'big{i}', 'wb') as f:",
+                "        f.write(b'x' * (32 * 1024 * 1024))",
+            ]
+        )
+    )
     out = await run(source, mode, monkeypatch, memory_bytes=1 << 30)
     assert out.value in ("OSError", "PermissionError", "MemoryError")
 
@@ -389,12 +439,19 @@ async def test_scratch_space_is_bounded(mode: str, monkeypatch: pytest.MonkeyPat
 
 
 @pytest.mark.parametrize("mode", SECCOMP_UP)
-async def test_no_socket_not_even_to_the_hosts_loopback(mode: str, monkeypatch: pytest.MonkeyPatch) -> None:
+async def test_no_socket_not_even_to_the_hosts_loopback(
+    mode: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
     listener = socket.create_server(("127.0.0.1", 0))
     listener.setblocking(False)
     port = listener.getsockname()[1]
     try:
-        out = await run("import socket\n" + attempt(f"socket.create_connection(('127.0.0.1', {port}), timeout=2)"), mode, monkeypatch)
+        out = await run(
+            "import socket\n"
+            + attempt(f"socket.create_connection(('127.0.0.1', {port}), timeout=2)"),
+            mode,
+            monkeypatch,
+        )
         assert out.value == "PermissionError"
         with pytest.raises(BlockingIOError):
             listener.accept()
@@ -403,7 +460,9 @@ async def test_no_socket_not_even_to_the_hosts_loopback(mode: str, monkeypatch: 
 
 
 @pytest.mark.parametrize("mode", SECCOMP_UP)
-async def test_no_unix_socket_of_the_host_is_reachable(mode: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+async def test_no_unix_socket_of_the_host_is_reachable(
+    mode: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
     """Landlock does not govern pathname unix sockets; the filter does (and abstract ones)."""
     path = str(tmp_path / "host.sock")
     listener = socket.socket(socket.AF_UNIX)
@@ -416,7 +475,9 @@ async def test_no_unix_socket_of_the_host_is_reachable(mode: str, monkeypatch: p
     abstract.setblocking(False)
     try:
         for address in (path, f"\\0pysolate-hostile-{os.getpid()}"):
-            source = "import socket\n" + attempt(f"socket.socket(socket.AF_UNIX).connect({address!r})")
+            source = "import socket\n" + attempt(
+                f"socket.socket(socket.AF_UNIX).connect({address!r})"
+            )
             out = await run(source, mode, monkeypatch)
             assert out.value == "PermissionError", address
         for sock in (listener, abstract):
@@ -439,19 +500,28 @@ async def test_asyncio_still_runs(mode: str, monkeypatch: pytest.MonkeyPatch) ->
 
 
 @pytest.mark.parametrize("mode", FILE_SYSTEM)
-async def test_host_files_are_unreadable(mode: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+async def test_host_files_are_unreadable(
+    mode: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
     secret = tmp_path / "secret.txt"
     secret.write_text(SECRET)
     site = next(iter(_filesystem._site_packages()), None)
     paths = [
-        str(secret), "/etc/shadow", "/etc/passwd", "/etc/hostname", str(_isolation.PACKAGE_ROOT / "pyproject.toml"),
-        os.path.expanduser("~/.bashrc"), os.path.join(sys.prefix, "pyvenv.cfg"),
+        str(secret),
+        "/etc/shadow",
+        "/etc/passwd",
+        "/etc/hostname",
+        str(_isolation.PACKAGE_ROOT / "pyproject.toml"),
+        os.path.expanduser("~/.bashrc"),
+        os.path.join(sys.prefix, "pyvenv.cfg"),
         *([os.path.join(site, "pydantic", "__init__.py")] if site else []),
     ]
-    source = f"results = []\nfor p in {paths!r}:\n    try:\n        results.append(open(p).read())\n" \
-             "    except OSError as e:\n        results.append(type(e).__name__)\n" \
-             "for d in ['/', '/root', '/etc', '/home', '/tmp', '/var']:\n    try:\n        results.append(__import__('os').listdir(d) if d != '/' else 'listed /')\n" \
-             "    except OSError as e:\n        results.append(type(e).__name__)\nresults"
+    source = (
+        f"results = []\nfor p in {paths!r}:\n    try:\n        results.append(open(p).read())\n"
+        "    except OSError as e:\n        results.append(type(e).__name__)\n"
+        "for d in ['/', '/root', '/etc', '/home', '/tmp', '/var']:\n    try:\n        results.append(__import__('os').listdir(d) if d != '/' else 'listed /')\n"
+        "    except OSError as e:\n        results.append(type(e).__name__)\nresults"
+    )
     out = await run(source, mode, monkeypatch)
     assert out.status == "ok", out.error
     read, listed = out.value[: len(paths)], out.value[len(paths) :]  # type: ignore[index]
@@ -461,41 +531,76 @@ async def test_host_files_are_unreadable(mode: str, monkeypatch: pytest.MonkeyPa
 
 
 @pytest.mark.parametrize("mode", params("namespaces", hidden_bwrap=False))
-async def test_host_files_are_invisible_in_namespaces(mode: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+async def test_host_files_are_invisible_in_namespaces(
+    mode: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
     """bubblewrap hides even their existence (Landlock stops opening, not ``stat``)."""
     secret = tmp_path / "secret.txt"
     secret.write_text(SECRET)
-    paths = [str(secret), "/etc/passwd", str(_isolation.PACKAGE_ROOT), sys.prefix, os.path.expanduser("~/.bashrc")]
+    paths = [
+        str(secret),
+        "/etc/passwd",
+        str(_isolation.PACKAGE_ROOT),
+        sys.prefix,
+        os.path.expanduser("~/.bashrc"),
+    ]
     out = await run(f"import os\n[os.path.exists(p) for p in {paths!r}]", mode, monkeypatch)
     assert out.value == [False] * len(paths)
 
 
 @pytest.mark.parametrize("mode", params("namespaces", hidden_bwrap=False))
-async def test_only_the_needed_package_sources_are_visible(mode: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    paths = ["/pysolate/pysolate/_guest/child/_child.py", "/pysolate/occurrences/plain.py", "/pysolate/pysolate/_guest_errors.py",
-             "/pysolate/pysolate/_run/_host.py", "/pysolate/pysolate/_guest/_process.py", "/pysolate/scheduler",
-             "/pysolate/pyproject.toml", "/etc", "/home"]
+async def test_only_the_needed_package_sources_are_visible(
+    mode: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    paths = [
+        "/pysolate/pysolate/_guest/child/_child.py",
+        "/pysolate/occurrences/plain.py",
+        "/pysolate/pysolate/_guest_errors.py",
+        "/pysolate/pysolate/_run/_host.py",
+        "/pysolate/pysolate/_guest/_process.py",
+        "/pysolate/scheduler",
+        "/pysolate/pyproject.toml",
+        "/etc",
+        "/home",
+    ]
     out = await run(f"import os\n[os.path.exists(p) for p in {paths!r}]", mode, monkeypatch)
     assert out.value == [True, True, True] + [False] * 6
 
 
 @pytest.mark.parametrize("mode", FILE_SYSTEM)
-async def test_the_interpreters_site_packages_are_unreachable(mode: str, monkeypatch: pytest.MonkeyPatch) -> None:
+async def test_the_interpreters_site_packages_are_unreachable(
+    mode: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
     site = sorted(_filesystem._site_packages())
-    out = await run(f"import sys\nsys.path += {site!r}\n" + attempt("import pydantic"), mode, monkeypatch)
+    out = await run(
+        f"import sys\nsys.path += {site!r}\n" + attempt("import pydantic"), mode, monkeypatch
+    )
     assert out.value in ("ModuleNotFoundError", "PermissionError")
 
 
 @pytest.mark.parametrize("mode", FILE_SYSTEM)
-async def test_writes_outside_the_scratch_dir_fail_and_scratch_works(mode: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+async def test_writes_outside_the_scratch_dir_fail_and_scratch_works(
+    mode: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
     targets = [
-        "/usr/pwned", str(_isolation.PACKAGE_ROOT / "occurrences" / "pwned.py"), sys.executable + ".pwned", "/pwned",
-        str(tmp_path / "pwned"), "/var/tmp/pysolate-pwned", "/dev/pwned",
+        "/usr/pwned",
+        str(_isolation.PACKAGE_ROOT / "occurrences" / "pwned.py"),
+        sys.executable + ".pwned",
+        "/pwned",
+        str(tmp_path / "pwned"),
+        "/var/tmp/pysolate-pwned",
+        "/dev/pwned",
     ]
     source = "\n".join(
         ["import os", "results = []"]
-        + [f"try:\n    open({t!r}, 'w').close()\n    results.append('ESCAPED')\nexcept OSError:\n    results.append('refused')" for t in targets]
-        + ["with open('scratch.txt', 'w') as f:\n    f.write('ok')", "(results, open('scratch.txt').read())"]
+        + [
+            f"try:\n    open({t!r}, 'w').close()\n    results.append('ESCAPED')\nexcept OSError:\n    results.append('refused')"
+            for t in targets
+        ]
+        + [
+            "with open('scratch.txt', 'w') as f:\n    f.write('ok')",
+            "(results, open('scratch.txt').read())",
+        ]
     )
     out = await run(source, mode, monkeypatch)
     assert out.value == (["refused"] * len(targets), "ok"), out.error
@@ -503,9 +608,15 @@ async def test_writes_outside_the_scratch_dir_fail_and_scratch_works(mode: str, 
 
 
 @pytest.mark.parametrize("mode", params("seccomp", hidden_bwrap=False)[-1:])
-async def test_without_file_system_isolation_seccomp_forbids_all_file_writes(mode: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+async def test_without_file_system_isolation_seccomp_forbids_all_file_writes(
+    mode: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
     target = tmp_path / "pwned"
-    for statement in (f"open({str(target)!r}, 'w')", f"os.mkdir({str(target)!r})", "open('scratch.txt', 'w')"):
+    for statement in (
+        f"open({str(target)!r}, 'w')",
+        f"os.mkdir({str(target)!r})",
+        "open('scratch.txt', 'w')",
+    ):
         out = await run("import os\n" + attempt(statement), mode, monkeypatch)
         assert out.value == "PermissionError" and not target.exists(), statement
 
@@ -514,7 +625,9 @@ async def test_without_file_system_isolation_seccomp_forbids_all_file_writes(mod
 
 
 @pytest.mark.parametrize("mode", ALL)
-async def test_walking_gc_to_the_broker_gains_no_new_method(mode: str, monkeypatch: pytest.MonkeyPatch) -> None:
+async def test_walking_gc_to_the_broker_gains_no_new_method(
+    mode: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Reaching the child's own call function by introspection still only reaches granted methods."""
     workspace = Workspace()
     source = """
@@ -533,11 +646,15 @@ except AttributeError:
 
 
 @pytest.mark.parametrize("mode", ALL)
-async def test_no_host_file_descriptor_is_inherited(mode: str, monkeypatch: pytest.MonkeyPatch) -> None:
+async def test_no_host_file_descriptor_is_inherited(
+    mode: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Only stdin, stdout, stderr and the child's end of the broker socket are open."""
     keep_open = os.open(os.devnull, os.O_RDONLY)  # a Host fd that must not leak
-    source = "import os, sys\nopen_fds = []\nfor fd in range(1024):\n    try:\n        os.fstat(fd)\n" \
-             "        open_fds.append(fd)\n    except OSError:\n        pass\nsorted(set(open_fds) - {0, 1, 2, int(sys.argv[-1])})"
+    source = (
+        "import os, sys\nopen_fds = []\nfor fd in range(1024):\n    try:\n        os.fstat(fd)\n"
+        "        open_fds.append(fd)\n    except OSError:\n        pass\nsorted(set(open_fds) - {0, 1, 2, int(sys.argv[-1])})"
+    )
     try:
         out = await run(source, mode, monkeypatch)
     finally:
@@ -556,7 +673,12 @@ async def test_memory_bomb_is_a_limit(mode: str, monkeypatch: pytest.MonkeyPatch
 
 @pytest.mark.parametrize("mode", ALL)
 async def test_raw_fd_output_flood_is_a_limit(mode: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    out = await run("import os\nwhile True:\n    os.write(1, b'x' * 65536)", mode, monkeypatch, output_bytes=100_000)
+    out = await run(
+        "import os\nwhile True:\n    os.write(1, b'x' * 65536)",
+        mode,
+        monkeypatch,
+        output_bytes=100_000,
+    )
     assert out.guest_status == "limit" and out.error is not None and out.error.type == "OutputLimit"
 
 
@@ -564,11 +686,15 @@ async def test_raw_fd_output_flood_is_a_limit(mode: str, monkeypatch: pytest.Mon
 async def test_uncatchable_wall_time(mode: str, monkeypatch: pytest.MonkeyPatch) -> None:
     source = "while True:\n    try:\n        while True:\n            pass\n    except BaseException:\n        pass"
     out = await run(source, mode, monkeypatch, wall_time=0.3)
-    assert out.guest_status == "limit" and out.error is not None and out.error.type == "WallTimeLimit"
+    assert (
+        out.guest_status == "limit" and out.error is not None and out.error.type == "WallTimeLimit"
+    )
 
 
 @pytest.mark.parametrize("mode", ALL)
-async def test_unbounded_c_recursion_crashes_only_the_guest(mode: str, monkeypatch: pytest.MonkeyPatch) -> None:
+async def test_unbounded_c_recursion_crashes_only_the_guest(
+    mode: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
     source = "import sys\nsys.setrecursionlimit(10**8)\ndef f(n):\n    return f(n + 1)\nf(0)"
     out = await run(source, mode, monkeypatch, memory_bytes=128 * 1024 * 1024, wall_time=5)
     assert out.guest_status in ("crashed", "error", "limit")

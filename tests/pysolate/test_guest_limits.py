@@ -31,7 +31,6 @@ def _at_every_level(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPa
     monkeypatch.setattr(LEVEL, "monkeypatch", monkeypatch)
 
 
-
 class Tools:
     def __init__(self, slow_seconds: float = 0.0, big_bytes: int = 0) -> None:
         self.calls = 0
@@ -39,7 +38,9 @@ class Tools:
         self.slow_seconds = slow_seconds
         self.big_bytes = big_bytes
 
-    async def __call__(self, capability: str, method: str, args: tuple[object, ...], kwargs: dict[str, object]) -> object:
+    async def __call__(
+        self, capability: str, method: str, args: tuple[object, ...], kwargs: dict[str, object]
+    ) -> object:
         self.calls += 1
         if method == "slow":
             try:
@@ -87,7 +88,9 @@ async def test_wall_time_ends_a_flood_of_stderr() -> None:
     """stderr has no limit of its own (the Host keeps its start): a child writing it as fast
     as it can still ends at its wall time, not its CPU time: reading it never holds the
     Host's loop past the wall time's timer."""
-    out = await run("import os\nb = b'x' * 65536\nwhile True:\n    os.write(2, b)", wall_time=0.5, cpu_time=20)
+    out = await run(
+        "import os\nb = b'x' * 65536\nwhile True:\n    os.write(2, b)", wall_time=0.5, cpu_time=20
+    )
     assert limit_name(out) == "WallTimeLimit"
 
 
@@ -144,7 +147,10 @@ async def test_frame_limit_on_a_large_value() -> None:
 
 
 async def test_frame_limit_cannot_be_caught_by_the_program() -> None:
-    out = await run("try:\n    tools.echo('x' * 5000)\nexcept BaseException:\n    pass\n'escaped'", max_frame_bytes=4096)
+    out = await run(
+        "try:\n    tools.echo('x' * 5000)\nexcept BaseException:\n    pass\n'escaped'",
+        max_frame_bytes=4096,
+    )
     assert limit_name(out) == "FrameLimit"
 
 

@@ -29,7 +29,9 @@ pytestmark = pytest.mark.anyio
 
 ROOT = Path(__file__).resolve().parents[2]
 
-FORKED = [p for p in params("rlimits", hidden_bwrap=False) if p.values[0] in ("namespaces", "landlock")]  # type: ignore[attr-defined]
+FORKED = [
+    p for p in params("rlimits", hidden_bwrap=False) if p.values[0] in ("namespaces", "landlock")
+]  # type: ignore[attr-defined]
 """A forked level of each kind (bubblewrap's, Landlock's): only forked Guests are pooled."""
 
 RLIMITS = "import resource\n(resource.getrlimit(resource.RLIMIT_CPU)[0], resource.getrlimit(resource.RLIMIT_AS)[0])"
@@ -47,8 +49,16 @@ class More:
         return 1
 
 
-def host(level: str, size: int = 1, limits: GuestLimits | None = None, *, fork_server: bool = True) -> Host:
-    made = Host(isolation=level, guest_pool=size, limits=limits or GuestLimits(wall_time=20), instrument=None, fork_server=fork_server)  # type: ignore[arg-type]
+def host(
+    level: str, size: int = 1, limits: GuestLimits | None = None, *, fork_server: bool = True
+) -> Host:
+    made = Host(
+        isolation=level,
+        guest_pool=size,
+        limits=limits or GuestLimits(wall_time=20),
+        instrument=None,
+        fork_server=fork_server,
+    )  # type: ignore[arg-type]
     made.register("tools", Tools())
     return made
 
@@ -59,11 +69,16 @@ def pool_of(made: Host) -> _pool.GuestPool:
     return pool
 
 
-async def filled(made: Host, count: int = 1, limits: GuestLimits | None = None) -> list[SubprocessGuest]:
+async def filled(
+    made: Host, count: int = 1, limits: GuestLimits | None = None
+) -> list[SubprocessGuest]:
     """The pooled Guests once ``count`` (of ``limits``, if given) wait (bounded: the test
     fails, it never hangs)."""
     with anyio.fail_after(20):
-        while len([g for g in pool_of(made).guests() if limits is None or g._limits == limits]) < count:
+        while (
+            len([g for g in pool_of(made).guests() if limits is None or g._limits == limits])
+            < count
+        ):
             await anyio.sleep(0.005)
     return pool_of(made).guests()
 
@@ -89,7 +104,10 @@ def cpu_ticks(pid: int) -> int:
 
 @pytest.mark.parametrize("level", FORKED)
 async def test_a_run_gets_a_pooled_guest_only_of_exactly_its_limits(level: str) -> None:
-    first, other = GuestLimits(wall_time=20, cpu_time=7), GuestLimits(wall_time=20, cpu_time=9, memory_bytes=600 * 2**20)
+    first, other = (
+        GuestLimits(wall_time=20, cpu_time=7),
+        GuestLimits(wall_time=20, cpu_time=9, memory_bytes=600 * 2**20),
+    )
     made = host(level, limits=first)
     fresh = await made.run_source(RLIMITS, speculate=False)
     assert fresh.status == "ok" and fresh.value[0] == 7  # type: ignore[index]
@@ -105,12 +123,16 @@ async def test_a_run_gets_a_pooled_guest_only_of_exactly_its_limits(level: str) 
     await filled(made, limits=other)  # refilled for the latest run's limits
     again = await made.run_source(RLIMITS, speculate=False, limits=other)
     assert again.value == changed.value and stats.taken == 1
-    assert again.isolation == changed.isolation  # the pooled Guest applied every mechanism a fresh one did
+    assert (
+        again.isolation == changed.isolation
+    )  # the pooled Guest applied every mechanism a fresh one did
     await made.aclose()
 
 
 @pytest.mark.parametrize("level", FORKED)
-async def test_a_capability_registered_later_is_never_missing_from_a_pooled_guest(level: str) -> None:
+async def test_a_capability_registered_later_is_never_missing_from_a_pooled_guest(
+    level: str,
+) -> None:
     made = host(level)
     assert (await made.run_source("tools.add(1, 2)", speculate=False)).value == 3
     await filled(made)
@@ -156,7 +178,9 @@ async def test_when_the_fork_server_dies_its_pooled_guests_are_replaced(level: s
 
 
 @pytest.mark.parametrize("level", FORKED[:1])
-async def test_concurrent_runs_each_get_a_guest_of_their_own(level: str, monkeypatch: pytest.MonkeyPatch) -> None:
+async def test_concurrent_runs_each_get_a_guest_of_their_own(
+    level: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
     made = host(level, size=2)
     await made.run_source("1", speculate=False)
     await filled(made, 2)
@@ -204,7 +228,9 @@ async def test_closing_the_host_leaves_no_pooled_guest(level: str) -> None:
     await made.aclose()
     assert all(gone(fd, 0) for fd in pidfds)  # dead and reaped when aclose returns
     assert pool_of(made).guests() == [] and pool_of(made).stats.unused == 2
-    result = await made.run_source("tools.add(1, 1)", speculate=False)  # a closed pool: fresh Guests
+    result = await made.run_source(
+        "tools.add(1, 1)", speculate=False
+    )  # a closed pool: fresh Guests
     assert result.value == 2 and pool_of(made).guests() == []
 
 
@@ -291,7 +317,9 @@ def test_no_pooled_guest_outlives_the_host_process() -> None:
         print(*pids, flush=True)
         sys.stdin.read()  # exits, the loop still running, once the test closes stdin
     """)
-    with subprocess.Popen([sys.executable, "-c", script], stdin=subprocess.PIPE, stdout=subprocess.PIPE, cwd=ROOT) as child:
+    with subprocess.Popen(
+        [sys.executable, "-c", script], stdin=subprocess.PIPE, stdout=subprocess.PIPE, cwd=ROOT
+    ) as child:
         assert child.stdout is not None and child.stdin is not None
         pids = [int(word) for word in child.stdout.readline().split()]
         pidfds = [os.pidfd_open(pid) for pid in pids]

@@ -69,7 +69,9 @@ async def test_no_sigio_reaches_the_host(mode: str, monkeypatch: pytest.MonkeyPa
     ``rlimits`` they run, but the Guest is the kernel's ``nobody``, which may not signal
     a root Host (an unprivileged Host's ``rlimits`` Guest is its uid: docs/isolation.md)."""
     if mode == "rlimits" and not ROOT:
-        pytest.skip("an unprivileged Host's rlimits Guest runs as the Host's uid and may signal it (docs/isolation.md)")
+        pytest.skip(
+            "an unprivileged Host's rlimits Guest runs as the Host's uid and may signal it (docs/isolation.md)"
+        )
     received: list[int] = []
     previous = signal.signal(signal.SIGUSR1, lambda number, frame: received.append(number))
     try:
@@ -82,11 +84,22 @@ async def test_no_sigio_reaches_the_host(mode: str, monkeypatch: pytest.MonkeyPa
     assert received == []
     if mode != "rlimits":
         assert out.value == dict.fromkeys(
-            ("SO_PEERCRED", "F_SETOWN", "F_SETOWN_EX", "F_SETSIG", "O_ASYNC", "F_SETLEASE", "F_NOTIFY"), "PermissionError"
+            (
+                "SO_PEERCRED",
+                "F_SETOWN",
+                "F_SETOWN_EX",
+                "F_SETSIG",
+                "O_ASYNC",
+                "F_SETLEASE",
+                "F_NOTIFY",
+            ),
+            "PermissionError",
         )
 
 
-PID_PROBES = SYSCALL + """
+PID_PROBES = (
+    SYSCALL
+    + """
 import fcntl
 r, w = os.pipe()
 def setown(pid):
@@ -113,6 +126,7 @@ def probes(pid):
     }
 (probes(ALIVE), probes(ABSENT))
 """
+)
 
 
 def _absent_pid() -> int:
@@ -124,15 +138,26 @@ def _absent_pid() -> int:
 
 @pytest.mark.parametrize("mode", SECCOMP_UP)
 @needs_x86_64
-async def test_no_call_tells_a_live_pid_from_an_absent_one(mode: str, monkeypatch: pytest.MonkeyPatch) -> None:
+async def test_no_call_tells_a_live_pid_from_an_absent_one(
+    mode: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Every allowed call that names a process answers the Host's pid exactly as a pid no
     process has, and none succeeds: at ``landlock`` (no pid namespace) ``F_SETOWN``'s
     ``ESRCH`` listed every Host pid although ``/proc`` is hidden."""
-    out = await run(PID_PROBES.replace("ALIVE", str(os.getpid())).replace("ABSENT", str(_absent_pid())), mode, monkeypatch)
+    out = await run(
+        PID_PROBES.replace("ALIVE", str(os.getpid())).replace("ABSENT", str(_absent_pid())),
+        mode,
+        monkeypatch,
+    )
     assert out.status == "ok", out.error
     alive, absent = out.value  # type: ignore[misc]
-    assert alive == absent, {name: (alive[name], absent[name]) for name in alive if alive[name] != absent[name]}
-    assert not any((isinstance(answer, tuple) and answer[0] == "ESCAPED") or answer == "ESCAPED" for answer in alive.values()), alive
+    assert alive == absent, {
+        name: (alive[name], absent[name]) for name in alive if alive[name] != absent[name]
+    }
+    assert not any(
+        (isinstance(answer, tuple) and answer[0] == "ESCAPED") or answer == "ESCAPED"
+        for answer in alive.values()
+    ), alive
 
 
 # -- kernel memory ------------------------------------------------------------------------------
@@ -174,7 +199,9 @@ for end in made[1::2] if kind == 'pipe' else made:
 
 
 @pytest.mark.parametrize("mode", ALL)
-async def test_kernel_buffers_a_guest_can_fill_are_bounded(mode: str, monkeypatch: pytest.MonkeyPatch) -> None:
+async def test_kernel_buffers_a_guest_can_fill_are_bounded(
+    mode: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """``RLIMIT_NOFILE`` (``max_open_files``) bounds how many buffers a Guest holds; from
     ``seccomp`` up they are pipes of 64 KiB (no ``socketpair``, no ``F_SETPIPE_SZ``), so
     it pins at most ``max_open_files / 2 * 64 KiB``. At ``rlimits`` socket pairs stay, as
@@ -185,22 +212,30 @@ async def test_kernel_buffers_a_guest_can_fill_are_bounded(mode: str, monkeypatc
     files = GuestLimits().max_open_files
     assert first_error == "OSError" and count < files  # EMFILE: stdio and the broker hold the rest
     if mode == "rlimits":
-        assert kind == "socketpair" and pinned < count * 2 * int(Path("/proc/sys/net/core/wmem_default").read_text())
+        assert kind == "socketpair" and pinned < count * 2 * int(
+            Path("/proc/sys/net/core/wmem_default").read_text()
+        )
     else:
         assert (kind, grown) == ("pipe", "PermissionError")
         assert pinned <= count // 2 * 65536
 
 
 @pytest.mark.parametrize("mode", params("rlimits", hidden_bwrap=False)[-1:])
-async def test_memory_outside_the_address_space_is_a_memory_limit(mode: str, monkeypatch: pytest.MonkeyPatch) -> None:
+async def test_memory_outside_the_address_space_is_a_memory_limit(
+    mode: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """At ``rlimits`` (memfd allowed) memfd pages, which ``RLIMIT_AS`` does not count, stop
     at the cgroup's memory bound (v2 ``memory.max`` or, on a hybrid hierarchy, v1's)."""
     source = "import os\nfor _ in range(50):\n    fd = os.memfd_create('x')\n    for _ in range(64):\n        os.write(fd, bytes(1 << 20))\n"
     out = await run(source, mode, monkeypatch, memory_bytes=256 << 20)
     assert out.isolation is not None
     if "cgroup-memory" not in out.isolation.mechanisms:
-        pytest.skip("no cgroup memory controller the Host may use: docs/isolation.md says what bounds kernel memory then")
-    assert out.guest_status == "limit" and out.error is not None and out.error.type == "MemoryLimit", out.error
+        pytest.skip(
+            "no cgroup memory controller the Host may use: docs/isolation.md says what bounds kernel memory then"
+        )
+    assert (
+        out.guest_status == "limit" and out.error is not None and out.error.type == "MemoryLimit"
+    ), out.error
 
 
 # -- cgroups and the library's own files --------------------------------------------------------
@@ -249,7 +284,9 @@ if pid:
 
 
 @pytest.mark.parametrize("mode", ALL)
-async def test_no_guest_process_can_leave_its_cgroup(mode: str, monkeypatch: pytest.MonkeyPatch) -> None:
+async def test_no_guest_process_can_leave_its_cgroup(
+    mode: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Neither the Guest nor (at ``rlimits``) a ``setsid()`` child can write any
     ``cgroup.procs``: an ``rlimits`` grandchild once moved itself to the root cgroup and
     outlived the run. Read-only mounts (and, for a root Host, the kernel uid ``nobody``)."""
@@ -270,10 +307,16 @@ def _library_files() -> list[Path]:
     root = _isolation.PACKAGE_ROOT
     import anyio as anyio_module
 
-    return [root / "pysolate" / "_guest" / "child" / "_seccomp.py", root / "pysolate" / "_guest" / "child" / "_seccomp_rules.py",
-            root / "pysolate" / "_guest" / "child" / "_child.py",
-            root / "pysolate" / "_guest" / "_isolation.py", root / "pysolate" / "_guest_errors.py",
-            root / "occurrences" / "plain.py", Path(anyio_module.__file__ or ""), Path(os.__file__)]
+    return [
+        root / "pysolate" / "_guest" / "child" / "_seccomp.py",
+        root / "pysolate" / "_guest" / "child" / "_seccomp_rules.py",
+        root / "pysolate" / "_guest" / "child" / "_child.py",
+        root / "pysolate" / "_guest" / "_isolation.py",
+        root / "pysolate" / "_guest_errors.py",
+        root / "occurrences" / "plain.py",
+        Path(anyio_module.__file__ or ""),
+        Path(os.__file__),
+    ]
 
 
 LIBRARY_WRITE = """
@@ -296,18 +339,30 @@ results
 
 
 @pytest.mark.parametrize("mode", ALL)
-async def test_the_librarys_own_files_are_not_writable(mode: str, monkeypatch: pytest.MonkeyPatch) -> None:
+async def test_the_librarys_own_files_are_not_writable(
+    mode: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """At every level: the package sources (the Host's own paths, and under bubblewrap the
     sandbox's), the Host's virtualenv and the stdlib open for writing in no Guest, and no
     new module can be added beside them. An ``rlimits`` run once appended a no-op
     ``install()`` to ``_seccomp.py``, and a later default Host ran its Guests unfiltered."""
     files = _library_files()
-    sandboxed = [f"{_isolation.SANDBOX_ROOT}/{path.relative_to(_isolation.PACKAGE_ROOT)}" for path in files[:6]]
-    new = [str(_isolation.PACKAGE_ROOT / "pysolate" / "_guest" / "child" / f"_pwned_{os.getpid()}.py"),
-           f"{_isolation.SANDBOX_ROOT}/pysolate/_guest/child/_pwned.py", str(Path(os.__file__).with_name(f"pwned_{os.getpid()}.py"))]
+    sandboxed = [
+        f"{_isolation.SANDBOX_ROOT}/{path.relative_to(_isolation.PACKAGE_ROOT)}"
+        for path in files[:6]
+    ]
+    new = [
+        str(_isolation.PACKAGE_ROOT / "pysolate" / "_guest" / "child" / f"_pwned_{os.getpid()}.py"),
+        f"{_isolation.SANDBOX_ROOT}/pysolate/_guest/child/_pwned.py",
+        str(Path(os.__file__).with_name(f"pwned_{os.getpid()}.py")),
+    ]
     before = {path: (path.stat().st_size, path.stat().st_mtime_ns) for path in files}
     try:
-        out = await run(f"TARGETS = {[*map(str, files), *sandboxed]!r}\nNEW = {new!r}\n" + LIBRARY_WRITE, mode, monkeypatch)
+        out = await run(
+            f"TARGETS = {[*map(str, files), *sandboxed]!r}\nNEW = {new!r}\n" + LIBRARY_WRITE,
+            mode,
+            monkeypatch,
+        )
     finally:
         created = [path for path in new if Path(path).exists()]
         for path in created:
@@ -319,12 +374,16 @@ async def test_the_librarys_own_files_are_not_writable(mode: str, monkeypatch: p
 
 
 @pytest.mark.parametrize("mode", params("rlimits", hidden_bwrap=False)[-1:])
-async def test_an_rlimits_guest_writes_only_its_scratch(mode: str, monkeypatch: pytest.MonkeyPatch) -> None:
+async def test_an_rlimits_guest_writes_only_its_scratch(
+    mode: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """At ``rlimits`` (no Landlock, no filter) the whole file system is read-only but the
     scratch dir: even the directories anyone may write (``EROFS``, not ``EACCES``)."""
     targets = [f"/tmp/pysolate-pwned-{os.getpid()}", f"/var/tmp/pysolate-pwned-{os.getpid()}"]
-    source = f"import os\nresults = []\nfor t in {targets!r}:\n    try:\n        open(t, 'w').close()\n        results.append('ESCAPED')\n" \
-             "    except OSError as e:\n        results.append(type(e).__name__)\nopen('scratch.txt', 'w').write('ok')\n(results, open('scratch.txt').read())"
+    source = (
+        f"import os\nresults = []\nfor t in {targets!r}:\n    try:\n        open(t, 'w').close()\n        results.append('ESCAPED')\n"
+        "    except OSError as e:\n        results.append(type(e).__name__)\nopen('scratch.txt', 'w').write('ok')\n(results, open('scratch.txt').read())"
+    )
     out = await run(source, mode, monkeypatch)
     assert out.value == (["OSError"] * len(targets), "ok"), out.value  # EROFS
     assert not any(os.path.exists(t) for t in targets)
@@ -339,10 +398,14 @@ def _alive(pid: int) -> bool:
 
 
 @pytest.mark.parametrize("mode", params("rlimits", hidden_bwrap=False)[-1:])
-async def test_an_rlimits_grandchild_that_tried_to_escape_is_gone_with_the_run(mode: str, monkeypatch: pytest.MonkeyPatch) -> None:
+async def test_an_rlimits_grandchild_that_tried_to_escape_is_gone_with_the_run(
+    mode: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """The issue's escape, whole: a ``setsid()`` grandchild that tried every ``cgroup.procs``
     is in the Guest's cgroup still, so it ends with the run."""
-    source = f"TARGETS = {_cgroup_targets()!r}\n" + """
+    source = (
+        f"TARGETS = {_cgroup_targets()!r}\n"
+        + """
 import os, time
 r, w = os.pipe()
 pid = os.fork()
@@ -361,13 +424,15 @@ if pid == 0:
 os.waitpid(pid, 0)
 int(os.read(r, 32))
 """
+    )
     out = await run(source, mode, monkeypatch)
     assert out.status == "ok" and isinstance(out.value, int), out.error
     assert out.isolation is not None
     if "cgroup-kill" not in out.isolation.mechanisms:
-        pytest.skip("no cgroup v2 the Host may create: rlimits cannot end a setsid() grandchild (docs/isolation.md)")
+        pytest.skip(
+            "no cgroup v2 the Host may create: rlimits cannot end a setsid() grandchild (docs/isolation.md)"
+        )
     deadline = time.monotonic() + 5
     while _alive(out.value) and time.monotonic() < deadline:
         await anyio.sleep(0.05)
     assert not _alive(out.value)
-

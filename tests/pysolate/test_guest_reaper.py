@@ -22,7 +22,9 @@ pytestmark = pytest.mark.anyio
 
 
 @pytest.mark.parametrize("level", forked_levels())
-async def test_the_result_does_not_wait_for_the_exit_status(level: str, monkeypatch: pytest.MonkeyPatch) -> None:
+async def test_the_result_does_not_wait_for_the_exit_status(
+    level: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
     guest = await start_subprocess_guest(CAPS, GuestLimits(wall_time=20), isolation=level)  # type: ignore[arg-type]
     assert isinstance(guest._process, _forked.ForkedProcess)
 
@@ -68,7 +70,9 @@ async def test_after_the_reaper_nothing_of_the_guest_is_left(level: str) -> None
 async def test_a_failed_program_is_still_reported_from_its_done(level: str) -> None:
     guest = await start_subprocess_guest(CAPS, GuestLimits(wall_time=20), isolation=level)  # type: ignore[arg-type]
     try:
-        out = await guest.run("import sys\nprint('to stderr', file=sys.stderr)\nprint('out')\n1 / 0", echo)
+        out = await guest.run(
+            "import sys\nprint('to stderr', file=sys.stderr)\nprint('out')\n1 / 0", echo
+        )
     finally:
         await guest.aclose()
     assert out.status == "error" and out.error is not None and out.error.type == "ZeroDivisionError"

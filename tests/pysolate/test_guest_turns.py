@@ -27,7 +27,9 @@ class Tools:
     def __init__(self) -> None:
         self.calls: list[tuple[object, ...]] = []
 
-    async def __call__(self, capability: str, method: str, args: tuple[object, ...], kwargs: dict[str, object]) -> object:
+    async def __call__(
+        self, capability: str, method: str, args: tuple[object, ...], kwargs: dict[str, object]
+    ) -> object:
         self.calls.append(args)
         return f"<{args[0]}>"
 
@@ -41,10 +43,16 @@ async def test_globals_stdout_and_calls_across_turns() -> None:
     tools = Tools()
     try:
         with anyio.fail_after(20):
-            one = await guest.turn("xs = ['a', 'b']\nimport json\nprint('one')\nlen(xs)", tools, wall_time=10)
-            two = await guest.turn("ys = [fs.read(x) for x in xs]\nprint('two')\nys", tools, wall_time=10)
+            one = await guest.turn(
+                "xs = ['a', 'b']\nimport json\nprint('one')\nlen(xs)", tools, wall_time=10
+            )
+            two = await guest.turn(
+                "ys = [fs.read(x) for x in xs]\nprint('two')\nys", tools, wall_time=10
+            )
             three = await guest.turn("del ys\nzs = 1 / 0", tools, wall_time=10)
-            four = await guest.turn("print(sorted(k for k in globals() if not k.startswith('_')))", tools, wall_time=10)
+            four = await guest.turn(
+                "print(sorted(k for k in globals() if not k.startswith('_')))", tools, wall_time=10
+            )
     finally:
         await guest.aclose()
     assert (one.outcome.status, one.outcome.value, one.outcome.stdout) == ("ok", 2, "one\n")
@@ -66,7 +74,9 @@ async def test_globals_stdout_and_calls_across_turns() -> None:
         ("xs = bytearray(1 << 34)", {}, "MemoryLimit"),
     ],
 )
-async def test_any_other_end_stops_the_child(program: str, limit: dict[str, float], error: str) -> None:
+async def test_any_other_end_stops_the_child(
+    program: str, limit: dict[str, float], error: str
+) -> None:
     guest = await session(**{k: v for k, v in limit.items() if k != "wall_time"})
     try:
         with anyio.fail_after(20):
@@ -87,9 +97,15 @@ async def test_a_frame_between_turns_is_a_protocol_error() -> None:
     tools = Tools()
     try:
         with anyio.fail_after(20):
-            await guest.turn("import threading, time\nthreading.Thread(target=lambda: (time.sleep(0.2), fs.read('late'))).start()", tools, wall_time=10)
+            await guest.turn(
+                "import threading, time\nthreading.Thread(target=lambda: (time.sleep(0.2), fs.read('late'))).start()",
+                tools,
+                wall_time=10,
+            )
             channel = guest._guest._channel
-            await wait_until(channel.spoke_out_of_turn, what="the thread's frame arrived between the turns")
+            await wait_until(
+                channel.spoke_out_of_turn, what="the thread's frame arrived between the turns"
+            )
             end = await guest.turn("1", tools, wall_time=10)
     finally:
         await guest.aclose()
@@ -109,9 +125,20 @@ async def test_a_session_child_never_takes_a_single_run() -> None:
 async def test_a_turn_done_frame_in_a_single_run_is_a_protocol_error() -> None:
     """The Host accepts ``turn_done`` only in a session (a hostile program can forge one)."""
     fd_finder = "import os, sys\nfd = int(sys.argv[1])\n"
-    frame = {"t": "turn_done", "status": "ok", "value": ["n"], "error": None, "stdout": "", "known": {}, "opaque": []}
+    frame = {
+        "t": "turn_done",
+        "status": "ok",
+        "value": ["n"],
+        "error": None,
+        "stdout": "",
+        "known": {},
+        "opaque": [],
+    }
     payload = json.dumps(frame).encode()
-    forge = fd_finder + f"data = {payload!r}\nos.write(fd, len(data).to_bytes(4, 'big') + data)\nimport time\ntime.sleep(5)"
+    forge = (
+        fd_finder
+        + f"data = {payload!r}\nos.write(fd, len(data).to_bytes(4, 'big') + data)\nimport time\ntime.sleep(5)"
+    )
     guest = await start_subprocess_guest(CAPS, GuestLimits())
     try:
         with anyio.fail_after(20):
@@ -122,7 +149,15 @@ async def test_a_turn_done_frame_in_a_single_run_is_a_protocol_error() -> None:
 
 
 def test_turn_done_frames_are_validated() -> None:
-    good = {"t": "turn_done", "status": "ok", "value": ["i", "1"], "error": None, "stdout": "", "known": {"x": ["l", []]}, "opaque": ["f"]}
+    good = {
+        "t": "turn_done",
+        "status": "ok",
+        "value": ["i", "1"],
+        "error": None,
+        "stdout": "",
+        "known": {"x": ["l", []]},
+        "opaque": ["f"],
+    }
     frame = parse_guest_frame(json.dumps(good).encode())
     assert isinstance(frame, TurnDone) and frame.known == {"x": []} and frame.opaque == ("f",)
     for bad in (

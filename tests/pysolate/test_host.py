@@ -87,7 +87,9 @@ def _host(factory: GuestFactory, **kwargs: object) -> tuple[Host, Store]:
 
 async def test_value_and_stdout(factory: GuestFactory) -> None:
     host, _ = _host(factory)
-    result = await host.run_source("print('hi', 1, sep='-')\nx = store.double(21)\n{'x': x, 't': (1, b'b')}")
+    result = await host.run_source(
+        "print('hi', 1, sep='-')\nx = store.double(21)\n{'x': x, 't': (1, b'b')}"
+    )
     assert result.status == RunStatus.OK == "ok"
     assert result.value == {"x": 42, "t": (1, b"b")}
     assert result.stdout == "hi-1\n"
@@ -95,10 +97,14 @@ async def test_value_and_stdout(factory: GuestFactory) -> None:
     assert result.isolation is not None
 
 
-async def test_no_final_expression_means_no_value_and_non_plain_values_are_repr(factory: GuestFactory) -> None:
+async def test_no_final_expression_means_no_value_and_non_plain_values_are_repr(
+    factory: GuestFactory,
+) -> None:
     host, _ = _host(factory)
     assert (await host.run_source("x = 1")).value is None
-    assert (await host.run_source("class A:\n    def __repr__(self):\n        return 'A!'\nA()")).value == "A!"
+    assert (
+        await host.run_source("class A:\n    def __repr__(self):\n        return 'A!'\nA()")
+    ).value == "A!"
 
 
 async def test_an_exception_reports_type_message_and_agent_line(factory: GuestFactory) -> None:
@@ -107,10 +113,16 @@ async def test_an_exception_reports_type_message_and_agent_line(factory: GuestFa
     result = await host.run_source(src)
     assert result.status == "error"
     assert result.error is not None
-    assert (result.error.type, result.error.message, result.error.line) == ("KeyError", "'missing'", 4)
+    assert (result.error.type, result.error.message, result.error.line) == (
+        "KeyError",
+        "'missing'",
+        4,
+    )
 
 
-@pytest.mark.parametrize("src", ["x = (\n", "def f(:\n  pass", "return 1", "await store.size()", "if x:\npass"])
+@pytest.mark.parametrize(
+    "src", ["x = (\n", "def f(:\n  pass", "return 1", "await store.size()", "if x:\npass"]
+)
 async def test_a_source_that_does_not_compile_is_rejected_and_nothing_runs(src: str) -> None:
     started: list[object] = []
 
@@ -179,7 +191,9 @@ async def test_keys_bind_arguments_and_views_follow_writes(factory: GuestFactory
     assert host.root_key(host.bind("store", "double", (1,), {})) == d1  # early results claimable
 
 
-async def test_tool_failures_raise_builtins_or_tool_error_in_the_program(factory: GuestFactory) -> None:
+async def test_tool_failures_raise_builtins_or_tool_error_in_the_program(
+    factory: GuestFactory,
+) -> None:
     host, _ = _host(factory)
     src = (
         "out = []\n"
@@ -202,7 +216,11 @@ async def test_an_uncaught_tool_error_ends_the_run_at_its_line(factory: GuestFac
     result = await host.run_source("x = 1\nstore.odd('custom')\n")
     assert result.status == "error"
     assert result.error is not None
-    assert (result.error.type, result.error.message, result.error.line) == ("ToolError", "_Custom: my failure", 2)
+    assert (result.error.type, result.error.message, result.error.line) == (
+        "ToolError",
+        "_Custom: my failure",
+        2,
+    )
     assert ToolError("_Custom", "my failure").type_name == "_Custom"
 
 
@@ -221,12 +239,22 @@ async def test_bad_calls_raise_type_error_in_the_program(factory: GuestFactory) 
     result = await host.run_source(src)
     assert result.value == ["bind", "bind", "plain argument", ("ToolError", "InvalidResult")]
     # A non-plain argument fails in the Guest: that call never reaches the Host.
-    assert [(c.method, c.outcome) for c in result.calls] == [("double", "error"), ("double", "error"), ("odd", "error")]
+    assert [(c.method, c.outcome) for c in result.calls] == [
+        ("double", "error"),
+        ("double", "error"),
+        ("odd", "error"),
+    ]
     assert result.calls[0].key is None  # unbound calls have no key
-    assert [c.error.type for c in result.calls if c.error] == ["TypeError", "TypeError", "InvalidResult"]
+    assert [c.error.type for c in result.calls if c.error] == [
+        "TypeError",
+        "TypeError",
+        "InvalidResult",
+    ]
 
 
-async def test_oversized_results_are_an_error_in_the_program(factory: GuestFactory, monkeypatch: pytest.MonkeyPatch) -> None:
+async def test_oversized_results_are_an_error_in_the_program(
+    factory: GuestFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setattr("pysolate._calls._crossing.MAX_RESULT_CHARS", 100)
     host, _ = _host(factory)
     result = await host.run_source("store.odd('x' * 200)")
@@ -263,7 +291,9 @@ async def test_concurrent_runs_share_a_host_without_sharing_state(factory: Guest
 
 async def test_the_result_dumps_to_json(factory: GuestFactory) -> None:
     host, _ = _host(factory)
-    result = await host.run_source("workspace.write_bytes('x', b'\\x00')\nstore.odd((1, float('inf')))")
+    result = await host.run_source(
+        "workspace.write_bytes('x', b'\\x00')\nstore.odd((1, float('inf')))"
+    )
     dumped = json.loads(json.dumps(result.to_json()))
     assert dumped["status"] == "ok"
     assert dumped["value"] == [1, "inf"]
@@ -275,7 +305,12 @@ async def test_the_result_dumps_to_json(factory: GuestFactory) -> None:
 async def test_call_root_runs_only_early_eligible_methods(factory: GuestFactory) -> None:
     host, store = _host(factory)
     assert await host.call_root("store", "get", host.bind("store", "get", ("a",), {})) == [1, 2]
-    assert await host.call_root("workspace", "read_text", host.bind("workspace", "read_text", ("a.txt",), {})) == "alpha"
+    assert (
+        await host.call_root(
+            "workspace", "read_text", host.bind("workspace", "read_text", ("a.txt",), {})
+        )
+        == "alpha"
+    )
     for method, args in [("size", ()), ("put", ("q", [1])), ("odd", ())]:
         with pytest.raises(PermissionError, match="never run early"):
             await host.call_root("store", method, host.bind("store", method, args, {}))
@@ -334,7 +369,9 @@ async def test_the_default_guest_is_the_isolated_subprocess() -> None:
     assert result.isolation is not None and result.isolation.level != "in_process"
 
 
-async def test_workspace_semantics_inside_the_program(factory: GuestFactory, tmp_path: Path) -> None:
+async def test_workspace_semantics_inside_the_program(
+    factory: GuestFactory, tmp_path: Path
+) -> None:
     source = tmp_path / "src"
     source.mkdir()
     (source / "a.txt").write_text("alpha")
@@ -357,7 +394,10 @@ async def test_workspace_semantics_inside_the_program(factory: GuestFactory, tmp
     for result in (kept, dropped):
         assert result.status == "ok", result.error
         assert result.value == (
-            ["../secret.txt", f"{tmp_path}/secret.txt", "leak"], "alpha!", False, ["a.txt", "leak", "new"],
+            ["../secret.txt", f"{tmp_path}/secret.txt", "leak"],
+            "alpha!",
+            False,
+            ["a.txt", "leak", "new"],
         )
     out = kept.workspaces["workspace"].commit(tmp_path / "out")
     dropped.workspaces["workspace"].discard()
@@ -367,7 +407,9 @@ async def test_workspace_semantics_inside_the_program(factory: GuestFactory, tmp
     assert "hunter2" not in json.dumps(kept.to_json())
 
 
-async def test_cancelling_a_run_cancels_its_call_in_flight_and_propagates(factory: GuestFactory) -> None:
+async def test_cancelling_a_run_cancels_its_call_in_flight_and_propagates(
+    factory: GuestFactory,
+) -> None:
     started = anyio.Event()
 
     async def block() -> None:

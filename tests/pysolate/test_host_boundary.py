@@ -49,7 +49,11 @@ class Echo:
 
 
 def _host(guest: str) -> Host:
-    host = Host(guest_factory=in_process_guest, session_factory=in_process_session) if guest == "in-process" else Host()
+    host = (
+        Host(guest_factory=in_process_guest, session_factory=in_process_session)
+        if guest == "in-process"
+        else Host()
+    )
     host.register("t", Echo())
     return host
 
@@ -61,7 +65,10 @@ async def _chunks(source: str, size: int = 4096) -> AsyncIterator[str]:
 
 async def every_path(host: Host, source: str) -> list[RunResult]:
     """``source`` through ``run_source``, ``run_stream``, and a session's two."""
-    results = [await host.run_source(source, speculate=False), await host.run_stream(_chunks(source))]
+    results = [
+        await host.run_source(source, speculate=False),
+        await host.run_stream(_chunks(source)),
+    ]
     async with host.session() as session:
         results.append(await session.run_source(source, speculate=False))
     async with host.session() as session:
@@ -75,18 +82,38 @@ RECURSION = "maximum recursion depth exceeded during ast construction"
 BOMBS = {
     "a 3,000-term sum": ("x = " + "+".join(["1"] * 3000) + "\nx", "RecursionError", RECURSION),
     "a 100,000-term sum": ("x = " + "+".join(["1"] * 100_000) + "\nx", "RecursionError", RECURSION),
-    "100,000 unary minuses": ("x = " + "-" * 100_000 + "1\nx", "MemoryError", "the source is nested too deeply for CPython's parser"),
+    "100,000 unary minuses": (
+        "x = " + "-" * 100_000 + "1\nx",
+        "MemoryError",
+        "the source is nested too deeply for CPython's parser",
+    ),
     "50,000 calls of calls": ("x = f" + "()" * 50_000, "RecursionError", RECURSION),
     "100,000 subscripts": ("x = a" + "[0]" * 100_000, "RecursionError", RECURSION),
-    "nested tuples": ("x = " + "1,(" * 500 + "1" + ")" * 500, "MemoryError", "the source is nested too deeply for CPython's parser"),
-    "1,000 lambdas": ("x = " + "lambda: " * 1000 + "1", "RecursionError", "maximum recursion depth exceeded while traversing 'expr' node"),
-    "1,000 parentheses": ("x = " + "(" * 1000 + "1" + ")" * 1000, "SyntaxError", "too many nested parentheses"),
+    "nested tuples": (
+        "x = " + "1,(" * 500 + "1" + ")" * 500,
+        "MemoryError",
+        "the source is nested too deeply for CPython's parser",
+    ),
+    "1,000 lambdas": (
+        "x = " + "lambda: " * 1000 + "1",
+        "RecursionError",
+        "maximum recursion depth exceeded while traversing 'expr' node",
+    ),
+    "1,000 parentheses": (
+        "x = " + "(" * 1000 + "1" + ")" * 1000,
+        "SyntaxError",
+        "too many nested parentheses",
+    ),
     "21 nested loops": (
         "".join(" " * i + f"for i{i} in range(1):\n" for i in range(21)) + " " * 21 + "pass\n",
         "SyntaxError",
         "too many statically nested blocks",
     ),
-    "100 indented blocks": ("".join(" " * i + "if 1:\n" for i in range(100)) + " " * 100 + "pass\n", "IndentationError", "too many levels of indentation"),
+    "100 indented blocks": (
+        "".join(" " * i + "if 1:\n" for i in range(100)) + " " * 100 + "pass\n",
+        "IndentationError",
+        "too many levels of indentation",
+    ),
 }
 
 
@@ -97,7 +124,10 @@ async def test_a_source_past_cpythons_limits_is_rejected_with_its_message(name: 
     source, type_name, message = BOMBS[name]
     for result in await every_path(_host("in-process"), source):
         assert result.status == "rejected", result
-        assert result.error is not None and (result.error.type, result.error.message) == (type_name, message)
+        assert result.error is not None and (result.error.type, result.error.message) == (
+            type_name,
+            message,
+        )
         assert result.calls == ()
 
 
@@ -145,7 +175,11 @@ async def test_every_path_draws_the_line_at_the_same_depth(guest: str) -> None:
     for result in await every_path(host, _sum(deepest)):
         assert (result.status, result.value) == ("ok", deepest)
     for result in await every_path(host, _sum(deepest + 1)):
-        assert result.status == "rejected" and result.error is not None and result.error.type == "RecursionError"
+        assert (
+            result.status == "rejected"
+            and result.error is not None
+            and result.error.type == "RecursionError"
+        )
 
 
 async def test_the_line_does_not_move_with_the_callers_stack() -> None:
@@ -219,13 +253,15 @@ async def innocent_stall(host: Host) -> float:
     """The worst stall of three innocent runs on ``host`` (a Guest started, calls made)."""
     worst = 0.0
     for _ in range(3):
-        result, stall = await held(host.run_source("x = [t.f(i) for i in range(5)]\nx", speculate=False))
+        result, stall = await held(
+            host.run_source("x = [t.f(i) for i in range(5)]\nx", speculate=False)
+        )
         assert result.status == "ok"
         worst = max(worst, stall)
     return max(worst, 0.0005)
 
 
-HOSTILE = r'''
+HOSTILE = r"""
 import os, sys, json, struct
 fd = int(sys.argv[-1])  # the broker socket: a program can write any bytes to it
 def read_exact(n):
@@ -245,21 +281,33 @@ def raw(args):
     reply = json.loads(read_exact(n))
     return (reply["t"], reply.get("type"), reply.get("message", ""))
 P = 2**61 - 1
-'''
+"""
 """Prelude of a program that writes its own call frames (the subprocess Guest's fd)."""
 
 FRAME_ATTACKS = {
     "30,000 int keys of hash 0": (
-        "raw(b'[\"t\",[[\"d\",[' + b','.join(b'[[\"i\",\"%d\"],[\"n\"]]' % (k * P) for k in range(30000)) + b']]]]')",
-        ("failure", "ValueError", "t.f: arguments must be plain data (dict with more than 32 keys of one hash)"),
+        'raw(b\'["t",[["d",[\' + b\',\'.join(b\'[["i","%d"],["n"]]\' % (k * P) for k in range(30000)) + b\']]]]\')',
+        (
+            "failure",
+            "ValueError",
+            "t.f: arguments must be plain data (dict with more than 32 keys of one hash)",
+        ),
     ),
     "20,000 tuple keys of one hash": (
-        "raw(b'[\"t\",[[\"d\",[' + b','.join(b'[[\"t\",[[\"i\",\"%d\"]]],[\"n\"]]' % (k * P) for k in range(20000)) + b']]]]')",
-        ("failure", "ValueError", "t.f: arguments must be plain data (dict with more than 32 keys of one hash)"),
+        'raw(b\'["t",[["d",[\' + b\',\'.join(b\'[["t",[["i","%d"]]],["n"]]\' % (k * P) for k in range(20000)) + b\']]]]\')',
+        (
+            "failure",
+            "ValueError",
+            "t.f: arguments must be plain data (dict with more than 32 keys of one hash)",
+        ),
     ),
     "800,000 empty lists": (
         "raw(b'[\"t\",[[\"l\",[' + b','.join([b'[\"l\",[]]'] * 800000) + b']]]]')",
-        ("failure", "ValueError", "t.f: arguments must be plain data (list of more than 50000 items)"),
+        (
+            "failure",
+            "ValueError",
+            "t.f: arguments must be plain data (list of more than 50000 items)",
+        ),
     ),
     "nested 100 deep": (
         "raw(b'[\"t\",[' + b'[\"l\",[' * 100 + b'[\"n\"]' + b']]' * 100 + b']]')",
@@ -301,7 +349,15 @@ async def test_innocent_runs_beside_an_attack_finish_as_their_sequential_twins()
     host.register("t", Echo2())
     host.register("e", Echo())
     innocent = "a = e.f([1, 2])\nb = e.f({'k': a})\nc = [e.f(i) for i in range(4)]\n(a, b, c)"
-    attack = HOSTILE + "\n".join(f"r{i} = {FRAME_ATTACKS[name][0]}" for i, name in enumerate(FRAME_ATTACKS) if "keys" in name or "lists" in name) + "\nr0"
+    attack = (
+        HOSTILE
+        + "\n".join(
+            f"r{i} = {FRAME_ATTACKS[name][0]}"
+            for i, name in enumerate(FRAME_ATTACKS)
+            if "keys" in name or "lists" in name
+        )
+        + "\nr0"
+    )
     twin = await host.run_source(innocent, speculate=False)
     results: list[RunResult] = []
 
@@ -323,7 +379,10 @@ async def test_an_honest_guest_refuses_what_the_host_would(guest: str) -> None:
     host = _host(guest)
     source = "try:\n    t.f({k * (2**61 - 1): 0 for k in range(40)})\nexcept ValueError as e:\n    r = str(e)\nr"
     result = await host.run_source(source, speculate=False)
-    assert (result.status, result.value) == ("ok", "t.f: arguments must be plain data (dict with more than 32 keys of one hash)")
+    assert (result.status, result.value) == (
+        "ok",
+        "t.f: arguments must be plain data (dict with more than 32 keys of one hash)",
+    )
     assert result.calls == ()
 
 
@@ -341,7 +400,15 @@ def rss() -> int:
 
 
 def _workspace_host(guest: str, **limits: int) -> Host:
-    host = Host(guest_factory=in_process_guest, session_factory=in_process_session, limits=GuestLimits(**limits)) if guest == "in-process" else Host(limits=GuestLimits(**limits))
+    host = (
+        Host(
+            guest_factory=in_process_guest,
+            session_factory=in_process_session,
+            limits=GuestLimits(**limits),
+        )
+        if guest == "in-process"
+        else Host(limits=GuestLimits(**limits))
+    )
     host.register("workspace", Workspace.from_files({"a.txt": "a"}))
     return host
 
@@ -349,7 +416,9 @@ def _workspace_host(guest: str, **limits: int) -> Host:
 REWRITE = "s = 'a' * (7 << 20)\nfor i in range(60):\n    workspace.write_text('big.txt', s)\n'done'"
 """One 7 MiB text written 60 times to one path (before: every copy held twice, 3.7 GB at 250)."""
 
-SPREAD = "s = 'a' * (7 << 20)\nfor i in range(60):\n    workspace.write_text(f'big{i}.txt', s)\n'done'"
+SPREAD = (
+    "s = 'a' * (7 << 20)\nfor i in range(60):\n    workspace.write_text(f'big{i}.txt', s)\n'done'"
+)
 """One 7 MiB text written to 60 paths: the branch would hold 420 MiB."""
 
 
@@ -371,7 +440,9 @@ async def test_rewriting_one_big_file_holds_one_copy(guest: str) -> None:
     assert (result.status, result.value, len(result.calls)) == ("ok", "done", 60)
     path, text = result.calls[0].args[:2]
     assert path == "big.txt" and text == ValueDigest("s", 7 * MiB, text.sha256)  # type: ignore[union-attr]
-    assert result.workspaces["workspace"].state_files()["big.txt"] == b"a" * (7 * MiB)  # the value is in the branch
+    assert result.workspaces["workspace"].state_files()["big.txt"] == b"a" * (
+        7 * MiB
+    )  # the value is in the branch
     # What the Host still holds after the run is the branch's one copy and small records
     # (every copy kept would be 60 x 7 MiB); the process's RSS also keeps the allocator's
     # high-water mark of frames decoded one at a time, so it gets twice the budget.
@@ -380,13 +451,19 @@ async def test_rewriting_one_big_file_holds_one_copy(guest: str) -> None:
 
 
 @pytest.mark.parametrize("guest", ["subprocess", "in-process"])
-async def test_past_the_byte_budget_the_run_is_aborted_and_nothing_commits(guest: str, tmp_path: Path) -> None:
+async def test_past_the_byte_budget_the_run_is_aborted_and_nothing_commits(
+    guest: str, tmp_path: Path
+) -> None:
     host = _workspace_host(guest)
     gc.collect()
     before = rss()
     result = await host.run_source(SPREAD, speculate=False)
     gc.collect()
-    assert result.status == "aborted" and result.error is not None and result.error.type == "HostBytesLimit"
+    assert (
+        result.status == "aborted"
+        and result.error is not None
+        and result.error.type == "HostBytesLimit"
+    )
     assert len(result.calls) == 5  # 4 x 7 MiB fit in 32 MiB, the fifth crosses it
     branch = result.workspaces["workspace"]
     with pytest.raises(CommitError, match="HostBytesLimit"):
@@ -399,7 +476,11 @@ async def test_a_program_that_catches_everything_still_ends_at_the_budget() -> N
     host = _workspace_host("in-process", max_host_bytes=16 * MiB)
     source = "s = 'a' * (7 << 20)\nn = 0\nfor i in range(10):\n    try:\n        workspace.write_text(f'f{i}', s)\n        n += 1\n    except BaseException:\n        pass\nn"
     result = await host.run_source(source, speculate=False)
-    assert result.status == "aborted" and result.error is not None and result.error.type == "HostBytesLimit"
+    assert (
+        result.status == "aborted"
+        and result.error is not None
+        and result.error.type == "HostBytesLimit"
+    )
 
 
 @pytest.mark.parametrize("guest", ["subprocess", "in-process"])
@@ -409,10 +490,18 @@ async def test_a_session_counts_the_branch_its_turns_left(guest: str) -> None:
     host = _workspace_host(guest)
     async with host.session() as session:
         for i in range(4):
-            turn = await session.run_source(f"workspace.write_text('t{i}', 'a' * (7 << 20))", speculate=False)
+            turn = await session.run_source(
+                f"workspace.write_text('t{i}', 'a' * (7 << 20))", speculate=False
+            )
             assert turn.status == "ok", turn.error
-        turn = await session.run_source("workspace.write_text('t4', 'a' * (7 << 20))", speculate=False)
-        assert turn.status == "aborted" and turn.error is not None and turn.error.type == "HostBytesLimit"
+        turn = await session.run_source(
+            "workspace.write_text('t4', 'a' * (7 << 20))", speculate=False
+        )
+        assert (
+            turn.status == "aborted"
+            and turn.error is not None
+            and turn.error.type == "HostBytesLimit"
+        )
         assert sorted(session.workspaces["workspace"].changes()) == ["t0", "t1", "t2", "t3"]
 
 

@@ -23,13 +23,28 @@ from pysolate._guest.child import _init_elf
 ROOT = Path(__file__).resolve().parents[2]
 SOURCE = ROOT / "pysolate" / "_guest" / "child" / "_init_x86_64.S"
 X86_64 = os.uname().machine == "x86_64"
-needs_x86_64 = pytest.mark.skipif(not X86_64, reason="the init's program is x86_64 only (elsewhere the init stays Python)")
+needs_x86_64 = pytest.mark.skipif(
+    not X86_64, reason="the init's program is x86_64 only (elsewhere the init stays Python)"
+)
 
 
-@pytest.mark.skipif(not (shutil.which("as") and shutil.which("objcopy")), reason="needs binutils (as, objcopy)")
+@pytest.mark.skipif(
+    not (shutil.which("as") and shutil.which("objcopy")), reason="needs binutils (as, objcopy)"
+)
 def test_the_bytes_are_the_assembly_source(tmp_path: Path) -> None:
     subprocess.run(["as", "--64", "-o", str(tmp_path / "init.o"), str(SOURCE)], check=True)
-    subprocess.run(["objcopy", "-O", "binary", "-j", ".text", str(tmp_path / "init.o"), str(tmp_path / "init.bin")], check=True)
+    subprocess.run(
+        [
+            "objcopy",
+            "-O",
+            "binary",
+            "-j",
+            ".text",
+            str(tmp_path / "init.o"),
+            str(tmp_path / "init.bin"),
+        ],
+        check=True,
+    )
     assert (tmp_path / "init.bin").read_bytes() == _init_elf.X86_64
 
 
@@ -75,7 +90,12 @@ print(exit_message.decode(), init_status, os.pread(program, 4096, 0) == _init_el
 def init_reports(ending: str, how: str) -> tuple[str, int, bool]:
     """Run ``_unshare._init`` (the ELF, ``python``, or a ``broken`` program) over a child that
     runs ``ending``; its ``exit`` message, the init's own status, whether it became the ELF."""
-    done = subprocess.run([sys.executable, "-c", INIT.format(root=str(ROOT)), ending, how], capture_output=True, text=True, timeout=30)
+    done = subprocess.run(
+        [sys.executable, "-c", INIT.format(root=str(ROOT)), ending, how],
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
     assert done.returncode == 0, done.stderr
     words = done.stdout.split()
     assert len(words) == 5 and words[3] == "True", done.stdout  # (the memfd unchanged)
@@ -90,13 +110,21 @@ def raw_status(ending: str) -> int:
     return status
 
 
-ENDINGS = ["os._exit(0)", "os._exit(37)", "os.kill(os.getpid(), signal.SIGKILL)", "os.kill(os.getpid(), signal.SIGXCPU)", "os.kill(os.getpid(), signal.SIGTERM)"]
+ENDINGS = [
+    "os._exit(0)",
+    "os._exit(37)",
+    "os.kill(os.getpid(), signal.SIGKILL)",
+    "os.kill(os.getpid(), signal.SIGXCPU)",
+    "os.kill(os.getpid(), signal.SIGTERM)",
+]
 
 
 @needs_x86_64
 @pytest.mark.parametrize("ending", ENDINGS)
 @pytest.mark.parametrize("how", ["elf", "python", "broken"])
-def test_the_init_reports_the_raw_wait_status_whichever_program_waits(ending: str, how: str) -> None:
+def test_the_init_reports_the_raw_wait_status_whichever_program_waits(
+    ending: str, how: str
+) -> None:
     """The same ``exit S`` from the ELF, the Python init and the Python fallback after a
     failed exec: ``S`` the raw status ``os.waitpid`` gives (signals, SIGXCPU, exit codes)."""
     message, init_status, became_elf = init_reports(ending, how)
@@ -116,10 +144,16 @@ def test_the_memfd_is_sealed_close_on_exec_and_execute_only() -> None:
         assert seals & wanted == wanted, seals
         assert os.fstat(program).st_mode & 0o7777 == 0o100
         assert os.pread(program, 4096, 0) == _init_elf.X86_64
-        for change in (lambda: os.pwrite(program, b"\x90", 200), lambda: os.ftruncate(program, 8), lambda: os.ftruncate(program, 8192)):
+        for change in (
+            lambda: os.pwrite(program, b"\x90", 200),
+            lambda: os.ftruncate(program, 8),
+            lambda: os.ftruncate(program, 8192),
+        ):
             with pytest.raises(PermissionError):
                 change()
         with pytest.raises(PermissionError):
-            fcntl.fcntl(program, fcntl.F_ADD_SEALS, 0)  # F_SEAL_SEAL: no seal comes off, none is added
+            fcntl.fcntl(
+                program, fcntl.F_ADD_SEALS, 0
+            )  # F_SEAL_SEAL: no seal comes off, none is added
     finally:
         os.close(program)

@@ -53,11 +53,16 @@ def bare_machine(monkeypatch: pytest.MonkeyPatch) -> _isolation.Machine:
 
 
 def test_isolation_unavailable_is_a_public_pysolate_error() -> None:
-    assert issubclass(IsolationUnavailable, PysolateError) and "IsolationUnavailable" in pysolate.__all__
+    assert (
+        issubclass(IsolationUnavailable, PysolateError)
+        and "IsolationUnavailable" in pysolate.__all__
+    )
 
 
 @pytest.mark.skipif(_isolation.seccomp_library() is None, reason="libseccomp is not installed")
-async def test_the_default_host_refuses_without_file_system_isolation(bare_machine: _isolation.Machine) -> None:
+async def test_the_default_host_refuses_without_file_system_isolation(
+    bare_machine: _isolation.Machine,
+) -> None:
     with pytest.raises(IsolationUnavailable) as raised:
         Host()
     message = str(raised.value)
@@ -72,7 +77,9 @@ async def test_the_default_host_refuses_without_file_system_isolation(bare_machi
     assert result.isolation is not None and result.isolation.level == "seccomp"
 
 
-async def test_no_source_reaches_a_guest_when_the_level_is_missing(bare_machine: _isolation.Machine, monkeypatch: pytest.MonkeyPatch) -> None:
+async def test_no_source_reaches_a_guest_when_the_level_is_missing(
+    bare_machine: _isolation.Machine, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """The factory refuses too (before it starts any child), for code that bypasses Host()."""
     spawned: list[object] = []
     monkeypatch.setattr(_process.anyio, "open_process", lambda *a, **k: spawned.append(a))
@@ -95,15 +102,21 @@ def test_root_without_user_namespaces_refuses_every_level(monkeypatch: pytest.Mo
             Host(isolation=level)  # type: ignore[arg-type]
 
 
-def test_a_root_host_whose_interpreter_nobody_may_not_read_refuses_the_levels_outside_bubblewrap(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_root_host_whose_interpreter_nobody_may_not_read_refuses_the_levels_outside_bubblewrap(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     """Outside bubblewrap a root Host's Guest is the kernel's ``nobody``: directories on the
     way are covered (``_view.reveal``), but a file nobody may not read stays unreadable."""
-    found = dataclasses.replace(_isolation.machine(), root=True, unreadable=("/opt/python/lib/python3.11",))
+    found = dataclasses.replace(
+        _isolation.machine(), root=True, unreadable=("/opt/python/lib/python3.11",)
+    )
     monkeypatch.setattr(_isolation, "machine", lambda: found)
     for level in ("landlock", "seccomp", "rlimits"):
         with pytest.raises(IsolationUnavailable, match="nobody"):
             Host(isolation=level)  # type: ignore[arg-type]
-    assert not any("nobody" in need for need in found.missing("namespaces"))  # bubblewrap binds them itself
+    assert not any(
+        "nobody" in need for need in found.missing("namespaces")
+    )  # bubblewrap binds them itself
 
 
 def test_the_covers_reach_what_nobody_must_read() -> None:
@@ -146,7 +159,11 @@ async def test_the_level_is_known_before_a_run_and_is_the_level_that_ran(level: 
 async def test_the_default_is_the_strongest_level_with_file_system_isolation() -> None:
     isolation = Host().isolation()
     offered = _isolation.machine().levels()
-    assert isolation is not None and isolation.level == offered[-1] and isolation.level in ("namespaces", "landlock")
+    assert (
+        isolation is not None
+        and isolation.level == offered[-1]
+        and isolation.level in ("namespaces", "landlock")
+    )
 
 
 def test_a_custom_guest_factory_decides_its_own_isolation() -> None:
@@ -170,7 +187,9 @@ async def test_the_level_is_recorded_on_the_run_span(speculate: bool) -> None:
 
 
 @pytest.mark.parametrize("speculate", [False, True])
-async def test_a_child_that_cannot_confine_itself_never_runs_the_program(speculate: bool, monkeypatch: pytest.MonkeyPatch) -> None:
+async def test_a_child_that_cannot_confine_itself_never_runs_the_program(
+    speculate: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """A mechanism failing inside the child is IsolationUnavailable, not a weaker run."""
     real = _isolation.Plan.confinement
 
@@ -189,12 +208,19 @@ async def test_a_child_that_cannot_confine_itself_never_runs_the_program(specula
 
 
 @pytest.mark.skipif(_isolation.machine().landlock_abi < 1, reason="this kernel has no Landlock")
-def test_the_cli_prints_the_level_and_the_hidden_bwrap_knob_lowers_it_to_landlock(tmp_path: os.PathLike[str]) -> None:
+def test_the_cli_prints_the_level_and_the_hidden_bwrap_knob_lowers_it_to_landlock(
+    tmp_path: os.PathLike[str],
+) -> None:
     program = os.path.join(tmp_path, "agent.py")
     with open(program, "w") as f:
         f.write('docs.search("retry")\n')
     env = {**os.environ, _isolation.HIDE_BWRAP_ENV: "1"}
-    done = subprocess.run([sys.executable, "-m", "pysolate", "run", program, "--rate", "1000"],
-                          capture_output=True, text=True, timeout=120, env=env)
+    done = subprocess.run(
+        [sys.executable, "-m", "pysolate", "run", program, "--rate", "1000"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=env,
+    )
     assert done.returncode == 0, done.stderr
     assert "isolation" in done.stdout and "landlock" in done.stdout

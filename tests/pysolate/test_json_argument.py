@@ -45,11 +45,15 @@ def expected(text: str, argument: str = "code") -> str | None:
 
 json_values = st.recursive(
     st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=10),
-    lambda children: st.lists(children, max_size=3) | st.dictionaries(st.text(max_size=5), children, max_size=3),
+    lambda children: (
+        st.lists(children, max_size=3) | st.dictionaries(st.text(max_size=5), children, max_size=3)
+    ),
     max_leaves=8,
 )
 programs = st.text(
-    alphabet=st.characters(codec=None, exclude_categories=()),  # any code point, lone surrogates too
+    alphabet=st.characters(
+        codec=None, exclude_categories=()
+    ),  # any code point, lone surrogates too
     max_size=200,
 ) | st.sampled_from(["x = docs.search('a')\nx\n", 'print("\\u00e9\\n")\n', "\ud83d\ude00 = '\"'\n"])
 
@@ -57,8 +61,12 @@ programs = st.text(
 @st.composite
 def encoded_arguments(draw: st.DrawFn) -> tuple[str, str, list[int]]:
     program = draw(programs)
-    before = draw(st.dictionaries(st.text(max_size=6).filter(lambda k: k != "code"), json_values, max_size=2))
-    after = draw(st.dictionaries(st.text(max_size=6).filter(lambda k: k != "code"), json_values, max_size=2))
+    before = draw(
+        st.dictionaries(st.text(max_size=6).filter(lambda k: k != "code"), json_values, max_size=2)
+    )
+    after = draw(
+        st.dictionaries(st.text(max_size=6).filter(lambda k: k != "code"), json_values, max_size=2)
+    )
     after = {k: v for k, v in after.items() if k not in before}
     obj = {**before, "code": program, **after}
     text = json.dumps(
@@ -73,7 +81,9 @@ def encoded_arguments(draw: st.DrawFn) -> tuple[str, str, list[int]]:
 
 @settings(max_examples=400, deadline=None)
 @given(encoded_arguments())
-def test_random_programs_and_chunkings_decode_equal_to_json_loads(case: tuple[str, str, list[int]]) -> None:
+def test_random_programs_and_chunkings_decode_equal_to_json_loads(
+    case: tuple[str, str, list[int]],
+) -> None:
     text, program, cuts = case
     decoded = decode(text, cuts)
     assert decoded == json.loads(text)["code"]
@@ -90,9 +100,12 @@ def _mutations() -> st.SearchStrategy[str]:
             ' {"code" : "x"} ',
         ]
     )
-    return st.tuples(base, st.integers(0, 60), st.sampled_from(['"', "\\", "u", "}", "{", ",", ":", "1", " ", "x", "\x01", ""]), st.booleans()).map(
-        lambda t: t[0][: t[1]] + t[2] + t[0][t[1] + (1 if t[3] else 0) :]
-    )
+    return st.tuples(
+        base,
+        st.integers(0, 60),
+        st.sampled_from(['"', "\\", "u", "}", "{", ",", ":", "1", " ", "x", "\x01", ""]),
+        st.booleans(),
+    ).map(lambda t: t[0][: t[1]] + t[2] + t[0][t[1] + (1 if t[3] else 0) :])
 
 
 @settings(max_examples=600, deadline=None)

@@ -13,7 +13,9 @@ HEAVY = ("networkx", "opentelemetry", "pydantic", "anyio", "scheduler", "pysolat
 
 def _loaded_after(statement: str) -> set[str]:
     probe = f"import sys\n{statement}\nprint(' '.join(sorted(sys.modules)))\n"
-    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60, check=True)
+    done = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, timeout=60, check=True
+    )
     return set(done.stdout.split())
 
 

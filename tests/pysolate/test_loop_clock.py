@@ -27,7 +27,11 @@ async def test_the_same_clock_as_anyio(anyio_backend: str) -> None:
     now = clock()
     assert before <= now <= anyio.current_time()
     if anyio_backend == "trio":
-        assert clock is anyio.current_time and loop_sleep() is anyio.sleep and loop_checkpoint() is anyio.lowlevel.checkpoint
+        assert (
+            clock is anyio.current_time
+            and loop_sleep() is anyio.sleep
+            and loop_checkpoint() is anyio.lowlevel.checkpoint
+        )
     else:
         assert clock is time.monotonic
 

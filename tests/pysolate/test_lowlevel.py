@@ -27,7 +27,9 @@ class CountingFactory:
     def __init__(self) -> None:
         self.started: list[tuple[str, ...]] = []
 
-    async def __call__(self, capabilities: Mapping[str, Sequence[str]], limits: lowlevel.GuestLimits) -> lowlevel.Guest:
+    async def __call__(
+        self, capabilities: Mapping[str, Sequence[str]], limits: lowlevel.GuestLimits
+    ) -> lowlevel.Guest:
         self.started.append(tuple(capabilities))
         return await in_process_guest(capabilities, limits)
 
@@ -36,7 +38,9 @@ class CountingSessions:
     def __init__(self) -> None:
         self.started = 0
 
-    async def __call__(self, capabilities: Mapping[str, Sequence[str]], limits: lowlevel.GuestLimits) -> lowlevel.SessionGuest:
+    async def __call__(
+        self, capabilities: Mapping[str, Sequence[str]], limits: lowlevel.GuestLimits
+    ) -> lowlevel.SessionGuest:
         self.started += 1
         return await in_process_session(capabilities, limits)
 
@@ -58,6 +62,9 @@ async def test_a_factory_written_against_lowlevel_runs_the_hosts_programs() -> N
 def test_every_name_is_exported_and_documented() -> None:
     for name in lowlevel.__all__:
         value = getattr(lowlevel, name)
-        assert (getattr(value, "__doc__", None) or "").strip() or name in {"CallHandler", "GuestStatus"}, name
+        assert (getattr(value, "__doc__", None) or "").strip() or name in {
+            "CallHandler",
+            "GuestStatus",
+        }, name
     assert lowlevel.GuestStartError is pysolate.GuestStartError
     assert lowlevel.start_subprocess_guest.__name__ == "start_subprocess_guest"

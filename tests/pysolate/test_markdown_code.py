@@ -21,7 +21,11 @@ from pysolate.testing import Script, ScriptedTool, in_process_guest, observable,
 
 pytestmark = pytest.mark.anyio
 
-BLOCKS = ["a = docs.search('first')\na\n", "b = docs.search('second')\nb\n", "c = docs.search('third')\nc\n"]
+BLOCKS = [
+    "a = docs.search('first')\na\n",
+    "b = docs.search('second')\nb\n",
+    "c = docs.search('third')\nc\n",
+]
 REPLY = (
     "Plan:\n```python\n" + BLOCKS[0] + "```\nThen:\n```js\nnot python\n```\n"
     "```py\n" + BLOCKS[1] + "```\nAnd:\n```python3\n" + BLOCKS[2] + "```\nDone.\n"
@@ -29,7 +33,9 @@ REPLY = (
 
 
 def make_host() -> tuple[Host, ScriptedTool]:
-    docs = scripted_tool(search=Script(lambda q: [f"hit:{q}"], effect=Effect.PURE, version="1", latency=0.01))
+    docs = scripted_tool(
+        search=Script(lambda q: [f"hit:{q}"], effect=Effect.PURE, version="1", latency=0.01)
+    )
     host = Host(guest_factory=in_process_guest)
     host.register("docs", docs)
     return host, docs
@@ -64,7 +70,10 @@ async def test_trailing_prose_does_not_delay_the_result_and_the_stream_is_closed
 @pytest.mark.parametrize(
     "after",
     [
-        pytest.param({"choices": [{"index": 0, "delta": {"content": None}, "finish_reason": "length"}]}, id="cut"),
+        pytest.param(
+            {"choices": [{"index": 0, "delta": {"content": None}, "finish_reason": "length"}]},
+            id="cut",
+        ),
         pytest.param(ConnectionResetError("gone"), id="error"),
     ],
 )
@@ -97,14 +106,20 @@ async def test_a_block_number_that_is_not_there_is_no_code_block() -> None:
     host, docs = make_host()
     result = await host.run_stream([REPLY], code=MarkdownCode(block=3))
     assert result.status == "rejected"
-    assert result.error is not None and result.error.type == "NoCodeBlock" and "number 3" in result.error.message
+    assert (
+        result.error is not None
+        and result.error.type == "NoCodeBlock"
+        and "number 3" in result.error.message
+    )
     assert docs.calls == []
 
 
 async def test_the_last_block_open_at_the_end_is_a_cut() -> None:
     host, _ = make_host()
     result = await host.run_stream([REPLY + "```python\nd = 1\n"], code=MarkdownCode(block="last"))
-    assert result.status == "aborted" and result.error is not None and result.error.type == "StreamCut"
+    assert (
+        result.status == "aborted" and result.error is not None and result.error.type == "StreamCut"
+    )
 
 
 async def test_bare_fences_are_python_when_asked() -> None:

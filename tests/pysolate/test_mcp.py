@@ -36,9 +36,14 @@ async def in_process() -> AsyncIterator[ClientSession]:
 
 @contextlib.asynccontextmanager
 async def over_stdio() -> AsyncIterator[ClientSession]:
-    params = StdioServerParameters(command=sys.executable, args=[str(SERVER)], cwd=str(SERVER.parent))
+    params = StdioServerParameters(
+        command=sys.executable, args=[str(SERVER)], cwd=str(SERVER.parent)
+    )
     with open(os.devnull, "w") as quiet:
-        async with stdio_client(params, errlog=quiet) as (read, write), ClientSession(read, write) as session:
+        async with (
+            stdio_client(params, errlog=quiet) as (read, write),
+            ClientSession(read, write) as session,
+        ):
             await session.initialize()
             yield session
 
@@ -99,7 +104,10 @@ async def test_a_streamed_program_against_a_real_stdio_server_equals_the_referen
         ("kb.search", "claimed"),
         ("kb.web_search", "direct"),
         ("kb.save_note", "direct"),
-        ("kb.lookup", "claimed"),  # after the write: re-speculated on the write's new view, never the pre-write result
+        (
+            "kb.lookup",
+            "claimed",
+        ),  # after the write: re-speculated on the write's new view, never the pre-write result
         ("kb.fail", "direct"),  # unconfirmed closed-world proposal: never early
     ]
     assert stream.ended is not None
@@ -147,11 +155,15 @@ async def test_arguments_bind_exactly_to_the_input_schema() -> None:
 # -- registration ------------------------------------------------------------------------------
 
 
-async def test_confirm_and_tools_must_name_listed_tools_and_nothing_is_registered_on_error() -> None:
+async def test_confirm_and_tools_must_name_listed_tools_and_nothing_is_registered_on_error() -> (
+    None
+):
     async with in_process() as session:
         host = Host()
         with pytest.raises(RegistrationError, match="confirm= names no registered tool"):
-            await register(host, session, capability="kb", confirm={"kb.nope": Effect.PURE}, tools=TOOLS)
+            await register(
+                host, session, capability="kb", confirm={"kb.nope": Effect.PURE}, tools=TOOLS
+            )
         with pytest.raises(RegistrationError, match="tools= names no tool"):
             await register(host, session, tools=["nope"])
         with pytest.raises(RegistrationError, match="must be an Effect"):
@@ -189,9 +201,19 @@ def _tool(schema: dict[str, object], **extra: object) -> mt.Tool:
 def test_the_signature_keeps_property_order_when_required_ones_come_first() -> None:
     from pysolate.integrations.mcp import _signature
 
-    sig, omit = _signature(_tool({"type": "object", "properties": {"q": {}, "n": {"default": 3}, "t": {}}, "required": ["q"]}))
+    sig, omit = _signature(
+        _tool(
+            {
+                "type": "object",
+                "properties": {"q": {}, "n": {"default": 3}, "t": {}},
+                "required": ["q"],
+            }
+        )
+    )
     assert str(sig) == "(q, n=3, t=None)" and omit == {"t"}
-    sig, _ = _signature(_tool({"type": "object", "properties": {"n": {"default": 3}, "q": {}}, "required": ["q"]}))
+    sig, _ = _signature(
+        _tool({"type": "object", "properties": {"n": {"default": 3}, "q": {}}, "required": ["q"]})
+    )
     assert str(sig) == "(q, *, n=3)"  # a required one after an optional one: optional ones by name
     sig, _ = _signature(_tool({"type": "object"}))
     assert str(sig) == "()"
@@ -206,7 +228,9 @@ def test_the_signature_keeps_property_order_when_required_ones_come_first() -> N
         ({"type": "object", "properties": {}, "required": ["q"]}, "does not define"),
     ],
 )
-def test_schemas_that_cannot_be_a_signature_are_refused(schema: dict[str, object], message: str) -> None:
+def test_schemas_that_cannot_be_a_signature_are_refused(
+    schema: dict[str, object], message: str
+) -> None:
     from pysolate.integrations.mcp import _signature
 
     with pytest.raises(RegistrationError, match=message):
@@ -215,14 +239,25 @@ def test_schemas_that_cannot_be_a_signature_are_refused(schema: dict[str, object
 
 def test_results_become_plain_values() -> None:
     text = mt.TextContent(type="text", text="hi")
-    assert result_value(mt.CallToolResult(content=[text], structured_content={"a": [1]})) == {"a": [1]}
-    assert result_value(mt.CallToolResult(content=[], structured_content={"result": 5}), unwrap=True) == 5
-    assert result_value(mt.CallToolResult(content=[], structured_content={"result": 5})) == {"result": 5}
+    assert result_value(mt.CallToolResult(content=[text], structured_content={"a": [1]})) == {
+        "a": [1]
+    }
+    assert (
+        result_value(mt.CallToolResult(content=[], structured_content={"result": 5}), unwrap=True)
+        == 5
+    )
+    assert result_value(mt.CallToolResult(content=[], structured_content={"result": 5})) == {
+        "result": 5
+    }
     assert result_value(mt.CallToolResult(content=[text])) == "hi"
     assert result_value(mt.CallToolResult(content=[text, text])) == ["hi", "hi"]
     assert result_value(mt.CallToolResult(content=[])) is None
     image = mt.ImageContent(type="image", data="AAAA", mime_type="image/png")
-    assert result_value(mt.CallToolResult(content=[image])) == {"type": "image", "data": "AAAA", "mimeType": "image/png"}
+    assert result_value(mt.CallToolResult(content=[image])) == {
+        "type": "image",
+        "data": "AAAA",
+        "mimeType": "image/png",
+    }
     from pysolate import ToolFailure
 
     with pytest.raises(ToolFailure) as failed:
@@ -243,5 +278,3 @@ def test_results_become_plain_values() -> None:
 )
 def test_propose_effect_accepts_the_sdks_annotations(annotations: object, effect: Effect) -> None:
     assert propose_effect(annotations).effect is effect
-
-

@@ -31,8 +31,14 @@ async def test_progress_counts_tokens_statements_early_work_and_claims() -> None
     provider = TracerProvider()
     provider.add_span_processor(SimpleSpanProcessor(exporter))
     progress = Progress("pysolate")
-    host = Host(guest_factory=in_process_guest, instrument=ProgressInstrument(OTelInstrument(provider), progress))
-    host.register("docs", scripted_tool(search=Script(lambda query: [query], effect=Effect.PURE, latency=0.01)))
+    host = Host(
+        guest_factory=in_process_guest,
+        instrument=ProgressInstrument(OTelInstrument(provider), progress),
+    )
+    host.register(
+        "docs",
+        scripted_tool(search=Script(lambda query: [query], effect=Effect.PURE, latency=0.01)),
+    )
     host.register("clock", scripted_tool(now=Script(lambda: 7, effect=Effect.LIVE_READ)))
     result = await host.run_stream(counted(_chunks(PROGRAM), progress))
     assert result.status == "ok"

@@ -28,7 +28,9 @@ def make_host() -> tuple[Host, ScriptedTool]:
         return kb[key]
 
     docs = scripted_tool(
-        search=Script(lambda query: [f"hit:{query}"], effect=Effect.PURE, version="1", latency=0.05),
+        search=Script(
+            lambda query: [f"hit:{query}"], effect=Effect.PURE, version="1", latency=0.05
+        ),
         get=Script(get, effect=Effect.IMMUTABLE_READ, version="1", latency=0.05),
     )
     host = Host(guest_factory=in_process_guest)
@@ -50,7 +52,9 @@ class Lines:
             await anyio.sleep(0.05)
 
 
-async def both(source: str, policy: LanePolicy | None = None) -> tuple[RunResult, ScriptedTool, Lines]:
+async def both(
+    source: str, policy: LanePolicy | None = None
+) -> tuple[RunResult, ScriptedTool, Lines]:
     host, docs = make_host()
     stream = Lines(source)
     result = await host.run_stream(stream, policy=policy)
@@ -111,13 +115,7 @@ async def test_a_failing_read_in_a_try_body_surfaces_where_the_program_reaches_i
 async def test_an_element_that_becomes_conditional_is_wasted_not_wrong() -> None:
     """The trailing ``if`` makes the tuple conditional after its elements streamed: the
     early read is orphaned (the program never makes it), the result is the sequential one."""
-    source = (
-        "flag = False\n"
-        "pages = (\n"
-        '    docs.search(query="a"),\n'
-        ") if flag else ()\n"
-        "pages\n"
-    )
+    source = 'flag = False\npages = (\n    docs.search(query="a"),\n) if flag else ()\npages\n'
     result, docs, _ = await both(source)
     assert result.value == ()
     assert len(docs.calls_to("search")) == 1

@@ -43,7 +43,18 @@ def test_bad_recording_fails_at_the_call(pysolate_replay):
 
 def _child_pytest(tmp_path: Path, *plugin_args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", *plugin_args, "-p", "no:cacheprovider", "--rootdir", str(tmp_path), str(tmp_path)],
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-q",
+            *plugin_args,
+            "-p",
+            "no:cacheprovider",
+            "--rootdir",
+            str(tmp_path),
+            str(tmp_path),
+        ],
         capture_output=True,
         text=True,
         cwd=tmp_path,

@@ -103,7 +103,9 @@ async def test_an_error_in_the_callers_group_comes_out_as_itself() -> None:
         raise error
 
 
-async def test_in_the_callers_group_the_block_ends_before_the_watchdog_returns(monkeypatch: pytest.MonkeyPatch) -> None:
+async def test_in_the_callers_group_the_block_ends_before_the_watchdog_returns(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     # The point of the caller's group: the end of the stream waits for no trip round the loop.
     events: list[str] = []
     watch = CodeReader._watch
@@ -156,12 +158,16 @@ def test_host_work_between_reads_is_not_the_models_silence() -> None:
         async with reader.watched():
             while (text := await reader.read()) is not None:
                 texts.append(text)
-                clock.jump(5.0)  # the Host's work on what it read: time passes, the loop does not run
+                clock.jump(
+                    5.0
+                )  # the Host's work on what it read: time passes, the loop does not run
         return texts
 
     def run(gap: float) -> list[str]:
         clock = MockClock(autojump_threshold=0)  # the model's gaps pass at once too
-        return anyio.run(busy_consumer, gap, clock, backend="trio", backend_options={"clock": clock})
+        return anyio.run(
+            busy_consumer, gap, clock, backend="trio", backend_options={"clock": clock}
+        )
 
     assert run(0.1) == ["x0 = 0\n", "x1 = 1\n", "x2 = 2\n", ""]
     with pytest.raises(StreamTimeout, match="idle_timeout"):

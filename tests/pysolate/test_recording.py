@@ -250,7 +250,11 @@ def test_write_recording_round_trips_awkward_text(tmp_path: Path):
         st.tuples(st.floats(0, 1e6, allow_nan=False, allow_infinity=False), st.text()),
         max_size=20,
     ),
-    st.dictionaries(st.sampled_from(["code", "format"]) | st.text(max_size=5), st.integers() | st.text(max_size=5), max_size=3),
+    st.dictionaries(
+        st.sampled_from(["code", "format"]) | st.text(max_size=5),
+        st.integers() | st.text(max_size=5),
+        max_size=3,
+    ),
 )
 @example(items=[], metadata={"code": 0})
 @example(items=[], metadata={"code": "markdown"})

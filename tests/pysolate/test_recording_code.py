@@ -38,7 +38,10 @@ ARGUMENTS = json.dumps({"note": "two reads", "code": PROGRAM})
 
 def make_host() -> Host:
     host = Host(guest_factory=in_process_guest)
-    host.register("docs", scripted_tool(search=Script(lambda q: [q], effect=Effect.PURE, version="1", latency=0.01)))
+    host.register(
+        "docs",
+        scripted_tool(search=Script(lambda q: [q], effect=Effect.PURE, version="1", latency=0.01)),
+    )
     return host
 
 
@@ -54,14 +57,22 @@ async def drain(stream: object) -> list[str]:
 async def test_a_recorded_tool_call_replays_as_a_tool_call(tmp_path: Path, shape: str) -> None:
     path = tmp_path / "call.jsonl"
     code = ToolCallCode("run_code")
-    live = await make_host().run_stream(record(SHAPES[shape]("run_code", ARGUMENTS), path, code=code))
+    live = await make_host().run_stream(
+        record(SHAPES[shape]("run_code", ARGUMENTS), path, code=code)
+    )
     recording = read_recording(path)
-    assert recording.metadata["code"] == {"format": "tool_call", "tool": "run_code", "argument": "code"}
+    assert recording.metadata["code"] == {
+        "format": "tool_call",
+        "tool": "run_code",
+        "argument": "code",
+    }
     assert recording.code == code and recording.cut is None
     assert recording.text == ARGUMENTS  # only the chosen call's argument deltas
     replayed = await make_host().run_stream(replay(path, speed=None))  # no code=: the header's
     assert live.status == replayed.status == "ok"
-    assert observable(live) == observable(replayed) == await reference(json.loads(ARGUMENTS)["code"])
+    assert (
+        observable(live) == observable(replayed) == await reference(json.loads(ARGUMENTS)["code"])
+    )
 
 
 async def test_a_cut_reply_is_recorded_with_its_cut_and_replays_aborted(tmp_path: Path) -> None:
@@ -70,7 +81,10 @@ async def test_a_cut_reply_is_recorded_with_its_cut_and_replays_aborted(tmp_path
     live = await make_host().run_stream(record(events, path))
     assert live.status == "aborted" and live.error is not None and live.error.type == "StreamCut"
     recording = read_recording(path)
-    assert recording.text == "x = docs.search('a')\n" and recording.cut == "OpenAI finish_reason='length'"
+    assert (
+        recording.text == "x = docs.search('a')\n"
+        and recording.cut == "OpenAI finish_reason='length'"
+    )
     replayed = await make_host().run_stream(replay(path, speed=None))
     assert replayed.status == "aborted" and replayed.error is not None
     assert (replayed.error.type, replayed.error.message) == (live.error.type, live.error.message)
@@ -80,9 +94,18 @@ async def test_a_cut_reply_is_recorded_with_its_cut_and_replays_aborted(tmp_path
 
 async def test_markdown_format_round_trips_and_is_used(tmp_path: Path) -> None:
     path = tmp_path / "md.jsonl"
-    reply = ["Try:\n```python\n", "a = docs.search('q')\na\n", "```\n", "```python\nb = 2\nb\n```\n"]
+    reply = [
+        "Try:\n```python\n",
+        "a = docs.search('q')\na\n",
+        "```\n",
+        "```python\nb = 2\nb\n```\n",
+    ]
     await drain(record(reply, path, code=MarkdownCode(block=1)))
-    assert read_recording(path).metadata["code"] == {"format": "markdown", "block": 1, "bare": False}
+    assert read_recording(path).metadata["code"] == {
+        "format": "markdown",
+        "block": 1,
+        "bare": False,
+    }
     result = await make_host().run_stream(replay(path, speed=None))
     assert result.status == "ok" and result.value == 2
     await drain(record(reply, path, code="markdown"))
@@ -100,10 +123,17 @@ async def test_an_explicit_code_overrides_the_recording(tmp_path: Path) -> None:
     assert result.status == "ok" and result.value == 5
 
 
-@pytest.mark.parametrize("bad", ['"md"', '{"format": "tool_call"}', '{"format": "xml"}', '{"format": "markdown", "block": -1}'])
-def test_a_header_with_an_unknown_code_format_is_refused_on_line_1(tmp_path: Path, bad: str) -> None:
+@pytest.mark.parametrize(
+    "bad",
+    ['"md"', '{"format": "tool_call"}', '{"format": "xml"}', '{"format": "markdown", "block": -1}'],
+)
+def test_a_header_with_an_unknown_code_format_is_refused_on_line_1(
+    tmp_path: Path, bad: str
+) -> None:
     path = tmp_path / "bad.jsonl"
-    path.write_text('{"format": "pysolate-stream", "version": 1, "code": ' + bad + '}\n{"t": 0, "text": "x"}\n')
+    path.write_text(
+        '{"format": "pysolate-stream", "version": 1, "code": ' + bad + '}\n{"t": 0, "text": "x"}\n'
+    )
     with pytest.raises(RecordingError, match=r"bad\.jsonl:1: bad header"):
         read_recording(path)
     with pytest.raises(RecordingError):
@@ -112,12 +142,16 @@ def test_a_header_with_an_unknown_code_format_is_refused_on_line_1(tmp_path: Pat
 
 def test_a_line_after_the_cut_is_refused(tmp_path: Path) -> None:
     path = tmp_path / "bad.jsonl"
-    path.write_text('{"format": "pysolate-stream", "version": 1}\n{"t": 0, "cut": "x"}\n{"t": 1, "text": "y"}\n')
+    path.write_text(
+        '{"format": "pysolate-stream", "version": 1}\n{"t": 0, "cut": "x"}\n{"t": 1, "text": "y"}\n'
+    )
     with pytest.raises(RecordingError, match=r"bad\.jsonl:3: a line after the cut"):
         read_recording(path)
 
 
-async def test_the_pytest_plugin_replays_in_the_recordings_format(tmp_path: Path, pysolate_replay: object) -> None:
+async def test_the_pytest_plugin_replays_in_the_recordings_format(
+    tmp_path: Path, pysolate_replay: object
+) -> None:
     path = tmp_path / "call.jsonl"
     await drain(record([ARGUMENTS[:9], ARGUMENTS[9:]], path, code=ToolCallCode("run_code")))
     result = await make_host().run_stream(pysolate_replay(path))  # type: ignore[operator]
@@ -130,7 +164,13 @@ def test_the_cli_records_and_replays_a_tool_call(tmp_path: Path) -> None:
     arguments = json.dumps({"code": 'b = people.lookup_owner("cache")\nb\n'})
 
     def pysolate(*args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
-        return subprocess.run([sys.executable, "-m", "pysolate", *args], input=stdin, capture_output=True, text=True, timeout=120)
+        return subprocess.run(
+            [sys.executable, "-m", "pysolate", *args],
+            input=stdin,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
 
     done = pysolate("record", str(out), "--tool", "run_code", "--json", stdin=arguments)
     assert done.returncode == 0, done.stderr

@@ -30,7 +30,9 @@ class OnlyViews(Plain):
         return "v1"
 
 
-@pytest.mark.parametrize("obj", [Plain(), Dynamic(), OnlyViews(), memory_workspace({"a.txt": "x"})], ids=type)
+@pytest.mark.parametrize(
+    "obj", [Plain(), Dynamic(), OnlyViews(), memory_workspace({"a.txt": "x"})], ids=type
+)
 def test_the_flags_are_the_protocol_checks(obj: object) -> None:
     host = Host()
     host.register("tool", obj)
@@ -49,4 +51,7 @@ def test_function_tools_flags_are_the_protocol_checks() -> None:
     host.register("double", double)
     (name,) = host.capabilities()
     registration = host.registration(name)
-    assert (registration.run_scoped, registration.viewed) == (isinstance(registration.obj, RunScoped), isinstance(registration.obj, Viewed))
+    assert (registration.run_scoped, registration.viewed) == (
+        isinstance(registration.obj, RunScoped),
+        isinstance(registration.obj, Viewed),
+    )

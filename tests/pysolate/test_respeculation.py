@@ -46,7 +46,9 @@ async def chunks(source: str) -> AsyncIterator[str]:
         yield line
 
 
-async def both(source: str, policy: LanePolicy | None = None) -> tuple[RunResult, ScriptedTool, RunResult]:
+async def both(
+    source: str, policy: LanePolicy | None = None
+) -> tuple[RunResult, ScriptedTool, RunResult]:
     host, store = make_host()
     result = await host.run_stream(chunks(source), policy=policy)
     ref_host, _ = make_host()

@@ -30,7 +30,10 @@ def test_a_record_is_the_generated_dataclasses_value() -> None:
     """Equal, with the same hash and repr, to a record of a plain frozen dataclass of the same
     fields; frozen; ``replace`` and pickling keep it."""
     twin = dataclasses.make_dataclass(
-        "CallRecord", [(f.name, f.type, f) for f in dataclasses.fields(CallRecord)], frozen=True, slots=True
+        "CallRecord",
+        [(f.name, f.type, f) for f in dataclasses.fields(CallRecord)],
+        frozen=True,
+        slots=True,
     )
     key = CallKey("tools", "echo", "1", '["d",[]]', "epoch:0")
     values = (3, "tools", "echo", (7,), {}, Effect.UNKNOWN, "1", "ok", 7, None, 0.5, 0.75, key)
@@ -46,7 +49,9 @@ def test_a_record_is_the_generated_dataclasses_value() -> None:
     assert dataclasses.replace(record, index=4).index == 4
     assert pickle.loads(pickle.dumps(record)) == record
     hashable = dataclasses.replace(record, kwargs=None)  # type: ignore[arg-type]
-    assert hash(hashable) == hash(tuple(getattr(hashable, f.name) for f in dataclasses.fields(CallRecord)))
+    assert hash(hashable) == hash(
+        tuple(getattr(hashable, f.name) for f in dataclasses.fields(CallRecord))
+    )
     assert hash(key) == hash(("tools", "echo", "1", '["d",[]]', "epoch:0"))
     with pytest.raises(TypeError):
         CallKey("tools", "echo")  # type: ignore[call-arg]

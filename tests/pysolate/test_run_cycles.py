@@ -57,13 +57,20 @@ async def _chunks(source: str, size: int = 7) -> AsyncIterator[str]:
 
 def _host() -> Host:
     host = Host(guest_factory=in_process_guest)
-    host.register("docs", scripted_tool(search=Script(lambda q: [f"hit:{q}"], effect=Effect.PURE, version="1", latency=0.01)))
+    host.register(
+        "docs",
+        scripted_tool(
+            search=Script(lambda q: [f"hit:{q}"], effect=Effect.PURE, version="1", latency=0.01)
+        ),
+    )
     root: Workspace = memory_workspace({})
     host.register("ws", root)
     return host
 
 
-async def test_a_finished_speculating_run_is_freed_without_the_collector(collector_off: None) -> None:
+async def test_a_finished_speculating_run_is_freed_without_the_collector(
+    collector_off: None,
+) -> None:
     host = _host()
     before = frozenset(map(id, _alive(RUN_TYPES)))
     result = await host.run_stream(_chunks(PROGRAM), policy=LanePolicy(branch_writes=True))
@@ -124,6 +131,8 @@ def test_branch_classification_of_attribute_proxies_is_unchanged() -> None:
 
     shared, own = _Anything(), _Anything()
     branched = isinstance(own, Branch)  # True on 3.11 (``hasattr``); 3.12+ look statically
-    layers = RunLayers(_Targets({"root": shared, "run": own}), {"root": shared, "run": _Anything()}, None)  # type: ignore[arg-type]
+    layers = RunLayers(
+        _Targets({"root": shared, "run": own}), {"root": shared, "run": _Anything()}, None
+    )  # type: ignore[arg-type]
     assert layers.capabilities() == (["run"] if branched else [])
     assert (shared.layers, own.layers) == (0, int(branched))

@@ -45,7 +45,9 @@ def runs(monkeypatch: pytest.MonkeyPatch) -> list[Run]:
 
 def _host(instrument: Instrument | None = None) -> Host:
     host = Host(guest_factory=in_process_guest, instrument=instrument)
-    host.register("docs", scripted_tool(search=Script(lambda q: [q], effect=Effect.PURE, latency=0.01)))
+    host.register(
+        "docs", scripted_tool(search=Script(lambda q: [q], effect=Effect.PURE, latency=0.01))
+    )
     host.register("clock", scripted_tool(now=Script(lambda: 7, effect=Effect.LIVE_READ)))
     return host
 
@@ -89,18 +91,30 @@ def _old_end_lanes(run: Run) -> tuple[list[Bar], list[Bar]]:
         if obs.lane != "speculative" or obs.started is None:
             continue
         end = obs.finished if obs.finished is not None else obs.started
-        label = tool_name(obs.key.capability, obs.key.method) + ("" if obs.layer is None else f" (layer {obs.layer})")
+        label = tool_name(obs.key.capability, obs.key.method) + (
+            "" if obs.layer is None else f" (layer {obs.layer})"
+        )
         kind = dispositions[obs.id].value
         if obs.shared_from is not None:
             label, kind = f"{label} (run {obs.shared_from[:8]})", "shared"
-        early.append(Bar("speculative", label, obs.started - base, max(obs.started - base, end - base), kind))
+        early.append(
+            Bar("speculative", label, obs.started - base, max(obs.started - base, end - base), kind)
+        )
     calls = []
     for call in scope.calls:
         label = tool_name(call.capability, call.method)
         if call.lane == "claimed":
             calls.append(Bar("claims", label, call.started, max(call.started, call.ended), "claim"))
         elif call.shared_from is not None:
-            calls.append(Bar("guest", f"{label} (run {call.shared_from[:8]})", call.started, max(call.started, call.ended), "shared"))
+            calls.append(
+                Bar(
+                    "guest",
+                    f"{label} (run {call.shared_from[:8]})",
+                    call.started,
+                    max(call.started, call.ended),
+                    "shared",
+                )
+            )
         else:
             calls.append(Bar("guest", label, call.started, max(call.started, call.ended), "formal"))
     return early, calls
@@ -205,7 +219,10 @@ async def test_a_listener_given_a_runs_events_again_draws_the_same_timeline_and_
     kinds = [type(e) for e in recording.events]
     first = next(i for i, kind in enumerate(kinds) if kind in RECORD)
     assert all(kind in RECORD for kind in kinds[first:-1]) and kinds[-1] is E.RunEnded
-    assert kinds[first:-1].count(E.ObservationRecorded) == len(result.observations) and kinds[-2] is E.CallsRecorded
+    assert (
+        kinds[first:-1].count(E.ObservationRecorded) == len(result.observations)
+        and kinds[-2] is E.CallsRecorded
+    )
     assert kinds.index(E.GuestStarted) < kinds.index(E.GuestEnded) < first
     assert kinds.index(E.TokensArrived) < kinds.index(E.Sealed) < kinds.index(E.GuestStarted)
 

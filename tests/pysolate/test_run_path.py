@@ -28,7 +28,10 @@ async def _chunks(source: str, size: int = 7) -> AsyncIterator[str]:
 
 def _host(**options: object) -> Host:
     host = Host(guest_factory=in_process_guest, **options)  # type: ignore[arg-type]
-    host.register("docs", scripted_tool(search=Script(lambda q: [f"hit:{q}"], effect=Effect.PURE, version="1")))
+    host.register(
+        "docs",
+        scripted_tool(search=Script(lambda q: [f"hit:{q}"], effect=Effect.PURE, version="1")),
+    )
     return host
 
 
@@ -74,7 +77,9 @@ async def test_a_whole_source_that_does_not_compile_starts_no_guest() -> None:
 
 
 @pytest.mark.parametrize("whole", [True, False])
-async def test_a_run_that_does_not_speculate_runs_no_pass_and_starts_nothing_early(whole: bool) -> None:
+async def test_a_run_that_does_not_speculate_runs_no_pass_and_starts_nothing_early(
+    whole: bool,
+) -> None:
     fs = LawfulFiles({"f1": "one\ntwo\n", "f2": "three\n"}, 0.01)
     host = Host(guest_factory=in_process_guest, passes=PassConfig(True, True, True, BatchPolicy()))
     host.register("fs", fs)

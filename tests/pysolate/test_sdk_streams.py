@@ -44,48 +44,92 @@ def pieces(text: str, size: int = 6) -> list[str]:
 # -- the APIs' SSE, event by event -------------------------------------------------------
 
 
-def chat_events(*, tool: str | None, text: str = "", finish: str = "tool_calls") -> list[tuple[str | None, dict[str, Any]]]:
-    def chunk(delta: dict[str, Any], finish_reason: str | None = None) -> tuple[None, dict[str, Any]]:
+def chat_events(
+    *, tool: str | None, text: str = "", finish: str = "tool_calls"
+) -> list[tuple[str | None, dict[str, Any]]]:
+    def chunk(
+        delta: dict[str, Any], finish_reason: str | None = None
+    ) -> tuple[None, dict[str, Any]]:
         return None, {
             "id": "chatcmpl-1",
             "object": "chat.completion.chunk",
             "created": 1,
             "model": "gpt-test",
-            "choices": [{"index": 0, "delta": delta, "finish_reason": finish_reason, "logprobs": None}],
+            "choices": [
+                {"index": 0, "delta": delta, "finish_reason": finish_reason, "logprobs": None}
+            ],
         }
 
     events = [chunk({"role": "assistant", "content": ""})]
     events += [chunk({"content": t}) for t in pieces(text)]
     if tool is not None:
-        first = {"index": 0, "id": "call_1", "type": "function", "function": {"name": tool, "arguments": ""}}
+        first = {
+            "index": 0,
+            "id": "call_1",
+            "type": "function",
+            "function": {"name": tool, "arguments": ""},
+        }
         events.append(chunk({"tool_calls": [first]}))
-        events += [chunk({"tool_calls": [{"index": 0, "function": {"arguments": p}}]}) for p in pieces(ARGUMENTS)]
+        events += [
+            chunk({"tool_calls": [{"index": 0, "function": {"arguments": p}}]})
+            for p in pieces(ARGUMENTS)
+        ]
     events.append(chunk({}, finish))
     return events
 
 
-def responses_events(*, tool: str, arguments: str = ARGUMENTS, cut: bool = False) -> list[tuple[str | None, dict[str, Any]]]:
+def responses_events(
+    *, tool: str, arguments: str = ARGUMENTS, cut: bool = False
+) -> list[tuple[str | None, dict[str, Any]]]:
     response = {
         "id": "resp_1", "object": "response", "created_at": 1, "model": "gpt-test", "status": "in_progress",
         "output": [], "parallel_tool_calls": True, "tool_choice": "auto", "tools": [],
     }  # fmt: skip
-    item = {"type": "function_call", "id": "fc_1", "call_id": "call_1", "name": tool, "arguments": "", "status": "in_progress"}
+    item = {
+        "type": "function_call",
+        "id": "fc_1",
+        "call_id": "call_1",
+        "name": tool,
+        "arguments": "",
+        "status": "in_progress",
+    }
     events: list[dict[str, Any]] = [
         {"type": "response.created", "response": response},
         {"type": "response.output_item.added", "output_index": 0, "item": item},
     ]
     events += [
-        {"type": "response.function_call_arguments.delta", "output_index": 0, "item_id": "fc_1", "delta": p}
+        {
+            "type": "response.function_call_arguments.delta",
+            "output_index": 0,
+            "item_id": "fc_1",
+            "delta": p,
+        }
         for p in pieces(arguments)
     ]
     if cut:
-        done = {**response, "status": "incomplete", "incomplete_details": {"reason": "max_output_tokens"}}
+        done = {
+            **response,
+            "status": "incomplete",
+            "incomplete_details": {"reason": "max_output_tokens"},
+        }
         events.append({"type": "response.incomplete", "response": done})
     else:
         final = {**item, "arguments": arguments, "status": "completed"}
-        events.append({"type": "response.function_call_arguments.done", "output_index": 0, "item_id": "fc_1", "arguments": arguments})
+        events.append(
+            {
+                "type": "response.function_call_arguments.done",
+                "output_index": 0,
+                "item_id": "fc_1",
+                "arguments": arguments,
+            }
+        )
         events.append({"type": "response.output_item.done", "output_index": 0, "item": final})
-        events.append({"type": "response.completed", "response": {**response, "status": "completed", "output": [final]}})
+        events.append(
+            {
+                "type": "response.completed",
+                "response": {**response, "status": "completed", "output": [final]},
+            }
+        )
     return [(e["type"], {**e, "sequence_number": n}) for n, e in enumerate(events)]
 
 
@@ -98,8 +142,17 @@ def anthropic_events(
     }  # fmt: skip
     events: list[dict[str, Any]] = [{"type": "message_start", "message": message}]
     if text:
-        events.append({"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}})
-        events += [{"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": t}} for t in pieces(text)]
+        events.append(
+            {
+                "type": "content_block_start",
+                "index": 0,
+                "content_block": {"type": "text", "text": ""},
+            }
+        )
+        events += [
+            {"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": t}}
+            for t in pieces(text)
+        ]
         events.append({"type": "content_block_stop", "index": 0})
     if tool is not None:
         at = 1 if text else 0  # blocks are numbered in order
@@ -107,11 +160,21 @@ def anthropic_events(
         events.append({"type": "content_block_start", "index": at, "content_block": block})
         events.append({"type": "ping"})
         events += [
-            {"type": "content_block_delta", "index": at, "delta": {"type": "input_json_delta", "partial_json": p}}
+            {
+                "type": "content_block_delta",
+                "index": at,
+                "delta": {"type": "input_json_delta", "partial_json": p},
+            }
             for p in pieces(arguments)
         ]
         events.append({"type": "content_block_stop", "index": at})
-    events.append({"type": "message_delta", "delta": {"stop_reason": stop, "stop_sequence": None}, "usage": {"output_tokens": 40}})
+    events.append(
+        {
+            "type": "message_delta",
+            "delta": {"stop_reason": stop, "stop_sequence": None},
+            "usage": {"output_tokens": 40},
+        }
+    )
     events.append({"type": "message_stop"})
     return [(e["type"], e) for e in events]
 
@@ -138,7 +201,12 @@ class SSE(httpx.AsyncByteStream):
     of the reply)."""
 
     def __init__(
-        self, events: list[tuple[str | None, dict[str, Any]]], done_marker: bool, *, tail: float = 0.0, tail_after: int = 0
+        self,
+        events: list[tuple[str | None, dict[str, Any]]],
+        done_marker: bool,
+        *,
+        tail: float = 0.0,
+        tail_after: int = 0,
     ) -> None:
         self.events, self.done_marker = events, done_marker
         self.tail, self.tail_after = tail, tail_after
@@ -172,35 +240,55 @@ class FakeAPI:
         self.bodies: list[SSE] = []
         self.requests: list[dict[str, Any]] = []
 
-    def serve(self, events: list[tuple[str | None, dict[str, Any]]], *, done_marker: bool = False, **slow_end: Any) -> SSE:
+    def serve(
+        self,
+        events: list[tuple[str | None, dict[str, Any]]],
+        *,
+        done_marker: bool = False,
+        **slow_end: Any,
+    ) -> SSE:
         body = SSE(events, done_marker, **slow_end)
         self.bodies.append(body)
         return body
 
     async def __call__(self, request: Any) -> Any:
         self.requests.append(json.loads(request.content or b"{}"))
-        return httpx.Response(200, headers={"content-type": "text/event-stream"}, stream=self.bodies.pop(0))
+        return httpx.Response(
+            200, headers={"content-type": "text/event-stream"}, stream=self.bodies.pop(0)
+        )
 
 
 def openai_client(api: FakeAPI) -> Any:
     http = httpx.AsyncClient(transport=httpx.MockTransport(api))
-    return openai.AsyncOpenAI(api_key="test", base_url="http://fake.test/v1", http_client=http, max_retries=0)
+    return openai.AsyncOpenAI(
+        api_key="test", base_url="http://fake.test/v1", http_client=http, max_retries=0
+    )
 
 
 def anthropic_client(api: FakeAPI) -> Any:
     http = httpx.AsyncClient(transport=httpx.MockTransport(api))
-    return anthropic.AsyncAnthropic(api_key="test", base_url="http://fake.test", http_client=http, max_retries=0)
+    return anthropic.AsyncAnthropic(
+        api_key="test", base_url="http://fake.test", http_client=http, max_retries=0
+    )
 
 
-TOOLS_OPENAI = [{"type": "function", "function": {"name": "run_code", "parameters": {"type": "object"}}}]
+TOOLS_OPENAI = [
+    {"type": "function", "function": {"name": "run_code", "parameters": {"type": "object"}}}
+]
 TOOLS_RESPONSES = [{"type": "function", "name": "run_code", "parameters": {"type": "object"}}]
 TOOLS_ANTHROPIC = [{"name": "run_code", "input_schema": {"type": "object"}}]
 CHAT = {"model": "gpt-test", "messages": [{"role": "user", "content": "go"}]}
-MESSAGES = {"model": "claude-test", "max_tokens": 500, "messages": [{"role": "user", "content": "go"}]}
+MESSAGES = {
+    "model": "claude-test",
+    "max_tokens": 500,
+    "messages": [{"role": "user", "content": "go"}],
+}
 
 
 def make_host() -> tuple[Host, ScriptedTool, ScriptedTool]:
-    docs = scripted_tool(search=Script(lambda q: [f"hit:{q}"], effect=Effect.PURE, version="1", latency=0.02))
+    docs = scripted_tool(
+        search=Script(lambda q: [f"hit:{q}"], effect=Effect.PURE, version="1", latency=0.02)
+    )
     notes = scripted_tool(save=Script(lambda items: len(items), effect=Effect.WRITE))
     host = Host(guest_factory=in_process_guest)
     host.register("docs", docs)
@@ -212,7 +300,9 @@ Run = Callable[[Any, Host, object], Any]
 
 
 async def chat_create(api: FakeAPI, host: Host, code: object) -> Any:
-    stream = await openai_client(api).chat.completions.create(**CHAT, tools=TOOLS_OPENAI, stream=True)
+    stream = await openai_client(api).chat.completions.create(
+        **CHAT, tools=TOOLS_OPENAI, stream=True
+    )
     return await host.run_stream(stream, code=code)  # type: ignore[arg-type]
 
 
@@ -222,17 +312,23 @@ async def chat_helper(api: FakeAPI, host: Host, code: object) -> Any:
 
 
 async def responses_create(api: FakeAPI, host: Host, code: object) -> Any:
-    stream = await openai_client(api).responses.create(model="gpt-test", input="go", tools=TOOLS_RESPONSES, stream=True)
+    stream = await openai_client(api).responses.create(
+        model="gpt-test", input="go", tools=TOOLS_RESPONSES, stream=True
+    )
     return await host.run_stream(stream, code=code)  # type: ignore[arg-type]
 
 
 async def responses_helper(api: FakeAPI, host: Host, code: object) -> Any:
-    async with openai_client(api).responses.stream(model="gpt-test", input="go", tools=TOOLS_RESPONSES) as stream:
+    async with openai_client(api).responses.stream(
+        model="gpt-test", input="go", tools=TOOLS_RESPONSES
+    ) as stream:
         return await host.run_stream(stream, code=code)  # type: ignore[arg-type]
 
 
 async def messages_create(api: FakeAPI, host: Host, code: object) -> Any:
-    stream = await anthropic_client(api).messages.create(**MESSAGES, tools=TOOLS_ANTHROPIC, stream=True)
+    stream = await anthropic_client(api).messages.create(
+        **MESSAGES, tools=TOOLS_ANTHROPIC, stream=True
+    )
     return await host.run_stream(stream, code=code)  # type: ignore[arg-type]
 
 
@@ -263,18 +359,30 @@ async def test_a_tool_call_from_the_real_sdk_equals_run_source_and_claims_early(
     assert observable(result) == observable(reference)
     assert [c.lane for c in result.calls if c.method == "search"] == ["claimed", "claimed"]
     last = last_argument_delta(body.events)
-    assert all(c.started < body.sent[last] for c in docs.calls_to("search")), "reads started while streaming"
-    assert len(notes.calls) == 1 and notes.calls[0].started > body.sent[last + 1]  # the write after the seal
+    assert all(c.started < body.sent[last] for c in docs.calls_to("search")), (
+        "reads started while streaming"
+    )
+    assert (
+        len(notes.calls) == 1 and notes.calls[0].started > body.sent[last + 1]
+    )  # the write after the seal
 
 
 CUT_EVENTS = {
     "chat_create": lambda: chat_events(tool="run_code", finish="length"),
     "chat_helper": lambda: chat_events(tool="run_code", finish="length"),
-    "responses_create": lambda: responses_events(tool="run_code", arguments=ARGUMENTS[:60], cut=True),
-    "responses_helper": lambda: responses_events(tool="run_code", arguments=ARGUMENTS[:60], cut=True),
+    "responses_create": lambda: responses_events(
+        tool="run_code", arguments=ARGUMENTS[:60], cut=True
+    ),
+    "responses_helper": lambda: responses_events(
+        tool="run_code", arguments=ARGUMENTS[:60], cut=True
+    ),
     # Anthropic closes the block, then says max_tokens: the cut explains the unfinished JSON.
-    "messages_create": lambda: anthropic_events(tool="run_code", stop="max_tokens", arguments=ARGUMENTS[:60]),
-    "messages_helper": lambda: anthropic_events(tool="run_code", stop="max_tokens", arguments=ARGUMENTS[:60]),
+    "messages_create": lambda: anthropic_events(
+        tool="run_code", stop="max_tokens", arguments=ARGUMENTS[:60]
+    ),
+    "messages_helper": lambda: anthropic_events(
+        tool="run_code", stop="max_tokens", arguments=ARGUMENTS[:60]
+    ),
 }
 
 
@@ -299,7 +407,9 @@ async def test_a_text_reply_cut_by_the_token_limit_is_aborted(way: str) -> None:
     api.serve(events(tool=None, text=reply, **cut), done_marker=done_marker)
     host, _, notes = make_host()
     result = await run(api, host, "raw")
-    assert result.status == "aborted" and result.error is not None and result.error.type == "StreamCut"
+    assert (
+        result.status == "aborted" and result.error is not None and result.error.type == "StreamCut"
+    )
     assert notes.calls == []
 
 
@@ -333,11 +443,15 @@ async def test_sdk_objects_that_are_not_streams_are_type_errors_with_a_hint() ->
 async def chat_final(api: FakeAPI, host: Host) -> tuple[Any, Any]:
     async with openai_client(api).chat.completions.stream(**CHAT, tools=TOOLS_OPENAI) as stream:
         result = await host.run_stream(stream, code=ToolCallCode("run_code"))
-        return result, (await stream.get_final_completion()).choices[0].message.tool_calls[0].function.arguments
+        return result, (await stream.get_final_completion()).choices[0].message.tool_calls[
+            0
+        ].function.arguments
 
 
 async def responses_final(api: FakeAPI, host: Host) -> tuple[Any, Any]:
-    async with openai_client(api).responses.stream(model="gpt-test", input="go", tools=TOOLS_RESPONSES) as stream:
+    async with openai_client(api).responses.stream(
+        model="gpt-test", input="go", tools=TOOLS_RESPONSES
+    ) as stream:
         result = await host.run_stream(stream, code=ToolCallCode("run_code"))
         return result, (await stream.get_final_response()).output[0].arguments  # type: ignore[union-attr]
 
@@ -363,7 +477,9 @@ async def test_a_tool_call_run_returns_with_the_whole_reply_read(way: str) -> No
     final, events, done_marker = FINALS[way]
     replied = events(tool="run_code")
     api = FakeAPI()
-    body = api.serve(replied, done_marker=done_marker, tail=0.3, tail_after=last_argument_delta(replied) + 2)
+    body = api.serve(
+        replied, done_marker=done_marker, tail=0.3, tail_after=last_argument_delta(replied) + 2
+    )
     host, _, _ = make_host()
     result, arguments = await final(api, host)
     assert result.status == "ok" and json.loads(arguments) == json.loads(ARGUMENTS)

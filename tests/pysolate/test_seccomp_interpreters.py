@@ -104,11 +104,15 @@ print('OK', len(digests))
 def _interpreters() -> list[object]:
     found = []
     for version in ("3.11", "3.12", "3.13"):
-        candidates = sorted(glob.glob(os.path.expanduser(f"~/.pyenv/versions/{version}.*/bin/python{version}")))
+        candidates = sorted(
+            glob.glob(os.path.expanduser(f"~/.pyenv/versions/{version}.*/bin/python{version}"))
+        )
         candidates += [shutil.which(f"python{version}") or ""]
         path = next((os.path.realpath(c) for c in candidates if c and "shims" not in c), None)
         reason = f"python{version} is not installed (pyenv install {version})"
-        found.append(pytest.param(path, id=version, marks=pytest.mark.skipif(path is None, reason=reason)))
+        found.append(
+            pytest.param(path, id=version, marks=pytest.mark.skipif(path is None, reason=reason))
+        )
     return found
 
 
@@ -119,9 +123,15 @@ def test_a_confined_interpreter_runs_the_stdlib_workload(python: str, tmp_path: 
     preamble = f"GUEST = {str(GUEST)!r}\nSCRATCH = {str(tmp_path)!r}\nLIBRARY = {_isolation.seccomp_library()!r}\n"
     done = subprocess.run(
         [python, "-I", "-S", "-B", "-c", preamble + CONFINE_AND_WORK],
-        capture_output=True, text=True, timeout=120, env={}, cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={},
+        cwd=tmp_path,
     )
-    assert done.returncode == 0, f"exit {done.returncode} (-31: a syscall outside the allow-list)\n{done.stderr[-3000:]}"
+    assert done.returncode == 0, (
+        f"exit {done.returncode} (-31: a syscall outside the allow-list)\n{done.stderr[-3000:]}"
+    )
     assert done.stdout.strip() == "OK 64"
 
 
@@ -134,5 +144,12 @@ def test_strict_mode_kills_on_an_unlisted_syscall(tmp_path: Path) -> None:
         f"s.install({_isolation.seccomp_library()!r}, restrict_files=False, strict=True)\n"
         "ctypes.CDLL(None).syscall(ctypes.c_long(444), None, ctypes.c_long(0), ctypes.c_long(1))\nprint('survived')"
     )
-    done = subprocess.run(["python3", "-I", "-S", "-c", script], capture_output=True, text=True, timeout=60, env={}, cwd=tmp_path)
+    done = subprocess.run(
+        ["python3", "-I", "-S", "-c", script],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={},
+        cwd=tmp_path,
+    )
     assert done.returncode == -31 and "survived" not in done.stdout

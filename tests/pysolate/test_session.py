@@ -63,13 +63,19 @@ class Stream:
 
 
 def make_host(
-    *, subprocess: bool = False, latency: float = 0.05, limits: GuestLimits | None = None, share: bool = True
+    *,
+    subprocess: bool = False,
+    latency: float = 0.05,
+    limits: GuestLimits | None = None,
+    share: bool = True,
 ) -> tuple[Host, object]:
     fs = scripted_tool(
         read=Script(lambda path: f"<{path}>", effect=Effect.PURE, version="1", latency=latency),
         log=Script(lambda line: None, effect=Effect.WRITE, latency=0.001),
     )
-    host = Host(session_factory=None if subprocess else in_process_session, limits=limits, share=share)
+    host = Host(
+        session_factory=None if subprocess else in_process_session, limits=limits, share=share
+    )
     host.register("fs", fs)
     host.register("workspace", memory_workspace(FILES))
     return host, fs
@@ -119,7 +125,12 @@ async def test_turn_two_starts_reads_over_turn_one_values_while_streaming() -> N
     """A plain list bound in turn 1 is known to discovery in turn 2: its reads start before
     turn 2's stream ends and the Guest claims them."""
     host, fs = make_host(latency=0.05)
-    turns = ["paths = ['a', 'b', 'c']", "out = []\nfor p in paths:\n    out.append(fs.read(p))\nn = 1\n" + "# padding\n" * 8 + "out"]
+    turns = [
+        "paths = ['a', 'b', 'c']",
+        "out = []\nfor p in paths:\n    out.append(fs.read(p))\nn = 1\n"
+        + "# padding\n" * 8
+        + "out",
+    ]
     async with host.session() as session:
         first = await session.run_source(turns[0])
         stream = Stream(turns[1], delay=0.01)
@@ -135,8 +146,14 @@ async def test_without_the_earlier_turn_the_same_loop_cannot_start_early() -> No
     """Control for the test above: in a fresh session ``paths`` is unknown, nothing starts."""
     host, fs = make_host()
     async with host.session() as session:
-        result = await session.run_stream(Stream("for p in ['a']:\n    x = 1\nfor p in paths:\n    fs.read(p)"))
-    assert result.status is RunStatus.ERROR and result.error is not None and result.error.type == "NameError"
+        result = await session.run_stream(
+            Stream("for p in ['a']:\n    x = 1\nfor p in paths:\n    fs.read(p)")
+        )
+    assert (
+        result.status is RunStatus.ERROR
+        and result.error is not None
+        and result.error.type == "NameError"
+    )
     assert fs.calls_to("read") == []  # type: ignore[attr-defined]
 
 
@@ -204,7 +221,9 @@ async def test_a_cut_stream_changes_nothing() -> None:
     host, _ = make_host()
     async with host.session() as session:
         await session.run_source("x = 1")
-        cut = await session.run_stream(Stream("x = 2\nworkspace.write_text('w', 'w')\n", size=6, fail_after=3))
+        cut = await session.run_stream(
+            Stream("x = 2\nworkspace.write_text('w', 'w')\n", size=6, fail_after=3)
+        )
         after = await session.run_source("x")
         assert session.state is SessionState.IDLE
         assert session.workspaces["workspace"].changes() == {}
@@ -217,7 +236,9 @@ async def test_a_turn_aborted_in_the_guest_breaks_the_session_and_drops_its_writ
     host, _ = make_host(subprocess=True, limits=GuestLimits(wall_time=1.0))
     async with host.session() as session:
         await session.run_source("workspace.write_text('kept', '1')")
-        aborted = await session.run_source("workspace.write_text('dropped', '2')\nwhile True:\n    pass")
+        aborted = await session.run_source(
+            "workspace.write_text('dropped', '2')\nwhile True:\n    pass"
+        )
         assert aborted.status is RunStatus.ABORTED and aborted.error is not None
         assert aborted.error.type == "WallTimeLimit"
         assert session.state is SessionState.BROKEN
@@ -322,7 +343,10 @@ async def test_function_tools_are_globals_of_every_turn(subprocess: bool) -> Non
         host.register("shout", shout)
         return host
 
-    turns = ["words = ['a', 'b']", "loud = [shout(w) for w in words]\nn = 1\n" + "# pad\n" * 5 + "loud"]
+    turns = [
+        "words = ['a', 'b']",
+        "loud = [shout(w) for w in words]\nn = 1\n" + "# pad\n" * 5 + "loud",
+    ]
     host = host_with_function()
     async with host.session() as session:
         got = [await session.run_stream(Stream(t)) for t in turns]
@@ -342,7 +366,12 @@ def test_the_session_example_runs() -> None:
     from pathlib import Path
 
     example = Path(__file__).resolve().parents[2] / "examples" / "session.py"
-    done = subprocess.run([sys.executable, "-W", "always::ResourceWarning", str(example)], capture_output=True, text=True, timeout=120)
+    done = subprocess.run(
+        [sys.executable, "-W", "always::ResourceWarning", str(example)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert done.returncode == 0, done.stderr
     assert "ResourceWarning" not in done.stderr, done.stderr  # it leaves nothing open
     lines = done.stdout.splitlines()

@@ -63,7 +63,9 @@ async def test_all_unknown_tools_are_said_once_per_host_and_noted_on_every_run()
     assert warned.category is UnqualifiedToolsWarning
     assert warned.filename == __file__  # the caller's line, not the package's
     text = str(warned.message)
-    assert text.startswith("no tool on this Host may start early: notes.load, notes.save are left at Effect.UNKNOWN")
+    assert text.startswith(
+        "no tool on this Host may start early: notes.load, notes.save are left at Effect.UNKNOWN"
+    )
     assert "@capability(effect=Effect.PURE)" in text and "effects={'search': Effect.PURE}" in text
     assert [r.report.setup_warnings for r in (first, second, turn)] == [(text,)] * 3
     assert sequential.report.setup_warnings == ()  # speculate=False: nothing could be early anyway

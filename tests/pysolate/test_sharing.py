@@ -36,18 +36,26 @@ async def chunks(text: str, size: int = 6, delay: float = 0.005) -> AsyncIterato
         yield text[i : i + size]
 
 
-def make_host(*, share: bool | ShareConfig = True, latency: float = 0.05, **host_args: object) -> tuple[Host, object]:
+def make_host(
+    *, share: bool | ShareConfig = True, latency: float = 0.05, **host_args: object
+) -> tuple[Host, object]:
     docs = scripted_tool(
         search=Script(lambda q: [q, q.upper()], effect=Effect.PURE, version="1", latency=latency),
         clock=Script(lambda: 7, effect=Effect.LIVE_READ),
     )
-    host = Host(guest_factory=in_process_guest, session_factory=in_process_session, share=share, **host_args)  # type: ignore[arg-type]
+    host = Host(
+        guest_factory=in_process_guest, session_factory=in_process_session, share=share, **host_args
+    )  # type: ignore[arg-type]
     host.register("docs", docs)
     host.register("workspace", memory_workspace(FILES))
     return host, docs
 
 
-PROGRAM = "a = docs.search('x')\nt = workspace.read_text('a.txt')\nn = docs.clock()\n" + "# thinking\n" * 4 + "[a, t, n]\n"
+PROGRAM = (
+    "a = docs.search('x')\nt = workspace.read_text('a.txt')\nn = docs.clock()\n"
+    + "# thinking\n" * 4
+    + "[a, t, n]\n"
+)
 
 
 async def run_many(host: Host, source: str, k: int) -> list[RunResult]:
@@ -73,7 +81,9 @@ async def test_runs_at_once_share_pure_and_root_reads_but_never_a_live_read() ->
     assert len(docs.calls_to("clock")) == 4  # type: ignore[attr-defined]  # a live read: every run's own
     ids = {r.run_id for r in results}
     servers = [c.shared_from for r in results for c in r.calls if c.shared_from is not None]
-    assert len(servers) == 2 * 3 and set(servers) <= ids  # search and read_text: one run called, three were served
+    assert (
+        len(servers) == 2 * 3 and set(servers) <= ids
+    )  # search and read_text: one run called, three were served
     assert sum(r.report.host_shared for r in results) == 6
     assert sum(r.report.physical for r in results) == 2 + 4  # one search, one read, four clocks
     stats = host.share_statistics()
@@ -103,11 +113,18 @@ async def test_a_settled_result_serves_a_later_run_within_the_ttl_only() -> None
 
 
 async def test_a_failure_is_never_handed_to_another_run() -> None:
-    fails = Script(lambda q: (_ for _ in ()).throw(LookupError(q)), effect=Effect.PURE, version="1", latency=0.05)
+    fails = Script(
+        lambda q: (_ for _ in ()).throw(LookupError(q)),
+        effect=Effect.PURE,
+        version="1",
+        latency=0.05,
+    )
     host = Host(guest_factory=in_process_guest)
     docs = scripted_tool(search=fails)
     host.register("docs", docs)
-    results = await run_many(host, "try:\n    docs.search('bad')\nexcept LookupError as e:\n    r = str(e)\nr\n", 3)
+    results = await run_many(
+        host, "try:\n    docs.search('bad')\nexcept LookupError as e:\n    r = str(e)\nr\n", 3
+    )
     assert all(r.value == "bad" for r in results)
     assert all(c.shared_from is None for r in results for c in r.calls)
     assert len(docs.calls_to("search")) == 3  # type: ignore[attr-defined]  # each run's own, as run alone
@@ -166,7 +183,10 @@ async def test_reads_running_when_a_turn_is_rejected_serve_its_retry() -> None:
         host, docs = make_host(share=share, latency=0.4)
         async with host.session() as session:
             got = [await session.run_stream(chunks(t, delay=0.002)) for t in turns]
-        assert [r.status.value for r in got] == ["rejected", "ok"] and got[1].value == ["slow", "SLOW"]
+        assert [r.status.value for r in got] == ["rejected", "ok"] and got[1].value == [
+            "slow",
+            "SLOW",
+        ]
         physical[share] = len(docs.calls_to("search"))  # type: ignore[attr-defined]
         if share:
             assert got[1].calls[0].shared_from == got[0].run_id
@@ -199,7 +219,9 @@ async def test_a_served_call_has_a_shared_span_linked_to_the_serving_call() -> N
     results = await run_many(host, "a = docs.search('x')\n" + "# thinking\n" * 4 + "a\n", 2)
     provider.shutdown()
     spans = exporter.get_finished_spans()
-    (tool,) = [s for s in spans if s.name == "execute_tool docs.search"]  # one physical call for both runs
+    (tool,) = [
+        s for s in spans if s.name == "execute_tool docs.search"
+    ]  # one physical call for both runs
     shared = [s for s in spans if s.name == "shared docs.search"]
     assert shared, "the run that waited has a span of its own"
     (owner,) = [r.run_id for r in results if r.report.physical == 1]

@@ -53,7 +53,9 @@ class Tools:
 
 def make_host(latency: float = 0.1) -> tuple[Host, Tools]:
     docs = scripted_tool(
-        search=Script(lambda query: [f"hit:{query}"], effect=Effect.PURE, version="1", latency=latency),
+        search=Script(
+            lambda query: [f"hit:{query}"], effect=Effect.PURE, version="1", latency=latency
+        ),
         fail=Script(_raise_lookup, effect=Effect.PURE, version="1", latency=latency),
     )
     clock = scripted_tool(now=Script(lambda: 42, effect=Effect.LIVE_READ, latency=0.01))
@@ -75,7 +77,15 @@ def _raise_lookup(key: str) -> str:
 
 def call_log(result: RunResult) -> list[tuple[object, ...]]:
     return [
-        (c.capability, c.method, c.args, c.kwargs, c.outcome, c.result, c.error and (c.error.type, c.error.message))
+        (
+            c.capability,
+            c.method,
+            c.args,
+            c.kwargs,
+            c.outcome,
+            c.result,
+            c.error and (c.error.type, c.error.message),
+        )
         for c in result.calls
     ]
 
@@ -95,7 +105,11 @@ def assert_equivalent(streamed: RunResult, reference: RunResult) -> None:
 
 
 async def run_both(
-    source: str, *, latency: float = 0.1, policy: LanePolicy | None = None, stream: Stream | None = None
+    source: str,
+    *,
+    latency: float = 0.1,
+    policy: LanePolicy | None = None,
+    stream: Stream | None = None,
 ) -> tuple[RunResult, RunResult, Tools, Stream]:
     """Stream ``source`` through Pysolate, then run it sequentially on a fresh twin Host."""
     host, tools = make_host(latency)
@@ -151,7 +165,9 @@ async def test_independent_reads_are_claimed() -> None:
     assert lanes(streamed, "search") == ["claimed"] * 3
     assert streamed.report.physical == 3 and streamed.report.orphaned == 0
     assert stream.ended_at is not None
-    assert len(started_before(tools.docs, "search", stream.ended_at)) == 3, "all three ran while streaming"
+    assert len(started_before(tools.docs, "search", stream.ended_at)) == 3, (
+        "all three ran while streaming"
+    )
 
 
 async def test_argument_from_an_earlier_result_is_claimed() -> None:
@@ -224,17 +240,18 @@ async def test_read_after_write_never_claims_the_pre_write_value() -> None:
 
 async def test_failing_early_read_raises_at_its_line_and_try_catches_it() -> None:
     src = (
-        "try:\n"
-        "    docs.fail('k')\n"
-        "except LookupError as e:\n"
-        "    caught = str(e)\n"
-        "docs.fail('z')\n"
+        "try:\n    docs.fail('k')\nexcept LookupError as e:\n    caught = str(e)\ndocs.fail('z')\n"
     )
     streamed, reference, _, _ = await run_both(src)
     assert_equivalent(streamed, reference)
     assert streamed.status == "error"
-    assert streamed.error is not None and (streamed.error.type, streamed.error.line) == ("LookupError", 5)
-    assert lanes(streamed, "fail") == ["claimed", "claimed"], "both failures were held, then raised in place"
+    assert streamed.error is not None and (streamed.error.type, streamed.error.line) == (
+        "LookupError",
+        5,
+    )
+    assert lanes(streamed, "fail") == ["claimed", "claimed"], (
+        "both failures were held, then raised in place"
+    )
 
 
 async def test_speculated_calls_the_program_never_reaches_are_orphaned_or_cancelled() -> None:

@@ -20,7 +20,13 @@ from occurrences.plain import loads
 from pysolate import Effect, Host, RegistrationError, RunResult, capability
 from pysolate.testing import Script, memory_workspace, scripted_tool
 
-FILES = {"a.txt": "alpha\n", "b.txt": "beta\n", "notes/x.md": "x-ray\n", "notes/y.md": "yankee\n", "other/z.md": "zulu\n"}
+FILES = {
+    "a.txt": "alpha\n",
+    "b.txt": "beta\n",
+    "notes/x.md": "x-ray\n",
+    "notes/y.md": "yankee\n",
+    "other/z.md": "zulu\n",
+}
 
 
 @dataclass
@@ -39,7 +45,12 @@ class Stream:
 
 def make_host() -> Host:
     docs = scripted_tool(
-        search=Script(lambda query: [f"notes/{query}.md", "other/z.md"], effect=Effect.PURE, version="1", latency=0.05),
+        search=Script(
+            lambda query: [f"notes/{query}.md", "other/z.md"],
+            effect=Effect.PURE,
+            version="1",
+            latency=0.05,
+        ),
     )
     host = Host()
     host.register("docs", docs)
@@ -49,7 +60,15 @@ def make_host() -> Host:
 
 def call_log(result: RunResult) -> list[tuple[object, ...]]:
     return [
-        (c.capability, c.method, c.args, c.kwargs, c.outcome, c.result, c.error and (c.error.type, c.error.message))
+        (
+            c.capability,
+            c.method,
+            c.args,
+            c.kwargs,
+            c.outcome,
+            c.result,
+            c.error and (c.error.type, c.error.message),
+        )
         for c in result.calls
     ]
 
@@ -60,7 +79,10 @@ def assert_equivalent(streamed: RunResult, reference: RunResult) -> None:
     assert streamed.stdout == reference.stdout
     assert streamed.error == reference.error
     assert call_log(streamed) == call_log(reference)
-    assert streamed.workspaces["workspace"].state_files() == reference.workspaces["workspace"].state_files()
+    assert (
+        streamed.workspaces["workspace"].state_files()
+        == reference.workspaces["workspace"].state_files()
+    )
 
 
 async def run_both(source: str) -> tuple[RunResult, RunResult]:
@@ -91,7 +113,9 @@ def lanes(result: RunResult, method: str) -> list[tuple[object, str]]:
         if c.method != method:
             continue
         lane = c.lane
-        writes = [w.ended for w in result.calls[: c.index] if w.effect is not None and w.effect.may_write]
+        writes = [
+            w.ended for w in result.calls[: c.index] if w.effect is not None and w.effect.may_write
+        ]
         obs = observations.get(c.observation_id) if c.observation_id is not None else None
         after = obs is not None and obs.started is not None and writes and obs.started >= writes[-1]
         if lane == "claimed" and obs is not None and (after or obs.layer):
@@ -101,7 +125,9 @@ def lanes(result: RunResult, method: str) -> list[tuple[object, str]]:
 
 
 @pytest.mark.anyio
-async def test_a_read_of_another_path_after_a_write_is_claimed_and_the_written_one_is_direct() -> None:
+async def test_a_read_of_another_path_after_a_write_is_claimed_and_the_written_one_is_direct() -> (
+    None
+):
     src = (
         "workspace.write_text('a.txt', 'rewritten')\n"
         "other = workspace.read_text('b.txt')\n"
@@ -131,8 +157,17 @@ async def test_listing_the_written_directory_is_direct_and_another_is_claimed() 
     )
     streamed, reference = await run_both(src)
     assert_equivalent(streamed, reference)
-    assert streamed.value == (["new.md", "x.md", "y.md"], ["z.md"], ["a.txt", "b.txt", "notes", "other"], True)
-    assert lanes(streamed, "list_dir") == [("notes", "after write"), ("other", "claimed"), (".", "after write")]
+    assert streamed.value == (
+        ["new.md", "x.md", "y.md"],
+        ["z.md"],
+        ["a.txt", "b.txt", "notes", "other"],
+        True,
+    )
+    assert lanes(streamed, "list_dir") == [
+        ("notes", "after write"),
+        ("other", "claimed"),
+        (".", "after write"),
+    ]
     assert lanes(streamed, "exists") == [("notes/new.md", "after write")]
 
 
@@ -153,10 +188,16 @@ async def test_a_read_whose_path_comes_from_a_result_is_decided_when_the_result_
     assert streamed.value == ([False, True], False, "zulu\n")
     # The read of the deleted path is started again on the layer the early delete made.
     assert early(streamed) == {
-        ("delete", "notes/x.md"), ("search", "x"), ("exists", "other/z.md"), ("read_text", "other/z.md"),
+        ("delete", "notes/x.md"),
+        ("search", "x"),
+        ("exists", "other/z.md"),
+        ("read_text", "other/z.md"),
         ("exists", "notes/x.md"),
     }
-    assert lanes(streamed, "exists")[:2] == [("notes/x.md", "after write"), ("other/z.md", "claimed")]
+    assert lanes(streamed, "exists")[:2] == [
+        ("notes/x.md", "after write"),
+        ("other/z.md", "claimed"),
+    ]
     assert lanes(streamed, "read_text") == [("other/z.md", "claimed")]
 
 
@@ -181,7 +222,15 @@ def test_the_workspace_declares_every_method_scoped_by_path() -> None:
     specs = host.method_specs()["workspace"]
     assert {name: (spec.scope, spec.scope_position) for name, spec in specs.items()} == {
         name: ("path", 0)
-        for name in ("delete", "exists", "list_dir", "read_bytes", "read_text", "write_bytes", "write_text")
+        for name in (
+            "delete",
+            "exists",
+            "list_dir",
+            "read_bytes",
+            "read_text",
+            "write_bytes",
+            "write_text",
+        )
     }
     assert all(spec.scope is None for spec in host.method_specs()["docs"].values())
 

@@ -42,8 +42,14 @@ async def traced_run(record_payloads: bool = False) -> tuple[list, object]:
     exporter = InMemorySpanExporter()
     provider = TracerProvider()
     provider.add_span_processor(SimpleSpanProcessor(exporter))
-    host = Host(guest_factory=in_process_guest, instrument=OTelInstrument(provider, record_payloads=record_payloads))
-    host.register("docs", scripted_tool(search=Script(lambda query: [query], effect=Effect.PURE, latency=0.01)))
+    host = Host(
+        guest_factory=in_process_guest,
+        instrument=OTelInstrument(provider, record_payloads=record_payloads),
+    )
+    host.register(
+        "docs",
+        scripted_tool(search=Script(lambda query: [query], effect=Effect.PURE, latency=0.01)),
+    )
     host.register("clock", scripted_tool(now=Script(lambda: 7, effect=Effect.LIVE_READ)))
     result = await host.run_stream(chunks(SOURCE), policy=LanePolicy(allow_discardable=True))
     provider.shutdown()
@@ -62,7 +68,9 @@ async def test_physical_spans_claim_spans_and_links() -> None:
     dispositions = sorted(str(s.attributes[A.DISPOSITION]) for s in tools)
     assert dispositions == ["claimed", "claimed", "orphaned"]
     assert all(s.attributes[A.GEN_AI_OPERATION_NAME] == "execute_tool" for s in tools)
-    assert all(s.status.status_code is not StatusCode.ERROR for s in tools), "orphaned work is not an error"
+    assert all(s.status.status_code is not StatusCode.ERROR for s in tools), (
+        "orphaned work is not an error"
+    )
     assert len(claims) == 2
     tool_ids = {s.context.span_id for s in tools}
     for claim in claims:

@@ -53,7 +53,12 @@ def test_scripted_calls_record_arguments_and_virtual_times() -> None:
 
 def test_scripted_methods_declare_effect_version_and_signature() -> None:
     host = Host()
-    host.register("t", scripted_tool(get=Script(lambda path: path, effect=Effect.IMMUTABLE_READ, version="7", sync=True)))
+    host.register(
+        "t",
+        scripted_tool(
+            get=Script(lambda path: path, effect=Effect.IMMUTABLE_READ, version="7", sync=True)
+        ),
+    )
     spec = host.method_specs()["t"]["get"]
     assert (spec.effect, spec.version) == (Effect.IMMUTABLE_READ, "7")
     assert host.bind("t", "get", (), {"path": "a"}).arguments == {"path": "a"}
@@ -63,12 +68,17 @@ def test_scripted_methods_declare_effect_version_and_signature() -> None:
 
 @pytest.mark.anyio
 async def test_sync_scripted_methods_run_in_threads_and_record() -> None:
-    tool = scripted_tool(get=Script(lambda path: path.upper(), effect=Effect.IMMUTABLE_READ, sync=True))
+    tool = scripted_tool(
+        get=Script(lambda path: path.upper(), effect=Effect.IMMUTABLE_READ, sync=True)
+    )
     host = Host(guest_factory=in_process_guest)
     host.register("t", tool)
     result = await host.run_source("t.get('a') + t.get(path='b')", speculate=False)
     assert result.value == "AB"
-    assert [(c.args, c.kwargs, c.outcome) for c in tool.calls] == [(("a",), {}, "ok"), (("b",), {}, "ok")]
+    assert [(c.args, c.kwargs, c.outcome) for c in tool.calls] == [
+        (("a",), {}, "ok"),
+        (("b",), {}, "ok"),
+    ]
 
 
 def test_a_hanging_read_times_out_as_timeout_error() -> None:
@@ -141,7 +151,9 @@ async def test_in_process_call_limit_aborts_the_run() -> None:
 
 @pytest.mark.anyio
 async def test_in_process_output_limit_aborts_the_run_and_keeps_what_fit() -> None:
-    result = await _limited(output_bytes=10).run_source("try:\n    for _ in range(5):\n        print('abcd')\nexcept Exception:\n    pass\n")
+    result = await _limited(output_bytes=10).run_source(
+        "try:\n    for _ in range(5):\n        print('abcd')\nexcept Exception:\n    pass\n"
+    )
     assert result.status == "aborted"
     assert result.error is not None and result.error.type == "OutputLimit"
     assert result.stdout == "abcd\nabcd\n"
@@ -164,7 +176,12 @@ async def test_an_in_process_guest_runs_one_program() -> None:
         raise AssertionError("no calls")
 
     outcome = await guest.run("print('x', end='')\n7", handler)
-    assert (outcome.status, outcome.value, outcome.stdout, outcome.isolation.level) == ("ok", 7, "x", "in_process")
+    assert (outcome.status, outcome.value, outcome.stdout, outcome.isolation.level) == (
+        "ok",
+        7,
+        "x",
+        "in_process",
+    )
     with pytest.raises(RuntimeError):
         await guest.run("1", handler)
     await guest.aclose()

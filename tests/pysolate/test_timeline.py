@@ -60,19 +60,40 @@ def test_every_label_box_is_inside_the_picture(compare, width):
 
 def test_the_legend_names_every_colour_used():
     root = ET.fromstring(render_svg(_timeline(), compare=Comparison(1.5, 3.7)))
-    legend = {r.get("class").split()[1] for r in root.iter(f"{SVG}rect") if r.get("class", "").startswith("legend")}
-    used = {r.get("class").split()[1] for r in root.iter(f"{SVG}rect") if r.get("class", "").startswith("bar")}
+    legend = {
+        r.get("class").split()[1]
+        for r in root.iter(f"{SVG}rect")
+        if r.get("class", "").startswith("legend")
+    }
+    used = {
+        r.get("class").split()[1]
+        for r in root.iter(f"{SVG}rect")
+        if r.get("class", "").startswith("bar")
+    }
     assert used <= legend
     assert {"last-token", "seal", "done", "sequential"} <= legend
 
 
 def test_markers_for_the_last_token_the_seal_and_the_result_span_every_lane():
     root = ET.fromstring(render_svg(_timeline(), compare=Comparison(1.5, 3.7)))
-    markers = {m.get("class").split()[1]: m for m in root.iter(f"{SVG}line") if m.get("class", "").startswith("marker")}
+    markers = {
+        m.get("class").split()[1]: m
+        for m in root.iter(f"{SVG}line")
+        if m.get("class", "").startswith("marker")
+    }
     assert set(markers) == {"last-token", "seal", "done"}
     lanes = [g for g in root.iter(f"{SVG}g") if g.get("class") == "lane"]
-    assert [g.get("id") for g in lanes] == ["lane-compare", "lane-stream", "lane-speculative", "lane-guest", "lane-claims"]
-    bottom = max(float(g.find(f"{SVG}rect").get("y")) + float(g.find(f"{SVG}rect").get("height")) for g in lanes)
+    assert [g.get("id") for g in lanes] == [
+        "lane-compare",
+        "lane-stream",
+        "lane-speculative",
+        "lane-guest",
+        "lane-claims",
+    ]
+    bottom = max(
+        float(g.find(f"{SVG}rect").get("y")) + float(g.find(f"{SVG}rect").get("height"))
+        for g in lanes
+    )
     for line in markers.values():
         assert float(line.get("y2")) >= bottom - 6
 
@@ -82,7 +103,11 @@ def test_the_comparison_lane_shares_the_time_axis():
     root = ET.fromstring(render_svg(_timeline(end=2.0), compare=Comparison(1.5, 3.7), width=960))
     sequential = next(r for r in root.iter(f"{SVG}rect") if r.get("class") == "bar sequential")
     assert float(sequential.get("x")) + float(sequential.get("width")) <= 960 - 20 + 0.5
-    ticks = [t.text for t in root.iter(f"{SVG}text") if (t.text or "").endswith("s") and t.text[:-1].replace(".", "").isdigit()]
+    ticks = [
+        t.text
+        for t in root.iter(f"{SVG}text")
+        if (t.text or "").endswith("s") and t.text[:-1].replace(".", "").isdigit()
+    ]
     assert "3.5s" in ticks
 
 
@@ -95,7 +120,12 @@ def _demo_like(end: float = 7.0) -> Timeline:
     for i in range(12):
         rec.mark("stream", f"{i + 1} statements", 1.0 + i * 0.45, "snapshot")
     rec.mark("stream", "sealed", end - 0.01, "seal")
-    names = ["workspace.list_dir"] + ["workspace.read_text"] * 4 + ["docs.search"] * 4 + ["people.lookup_owner"] * 4
+    names = (
+        ["workspace.list_dir"]
+        + ["workspace.read_text"] * 4
+        + ["docs.search"] * 4
+        + ["people.lookup_owner"] * 4
+    )
     for i, name in enumerate(names):
         rec.bar("speculative", name, 1.0 + 0.2 * i, 1.3 + 0.2 * i, "claimed")
     rec.bar("speculative", "docs.search", end - 0.2, end - 0.2, "cancelled")
@@ -122,7 +152,12 @@ def _shapes(svg: str) -> tuple[list[tuple[str, Box]], list[tuple[str, Box]], tup
     for rect in root.iter(f"{SVG}rect"):
         if rect.get("class", "").startswith("bar"):
             x, y = float(rect.get("x")), float(rect.get("y"))
-            drawn.append((rect.get("class"), Box(x, y, x + float(rect.get("width")), y + float(rect.get("height")))))
+            drawn.append(
+                (
+                    rect.get("class"),
+                    Box(x, y, x + float(rect.get("width")), y + float(rect.get("height"))),
+                )
+            )
     for line in root.iter(f"{SVG}line"):
         x1, x2 = sorted((float(line.get("x1")), float(line.get("x2"))))
         y1, y2 = sorted((float(line.get("y1")), float(line.get("y2"))))
@@ -133,8 +168,16 @@ def _shapes(svg: str) -> tuple[list[tuple[str, Box]], list[tuple[str, Box]], tup
 @pytest.mark.parametrize("timeline", [_timeline(), _demo_like()], ids=["small", "demo-like"])
 @pytest.mark.parametrize("compare", [None, Comparison(stream_seconds=7.3, wall_seconds=10.53)])
 @pytest.mark.parametrize("width", [480, 960])
-def test_no_label_overlaps_a_bar_a_line_or_another_label(timeline: Timeline, compare: Comparison | None, width: int) -> None:
-    svg = render_svg(timeline, title="pysolate demo", width=width, compare=compare, headline=headline(10.53, 7.0, True))
+def test_no_label_overlaps_a_bar_a_line_or_another_label(
+    timeline: Timeline, compare: Comparison | None, width: int
+) -> None:
+    svg = render_svg(
+        timeline,
+        title="pysolate demo",
+        width=width,
+        compare=compare,
+        headline=headline(10.53, 7.0, True),
+    )
     texts, drawn, (w, h) = _shapes(svg)
     for label, box in texts:
         assert box.x0 >= 0 and box.x1 <= w and box.y0 >= 0 and box.y1 <= h, f"{label!r} is clipped"
@@ -147,7 +190,9 @@ def test_no_label_overlaps_a_bar_a_line_or_another_label(timeline: Timeline, com
 
 def test_every_legend_entry_has_its_own_colour() -> None:
     root = ET.fromstring(render_svg(_demo_like(), compare=Comparison(7.3, 10.53)))
-    fills = [r.get("fill") for r in root.iter(f"{SVG}rect") if r.get("class", "").startswith("legend")]
+    fills = [
+        r.get("fill") for r in root.iter(f"{SVG}rect") if r.get("class", "").startswith("legend")
+    ]
     assert len(fills) >= 10 and len(set(fills)) == len(fills)
 
 
@@ -164,11 +209,19 @@ def test_instants_are_drawn_as_visible_ticks() -> None:
 def test_both_lanes_start_at_the_same_origin_with_the_reply_before_the_code() -> None:
     root = ET.fromstring(render_svg(_demo_like(), compare=Comparison(7.3, 10.53)))
     lanes = {g.get("id"): g for g in root.iter(f"{SVG}g")}
-    baseline_tokens = next(r for r in lanes["lane-compare"].iter(f"{SVG}rect") if r.get("class") == "bar stream")
-    prose = next(r for r in lanes["lane-stream"].iter(f"{SVG}rect") if r.get("class") == "bar prose")
-    code = next(r for r in lanes["lane-stream"].iter(f"{SVG}rect") if r.get("class") == "bar stream")
+    baseline_tokens = next(
+        r for r in lanes["lane-compare"].iter(f"{SVG}rect") if r.get("class") == "bar stream"
+    )
+    prose = next(
+        r for r in lanes["lane-stream"].iter(f"{SVG}rect") if r.get("class") == "bar prose"
+    )
+    code = next(
+        r for r in lanes["lane-stream"].iter(f"{SVG}rect") if r.get("class") == "bar stream"
+    )
     assert prose.get("x") == baseline_tokens.get("x")  # time 0 of both runs
-    assert float(prose.get("x")) + float(prose.get("width")) == pytest.approx(float(code.get("x")), abs=0.1)
+    assert float(prose.get("x")) + float(prose.get("width")) == pytest.approx(
+        float(code.get("x")), abs=0.1
+    )
 
 
 def test_the_headline_tells_the_story() -> None:

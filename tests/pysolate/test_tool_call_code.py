@@ -29,7 +29,11 @@ ARGUMENTS = json.dumps({"reason": "look both up", "code": PROGRAM, "timeout": 5}
 
 
 def make_host(latency: float = 0.05) -> tuple[Host, ScriptedTool, ScriptedTool]:
-    docs = scripted_tool(search=Script(lambda query: [f"hit:{query}"], effect=Effect.PURE, version="1", latency=latency))
+    docs = scripted_tool(
+        search=Script(
+            lambda query: [f"hit:{query}"], effect=Effect.PURE, version="1", latency=latency
+        )
+    )
     log = scripted_tool(write=Script(lambda items: len(items), effect=Effect.WRITE))
     host = Host(guest_factory=in_process_guest)
     host.register("docs", docs)
@@ -89,27 +93,45 @@ async def test_cut_tool_call_is_aborted_and_runs_nothing(shape: str) -> None:
 @pytest.mark.parametrize(
     ("arguments", "error", "message"),
     [
-        pytest.param('{"code": "x = 1\\n"', "ToolArgumentsError", "not valid JSON", id="unfinished"),
+        pytest.param(
+            '{"code": "x = 1\\n"', "ToolArgumentsError", "not valid JSON", id="unfinished"
+        ),
         pytest.param('{"code": 42}', "ToolArgumentsError", "not a string", id="not_a_string"),
-        pytest.param('{"source": "x = 1"}', "ToolArgumentsError", "no 'code' argument", id="missing"),
-        pytest.param('{"code": "log.write([1])\\n"} trailing', "ToolArgumentsError", "extra data", id="extra"),
+        pytest.param(
+            '{"source": "x = 1"}', "ToolArgumentsError", "no 'code' argument", id="missing"
+        ),
+        pytest.param(
+            '{"code": "log.write([1])\\n"} trailing', "ToolArgumentsError", "extra data", id="extra"
+        ),
     ],
 )
 @pytest.mark.parametrize("shape", sorted(SHAPES))
-async def test_bad_arguments_are_rejected_and_run_nothing(shape: str, arguments: str, error: str, message: str) -> None:
+async def test_bad_arguments_are_rejected_and_run_nothing(
+    shape: str, arguments: str, error: str, message: str
+) -> None:
     host, _, log = make_host()
-    result = await host.run_stream(Timed(SHAPES[shape]("run_code", arguments), 0.0), code=ToolCallCode("run_code"))
+    result = await host.run_stream(
+        Timed(SHAPES[shape]("run_code", arguments), 0.0), code=ToolCallCode("run_code")
+    )
     assert result.status == "rejected"
-    assert result.error is not None and result.error.type == error and message in result.error.message
+    assert (
+        result.error is not None and result.error.type == error and message in result.error.message
+    )
     assert result.calls == () and log.calls == []
 
 
 @pytest.mark.parametrize("shape", sorted(SHAPES))
 async def test_no_call_of_the_tool_is_rejected_as_no_code_block(shape: str) -> None:
     host, _, _ = make_host()
-    result = await host.run_stream(Timed(SHAPES[shape]("other_tool", ARGUMENTS), 0.0), code=ToolCallCode("run_code"))
+    result = await host.run_stream(
+        Timed(SHAPES[shape]("other_tool", ARGUMENTS), 0.0), code=ToolCallCode("run_code")
+    )
     assert result.status == "rejected"
-    assert result.error is not None and result.error.type == "NoCodeBlock" and "'run_code'" in result.error.message
+    assert (
+        result.error is not None
+        and result.error.type == "NoCodeBlock"
+        and "'run_code'" in result.error.message
+    )
 
 
 async def test_str_chunks_are_the_json_text_itself() -> None:
@@ -121,15 +143,25 @@ async def test_str_chunks_are_the_json_text_itself() -> None:
 
 async def test_another_argument_name_and_syntax_error_in_the_program() -> None:
     host, _, _ = make_host()
-    result = await host.run_stream([json.dumps({"source": "x = (1,\n"})], code=ToolCallCode("python", argument="source"))
-    assert result.status == "rejected" and result.error is not None and result.error.type == "SyntaxError"
+    result = await host.run_stream(
+        [json.dumps({"source": "x = (1,\n"})], code=ToolCallCode("python", argument="source")
+    )
+    assert (
+        result.status == "rejected"
+        and result.error is not None
+        and result.error.type == "SyntaxError"
+    )
 
 
 def test_chat_selector_ends_the_call_when_the_next_call_starts() -> None:
     selector = ToolCallSelector("run_code")
-    first = chat_chunk({"tool_calls": [{"index": 0, "function": {"name": "run_code", "arguments": '{"co'}}]})
+    first = chat_chunk(
+        {"tool_calls": [{"index": 0, "function": {"name": "run_code", "arguments": '{"co'}}]}
+    )
     assert selector.feed(first, 0) == '{"co' and selector.found and not selector.ended
-    nxt = chat_chunk({"tool_calls": [{"index": 1, "function": {"name": "run_code", "arguments": "{}"}}]})
+    nxt = chat_chunk(
+        {"tool_calls": [{"index": 1, "function": {"name": "run_code", "arguments": "{}"}}]}
+    )
     assert selector.feed(nxt, 1) == "" and selector.ended
 
 

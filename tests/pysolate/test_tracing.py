@@ -53,7 +53,11 @@ def by_call_id(exporter: InMemorySpanExporter) -> dict[str, ReadableSpan]:
     the run id, which every span of the run carries)."""
     found = {}
     for span in exporter.get_finished_spans():
-        if span.name == "pysolate.run" or not span.attributes or A.GEN_AI_TOOL_CALL_ID not in span.attributes:
+        if (
+            span.name == "pysolate.run"
+            or not span.attributes
+            or A.GEN_AI_TOOL_CALL_ID not in span.attributes
+        ):
             continue
         prefix = f"{span.attributes[A.RUN_ID]}-"
         call_id = str(span.attributes[A.GEN_AI_TOOL_CALL_ID])

@@ -75,7 +75,9 @@ def test_a_default_host_traces_through_a_globally_configured_sdk() -> None:
         }))
         """
     )
-    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=120
+    )
     assert done.returncode == 0, done.stderr
     report = json.loads(done.stdout.strip().splitlines()[-1])
     assert report["status"] == "ok"
@@ -92,7 +94,11 @@ async def test_tool_call_ids_are_unique_across_runs(traced) -> None:
     host = _host(OTelInstrument(provider))
     await host.run_source(PROGRAM, speculate=False)
     await host.run_source(PROGRAM, speculate=False)
-    ids = [s.attributes[A.GEN_AI_TOOL_CALL_ID] for s in exporter.get_finished_spans() if s.name.startswith("execute_tool")]
+    ids = [
+        s.attributes[A.GEN_AI_TOOL_CALL_ID]
+        for s in exporter.get_finished_spans()
+        if s.name.startswith("execute_tool")
+    ]
     assert len(ids) == 4 and len(set(ids)) == 4
 
 
@@ -114,7 +120,11 @@ async def test_session_turns_carry_the_session_id_and_their_number(traced) -> No
     """Every turn's run span names its session and its turn (a rejected turn counts, and the
     sequential path too); runs outside a session and another session's turns do not mix."""
     exporter, provider = traced
-    host = Host(guest_factory=in_process_guest, session_factory=in_process_session, instrument=OTelInstrument(provider))
+    host = Host(
+        guest_factory=in_process_guest,
+        session_factory=in_process_session,
+        instrument=OTelInstrument(provider),
+    )
     host.register("docs", scripted_tool(search=Script(lambda query: [query], effect=Effect.PURE)))
     async with host.session() as first, host.session() as second:
         await first.run_source(PROGRAM)
@@ -149,13 +159,22 @@ async def test_concurrent_runs_keep_their_own_code_action(traced) -> None:
     async with anyio.create_task_group() as tg:
         for call_id in ("call_1", "call_2"):
             tg.start_soon(one, call_id)
-    runs = sorted(s.attributes[A.GEN_AI_TOOL_CALL_ID] for s in exporter.get_finished_spans() if s.name == "pysolate.run")
+    runs = sorted(
+        s.attributes[A.GEN_AI_TOOL_CALL_ID]
+        for s in exporter.get_finished_spans()
+        if s.name == "pysolate.run"
+    )
     assert runs == ["call_1", "call_2"]
 
 
 async def test_the_tracer_names_the_package_and_its_version(traced) -> None:
     exporter, provider = traced
     await _host(OTelInstrument(provider)).run_source(PROGRAM, speculate=False)
-    scopes = {(s.instrumentation_scope.name, s.instrumentation_scope.version) for s in exporter.get_finished_spans()}
+    scopes = {
+        (s.instrumentation_scope.name, s.instrumentation_scope.version)
+        for s in exporter.get_finished_spans()
+    }
     assert scopes == {("pysolate", importlib.metadata.version("pysolate"))}
-    assert {s.instrumentation_scope.schema_url for s in exporter.get_finished_spans()} == {A.SCHEMA_URL}
+    assert {s.instrumentation_scope.schema_url for s in exporter.get_finished_spans()} == {
+        A.SCHEMA_URL
+    }

@@ -33,10 +33,18 @@ def bits(value: float) -> str:
     return struct.pack(">d", value).hex()
 
 
-NANS = ["7ff8000000000000", "fff8000000000000", "7ff0000000000001", "fff4000000000abc", "7fffffffffffffff"]
+NANS = [
+    "7ff8000000000000",
+    "fff8000000000000",
+    "7ff0000000000001",
+    "fff4000000000abc",
+    "7fffffffffffffff",
+]
 
 
-@pytest.mark.parametrize("hex_bits", [*NANS, "8000000000000000", "0000000000000000", "7ff0000000000000"])
+@pytest.mark.parametrize(
+    "hex_bits", [*NANS, "8000000000000000", "0000000000000000", "7ff0000000000000"]
+)
 def test_the_tagged_form_keeps_every_bit(hex_bits: str) -> None:
     value = from_bits(hex_bits)
     assert bits(from_tagged(to_tagged(value))) == hex_bits  # type: ignore[arg-type]
@@ -48,7 +56,10 @@ def test_keys_tell_nans_and_zeros_apart() -> None:
     assert len(keys) == len(NANS) + 2
 
 
-@pytest.mark.parametrize("body", ["nan", "nan:7ff8", "nan:3ff0000000000000", "nan:7FF8000000000000", "nan:7ff8 0000000000 "])
+@pytest.mark.parametrize(
+    "body",
+    ["nan", "nan:7ff8", "nan:3ff0000000000000", "nan:7FF8000000000000", "nan:7ff8 0000000000 "],
+)
 def test_a_nan_has_one_spelling(body: str) -> None:
     """Only ``nan_text``'s own spelling decodes to a NaN (the Host re-tags what it decodes,
     but a second spelling would be a second key for a frame to play with)."""
@@ -89,7 +100,9 @@ async def _lines(source: str, tool: Floats):  # type: ignore[no-untyped-def]
     seen = len(tool.seen)
     for line in source.splitlines(keepends=True):
         yield line
-    await wait_until(lambda: len(tool.seen) == seen + 5, what="every early call began while the program streams")
+    await wait_until(
+        lambda: len(tool.seen) == seen + 5, what="every early call began while the program streams"
+    )
 
 
 @pytest.mark.parametrize("guest", ["subprocess", "in-process"])
@@ -101,7 +114,13 @@ async def test_early_claims_are_computed_from_the_formal_arguments(guest: str) -
     host.register("floats", tool)
     reference = await host.run_source(SOURCE, speculate=False)
     streamed = await host.run_stream(_lines(SOURCE, tool))
-    expected = ("fff8000000000000", "7ff8000000000000", "8000000000000000", "0000000000000000", "7ff0000000000001")
+    expected = (
+        "fff8000000000000",
+        "7ff8000000000000",
+        "8000000000000000",
+        "0000000000000000",
+        "7ff0000000000001",
+    )
     assert reference.status == "ok" and reference.value == expected
     assert differences(reference, streamed) == []
     assert streamed.report.claimed == 6, streamed.report

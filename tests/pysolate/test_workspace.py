@@ -16,7 +16,9 @@ pytestmark = pytest.mark.anyio
 
 def _tree(root: Path) -> dict[str, bytes]:
     return {
-        str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file() and not p.is_symlink()
+        str(p.relative_to(root)): p.read_bytes()
+        for p in sorted(root.rglob("*"))
+        if p.is_file() and not p.is_symlink()
     }
 
 
@@ -69,7 +71,9 @@ async def test_the_root_id_is_the_content_address(source: Path, tmp_path: Path) 
         ("docs", IsADirectoryError, errno.EISDIR),
     ],
 )
-async def test_failed_reads_raise_what_a_file_system_would(source: Path, path: str, error: type[OSError], code: int) -> None:
+async def test_failed_reads_raise_what_a_file_system_would(
+    source: Path, path: str, error: type[OSError], code: int
+) -> None:
     ws = Workspace.frozen(source)
     with pytest.raises(error) as info:
         await ws.read_text(path)
@@ -82,12 +86,19 @@ async def test_failed_reads_raise_what_a_file_system_would(source: Path, path: s
 @pytest.mark.parametrize("path", ["../x", "/etc/passwd", "docs/../../x", "..", "a/.."])
 async def test_escaping_paths_are_refused(source: Path, path: str) -> None:
     ws = Workspace.frozen(source).for_run()
-    for attempt in (ws.read_text(path), ws.exists(path), ws.write_text(path, "x"), ws.list_dir(path)):
+    for attempt in (
+        ws.read_text(path),
+        ws.exists(path),
+        ws.write_text(path, "x"),
+        ws.list_dir(path),
+    ):
         with pytest.raises(PermissionError, match="refused"):
             await attempt
 
 
-async def test_symlinks_out_are_refused_and_symlinks_in_are_followed(source: Path, tmp_path: Path) -> None:
+async def test_symlinks_out_are_refused_and_symlinks_in_are_followed(
+    source: Path, tmp_path: Path
+) -> None:
     outside = tmp_path / "secret"
     outside.mkdir()
     (outside / "key").write_text("hunter2")
@@ -176,7 +187,9 @@ async def test_views_change_exactly_when_a_write_may_affect_the_read(source: Pat
     assert view("read_text", "../x") == root_id  # refused either way
 
 
-async def test_commit_writes_the_whole_tree_and_leaves_the_source_alone(source: Path, tmp_path: Path) -> None:
+async def test_commit_writes_the_whole_tree_and_leaves_the_source_alone(
+    source: Path, tmp_path: Path
+) -> None:
     before = _tree(source)
     ws = Workspace.frozen(source).for_run()
     await ws.write_text("a.txt", "committed")
@@ -204,7 +217,9 @@ async def test_discard_drops_the_writes(source: Path, tmp_path: Path) -> None:
         await ws.write_text("a.txt", "after the end")
 
 
-async def test_commit_refuses_the_source_and_non_empty_targets(source: Path, tmp_path: Path) -> None:
+async def test_commit_refuses_the_source_and_non_empty_targets(
+    source: Path, tmp_path: Path
+) -> None:
     ws = Workspace.frozen(source).for_run()
     with pytest.raises(CommitError, match="source"):
         ws.commit(source)
@@ -224,7 +239,10 @@ async def test_a_memory_workspace_behaves_like_a_frozen_directory() -> None:
     assert await ws.list_dir() == ["a.txt", "d", "e"]
     assert await ws.read_bytes("d/b.bin") == b"\x02"
     assert ws.source is None
-    assert Workspace.from_files({"a.txt": "alpha", "d/b.bin": b"\x02"}, dirs=["e"]).root_id == ws.root_id
+    assert (
+        Workspace.from_files({"a.txt": "alpha", "d/b.bin": b"\x02"}, dirs=["e"]).root_id
+        == ws.root_id
+    )
 
 
 def test_freezing_something_that_is_not_a_directory_fails(tmp_path: Path) -> None:

@@ -19,14 +19,27 @@ from pysolate.testing import in_process_guest
 pytestmark = pytest.mark.anyio
 
 FILES = {"a.txt": "alpha", "docs/b.md": "beta", "docs/deep/c.md": "gamma", "bin.dat": b"\x00\xff"}
-LINKS = {"alias": "a.txt", "docs_alias": "docs", "docs/up": "../a.txt", "docs/loop": "..", "leak": "/etc/passwd", "escape": "../outside", "dangling": "nope.txt"}
+LINKS = {
+    "alias": "a.txt",
+    "docs_alias": "docs",
+    "docs/up": "../a.txt",
+    "docs/loop": "..",
+    "leak": "/etc/passwd",
+    "escape": "../outside",
+    "dangling": "nope.txt",
+}
 LFS = "version https://git-lfs.github.com/spec/v1\noid sha256:" + "ab" * 32 + "\nsize 12345\n"
 
 
 @pytest.fixture
 def repo(tmp_path: Path) -> Path:
     path = tmp_path / "repo"
-    make_repo(path, {**FILES, "run.sh": "#!/bin/sh\n", "big.bin": LFS}, links=LINKS, executable=("run.sh",))
+    make_repo(
+        path,
+        {**FILES, "run.sh": "#!/bin/sh\n", "big.bin": LFS},
+        links=LINKS,
+        executable=("run.sh",),
+    )
     return path
 
 
@@ -65,7 +78,9 @@ async def test_a_git_root_reads_what_the_commit_holds_as_a_frozen_checkout_does(
     assert "dangling" not in await ws.list_dir()
     with pytest.raises(FileNotFoundError):
         await ws.read_text("dangling")
-    assert ws.state_files() == {k: v for k, v in Workspace.frozen(repo).state_files().items() if not k.startswith(".git/")}
+    assert ws.state_files() == {
+        k: v for k, v in Workspace.frozen(repo).state_files().items() if not k.startswith(".git/")
+    }
 
 
 async def test_the_work_tree_and_index_do_not_matter_to_a_git_root(repo: Path) -> None:
@@ -81,13 +96,24 @@ async def test_the_work_tree_and_index_do_not_matter_to_a_git_root(repo: Path) -
     assert Workspace.git(repo, "HEAD~1").root_id == ws.root_id  # the id is the commit's
 
 
-async def test_submodules_lfs_pointers_and_executables_as_the_repository_holds_them(tmp_path: Path) -> None:
+async def test_submodules_lfs_pointers_and_executables_as_the_repository_holds_them(
+    tmp_path: Path,
+) -> None:
     repo = tmp_path / "r"
-    make_repo(repo, {"a.txt": "a", "model.bin": LFS, "x.sh": "#!/bin/sh\n"}, executable=("x.sh",), gitlinks={"vendor/lib": "1" * 40})
+    make_repo(
+        repo,
+        {"a.txt": "a", "model.bin": LFS, "x.sh": "#!/bin/sh\n"},
+        executable=("x.sh",),
+        gitlinks={"vendor/lib": "1" * 40},
+    )
     ws = Workspace.git(repo)
     assert await ws.list_dir() == ["a.txt", "model.bin", "vendor", "x.sh"]
     assert await ws.list_dir("vendor") == ["lib"]  # listed, like a refused name
-    for attempt in (ws.read_text("vendor/lib"), ws.list_dir("vendor/lib"), ws.exists("vendor/lib/x")):
+    for attempt in (
+        ws.read_text("vendor/lib"),
+        ws.list_dir("vendor/lib"),
+        ws.exists("vendor/lib/x"),
+    ):
         with pytest.raises(PermissionError, match="submodule"):
             await attempt
     assert await ws.read_text("model.bin") == LFS  # the pointer, not the object
@@ -108,7 +134,9 @@ async def test_names_that_are_not_utf8_are_skipped_and_listed(tmp_path: Path) ->
     assert ws.skipped == (b"bad\xff.txt",)
 
 
-async def test_a_git_root_reads_lazily_within_bounded_caches(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+async def test_a_git_root_reads_lazily_within_bounded_caches(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Freezing reads no tree; the blob cache never holds more than its bound."""
     repo = tmp_path / "r"
     make_repo(repo, {f"f{i}.txt": str(i) * 1000 for i in range(40)})
@@ -154,7 +182,10 @@ async def test_a_lazy_root_shows_what_an_eager_one_does(source: Path) -> None:
     lazy, eager = Workspace.frozen(source, lazy=True), Workspace.frozen(source)
     assert await _view(lazy) == await _view(eager)
     assert lazy.state_files() == eager.state_files()
-    assert lazy.root_id.startswith("lazy-") and lazy.root_id == Workspace.frozen(source, lazy=True).root_id
+    assert (
+        lazy.root_id.startswith("lazy-")
+        and lazy.root_id == Workspace.frozen(source, lazy=True).root_id
+    )
 
 
 async def test_a_lazy_read_of_a_changed_file_fails(source: Path) -> None:
@@ -183,13 +214,17 @@ async def test_a_changed_file_ends_the_run_with_an_error(source: Path) -> None:
     host = Host(guest_factory=in_process_guest)
     host.register("workspace", Workspace.frozen(source, lazy=True))
     (source / "a.txt").write_text("changed")
-    result = await host.run_source("workspace.read_text('docs/b.md')\nworkspace.read_text('a.txt')\n")
+    result = await host.run_source(
+        "workspace.read_text('docs/b.md')\nworkspace.read_text('a.txt')\n"
+    )
     assert result.status == "error"
     assert result.error is not None and result.error.type == "ToolError"
     assert "WorkspaceChanged" in result.error.message and "a.txt" in result.error.message
 
 
-def test_the_size_limit_is_the_eager_modes_only(source: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_size_limit_is_the_eager_modes_only(
+    source: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setattr(tree_module, "MAX_FROZEN_BYTES", 4)
     with pytest.raises(WorkspaceError, match="lazy=True"):
         Workspace.frozen(source)

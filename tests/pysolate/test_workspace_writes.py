@@ -20,8 +20,12 @@ from pysolate.testing import in_process_guest
 pytestmark = pytest.mark.anyio
 
 
-@pytest.mark.parametrize("factory", [in_process_guest, start_subprocess_guest], ids=["in-process", "subprocess"])
-async def test_a_name_too_long_fails_the_write_in_the_program_and_the_rest_commits(factory: GuestFactory, tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    "factory", [in_process_guest, start_subprocess_guest], ids=["in-process", "subprocess"]
+)
+async def test_a_name_too_long_fails_the_write_in_the_program_and_the_rest_commits(
+    factory: GuestFactory, tmp_path: Path
+) -> None:
     """The program sees the ``OSError`` CPython's ``open`` raises; the commit then writes
     everything else (it used to raise after moving the branch to COMMITTED)."""
     host = Host(guest_factory=factory)
@@ -62,7 +66,9 @@ async def test_path_max_counts_the_relative_path_only(tmp_path: Path) -> None:
         os.close(fd)
 
 
-async def test_git_directories_and_paths_through_symlinked_directories_are_refused(tmp_path: Path) -> None:
+async def test_git_directories_and_paths_through_symlinked_directories_are_refused(
+    tmp_path: Path,
+) -> None:
     src = tmp_path / "src"
     (src / "docs").mkdir(parents=True)
     (src / "docs" / "b.md").write_text("beta")
@@ -88,7 +94,9 @@ def test_a_memory_root_refuses_names_no_file_system_holds() -> None:
         Workspace.from_files({"x" * (NAME_MAX + 1): "x"})
 
 
-async def test_a_failed_commit_writes_nothing_and_leaves_the_branch_open(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+async def test_a_failed_commit_writes_nothing_and_leaves_the_branch_open(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     branch = Workspace.from_files({"a.txt": "alpha", "d/b.txt": "beta"}).for_run()
     await branch.write_text("c.txt", "gamma")
     real, written = write_out._write_file, []
@@ -110,7 +118,12 @@ async def test_a_failed_commit_writes_nothing_and_leaves_the_branch_open(tmp_pat
     monkeypatch.setattr(write_out, "_write_file", real)
     target.mkdir()  # an empty directory is a valid target
     out = branch.commit(target)
-    assert sorted(str(p.relative_to(out)) for p in out.rglob("*")) == ["a.txt", "c.txt", "d", "d/b.txt"]
+    assert sorted(str(p.relative_to(out)) for p in out.rglob("*")) == [
+        "a.txt",
+        "c.txt",
+        "d",
+        "d/b.txt",
+    ]
     assert branch.state is BranchState.COMMITTED
 
 

@@ -22,7 +22,9 @@ from scheduler import BranchSpeculation, EventGraph, Node, Observation, Speculat
 pytestmark = [
     pytest.mark.anyio,
     # A virtual clock: "the first write ended, the second is running" is a fact, not a race.
-    pytest.mark.parametrize("anyio_backend", [("trio", {"clock": MockClock(autojump_threshold=0)})]),
+    pytest.mark.parametrize(
+        "anyio_backend", [("trio", {"clock": MockClock(autojump_threshold=0)})]
+    ),
 ]
 
 SPECS = {
@@ -42,10 +44,26 @@ class DictLayers:
         self.branch: dict[str, object] = {}
         self.ran: list[tuple[str, int, tuple[object, ...]]] = []
 
-    def key(self, capability: str, version: int, method: str, args: tuple[object, ...], kwargs: Mapping[str, object]) -> CallKey:
-        return CallKey(capability, method, "1", repr(args), repr(sorted(self.versions[version].items())))
+    def key(
+        self,
+        capability: str,
+        version: int,
+        method: str,
+        args: tuple[object, ...],
+        kwargs: Mapping[str, object],
+    ) -> CallKey:
+        return CallKey(
+            capability, method, "1", repr(args), repr(sorted(self.versions[version].items()))
+        )
 
-    def admits(self, capability: str, version: int, method: str, args: tuple[object, ...], kwargs: Mapping[str, object]) -> bool:
+    def admits(
+        self,
+        capability: str,
+        version: int,
+        method: str,
+        args: tuple[object, ...],
+        kwargs: Mapping[str, object],
+    ) -> bool:
         return args[:1] != ("huge",)
 
     def fork(self, capability: str, version: int) -> int:
@@ -74,7 +92,9 @@ class DictLayers:
         return write.args is not None and read.args is not None and write.args[0] != read.args[0]
 
 
-def root_key(capability: str, method: str, args: tuple[object, ...], kwargs: dict[str, object]) -> CallKey:
+def root_key(
+    capability: str, method: str, args: tuple[object, ...], kwargs: dict[str, object]
+) -> CallKey:
     return CallKey(capability, method, "1", repr(args), "root")
 
 
@@ -93,7 +113,9 @@ async def speculate(source: str) -> tuple[DictLayers, BranchSpeculation, Specula
     return layers, branches, lane
 
 
-async def formal(layers: DictLayers, branches: BranchSpeculation, method: str, *args: object) -> Observation | None:
+async def formal(
+    layers: DictLayers, branches: BranchSpeculation, method: str, *args: object
+) -> Observation | None:
     """The Guest's write: claim it, or run it on the branch as a direct call would."""
     key = CallKey("kv", method, "1", repr(args), repr(sorted(layers.branch.items())))
     obs = await branches.claim_write("kv", key)
@@ -110,7 +132,10 @@ async def test_writes_run_in_program_order_each_on_a_fork_and_reads_on_their_lay
     async with lane:
         lane.pump()
         await anyio.sleep(0.1)
-        assert [r for r in layers.ran if r[0] == "put"] == [("put", 1, ("a", 1)), ("put", 2, ("b", 2))]
+        assert [r for r in layers.ran if r[0] == "put"] == [
+            ("put", 1, ("a", 1)),
+            ("put", 2, ("b", 2)),
+        ]
         assert {r for r in layers.ran if r[0] == "get"} == {("get", 1, ("a",)), ("get", 2, ("b",))}
         assert layers.versions == [{}, {"a": 1}, {"a": 1, "b": 2}]
         assert await formal(layers, branches, "put", "a", 1) is not None
@@ -173,7 +198,9 @@ async def test_an_unknown_call_or_a_write_past_the_limits_ends_the_chain() -> No
 
 
 async def test_a_read_the_pending_write_cannot_touch_runs_on_the_last_complete_layer() -> None:
-    layers, _, lane = await speculate("kv.put('a', 1)\nkv.put('b', 2)\nx = kv.get('a')\ny = kv.get('b')\n")
+    layers, _, lane = await speculate(
+        "kv.put('a', 1)\nkv.put('b', 2)\nx = kv.get('a')\ny = kv.get('b')\n"
+    )
     async with lane:
         lane.pump()
         await anyio.sleep(0.015)  # the first write ended, the second is running
@@ -187,11 +214,16 @@ async def test_a_read_after_a_queued_write_it_cannot_touch_runs_before_that_writ
     """The third write waits for the second's layer; the read after it, of a key neither
     pending write touches, runs on the last complete version meanwhile; the read of the
     queued write's own key waits for it."""
-    layers, branches, lane = await speculate("kv.put('a', 1)\nkv.put('b', 2)\nkv.put('c', 3)\nx = kv.get('a')\ny = kv.get('c')\n")
+    layers, branches, lane = await speculate(
+        "kv.put('a', 1)\nkv.put('b', 2)\nkv.put('c', 3)\nx = kv.get('a')\ny = kv.get('c')\n"
+    )
     async with lane:
         lane.pump()
         await anyio.sleep(0.015)  # the first write ended, the second is running, the third waits
-        assert [r for r in layers.ran if r[0] == "put"] == [("put", 1, ("a", 1)), ("put", 2, ("b", 2))]
+        assert [r for r in layers.ran if r[0] == "put"] == [
+            ("put", 1, ("a", 1)),
+            ("put", 2, ("b", 2)),
+        ]
         assert ("get", 1, ("a",)) in layers.ran
         assert not any(a == ("c",) for m, _, a in layers.ran if m == "get")
         await anyio.sleep(0.1)

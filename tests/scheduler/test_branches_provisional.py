@@ -24,7 +24,9 @@ from scheduler import BranchSpeculation, EventGraph, LanePolicy, Node, Observati
 
 pytestmark = [
     pytest.mark.anyio,
-    pytest.mark.parametrize("anyio_backend", [("trio", {"clock": MockClock(autojump_threshold=0)})]),
+    pytest.mark.parametrize(
+        "anyio_backend", [("trio", {"clock": MockClock(autojump_threshold=0)})]
+    ),
 ]
 
 
@@ -158,7 +160,14 @@ async def test_an_if_added_after_the_write_retracts_from_the_first_write_it_move
     async with lane:
         await s.feed(*LOOP)
         await s.feed("    if k == 'a':\n", "        kv.put('extra', 0)\n", "done = 1\n")
-        assert [a for _, a in s.puts()] == [("a", 1), ("b", 1), ("c", 1), ("extra", 0), ("b", 1), ("c", 1)]
+        assert [a for _, a in s.puts()] == [
+            ("a", 1),
+            ("b", 1),
+            ("c", 1),
+            ("extra", 0),
+            ("b", 1),
+            ("c", 1),
+        ]
         assert await s.seal_and_run() == ["layer"] * 4
     stats = s.branches.statistics()
     assert (stats.writes, stats.claimed, stats.discarded) == (6, 4, 2)
@@ -169,7 +178,9 @@ async def test_a_twin_with_another_key_retracts_and_the_reads_on_its_layer_go_wi
     out to have other arguments; the read on the withdrawn layer is never claimed."""
     s, lane = await streamed()
     async with lane:
-        await s.feed("v = 'first'\n", "for k in ['a', 'b']:\n", "    kv.put(v, k)\n", "    y = kv.get(v)\n")
+        await s.feed(
+            "v = 'first'\n", "for k in ['a', 'b']:\n", "    kv.put(v, k)\n", "    y = kv.get(v)\n"
+        )
         assert [a for _, a in s.puts()] == [("first", "a"), ("first", "b")]
         await s.feed("    v = k\n", "done = 1\n")
         assert [a for _, a in s.puts()] == [("first", "a"), ("first", "b"), ("a", "b")]
@@ -194,7 +205,12 @@ async def test_a_write_under_an_undecided_if_in_the_body_waits() -> None:
     the program's claim, too late to speculate anything else: it waits for the condition."""
     s, lane = await streamed()
     async with lane:
-        await s.feed("flag = kv.get('flag')\n", "for k in ['a', 'b']:\n", "    if flag:\n", "        kv.put(k, 1)\n")
+        await s.feed(
+            "flag = kv.get('flag')\n",
+            "for k in ['a', 'b']:\n",
+            "    if flag:\n",
+            "        kv.put(k, 1)\n",
+        )
         assert s.puts() == []
         await s.feed("kv.put('z', 2)\n")
         assert s.puts() == [], "and so does every write after it"

@@ -23,7 +23,9 @@ CAPS = {
 }
 
 
-def key_for(capability: str, method: str, args: tuple[object, ...], kwargs: dict[str, object]) -> CallKey | None:
+def key_for(
+    capability: str, method: str, args: tuple[object, ...], kwargs: dict[str, object]
+) -> CallKey | None:
     """A stand-in for the Host's binding: refuses a keyword named ``unbindable``."""
     if "unbindable" in kwargs:
         return None
@@ -51,7 +53,9 @@ def run(graph: EventGraph, node: Node, result: object) -> None:
 
 
 def test_straight_line_calls_are_ready_in_source_order() -> None:
-    graph = graph_of('a = docs.search("x")\nb = workspace.read_text("f.py")\ndocs.get(3, mode="full")\n')
+    graph = graph_of(
+        'a = docs.search("x")\nb = workspace.read_text("f.py")\ndocs.get(3, mode="full")\n'
+    )
     ready = graph.take_ready()
     assert [(n.site.method, n.args, n.kwargs) for n in ready] == [
         ("search", ("x",), {}),
@@ -130,7 +134,7 @@ def test_failed_producer_leaves_dependents_unknown_forever() -> None:
 
 
 def test_non_speculable_producer_leaves_dependents_unknown() -> None:
-    graph = graph_of('t = docs.now()\ndocs.get(t)\n')
+    graph = graph_of("t = docs.now()\ndocs.get(t)\n")
     assert by_line(graph, 2).state is State.INELIGIBLE
     assert graph.take_ready() == []
 
@@ -233,12 +237,16 @@ def test_incremental_feeding_equals_whole_feeding() -> None:
     parts = EventGraph(CAPS, key_for)
     for stmt in ast.parse(src).body:
         parts.add_statements([stmt])
-    assert [(n.id, n.state, n.args) for n in whole.nodes()] == [(n.id, n.state, n.args) for n in parts.nodes()]
+    assert [(n.id, n.state, n.args) for n in whole.nodes()] == [
+        (n.id, n.state, n.args) for n in parts.nodes()
+    ]
     assert sorted(map(str, whole.graph.edges)) == sorted(map(str, parts.graph.edges))
 
 
 def test_branch_on_a_result_hands_out_discardable_nodes_then_resolves() -> None:
-    graph = graph_of('r = docs.search("q")\nif r:\n    docs.get("yes")\nelse:\n    docs.get("no")\n')
+    graph = graph_of(
+        'r = docs.search("q")\nif r:\n    docs.get("yes")\nelse:\n    docs.get("no")\n'
+    )
     search, yes, no = graph.take_ready()
     assert yes.discardable and no.discardable
     assert graph.graph.edges[search.id, yes.id]["kind"] == "control"
@@ -268,7 +276,9 @@ def test_dead_branch_nodes_not_yet_ready_are_dropped() -> None:
 
 
 def test_loop_over_a_result_adds_ready_nodes_when_it_completes() -> None:
-    graph = graph_of('for f in workspace.list_dir("."):\n    workspace.read_text(f)\nworkspace.read_text("z")\n')
+    graph = graph_of(
+        'for f in workspace.list_dir("."):\n    workspace.read_text(f)\nworkspace.read_text("z")\n'
+    )
     listing, z = graph.take_ready()
     run(graph, listing, ["a", "b"])
     ready = graph.take_ready()

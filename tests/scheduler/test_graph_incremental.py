@@ -17,18 +17,26 @@ from occurrences import CallKey, Effect, MethodSpec, NotPlain, PrefixParser, can
 from occurrences.discovery import _provisional
 from scheduler import EventGraph, Node, State
 
-CAPS = {"docs": {"get": MethodSpec(Effect.IMMUTABLE_READ, "1"), "search": MethodSpec(Effect.PURE, "1")}}
+CAPS = {
+    "docs": {"get": MethodSpec(Effect.IMMUTABLE_READ, "1"), "search": MethodSpec(Effect.PURE, "1")}
+}
 
 
-def key_for(capability: str, method: str, args: tuple[object, ...], kwargs: dict[str, object]) -> CallKey | None:
+def key_for(
+    capability: str, method: str, args: tuple[object, ...], kwargs: dict[str, object]
+) -> CallKey | None:
     try:
-        return CallKey(capability, method, "1", canonical_arguments({"args": args, "kwargs": kwargs}), "root")
+        return CallKey(
+            capability, method, "1", canonical_arguments({"args": args, "kwargs": kwargs}), "root"
+        )
     except NotPlain:
         return None
 
 
 def loop(lines: int) -> str:
-    body = "".join(f'    p{i} = "doc/" + d + "/{i}"\n    r{i} = docs.get(p{i})\n' for i in range(lines))
+    body = "".join(
+        f'    p{i} = "doc/" + d + "/{i}"\n    r{i} = docs.get(p{i})\n' for i in range(lines)
+    )
     return 'items = ["a", "b", "c"]\nfor d in items:\n' + body + "done = 1\n"
 
 
@@ -93,7 +101,9 @@ def test_a_loop_that_may_write_is_walked_afresh() -> None:
     """Branch writes must be speculated in program order, which a resumed walk does not keep:
     a body with a write is discovered afresh for each line (it stays correct, not linear)."""
     caps = {**CAPS, "kv": {"put": MethodSpec(Effect.WRITE, "1")}}
-    source = 'for d in ["a", "b"]:\n' + "".join(f"    kv.put(d, {i})\n" for i in range(6)) + "done = 1\n"
+    source = (
+        'for d in ["a", "b"]:\n' + "".join(f"    kv.put(d, {i})\n" for i in range(6)) + "done = 1\n"
+    )
     parser, graph = PrefixParser(), EventGraph(caps, key_for)
     for at in range(0, len(source), 7):
         snap = parser.feed(source[at : at + 7])
@@ -103,7 +113,9 @@ def test_a_loop_that_may_write_is_walked_afresh() -> None:
         if found is not None:
             graph.add_provisional(found)
             live = graph.provisional_generation
-            puts = [n for n in graph.nodes() if n.provisional and graph.provisional_parse(n) == live]
+            puts = [
+                n for n in graph.nodes() if n.provisional and graph.provisional_parse(n) == live
+            ]
             (top,) = found.statements
             assert isinstance(top, ast.For)
             assert len(puts) == 2 * len(top.body), "the newest parse holds every write"

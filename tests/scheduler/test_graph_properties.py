@@ -88,7 +88,11 @@ def fingerprint(graph: EventGraph, *, timing_free: bool = False) -> object:
             n.pre_write,
             n.discardable,
             n.dead,
-            "dead" if timing_free and n.dead else "undecided" if timing_free and n.discardable else n.state,
+            "dead"
+            if timing_free and n.dead
+            else "undecided"
+            if timing_free and n.discardable
+            else n.state,
             None if timing_free else n.order,
         )
         for n in graph.nodes()
@@ -139,7 +143,9 @@ def test_any_statement_chunking_yields_the_same_graph(src: str, cuts: list[int])
 
 @SETTINGS
 @given(programs(), st.lists(st.integers(0, 10_000), max_size=12))
-def test_any_character_chunking_through_the_parser_yields_the_same_graph(src: str, cuts: list[int]) -> None:
+def test_any_character_chunking_through_the_parser_yields_the_same_graph(
+    src: str, cuts: list[int]
+) -> None:
     whole = EventGraph(CAPS, key_for)
     whole.add_statements(ast.parse(src).body)
     assert fingerprint(fed_by_parser(src, cuts)) == fingerprint(whole)
@@ -202,10 +208,16 @@ def _survives(path: Path) -> int:
     except (SyntaxError, UnicodeDecodeError, ValueError):
         return 0
     caps = {
-        name: {"join": CAPS["docs"]["get"], "get": CAPS["docs"]["search"], "write": CAPS["workspace"]["write_text"]}
+        name: {
+            "join": CAPS["docs"]["get"],
+            "get": CAPS["docs"]["search"],
+            "write": CAPS["workspace"]["write_text"],
+        }
         for name in ("os", "sys", "re", "self", "cls", "path", "result", "name")
     }
-    bodies = [tree.body] + [f.body for f in ast.walk(tree) if isinstance(f, ast.FunctionDef | ast.AsyncFunctionDef)]
+    bodies = [tree.body] + [
+        f.body for f in ast.walk(tree) if isinstance(f, ast.FunctionDef | ast.AsyncFunctionDef)
+    ]
     seen = 0
     for body in bodies:
         graph = EventGraph(caps, key_for)

@@ -23,7 +23,9 @@ CAPS = {
 }
 
 
-def key_for(capability: str, method: str, args: tuple[object, ...], kwargs: dict[str, object]) -> CallKey | None:
+def key_for(
+    capability: str, method: str, args: tuple[object, ...], kwargs: dict[str, object]
+) -> CallKey | None:
     try:
         arguments = canonical_arguments({"args": args, "kwargs": kwargs})
     except NotPlain:
@@ -58,7 +60,10 @@ class Streamed:
 
 
 def calls(nodes: list[Node]) -> list[tuple[str, tuple[object, ...], bool]]:
-    return [(n.site.method, tuple(n.kwargs.values()) if n.kwargs else n.args or (), n.provisional) for n in nodes]
+    return [
+        (n.site.method, tuple(n.kwargs.values()) if n.kwargs else n.args or (), n.provisional)
+        for n in nodes
+    ]
 
 
 def run(graph: EventGraph, node: Node, result: object) -> None:
@@ -110,7 +115,11 @@ def test_loop_body_later_iterations_are_unsure_but_not_discardable() -> None:
     s.feed('topics = ["a", "b", "c"]\n')
     s.feed("for t in topics:\n")
     ready = s.feed("    docs.search(query=t)\n")
-    assert calls(ready) == [("search", ("a",), True), ("search", ("b",), True), ("search", ("c",), True)]
+    assert calls(ready) == [
+        ("search", ("a",), True),
+        ("search", ("b",), True),
+        ("search", ("c",), True),
+    ]
     assert [n.unsure for n in ready] == [False, True, True]
     assert not any(n.discardable for n in ready)
     s.feed("    if t == 'b':\n        break\n")
@@ -137,7 +146,11 @@ def test_later_iterations_run_early_and_a_break_leaves_the_extra_one_orphaned() 
             return ["r"]
 
         async with SpeculativeLane(s.graph, execute, policy) as lane:
-            for text in ('topics = ["a", "b", "c"]\n', "for t in topics:\n", "    docs.search(query=t)\n"):
+            for text in (
+                'topics = ["a", "b", "c"]\n',
+                "for t in topics:\n",
+                "    docs.search(query=t)\n",
+            ):
                 s.put(text)
                 lane.pump()
                 await wait_until_quiet()
@@ -182,7 +195,7 @@ def test_multiline_tuple_elements_are_ready_at_their_comma_not_the_incomplete_on
     assert s.feed("results = (\n") == []
     first = s.feed('    docs.search(query="a"),\n')
     assert calls(first) == [("search", ("a",), True)]
-    assert s.feed('    docs.search(\n') == []
+    assert s.feed("    docs.search(\n") == []
     (second,) = s.feed('        query="b"),\n')
     assert calls([second]) == [("search", ("b",), True)]
     assert s.feed(")\n") and all(n.state is State.DROPPED for n in (*first, second))
@@ -270,7 +283,7 @@ def test_chunking_never_changes_the_real_graph(cut: int) -> None:
         "else:\n"
         "    y = 2\n"
         "z = (\n"
-        '    docs.get(x),\n'
+        "    docs.get(x),\n"
         '    docs.get("k"),\n'
         ")\n"
         'docs.search(query=f"{z}")\n'

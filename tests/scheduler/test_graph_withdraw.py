@@ -22,9 +22,13 @@ CAPS = {
 }
 
 
-def key_for(capability: str, method: str, args: tuple[object, ...], kwargs: dict[str, object]) -> CallKey | None:
+def key_for(
+    capability: str, method: str, args: tuple[object, ...], kwargs: dict[str, object]
+) -> CallKey | None:
     try:
-        return CallKey(capability, method, "1", canonical_arguments({"args": args, "kwargs": kwargs}), "root")
+        return CallKey(
+            capability, method, "1", canonical_arguments({"args": args, "kwargs": kwargs}), "root"
+        )
     except NotPlain:
         return None
 
@@ -57,7 +61,9 @@ class Running:
 
 def queries(nodes: list[Node]) -> list[object]:
     """Each call's one argument."""
-    return [next(iter(n.kwargs.values())) if n.kwargs else n.args[0] if n.args else None for n in nodes]
+    return [
+        next(iter(n.kwargs.values())) if n.kwargs else n.args[0] if n.args else None for n in nodes
+    ]
 
 
 def test_a_break_withdraws_the_later_iterations_when_it_streams() -> None:
@@ -131,7 +137,7 @@ def test_work_in_a_loop_the_accepted_statement_has_not_expanded_is_kept() -> Non
     """A loop over a call's result expands when the result arrives: at acceptance the
     real loop has not reached the call site, so early work there is not given up."""
     s = Running()
-    s.feed("for t in docs.search(query=\"topics\"):\n")
+    s.feed('for t in docs.search(query="topics"):\n')
     (listing,) = s.running
     s.graph.complete(listing.id, ["a", "b"])
     s.dispatch()

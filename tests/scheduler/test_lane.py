@@ -214,7 +214,9 @@ async def test_unfinished_work_is_cancelled_at_close() -> None:
         lane.pump()
         await wait_until_quiet()
     stats = lane.statistics()
-    assert (stats.cancelled, stats.physical) == (2, 1), "queued work never ran, so it is not physical"
+    assert (stats.cancelled, stats.physical) == (2, 1), (
+        "queued work never ran, so it is not physical"
+    )
 
 
 async def test_uninterruptible_thread_is_late() -> None:

@@ -27,7 +27,9 @@ def key(arguments: str, view: str = "static") -> CallKey:
     return CallKey("docs", "search", "1", arguments, view)
 
 
-def table(clock: Clock, *, ttl: float = 10.0, max_entries: int = 8, max_chars: int = 1000) -> ObservationTable:
+def table(
+    clock: Clock, *, ttl: float = 10.0, max_entries: int = 8, max_chars: int = 1000
+) -> ObservationTable:
     return ObservationTable(ttl=ttl, max_entries=max_entries, max_chars=max_chars, clock=clock)
 
 
@@ -85,7 +87,12 @@ def test_failures_and_stops_leave_the_table_at_once() -> None:
     t.settle(stopped, stopped=True)
     assert t.find(key('["bad"]')) is None and t.find(key('["cut"]')) is None
     stats = t.statistics()
-    assert (stats.failed, stats.stopped, stats.physical, stats.open) == (1, 1, 1, 0)  # the stop never ran its tool
+    assert (stats.failed, stats.stopped, stats.physical, stats.open) == (
+        1,
+        1,
+        1,
+        0,
+    )  # the stop never ran its tool
 
 
 async def test_waiters_get_the_outcome_and_the_last_to_leave_early_work_cancels_it() -> None:

@@ -105,17 +105,28 @@ class _Guest:
 
     # -- the program's side of a call -------------------------------------------------------
 
-    def call(self, capability: str, method: str, args: tuple[object, ...], kwargs: dict[str, object]) -> object:
+    def call(
+        self, capability: str, method: str, args: tuple[object, ...], kwargs: dict[str, object]
+    ) -> object:
         try:
             tagged_args = self._plain.to_tagged(args)
             tagged_kwargs = self._plain.to_tagged(kwargs)
         except self._plain.NotPlain as exc:
             raise self._errors.arguments_not_plain(capability, method, exc) from None
         frame = self._channel.encode(
-            {"t": "call", "capability": capability, "method": method, "args": tagged_args, "kwargs": tagged_kwargs}
+            {
+                "t": "call",
+                "capability": capability,
+                "method": method,
+                "args": tagged_args,
+                "kwargs": tagged_kwargs,
+            }
         )
         if len(frame) - 4 > self._limits["max_frame_bytes"]:
-            self.finish_limit("FrameLimit", f"a call to {capability}.{method} exceeds {self._limits['max_frame_bytes']} bytes")
+            self.finish_limit(
+                "FrameLimit",
+                f"a call to {capability}.{method} exceeds {self._limits['max_frame_bytes']} bytes",
+            )
         with self._lock:
             self._calls += 1
             self._channel.send_bytes(frame)
@@ -158,9 +169,15 @@ class _Guest:
             exec(body, namespace)
             value = eval(final, namespace) if final is not None else None
         except MemoryError as exc:
-            self.finish("limit", None, ("MemoryLimit", errors.safe_str(exc) or "out of memory", errors.error_line(exc)))
+            self.finish(
+                "limit",
+                None,
+                ("MemoryLimit", errors.safe_str(exc) or "out of memory", errors.error_line(exc)),
+            )
         except BaseException as exc:
-            self.finish("error", None, (type(exc).__name__, errors.safe_str(exc), errors.error_line(exc)))
+            self.finish(
+                "error", None, (type(exc).__name__, errors.safe_str(exc), errors.error_line(exc))
+            )
         try:
             tagged = self._plain.to_tagged(value)
         except self._plain.NotPlain:
@@ -191,21 +208,31 @@ class _Guest:
                 pass
             known, opaque = _turn_report.reported_globals(namespace, proxies)
             report = {
-                "t": "turn_done", "status": status, "value": value, "error": error, "stdout": sink.take(),
-                "known": {name: self._plain.to_tagged(v) for name, v in known}, "opaque": opaque,
+                "t": "turn_done",
+                "status": status,
+                "value": value,
+                "error": error,
+                "stdout": sink.take(),
+                "known": {name: self._plain.to_tagged(v) for name, v in known},
+                "opaque": opaque,
             }
             frame = self._channel.encode(report)
             if len(frame) - 4 > self._limits["max_frame_bytes"]:
                 report["known"], report["opaque"] = {}, [*opaque, *(name for name, _ in known)]
                 frame = self._channel.encode(report)
             if len(frame) - 4 > self._limits["max_frame_bytes"]:
-                self.finish_limit("FrameLimit", f"the turn's result exceeds {self._limits['max_frame_bytes']} bytes")
+                self.finish_limit(
+                    "FrameLimit",
+                    f"the turn's result exceeds {self._limits['max_frame_bytes']} bytes",
+                )
             self._channel.send_bytes(frame)
             if status == "limit":
                 os._exit(0)
             message = self._channel.receive()
 
-    def run_turn(self, source: str, namespace: dict[str, object]) -> tuple[str, object, dict[str, object] | None]:
+    def run_turn(
+        self, source: str, namespace: dict[str, object]
+    ) -> tuple[str, object, dict[str, object] | None]:
         """Run one turn in ``namespace``: (status, tagged value, error); what ran before an
         exception stays in ``namespace``, as in a REPL."""
         errors = self._errors
@@ -217,7 +244,15 @@ class _Guest:
             info = ("MemoryLimit", errors.safe_str(exc) or "out of memory", errors.error_line(exc))
             return "limit", None, {"type": info[0], "message": info[1], "line": info[2]}
         except BaseException as exc:
-            return "error", None, {"type": type(exc).__name__, "message": errors.safe_str(exc), "line": errors.error_line(exc)}
+            return (
+                "error",
+                None,
+                {
+                    "type": type(exc).__name__,
+                    "message": errors.safe_str(exc),
+                    "line": errors.error_line(exc),
+                },
+            )
         try:
             tagged = self._plain.to_tagged(value)
         except self._plain.NotPlain:
@@ -227,7 +262,9 @@ class _Guest:
     def finish_limit(self, type_name: str, message: str) -> NoReturn:
         self.finish("limit", None, (type_name, message, None))
 
-    def finish(self, status: str, value: object, error: tuple[str, str, int | None] | None) -> NoReturn:
+    def finish(
+        self, status: str, value: object, error: tuple[str, str, int | None] | None
+    ) -> NoReturn:
         """Flush the program's output, send ``done`` and end the process once the Host has
         it (unskippable: after ``done`` this thread only waits, then ``os._exit``)."""
         for stream in (sys.stdout, sys.stderr):
@@ -250,8 +287,16 @@ class _Guest:
         if len(frame) - 4 > self._limits["max_frame_bytes"]:
             limit = self._limits["max_frame_bytes"]
             frame = self._channel.encode(
-                {"t": "done", "status": "limit", "value": None,
-                 "error": {"type": "FrameLimit", "message": f"the program's result exceeds {limit} bytes", "line": None}}
+                {
+                    "t": "done",
+                    "status": "limit",
+                    "value": None,
+                    "error": {
+                        "type": "FrameLimit",
+                        "message": f"the program's result exceeds {limit} bytes",
+                        "line": None,
+                    },
+                }
             )
         try:
             self._channel.send_bytes(frame)
@@ -291,7 +336,9 @@ class _TurnOutput:
 
     def write(self, data: bytes) -> int:
         if len(self._data) + len(data) > self.limit:
-            self._guest.finish_limit("OutputLimit", f"the program printed more than {self.limit} bytes")
+            self._guest.finish_limit(
+                "OutputLimit", f"the program printed more than {self.limit} bytes"
+            )
         self._data += data
         return len(data)
 
@@ -411,7 +458,9 @@ def serve(fd: int, made: list[str] | None = None) -> NoReturn:
 
 
 def main() -> None:
-    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+    root = os.path.dirname(
+        os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    )
     _register_packages(root)
     serve(int(sys.argv[1]))
 

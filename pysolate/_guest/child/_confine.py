@@ -64,7 +64,9 @@ def confine(spec: dict[str, Any]) -> list[str]:
             from . import _privileges
 
             namespace = spec["user_namespace"]
-            mechanisms += _privileges.enter_user_namespace(namespace["scratch"], spec["scratch_bytes"], namespace.get("reveal", ()))
+            mechanisms += _privileges.enter_user_namespace(
+                namespace["scratch"], spec["scratch_bytes"], namespace.get("reveal", ())
+            )
         step = "privileges"
         from . import _privileges
 
@@ -81,7 +83,9 @@ def confine(spec: dict[str, Any]) -> list[str]:
 
             filter_spec = spec["seccomp"]
             mechanisms += _seccomp.install(
-                filter_spec["library"], restrict_files=filter_spec["restrict_files"], strict=filter_spec.get("strict", False)
+                filter_spec["library"],
+                restrict_files=filter_spec["restrict_files"],
+                strict=filter_spec.get("strict", False),
             )
             _self_pipe.install()
     except (OSError, ValueError) as exc:
@@ -102,7 +106,9 @@ def prepare(spec: dict[str, Any], digest: str, *, lowest_fd: int) -> list[int]:
     global _PREPARED
     from . import _landlock
 
-    prepared = _landlock.Prepared(spec["read"], version=spec["abi"], list_only=spec["list"], lowest_fd=lowest_fd)
+    prepared = _landlock.Prepared(
+        spec["read"], version=spec["abi"], list_only=spec["list"], lowest_fd=lowest_fd
+    )
     _PREPARED = (digest, prepared)
     return list(prepared.fds)
 
@@ -113,7 +119,9 @@ def _restrict(rules: dict[str, Any]) -> list[str]:
     from . import _landlock
 
     if "digest" not in rules:
-        return _landlock.restrict(rules["read"], rules["write"], version=rules["abi"], list_only=rules["list"])
+        return _landlock.restrict(
+            rules["read"], rules["write"], version=rules["abi"], list_only=rules["list"]
+        )
     if _PREPARED is None or _PREPARED[0] != rules["digest"] or _PREPARED[1].version != rules["abi"]:
         raise OSError("the fork server's prepared rules are not the ones the Host planned")
     return list(_PREPARED[1].restrict(rules["write"]))

@@ -62,7 +62,9 @@ def _load_child(root: str, seccomp_library: str | None) -> object:
     """Import ``_child`` (and, through it, everything a Guest imports before it confines)."""
     import importlib.util
 
-    spec = importlib.util.spec_from_file_location("_pysolate_child", os.path.join(root, "pysolate", "_guest", "child", "_child.py"))
+    spec = importlib.util.spec_from_file_location(
+        "_pysolate_child", os.path.join(root, "pysolate", "_guest", "child", "_child.py")
+    )
     assert spec is not None and spec.loader is not None
     child = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(child)
@@ -73,7 +75,9 @@ def _load_child(root: str, seccomp_library: str | None) -> object:
 def _receive(control: socket.socket) -> tuple[dict[str, object], list[int]] | None:
     """One request, or None when the Host hung up."""
     fds = array.array("i")
-    data, ancillary, _flags, _addr = control.recvmsg(_REQUEST_BYTES, socket.CMSG_SPACE(_FDS * fds.itemsize))
+    data, ancillary, _flags, _addr = control.recvmsg(
+        _REQUEST_BYTES, socket.CMSG_SPACE(_FDS * fds.itemsize)
+    )
     for level, kind, payload in ancillary:
         if level == socket.SOL_SOCKET and kind == socket.SCM_RIGHTS:
             fds.frombytes(payload[: len(payload) - (len(payload) % fds.itemsize)])
@@ -124,7 +128,9 @@ def _become_guest(
             os.dup2(status, 4)  # the init answers the Host on it (``_unshare``)
         # the control socket, every sibling's fds; the prepared rules' until it confines itself
         kept = [] if program is None else [program]  # (the init's, until it execs it)
-        _close_all_but(sorted([*range(_CHILD_FDS if own_namespaces else _CHILD_FDS - 1), *prepared, *kept]))
+        _close_all_but(
+            sorted([*range(_CHILD_FDS if own_namespaces else _CHILD_FDS - 1), *prepared, *kept])
+        )
         os.chdir(message["cwd"])  # type: ignore[arg-type]
         mechanisms: list[str] = []
         if own_namespaces:
@@ -160,9 +166,17 @@ def _prepare(control: socket.socket) -> list[int]:
 
 def main() -> None:
     control = socket.socket(fileno=int(sys.argv[1]))
-    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+    root = os.path.dirname(
+        os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    )
     libc = ctypes.CDLL(None, use_errno=True)
-    libc.prctl.argtypes = [ctypes.c_int, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong]
+    libc.prctl.argtypes = [
+        ctypes.c_int,
+        ctypes.c_ulong,
+        ctypes.c_ulong,
+        ctypes.c_ulong,
+        ctypes.c_ulong,
+    ]
     libc.prctl(_PR_SET_DUMPABLE, 0, 0, 0, 0)
     namespaces = sys.argv[2] == "namespaces"
     child = _load_child(root, sys.argv[3] if len(sys.argv) > 3 else None)
@@ -193,13 +207,19 @@ def main() -> None:
             if request is None:
                 return  # the Host is gone; our children die with us (PDEATHSIG)
             message, fds = request
-            if len(fds) != _FDS or not isinstance(message.get("cwd"), str) or namespaces != isinstance(message.get("scratch_bytes"), int):
+            if (
+                len(fds) != _FDS
+                or not isinstance(message.get("cwd"), str)
+                or namespaces != isinstance(message.get("scratch_bytes"), int)
+            ):
                 for received in fds:
                     os.close(received)
                 continue
             try:
                 pid = spawn()
-            except OSError:  # (out of processes or namespaces) its Host sees the status socket close
+            except (
+                OSError
+            ):  # (out of processes or namespaces) its Host sees the status socket close
                 for received in fds:
                     os.close(received)
                 continue
@@ -212,8 +232,13 @@ def main() -> None:
                 children[pidfd] = (pid, fds[3])
             else:
                 answer = socket.socket(fileno=fds[3])
-                with contextlib.suppress(OSError):  # the Host gave up on this start; still reaped below
-                    answer.sendmsg([f"pid {pid}".encode()], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array("i", [pidfd]))])
+                with contextlib.suppress(
+                    OSError
+                ):  # the Host gave up on this start; still reaped below
+                    answer.sendmsg(
+                        [f"pid {pid}".encode()],
+                        [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array("i", [pidfd]))],
+                    )
                 children[pidfd] = (pid, answer.detach())
             poller.register(pidfd, select.POLLIN)
 

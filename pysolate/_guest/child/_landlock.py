@@ -54,7 +54,11 @@ _O_PATH = 0o10000000
 
 
 class _RulesetAttr(ctypes.Structure):
-    _fields_ = [("handled_access_fs", ctypes.c_uint64), ("handled_access_net", ctypes.c_uint64), ("scoped", ctypes.c_uint64)]
+    _fields_ = [
+        ("handled_access_fs", ctypes.c_uint64),
+        ("handled_access_net", ctypes.c_uint64),
+        ("scoped", ctypes.c_uint64),
+    ]
 
 
 class _PathBeneathAttr(ctypes.Structure):
@@ -65,12 +69,18 @@ class _PathBeneathAttr(ctypes.Structure):
 _LIBC = ctypes.CDLL(None, use_errno=True)
 """This module's own handle (loaded at import, so a forked child does not load it again)."""
 _LIBC.syscall.restype = ctypes.c_long
-_CREATE_RULESET_NR, _ADD_RULE_NR, _RESTRICT_SELF_NR = ctypes.c_long(_CREATE_RULESET), ctypes.c_long(_ADD_RULE), ctypes.c_long(_RESTRICT_SELF)
+_CREATE_RULESET_NR, _ADD_RULE_NR, _RESTRICT_SELF_NR = (
+    ctypes.c_long(_CREATE_RULESET),
+    ctypes.c_long(_ADD_RULE),
+    ctypes.c_long(_RESTRICT_SELF),
+)
 
 
 def abi() -> int:
     """The kernel's Landlock ABI version, or 0 when Landlock is missing or disabled."""
-    version = _LIBC.syscall(_CREATE_RULESET_NR, None, ctypes.c_size_t(0), ctypes.c_uint32(_CREATE_RULESET_VERSION))
+    version = _LIBC.syscall(
+        _CREATE_RULESET_NR, None, ctypes.c_size_t(0), ctypes.c_uint32(_CREATE_RULESET_VERSION)
+    )
     return max(0, int(version))
 
 
@@ -94,7 +104,14 @@ class Prepared:
     started. The child closes them (``close``) before the program runs.
     """
 
-    def __init__(self, read: Sequence[str], *, version: int, list_only: Sequence[str] = (), lowest_fd: int = 0) -> None:
+    def __init__(
+        self,
+        read: Sequence[str],
+        *,
+        version: int,
+        list_only: Sequence[str] = (),
+        lowest_fd: int = 0,
+    ) -> None:
         found = abi()
         if found < max(1, version):
             raise OSError(f"Landlock ABI {found} is below the {version} the Host planned for")
@@ -153,12 +170,21 @@ class Prepared:
             size = ctypes.sizeof(_RulesetAttr)
             mechanisms.append("landlock-scoped")
         syscall = _LIBC.syscall
-        ruleset = int(syscall(_CREATE_RULESET_NR, ctypes.byref(attr), ctypes.c_size_t(size), ctypes.c_uint32(0)))
+        ruleset = int(
+            syscall(
+                _CREATE_RULESET_NR, ctypes.byref(attr), ctypes.c_size_t(size), ctypes.c_uint32(0)
+            )
+        )
         if ruleset < 0:
             code = ctypes.get_errno()
             raise OSError(code, f"landlock_create_ruleset: {os.strerror(code)}")
         try:
-            number, fd_arg, beneath, zero = _ADD_RULE_NR, ctypes.c_int(ruleset), ctypes.c_int(_RULE_PATH_BENEATH), ctypes.c_uint32(0)
+            number, fd_arg, beneath, zero = (
+                _ADD_RULE_NR,
+                ctypes.c_int(ruleset),
+                ctypes.c_int(_RULE_PATH_BENEATH),
+                ctypes.c_uint32(0),
+            )
             for rule in self._rules:
                 if syscall(number, fd_arg, beneath, ctypes.byref(rule), zero) != 0:
                     code = ctypes.get_errno()
@@ -175,14 +201,18 @@ class Prepared:
     def close(self) -> None:
         """Close every held fd (idempotent)."""
         fds, self.fds = sorted(self.fds), []
-        while fds:  # one ``close_range`` per run of consecutive fds (the server opened them in a row)
+        while (
+            fds
+        ):  # one ``close_range`` per run of consecutive fds (the server opened them in a row)
             low = high = fds.pop(0)
             while fds and fds[0] == high + 1:
                 high = fds.pop(0)
             os.closerange(low, high + 1)
 
 
-def restrict(read: Sequence[str], write: Sequence[str], *, version: int, list_only: Sequence[str] = ()) -> list[str]:
+def restrict(
+    read: Sequence[str], write: Sequence[str], *, version: int, list_only: Sequence[str] = ()
+) -> list[str]:
     """Restrict this process to ``read`` / ``write`` (see module docstring); irrevocable.
 
     ``list_only`` directories may be listed (with everything beneath them) but no file
@@ -210,7 +240,13 @@ def _add_rule(ruleset: int, path: str, allowed: int, handled: int) -> None:
         if os.fstat(fd).st_mode & 0o170000 != 0o040000:
             allowed &= _FILE_RIGHTS & handled  # directory rights on a file are EINVAL
         beneath = _PathBeneathAttr(allowed, fd)
-        rc = _LIBC.syscall(_ADD_RULE_NR, ctypes.c_int(ruleset), ctypes.c_int(_RULE_PATH_BENEATH), ctypes.byref(beneath), ctypes.c_uint32(0))
+        rc = _LIBC.syscall(
+            _ADD_RULE_NR,
+            ctypes.c_int(ruleset),
+            ctypes.c_int(_RULE_PATH_BENEATH),
+            ctypes.byref(beneath),
+            ctypes.c_uint32(0),
+        )
         if rc != 0:
             code = ctypes.get_errno()
             raise OSError(code, f"landlock_add_rule({path}): {os.strerror(code)}")

@@ -57,8 +57,20 @@ _PR_CAP_AMBIENT_CLEAR_ALL = 4
 
 _LIBC = ctypes.CDLL(None, use_errno=True)
 """This module's own handle, made at import (a fork server's children inherit it ready)."""
-_LIBC.mount.argtypes = [ctypes.c_char_p, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_ulong, ctypes.c_char_p]
-_LIBC.prctl.argtypes = [ctypes.c_int, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong]
+_LIBC.mount.argtypes = [
+    ctypes.c_char_p,
+    ctypes.c_char_p,
+    ctypes.c_char_p,
+    ctypes.c_ulong,
+    ctypes.c_char_p,
+]
+_LIBC.prctl.argtypes = [
+    ctypes.c_int,
+    ctypes.c_ulong,
+    ctypes.c_ulong,
+    ctypes.c_ulong,
+    ctypes.c_ulong,
+]
 
 
 def _libc() -> ctypes.CDLL:
@@ -79,7 +91,9 @@ def _write(path: str, text: str, directory: int | None = None) -> None:
         os.close(fd)
 
 
-def enter_user_namespace(scratch: str, scratch_bytes: int, reveal: Sequence[tuple[str, Sequence[str]]] = ()) -> list[str]:
+def enter_user_namespace(
+    scratch: str, scratch_bytes: int, reveal: Sequence[tuple[str, Sequence[str]]] = ()
+) -> list[str]:
     """Become ``nobody`` in a private user + mount namespace (see module docstring);
     ``reveal``: a root Host's ``_view.reveal`` covers.
 
@@ -102,7 +116,9 @@ def enter_user_namespace(scratch: str, scratch_bytes: int, reveal: Sequence[tupl
         _become_nobody(libc)
         uid = gid = NOBODY
         _check(libc.unshare(_CLONE_NEWUSER), "unshare(user)")
-        _check(libc.prctl(_PR_SET_DUMPABLE, 1, 0, 0, 0), "PR_SET_DUMPABLE")  # (the uid change cleared it: /proc/self was root's)
+        _check(
+            libc.prctl(_PR_SET_DUMPABLE, 1, 0, 0, 0), "PR_SET_DUMPABLE"
+        )  # (the uid change cleared it: /proc/self was root's)
     else:
         _check(libc.unshare(_CLONE_NEWUSER | _CLONE_NEWNS), "unshare(user, mount)")
         proc = os.open("/proc/self", os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
@@ -121,7 +137,14 @@ def enter_user_namespace(scratch: str, scratch_bytes: int, reveal: Sequence[tupl
     os.setresgid(NOBODY, NOBODY, NOBODY)
     os.setresuid(NOBODY, NOBODY, NOBODY)
     _clear_capabilities(libc)  # the namespace's creator holds all of them (already as 65534)
-    return ["userns-nobody", "not-root", "readonly-fs", "private-proc", "no-dev-shm", "bounded-scratch"]
+    return [
+        "userns-nobody",
+        "not-root",
+        "readonly-fs",
+        "private-proc",
+        "no-dev-shm",
+        "bounded-scratch",
+    ]
 
 
 def _mount_private_view(libc: ctypes.CDLL, scratch: str, scratch_bytes: int) -> None:
@@ -130,9 +153,17 @@ def _mount_private_view(libc: ctypes.CDLL, scratch: str, scratch_bytes: int) -> 
     hidden = _MS_RDONLY | _MS_NOSUID | _MS_NODEV | _MS_NOEXEC
     for path in ("/proc", "/dev/shm"):
         if os.path.isdir(path):
-            _check(libc.mount(b"tmpfs", path.encode(), b"tmpfs", hidden, b"size=4k,mode=0555"), f"hide {path}")
+            _check(
+                libc.mount(b"tmpfs", path.encode(), b"tmpfs", hidden, b"size=4k,mode=0555"),
+                f"hide {path}",
+            )
     options = f"size={scratch_bytes},mode=0700,uid={NOBODY},gid={NOBODY}".encode()
-    _check(libc.mount(b"tmpfs", scratch.encode(), b"tmpfs", _MS_NOSUID | _MS_NODEV | _MS_NOEXEC, options), "mount scratch")
+    _check(
+        libc.mount(
+            b"tmpfs", scratch.encode(), b"tmpfs", _MS_NOSUID | _MS_NODEV | _MS_NOEXEC, options
+        ),
+        "mount scratch",
+    )
     os.chdir(scratch)  # the cwd was the directory under the new mount
 
 
@@ -141,7 +172,9 @@ def _become_nobody(libc: ctypes.CDLL) -> None:
     signal on a uid change: a forked Guest's (it dies with its fork server) is set again,
     and if the parent died meanwhile the Guest fails instead of outliving it."""
     parent = os.getppid()
-    _check(libc.prctl(_PR_GET_PDEATHSIG, ctypes.addressof(_DEATH_SIGNAL), 0, 0, 0), "PR_GET_PDEATHSIG")
+    _check(
+        libc.prctl(_PR_GET_PDEATHSIG, ctypes.addressof(_DEATH_SIGNAL), 0, 0, 0), "PR_GET_PDEATHSIG"
+    )
     os.setresgid(NOBODY, NOBODY, NOBODY)
     os.setresuid(NOBODY, NOBODY, NOBODY)
     if _DEATH_SIGNAL.value:
@@ -158,7 +191,9 @@ def drop() -> list[str]:
     """No capabilities, ``no_new_privs``, not dumpable; verified. Raises ``OSError``."""
     libc = _libc()
     _empty_bounding_set(libc)
-    libc.prctl(_PR_CAP_AMBIENT, _PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0)  # EINVAL on kernels without ambient caps
+    libc.prctl(
+        _PR_CAP_AMBIENT, _PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0
+    )  # EINVAL on kernels without ambient caps
     _check(libc.prctl(_PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), "PR_SET_NO_NEW_PRIVS")
     _check(libc.prctl(_PR_SET_DUMPABLE, 0, 0, 0, 0), "PR_SET_DUMPABLE")
     held = _capabilities()
@@ -214,12 +249,18 @@ class _CapHeader(ctypes.Structure):
 
 
 class _CapData(ctypes.Structure):
-    _fields_ = [("effective", ctypes.c_uint32), ("permitted", ctypes.c_uint32), ("inheritable", ctypes.c_uint32)]
+    _fields_ = [
+        ("effective", ctypes.c_uint32),
+        ("permitted", ctypes.c_uint32),
+        ("inheritable", ctypes.c_uint32),
+    ]
 
 
 _NONE = (_CapHeader(_CAP_VERSION_3, 0), (_CapData * 2)())
 """``capset``'s arguments for no capability at all, made once (the kernel only reads them)."""
-_LIBC.capset.restype = _LIBC.capget.restype = _LIBC.unshare.restype = ctypes.c_int  # (looked up here, once, not in each forked child)
+_LIBC.capset.restype = _LIBC.capget.restype = _LIBC.unshare.restype = (
+    ctypes.c_int
+)  # (looked up here, once, not in each forked child)
 
 
 def _clear_capabilities(libc: ctypes.CDLL) -> None:
@@ -236,4 +277,7 @@ def _capabilities() -> dict[str, int]:
     header = _CapHeader(_CAP_VERSION_3, 0)
     data = (_CapData * 2)()
     _check(libc.capget(ctypes.byref(header), data), "capget")
-    return {name: getattr(data[0], name) | getattr(data[1], name) << 32 for name in ("effective", "permitted", "inheritable")}
+    return {
+        name: getattr(data[0], name) | getattr(data[1], name) << 32
+        for name in ("effective", "permitted", "inheritable")
+    }

@@ -33,7 +33,12 @@ _ATTR_OPTIMIZE, _OPTIMIZE_BINARY_TREE = 8, 2  # SCMP_FLTATR_CTL_OPTIMIZE
 
 
 class _ArgCmp(ctypes.Structure):
-    _fields_ = [("arg", ctypes.c_uint), ("op", ctypes.c_int), ("datum_a", ctypes.c_uint64), ("datum_b", ctypes.c_uint64)]
+    _fields_ = [
+        ("arg", ctypes.c_uint),
+        ("op", ctypes.c_int),
+        ("datum_a", ctypes.c_uint64),
+        ("datum_b", ctypes.c_uint64),
+    ]
 
 
 _LOADED: dict[str, tuple[ctypes.CDLL, dict[str, int]]] = {}
@@ -59,7 +64,11 @@ def _library(library_path: str) -> tuple[ctypes.CDLL, dict[str, int]]:
     lib.seccomp_syscall_resolve_name.argtypes = [ctypes.c_char_p]
     lib.seccomp_rule_add_array.restype = ctypes.c_int
     lib.seccomp_rule_add_array.argtypes = [
-        ctypes.c_void_p, ctypes.c_uint32, ctypes.c_int, ctypes.c_uint, ctypes.POINTER(_ArgCmp)
+        ctypes.c_void_p,
+        ctypes.c_uint32,
+        ctypes.c_int,
+        ctypes.c_uint,
+        ctypes.POINTER(_ArgCmp),
     ]
     lib.seccomp_export_bpf.restype = ctypes.c_int
     lib.seccomp_export_bpf.argtypes = [ctypes.c_void_p, ctypes.c_int]
@@ -98,7 +107,9 @@ def install(library_path: str, *, restrict_files: bool, strict: bool = False) ->
     for at in offsets:
         program[at : at + 4] = own
     _load(bytes(program))
-    return ["seccomp-allowlist", "no-fork", "no-sockets", "no-io-uring", "no-memfd", "no-sigio"] + (["no-file-writes"] if restrict_files else [])
+    return ["seccomp-allowlist", "no-fork", "no-sockets", "no-io-uring", "no-memfd", "no-sigio"] + (
+        ["no-file-writes"] if restrict_files else []
+    )
 
 
 _COMPILED: dict[tuple[str, bool, bool], tuple[bytes, tuple[int, ...]]] = {}
@@ -108,7 +119,9 @@ _PID_PLACEHOLDERS = (0x7FFFFFFE, 0x7FFFFFFD)
 compiled with each, and the operands that differ are exactly the pid comparisons."""
 
 
-def compiled(library_path: str, *, restrict_files: bool, strict: bool) -> tuple[bytes, tuple[int, ...]]:
+def compiled(
+    library_path: str, *, restrict_files: bool, strict: bool
+) -> tuple[bytes, tuple[int, ...]]:
     """The allow-list as a BPF program with the first placeholder for our pid, and the
     byte offsets of every operand holding it; built by libseccomp once per process.
 
@@ -118,21 +131,33 @@ def compiled(library_path: str, *, restrict_files: bool, strict: bool) -> tuple[
         lib, numbers = _library(library_path)
         default = _KILL_PROCESS if strict else errno_action(errno.ENOSYS)
         first, second = (
-            _build(lib, default, functools.partial(allow_list, restrict_files=restrict_files, pid=pid), numbers) for pid in _PID_PLACEHOLDERS
+            _build(
+                lib,
+                default,
+                functools.partial(allow_list, restrict_files=restrict_files, pid=pid),
+                numbers,
+            )
+            for pid in _PID_PLACEHOLDERS
         )
         if len(first) != len(second):
             raise OSError("the allow-list compiles to different programs for different pids")
-        offsets = tuple(at for at in range(0, len(first), 4) if first[at : at + 4] != second[at : at + 4])
+        offsets = tuple(
+            at for at in range(0, len(first), 4) if first[at : at + 4] != second[at : at + 4]
+        )
         expected = [placeholder.to_bytes(4, sys.byteorder) for placeholder in _PID_PLACEHOLDERS]
-        if not offsets or any(at % 8 != 4 or [first[at : at + 4], second[at : at + 4]] != expected for at in offsets):
-            raise OSError("the compiled allow-list does not compare the pid where expected")  # only a ``k`` operand may differ
+        if not offsets or any(
+            at % 8 != 4 or [first[at : at + 4], second[at : at + 4]] != expected for at in offsets
+        ):
+            raise OSError(
+                "the compiled allow-list does not compare the pid where expected"
+            )  # only a ``k`` operand may differ
         _COMPILED[key] = first, offsets
     return _COMPILED[key]
 
 
-
-
-def _build(lib: ctypes.CDLL, default: int, rules: Callable[[Rule], object], numbers: dict[str, int]) -> bytes:
+def _build(
+    lib: ctypes.CDLL, default: int, rules: Callable[[Rule], object], numbers: dict[str, int]
+) -> bytes:
     """A filter with ``default`` and the ``rules`` it adds, exported as BPF by libseccomp."""
     ctx = lib.seccomp_init(default)
     if not ctx:
@@ -142,6 +167,7 @@ def _build(lib: ctypes.CDLL, default: int, rules: Callable[[Rule], object], numb
         # the same filter, but the kernel's per-syscall action cache, built at every load,
         # walks O(log n) instructions per syscall instead of O(n) (load 0.40 -> 0.23 ms).
         lib.seccomp_attr_set(ctx, _ATTR_OPTIMIZE, _OPTIMIZE_BINARY_TREE)
+
         def rule(action: int, name: str, *conditions: Condition) -> None:
             if action == default:
                 return  # libseccomp refuses a rule that repeats the default
@@ -182,7 +208,13 @@ class _SockFprog(ctypes.Structure):
 
 _LIBC = ctypes.CDLL(None, use_errno=True)
 """This module's own handle, made at import (a fork server's children inherit it ready)."""
-_LIBC.prctl.argtypes = [ctypes.c_int, ctypes.c_ulong, ctypes.c_void_p, ctypes.c_ulong, ctypes.c_ulong]
+_LIBC.prctl.argtypes = [
+    ctypes.c_int,
+    ctypes.c_ulong,
+    ctypes.c_void_p,
+    ctypes.c_ulong,
+    ctypes.c_ulong,
+]
 
 
 def _load(program: bytes) -> None:

@@ -53,7 +53,9 @@ ALLOW = 0x7FFF0000
 _NE, _EQ, _MASKED_EQ = 1, 4, 7
 
 _CLONE_THREAD = 0x00010000
-_CLONE_NAMESPACES = 0x00020000 | 0x02000000 | 0x04000000 | 0x08000000 | 0x10000000 | 0x20000000 | 0x40000000
+_CLONE_NAMESPACES = (
+    0x00020000 | 0x02000000 | 0x04000000 | 0x08000000 | 0x10000000 | 0x20000000 | 0x40000000
+)
 """CLONE_NEWNS, NEWCGROUP, NEWUTS, NEWIPC, NEWUSER, NEWPID, NEWNET."""
 
 _LOW_32 = 0xFFFFFFFF
@@ -62,59 +64,278 @@ _LOW_32 = 0xFFFFFFFF
 
 ALLOWED = (
     # file descriptors and reading
-    "read", "write", "readv", "writev", "pread64", "pwrite64", "preadv", "pwritev", "preadv2", "pwritev2",
-    "lseek", "close", "close_range", "dup", "dup2", "dup3", "flock", "fsync", "fdatasync",
-    "ftruncate", "fallocate", "fadvise64", "sendfile", "copy_file_range",
-    "stat", "fstat", "lstat", "newfstatat", "statx", "access", "faccessat", "faccessat2",
-    "readlink", "readlinkat", "getdents", "getdents64", "getcwd", "chdir", "fchdir", "statfs", "fstatfs", "umask",
+    "read",
+    "write",
+    "readv",
+    "writev",
+    "pread64",
+    "pwrite64",
+    "preadv",
+    "pwritev",
+    "preadv2",
+    "pwritev2",
+    "lseek",
+    "close",
+    "close_range",
+    "dup",
+    "dup2",
+    "dup3",
+    "flock",
+    "fsync",
+    "fdatasync",
+    "ftruncate",
+    "fallocate",
+    "fadvise64",
+    "sendfile",
+    "copy_file_range",
+    "stat",
+    "fstat",
+    "lstat",
+    "newfstatat",
+    "statx",
+    "access",
+    "faccessat",
+    "faccessat2",
+    "readlink",
+    "readlinkat",
+    "getdents",
+    "getdents64",
+    "getcwd",
+    "chdir",
+    "fchdir",
+    "statfs",
+    "fstatfs",
+    "umask",
     # memory
-    "mmap", "munmap", "mprotect", "mremap", "brk", "madvise", "msync", "mincore", "membarrier",
+    "mmap",
+    "munmap",
+    "mprotect",
+    "mremap",
+    "brk",
+    "madvise",
+    "msync",
+    "mincore",
+    "membarrier",
     # threads, scheduling, exit
-    "futex_waitv", "set_robust_list", "rseq", "set_tid_address", "gettid",
-    "sched_yield", "sched_get_priority_max", "sched_get_priority_min", "getcpu", "exit", "exit_group", "restart_syscall", "arch_prctl",
-    "wait4", "waitid",
+    "futex_waitv",
+    "set_robust_list",
+    "rseq",
+    "set_tid_address",
+    "gettid",
+    "sched_yield",
+    "sched_get_priority_max",
+    "sched_get_priority_min",
+    "getcpu",
+    "exit",
+    "exit_group",
+    "restart_syscall",
+    "arch_prctl",
+    "wait4",
+    "waitid",
     # signals to ourselves, timers, clocks
-    "rt_sigaction", "rt_sigprocmask", "rt_sigreturn", "sigaltstack", "rt_sigpending", "rt_sigsuspend",
-    "rt_sigtimedwait", "pause", "alarm", "setitimer", "getitimer",
-    "clock_gettime", "clock_getres", "clock_nanosleep", "nanosleep", "gettimeofday", "time", "times",
+    "rt_sigaction",
+    "rt_sigprocmask",
+    "rt_sigreturn",
+    "sigaltstack",
+    "rt_sigpending",
+    "rt_sigsuspend",
+    "rt_sigtimedwait",
+    "pause",
+    "alarm",
+    "setitimer",
+    "getitimer",
+    "clock_gettime",
+    "clock_getres",
+    "clock_nanosleep",
+    "nanosleep",
+    "gettimeofday",
+    "time",
+    "times",
     # identity and limits (read only)
-    "getpid", "getppid", "getuid", "geteuid", "getgid", "getegid", "getgroups", "getresuid", "getresgid",
-    "getpgrp", "getrlimit", "getrusage", "sysinfo", "uname", "getrandom",
+    "getpid",
+    "getppid",
+    "getuid",
+    "geteuid",
+    "getgid",
+    "getegid",
+    "getgroups",
+    "getresuid",
+    "getresgid",
+    "getpgrp",
+    "getrlimit",
+    "getrusage",
+    "sysinfo",
+    "uname",
+    "getrandom",
     # polling, pipes and the inherited broker socket
-    "poll", "ppoll", "select", "pselect6", "epoll_create", "epoll_create1", "epoll_ctl", "epoll_wait",
-    "epoll_pwait", "epoll_pwait2", "eventfd", "eventfd2", "pipe", "pipe2",
-    "sendto", "recvfrom", "shutdown", "getsockname", "getpeername",
+    "poll",
+    "ppoll",
+    "select",
+    "pselect6",
+    "epoll_create",
+    "epoll_create1",
+    "epoll_ctl",
+    "epoll_wait",
+    "epoll_pwait",
+    "epoll_pwait2",
+    "eventfd",
+    "eventfd2",
+    "pipe",
+    "pipe2",
+    "sendto",
+    "recvfrom",
+    "shutdown",
+    "getsockname",
+    "getpeername",
 )
 """Allowed unconditionally (fd-based or harmless)."""
 
 FILE_CHANGES = (
-    "creat", "mkdir", "mkdirat", "rmdir", "unlink", "unlinkat", "rename", "renameat", "renameat2",
-    "link", "linkat", "symlink", "symlinkat", "truncate",
+    "creat",
+    "mkdir",
+    "mkdirat",
+    "rmdir",
+    "unlink",
+    "unlinkat",
+    "rename",
+    "renameat",
+    "renameat2",
+    "link",
+    "linkat",
+    "symlink",
+    "symlinkat",
+    "truncate",
 )
 """Allowed when Landlock or a read-only mount namespace decides which paths they reach;
 EPERM under ``restrict_files``."""
 
 DENIED = (
-    "execve", "execveat", "fork", "vfork", "setsid", "setpgid",
-    "socket", "socketpair", "connect", "bind", "listen", "accept", "accept4", "sendmsg", "recvmsg", "sendmmsg", "recvmmsg",
-    "ptrace", "process_vm_readv", "process_vm_writev", "process_madvise", "kcmp",
-    "tkill", "rt_sigqueueinfo", "rt_tgsigqueueinfo", "pidfd_open", "pidfd_send_signal", "pidfd_getfd",
-    "io_uring_setup", "io_uring_enter", "io_uring_register",
-    "mount", "umount2", "pivot_root", "chroot", "fsopen", "fsconfig", "fsmount", "fspick", "open_tree",
-    "move_mount", "mount_setattr", "open_by_handle_at", "name_to_handle_at",
-    "bpf", "perf_event_open", "userfaultfd", "keyctl", "add_key", "request_key",
-    "reboot", "sethostname", "setdomainname", "unshare", "setns",
-    "shmget", "shmat", "shmctl", "shmdt", "msgget", "msgsnd", "msgrcv", "msgctl", "semget", "semop",
-    "semtimedop", "semctl", "mq_open", "mq_unlink", "mq_timedsend", "mq_timedreceive", "mq_notify", "mq_getsetattr",
-    "kexec_load", "kexec_file_load", "init_module", "finit_module", "delete_module", "iopl", "ioperm",
-    "swapon", "swapoff", "acct", "quotactl", "quotactl_fd", "syslog", "personality", "vhangup",
-    "settimeofday", "clock_settime", "clock_adjtime", "adjtimex",
-    "memfd_create", "memfd_secret",
-    "setuid", "setgid", "setreuid", "setregid", "setresuid", "setresgid", "setgroups", "setfsuid",
-    "setfsgid", "capset", "capget", "setrlimit",
-    "chmod", "fchmod", "fchmodat", "fchmodat2", "chown", "fchown", "lchown", "fchownat",
-    "utime", "utimes", "utimensat", "futimesat", "mknod", "mknodat",
-    "setxattr", "lsetxattr", "fsetxattr", "removexattr", "lremovexattr", "fremovexattr",
+    "execve",
+    "execveat",
+    "fork",
+    "vfork",
+    "setsid",
+    "setpgid",
+    "socket",
+    "socketpair",
+    "connect",
+    "bind",
+    "listen",
+    "accept",
+    "accept4",
+    "sendmsg",
+    "recvmsg",
+    "sendmmsg",
+    "recvmmsg",
+    "ptrace",
+    "process_vm_readv",
+    "process_vm_writev",
+    "process_madvise",
+    "kcmp",
+    "tkill",
+    "rt_sigqueueinfo",
+    "rt_tgsigqueueinfo",
+    "pidfd_open",
+    "pidfd_send_signal",
+    "pidfd_getfd",
+    "io_uring_setup",
+    "io_uring_enter",
+    "io_uring_register",
+    "mount",
+    "umount2",
+    "pivot_root",
+    "chroot",
+    "fsopen",
+    "fsconfig",
+    "fsmount",
+    "fspick",
+    "open_tree",
+    "move_mount",
+    "mount_setattr",
+    "open_by_handle_at",
+    "name_to_handle_at",
+    "bpf",
+    "perf_event_open",
+    "userfaultfd",
+    "keyctl",
+    "add_key",
+    "request_key",
+    "reboot",
+    "sethostname",
+    "setdomainname",
+    "unshare",
+    "setns",
+    "shmget",
+    "shmat",
+    "shmctl",
+    "shmdt",
+    "msgget",
+    "msgsnd",
+    "msgrcv",
+    "msgctl",
+    "semget",
+    "semop",
+    "semtimedop",
+    "semctl",
+    "mq_open",
+    "mq_unlink",
+    "mq_timedsend",
+    "mq_timedreceive",
+    "mq_notify",
+    "mq_getsetattr",
+    "kexec_load",
+    "kexec_file_load",
+    "init_module",
+    "finit_module",
+    "delete_module",
+    "iopl",
+    "ioperm",
+    "swapon",
+    "swapoff",
+    "acct",
+    "quotactl",
+    "quotactl_fd",
+    "syslog",
+    "personality",
+    "vhangup",
+    "settimeofday",
+    "clock_settime",
+    "clock_adjtime",
+    "adjtimex",
+    "memfd_create",
+    "memfd_secret",
+    "setuid",
+    "setgid",
+    "setreuid",
+    "setregid",
+    "setresuid",
+    "setresgid",
+    "setgroups",
+    "setfsuid",
+    "setfsgid",
+    "capset",
+    "capget",
+    "setrlimit",
+    "chmod",
+    "fchmod",
+    "fchmodat",
+    "fchmodat2",
+    "chown",
+    "fchown",
+    "lchown",
+    "fchownat",
+    "utime",
+    "utimes",
+    "utimensat",
+    "futimesat",
+    "mknod",
+    "mknodat",
+    "setxattr",
+    "lsetxattr",
+    "fsetxattr",
+    "removexattr",
+    "lremovexattr",
+    "fremovexattr",
 )
 """EPERM. (Any call not allowed is refused anyway; these get the clearer error.)"""
 
@@ -143,8 +364,15 @@ SO_ACCEPTCONN, SO_PROTOCOL, SO_DOMAIN (``socket.socket(fileno=)`` asks three of 
 _SOCKOPTS_DENIED = (17, 31, 59, 77)
 """SO_PEERCRED, SO_PEERSEC, SO_PEERGROUPS, SO_PEERPIDFD: EPERM."""
 
-_OWN_PID_CALLS = (("sched_getaffinity", 0), ("sched_getparam", 0), ("sched_getscheduler", 0), ("get_robust_list", 0),
-                  ("getpgid", 0), ("getsid", 0), ("getpriority", 1))
+_OWN_PID_CALLS = (
+    ("sched_getaffinity", 0),
+    ("sched_getparam", 0),
+    ("sched_getscheduler", 0),
+    ("get_robust_list", 0),
+    ("getpgid", 0),
+    ("getsid", 0),
+    ("getpriority", 1),
+)
 """Calls that name a process (by the argument given): allowed for 0 (ourselves) or our pid."""
 
 _FUTEX_CMD = 0x7F
@@ -168,6 +396,7 @@ Condition = tuple[int, int, int, int]
 Rule = Callable[..., None]
 """Adds one rule: ``rule(action, syscall_name, *conditions)``."""
 
+
 def allow_list(rule: Rule, *, restrict_files: bool, pid: int) -> None:
     """State the whole filter through ``rule``: ``pid`` is the Guest's own (or a placeholder)."""
     eperm, enosys = errno_action(errno.EPERM), errno_action(errno.ENOSYS)
@@ -185,7 +414,9 @@ def allow_list(rule: Rule, *, restrict_files: bool, pid: int) -> None:
     else:
         rule(ALLOW, "open")
         rule(ALLOW, "openat")
-    rule(enosys, "openat2")  # its flags live in a struct the filter cannot read; glibc falls back to openat
+    rule(
+        enosys, "openat2"
+    )  # its flags live in a struct the filter cannot read; glibc falls back to openat
     rule(ALLOW, "clone", (0, _MASKED_EQ, _CLONE_THREAD | _CLONE_NAMESPACES, _CLONE_THREAD))
     rule(eperm, "clone", (0, _MASKED_EQ, _CLONE_THREAD, 0))
     rule(enosys, "clone3")  # flags in a struct too; glibc falls back to clone only on ENOSYS
@@ -194,7 +425,10 @@ def allow_list(rule: Rule, *, restrict_files: bool, pid: int) -> None:
         rule(eperm, name, (0, _NE, pid, 0))
     rule(ALLOW, "prlimit64", (0, _EQ, 0, 0), (2, _EQ, 0, 0))
     rule(eperm, "prlimit64", (2, _NE, 0, 0))
-    for name, pid_arg in _OWN_PID_CALLS:  # any other pid: ENOSYS, the same answer whether it exists or not
+    for (
+        name,
+        pid_arg,
+    ) in _OWN_PID_CALLS:  # any other pid: ENOSYS, the same answer whether it exists or not
         rule(ALLOW, name, (pid_arg, _EQ, 0, 0))
         rule(ALLOW, name, (pid_arg, _EQ, pid, 0))
     for command in _FCNTLS:
@@ -204,9 +438,19 @@ def allow_list(rule: Rule, *, restrict_files: bool, pid: int) -> None:
     rule(ALLOW, "fcntl", (1, _MASKED_EQ, _LOW_32, _F_SETFL), (2, _MASKED_EQ, _O_ASYNC, 0))
     rule(eperm, "fcntl", (1, _MASKED_EQ, _LOW_32, _F_SETFL), (2, _MASKED_EQ, _O_ASYNC, _O_ASYNC))
     for option in _SOCKOPTS:
-        rule(ALLOW, "getsockopt", (1, _MASKED_EQ, _LOW_32, _SOL_SOCKET), (2, _MASKED_EQ, _LOW_32, option))
+        rule(
+            ALLOW,
+            "getsockopt",
+            (1, _MASKED_EQ, _LOW_32, _SOL_SOCKET),
+            (2, _MASKED_EQ, _LOW_32, option),
+        )
     for option in _SOCKOPTS_DENIED:
-        rule(eperm, "getsockopt", (1, _MASKED_EQ, _LOW_32, _SOL_SOCKET), (2, _MASKED_EQ, _LOW_32, option))
+        rule(
+            eperm,
+            "getsockopt",
+            (1, _MASKED_EQ, _LOW_32, _SOL_SOCKET),
+            (2, _MASKED_EQ, _LOW_32, option),
+        )
     for operation in _FUTEXES:
         rule(ALLOW, "futex", (1, _MASKED_EQ, _FUTEX_CMD, operation))
     for request in _IOCTLS:

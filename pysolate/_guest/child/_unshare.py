@@ -53,9 +53,22 @@ from typing import NoReturn
 
 from . import _init_elf, _privileges
 
-_CLONE_NEWNS, _CLONE_NEWCGROUP, _CLONE_NEWUTS, _CLONE_NEWIPC = 0x00020000, 0x02000000, 0x04000000, 0x08000000
+_CLONE_NEWNS, _CLONE_NEWCGROUP, _CLONE_NEWUTS, _CLONE_NEWIPC = (
+    0x00020000,
+    0x02000000,
+    0x04000000,
+    0x08000000,
+)
 _CLONE_NEWUSER, _CLONE_NEWPID, _CLONE_NEWNET = 0x10000000, 0x20000000, 0x40000000
-_NAMESPACES = _CLONE_NEWUSER | _CLONE_NEWNS | _CLONE_NEWPID | _CLONE_NEWNET | _CLONE_NEWIPC | _CLONE_NEWUTS | _CLONE_NEWCGROUP
+_NAMESPACES = (
+    _CLONE_NEWUSER
+    | _CLONE_NEWNS
+    | _CLONE_NEWPID
+    | _CLONE_NEWNET
+    | _CLONE_NEWIPC
+    | _CLONE_NEWUTS
+    | _CLONE_NEWCGROUP
+)
 _SYS_CLONE3 = 435  # the same number on every architecture (the unified syscall table)
 _MS_RDONLY, _MS_NOSUID, _MS_NODEV, _MS_NOEXEC = 1, 2, 4, 8
 
@@ -66,9 +79,22 @@ MECHANISMS = ["own-namespaces", "userns-nobody", "private-proc", "bounded-scratc
 class _CloneArgs(ctypes.Structure):
     """``struct clone_args`` (``clone3``), version 0 plus ``set_tid`` and ``cgroup``."""
 
-    _fields_ = [(name, ctypes.c_uint64) for name in (
-        "flags", "pidfd", "child_tid", "parent_tid", "exit_signal", "stack", "stack_size", "tls", "set_tid", "set_tid_size", "cgroup",
-    )]
+    _fields_ = [
+        (name, ctypes.c_uint64)
+        for name in (
+            "flags",
+            "pidfd",
+            "child_tid",
+            "parent_tid",
+            "exit_signal",
+            "stack",
+            "stack_size",
+            "tls",
+            "set_tid",
+            "set_tid_size",
+            "cgroup",
+        )
+    ]
 
 
 _HELD = ctypes.PyDLL(None, use_errno=True)
@@ -77,7 +103,8 @@ between ``PyOS_BeforeFork`` and the clone."""
 _SYSCALL = _HELD.syscall
 _SYSCALL.restype = ctypes.c_long
 _BEFORE_FORK, _AFTER_FORK_CHILD, _AFTER_FORK_PARENT = (
-    getattr(ctypes.pythonapi, name) for name in ("PyOS_BeforeFork", "PyOS_AfterFork_Child", "PyOS_AfterFork_Parent")
+    getattr(ctypes.pythonapi, name)
+    for name in ("PyOS_BeforeFork", "PyOS_AfterFork_Child", "PyOS_AfterFork_Parent")
 )
 for _hook in (_BEFORE_FORK, _AFTER_FORK_CHILD, _AFTER_FORK_PARENT):
     _hook.restype = None
@@ -111,8 +138,11 @@ def clone() -> int:
     return int(pid)
 
 
-_MAPS = (("/proc/self/setgroups", "deny"), ("/proc/self/uid_map", f"{_privileges.NOBODY} {os.getuid()} 1"),
-         ("/proc/self/gid_map", f"{_privileges.NOBODY} {os.getgid()} 1"))
+_MAPS = (
+    ("/proc/self/setgroups", "deny"),
+    ("/proc/self/uid_map", f"{_privileges.NOBODY} {os.getuid()} 1"),
+    ("/proc/self/gid_map", f"{_privileges.NOBODY} {os.getgid()} 1"),
+)
 """Only the server's uid and gid, as ``nobody``: read at import, in the server (a cloned
 child, in a user namespace not mapped yet, sees neither)."""
 
@@ -125,10 +155,15 @@ def enter(status: int, scratch_bytes: int, program: int | None) -> list[str]:
     for path, text in _MAPS:
         _privileges._write(path, text)
     hidden = _MS_RDONLY | _MS_NOSUID | _MS_NODEV | _MS_NOEXEC
-    _privileges._check(libc.mount(b"tmpfs", b"/proc", b"tmpfs", hidden, b"size=4k,mode=0555"), "hide /proc")
+    _privileges._check(
+        libc.mount(b"tmpfs", b"/proc", b"tmpfs", hidden, b"size=4k,mode=0555"), "hide /proc"
+    )
     nobody = _privileges.NOBODY
     options = f"size={scratch_bytes},mode=0700,uid={nobody},gid={nobody}".encode()
-    _privileges._check(libc.mount(b"tmpfs", b"/tmp", b"tmpfs", _MS_NOSUID | _MS_NODEV | _MS_NOEXEC, options), "mount /tmp")
+    _privileges._check(
+        libc.mount(b"tmpfs", b"/tmp", b"tmpfs", _MS_NOSUID | _MS_NODEV | _MS_NOEXEC, options),
+        "mount /tmp",
+    )
     os.chdir("/tmp")
     guest = os.fork()
     if guest != 0:
@@ -156,7 +191,10 @@ def _init(libc: object, status: int, guest: int, program: int | None) -> NoRetur
         own, theirs = os.pidfd_open(os.getpid()), os.pidfd_open(guest)
         answer = socket.socket(fileno=0)
         with contextlib.suppress(OSError):  # the Host gave up on this start: it kills us
-            answer.sendmsg([f"pid {guest}".encode()], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array("i", [own, theirs]))])
+            answer.sendmsg(
+                [f"pid {guest}".encode()],
+                [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array("i", [own, theirs]))],
+            )
         os.close(own)
         os.close(theirs)
         if program is not None:

@@ -42,15 +42,29 @@ _O_PATH = 0o10000000
 
 _LIBC = ctypes.CDLL(None, use_errno=True)
 """This module's own handle, made at import (a fork server's children inherit it ready)."""
-_LIBC.mount.argtypes = [ctypes.c_char_p, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_ulong, ctypes.c_char_p]
+_LIBC.mount.argtypes = [
+    ctypes.c_char_p,
+    ctypes.c_char_p,
+    ctypes.c_char_p,
+    ctypes.c_ulong,
+    ctypes.c_char_p,
+]
 _LIBC.syscall.restype = ctypes.c_long
 
 
 class _MountAttr(ctypes.Structure):
-    _fields_ = [("attr_set", ctypes.c_uint64), ("attr_clr", ctypes.c_uint64), ("propagation", ctypes.c_uint64), ("userns_fd", ctypes.c_uint64)]
+    _fields_ = [
+        ("attr_set", ctypes.c_uint64),
+        ("attr_clr", ctypes.c_uint64),
+        ("propagation", ctypes.c_uint64),
+        ("userns_fd", ctypes.c_uint64),
+    ]
 
 
-_READ_ONLY, _WRITABLE = _MountAttr(_MOUNT_ATTR_RDONLY, 0, 0, 0), _MountAttr(0, _MOUNT_ATTR_RDONLY, 0, 0)
+_READ_ONLY, _WRITABLE = (
+    _MountAttr(_MOUNT_ATTR_RDONLY, 0, 0, 0),
+    _MountAttr(0, _MOUNT_ATTR_RDONLY, 0, 0),
+)
 """``mount_setattr``'s two arguments, made once (the kernel only reads them)."""
 
 
@@ -61,15 +75,26 @@ def _check(rc: int, what: str) -> None:
 
 
 def _setattr(path: bytes, flags: int, attr: _MountAttr, what: str) -> None:
-    rc = _LIBC.syscall(ctypes.c_long(_SYS_MOUNT_SETATTR), ctypes.c_int(_AT_FDCWD), path, ctypes.c_uint(flags),
-                       ctypes.byref(attr), ctypes.c_size_t(ctypes.sizeof(attr)))
+    rc = _LIBC.syscall(
+        ctypes.c_long(_SYS_MOUNT_SETATTR),
+        ctypes.c_int(_AT_FDCWD),
+        path,
+        ctypes.c_uint(flags),
+        ctypes.byref(attr),
+        ctypes.c_size_t(ctypes.sizeof(attr)),
+    )
     _check(int(rc), what)
 
 
 def read_only(path: str = "/") -> None:
     """Make every mount at and beneath ``path`` read-only (see module docstring). Raises
     ``OSError`` (ENOSYS before Linux 5.12): the Guest must then not run."""
-    _setattr(path.encode(), _AT_RECURSIVE, _READ_ONLY, f"make every mount beneath {path} read-only (mount_setattr)")
+    _setattr(
+        path.encode(),
+        _AT_RECURSIVE,
+        _READ_ONLY,
+        f"make every mount beneath {path} read-only (mount_setattr)",
+    )
 
 
 def writable(path: str) -> None:
@@ -83,12 +108,32 @@ def reveal(covers: Sequence[tuple[str, Sequence[str]]]) -> None:
     anyone may walk, then bind each path back at its own place (see module docstring).
     Raises ``OSError``."""
     for directory, paths in covers:
-        held = [(path, os.open(path, _O_PATH | os.O_CLOEXEC)) for path in paths]  # before the cover hides them
+        held = [
+            (path, os.open(path, _O_PATH | os.O_CLOEXEC)) for path in paths
+        ]  # before the cover hides them
         try:
-            _check(_LIBC.mount(b"tmpfs", directory.encode(), b"tmpfs", _MS_NOSUID | _MS_NODEV, b"size=64k,mode=0755"), f"cover {directory}")
+            _check(
+                _LIBC.mount(
+                    b"tmpfs",
+                    directory.encode(),
+                    b"tmpfs",
+                    _MS_NOSUID | _MS_NODEV,
+                    b"size=64k,mode=0755",
+                ),
+                f"cover {directory}",
+            )
             for path, fd in held:
                 _skeleton(directory, path, is_directory=stat.S_ISDIR(os.fstat(fd).st_mode))
-                _check(_LIBC.mount(f"/proc/self/fd/{fd}".encode(), path.encode(), None, _MS_BIND | _MS_REC, None), f"bind {path}")
+                _check(
+                    _LIBC.mount(
+                        f"/proc/self/fd/{fd}".encode(),
+                        path.encode(),
+                        None,
+                        _MS_BIND | _MS_REC,
+                        None,
+                    ),
+                    f"bind {path}",
+                )
         finally:
             for _, fd in held:
                 os.close(fd)
@@ -102,10 +147,14 @@ def covers(paths: Sequence[str]) -> tuple[tuple[tuple[str, tuple[str, ...]], ...
     for path in paths:
         parts = path.rstrip("/").split("/")
         ancestors = ["/".join(parts[: i + 1]) for i in range(1, len(parts) - 1)]
-        top = next((directory for directory in ancestors if not _others_may(directory, 0o001)), None)
+        top = next(
+            (directory for directory in ancestors if not _others_may(directory, 0o001)), None
+        )
         if top is not None:
             found.setdefault(top, []).append(path)
-    unreadable = tuple(path for path in paths if not _others_may(path, 0o005 if os.path.isdir(path) else 0o004))
+    unreadable = tuple(
+        path for path in paths if not _others_may(path, 0o005 if os.path.isdir(path) else 0o004)
+    )
     return tuple((top, tuple(beneath)) for top, beneath in sorted(found.items())), unreadable
 
 
@@ -119,7 +168,7 @@ def _others_may(path: str, bits: int) -> bool:
 def _skeleton(top: str, path: str, *, is_directory: bool) -> None:
     """Make ``path`` and the directories between it and ``top`` in the (fresh, empty) cover,
     mode 0755 (files 0644) whatever the umask."""
-    parts = path[len(top):].strip("/").split("/")
+    parts = path[len(top) :].strip("/").split("/")
     mask = os.umask(0)
     try:
         for depth in range(1, len(parts) + (1 if is_directory else 0)):

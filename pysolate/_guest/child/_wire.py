@@ -35,7 +35,9 @@ import json.encoder
 import struct
 from collections.abc import Callable, Mapping, Sequence
 
-_MAKE: Callable[..., Callable[[object, int], Sequence[str]]] | None = getattr(json.encoder, "c_make_encoder", None)
+_MAKE: Callable[..., Callable[[object, int], Sequence[str]]] | None = getattr(
+    json.encoder, "c_make_encoder", None
+)
 
 HEADER = struct.Struct(">I")
 """Frame header: the payload length in bytes."""

@@ -20,7 +20,10 @@ def run_example(name: str) -> list[str]:
     nothing (every stream, socket and Guest closed: no ``ResourceWarning``)."""
     done = subprocess.run(
         [sys.executable, "-W", "always::ResourceWarning", str(ROOT / "examples" / name)],
-        capture_output=True, text=True, timeout=120, cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=ROOT,
     )
     assert done.returncode == 0, done.stderr
     assert "ResourceWarning" not in done.stderr, done.stderr
@@ -42,7 +45,9 @@ def test_raw_sdk_agent_loop_examples(name: str) -> None:
     lines = run_example(name)
     assert lines[0].startswith("ok 'retries: page 1' {")
     assert ast.literal_eval(lines[0][lines[0].index("{") :])["claimed"] == 2
-    assert lines[1:] == ["The program says: The code ran. Value of the last expression: 'retries: page 1'"]
+    assert lines[1:] == [
+        "The program says: The code ran. Value of the last expression: 'retries: page 1'"
+    ]
 
 
 def test_pydantic_ai_example() -> None:
@@ -51,8 +56,17 @@ def test_pydantic_ai_example() -> None:
     status, counts = lines[1].split(" ", 1)
     assert status == "ok"
     assert ast.literal_eval(counts) | {"physical": 0} == {
-        "logical": 3, "physical": 0, "claimed": 2, "direct": 1, "shared": 0, "cancelled": 0, "late": 0, "orphaned": 0,
-        "discarded": 0, "early_writes": 0, "host_shared": 0,
+        "logical": 3,
+        "physical": 0,
+        "claimed": 2,
+        "direct": 1,
+        "shared": 0,
+        "cancelled": 0,
+        "late": 0,
+        "orphaned": 0,
+        "discarded": 0,
+        "early_writes": 0,
+        "host_shared": 0,
     }
     assert lines[2] == "Found two pages of results."
 
@@ -70,8 +84,17 @@ def test_openai_agents_example() -> None:
     status, counts = lines[1].split(" ", 1)
     assert status == "ok"
     assert ast.literal_eval(counts) | {"physical": 0} == {
-        "logical": 3, "physical": 0, "claimed": 2, "direct": 1, "shared": 0, "cancelled": 0, "late": 0, "orphaned": 0,
-        "discarded": 0, "early_writes": 0, "host_shared": 0,
+        "logical": 3,
+        "physical": 0,
+        "claimed": 2,
+        "direct": 1,
+        "shared": 0,
+        "cancelled": 0,
+        "late": 0,
+        "orphaned": 0,
+        "discarded": 0,
+        "early_writes": 0,
+        "host_shared": 0,
     }
     assert lines[2] == "Found two pages of results."
 
@@ -82,6 +105,15 @@ def test_mcp_example() -> None:
     status, value, counts = run_example("mcp_tools.py")[0].split(" ", 2)
     assert (status, value) == ("ok", "2")
     assert ast.literal_eval(counts) | {"physical": 0} == {
-        "logical": 3, "physical": 0, "claimed": 2, "direct": 1, "shared": 0, "cancelled": 0, "late": 0, "orphaned": 0,
-        "discarded": 0, "early_writes": 0, "host_shared": 0,
+        "logical": 3,
+        "physical": 0,
+        "claimed": 2,
+        "direct": 1,
+        "shared": 0,
+        "cancelled": 0,
+        "late": 0,
+        "orphaned": 0,
+        "discarded": 0,
+        "early_writes": 0,
+        "host_shared": 0,
     }

@@ -75,36 +75,74 @@ class Script(Model):
     def _reply(self, input: Any, tools: list[Any]) -> Any:
         self.tools_seen.append(list(tools))
         self.calls += 1
-        answered = isinstance(input, list) and any(isinstance(i, dict) and i.get("type") == "function_call_output" for i in input)
+        answered = isinstance(input, list) and any(
+            isinstance(i, dict) and i.get("type") == "function_call_output" for i in input
+        )
         if answered or not self.programs:
             return assistant_message("done")
-        return function_call("run_code", {"code": self.programs.pop(0)}, call_id=f"call_{self.calls}")
+        return function_call(
+            "run_code", {"code": self.programs.pop(0)}, call_id=f"call_{self.calls}"
+        )
 
-    async def get_response(self, system_instructions: Any, input: Any, model_settings: Any, tools: Any, *args: Any, **kwargs: Any) -> ModelResponse:
+    async def get_response(
+        self,
+        system_instructions: Any,
+        input: Any,
+        model_settings: Any,
+        tools: Any,
+        *args: Any,
+        **kwargs: Any,
+    ) -> ModelResponse:
         return ModelResponse(output=[self._reply(input, tools)], usage=Usage(), response_id="resp")
 
-    async def stream_response(self, system_instructions: Any, input: Any, model_settings: Any, tools: Any, *args: Any, **kwargs: Any) -> AsyncIterator[Any]:
+    async def stream_response(
+        self,
+        system_instructions: Any,
+        input: Any,
+        model_settings: Any,
+        tools: Any,
+        *args: Any,
+        **kwargs: Any,
+    ) -> AsyncIterator[Any]:
         item = self._reply(input, tools)
         n = 0
         if item.type == "function_call":
             arguments, item.arguments = item.arguments, ""
-            yield ResponseOutputItemAddedEvent(type="response.output_item.added", item=item, output_index=0, sequence_number=0)
+            yield ResponseOutputItemAddedEvent(
+                type="response.output_item.added", item=item, output_index=0, sequence_number=0
+            )
             for n, i in enumerate(range(0, len(arguments), self.size), 1):
                 if self.fail_after is not None and n > self.fail_after:
                     raise RuntimeError("the connection dropped")
                 await asyncio.sleep(self.pause)
                 yield ResponseFunctionCallArgumentsDeltaEvent(
-                    type="response.function_call_arguments.delta", item_id="fc", output_index=0,
-                    delta=arguments[i : i + self.size], sequence_number=n,
+                    type="response.function_call_arguments.delta",
+                    item_id="fc",
+                    output_index=0,
+                    delta=arguments[i : i + self.size],
+                    sequence_number=n,
                 )
-            item.arguments = json.dumps({"code": self.invoked}) if self.invoked is not None else arguments
+            item.arguments = (
+                json.dumps({"code": self.invoked}) if self.invoked is not None else arguments
+            )
             self.stream_ended.append(time.monotonic())
-            yield ResponseOutputItemDoneEvent(type="response.output_item.done", item=item, output_index=0, sequence_number=n + 1)
+            yield ResponseOutputItemDoneEvent(
+                type="response.output_item.done", item=item, output_index=0, sequence_number=n + 1
+            )
         response = Response(
-            id="resp", created_at=0, model="script", object="response", output=[item], tool_choice="auto", tools=[],
-            parallel_tool_calls=False, status="completed",
+            id="resp",
+            created_at=0,
+            model="script",
+            object="response",
+            output=[item],
+            tool_choice="auto",
+            tools=[],
+            parallel_tool_calls=False,
+            status="completed",
         )
-        yield ResponseCompletedEvent(type="response.completed", response=response, sequence_number=n + 2)
+        yield ResponseCompletedEvent(
+            type="response.completed", response=response, sequence_number=n + 2
+        )
 
 
 class Docs:
@@ -183,11 +221,18 @@ async def test_agent_tools_are_program_functions_and_only_qualified_ones_start_e
     script = Script(['u = lookup("ada")\nn = note(u["name"])\n[u, n]\n'])
     code = PysolateCodeTool(Host(guest_factory=in_process_guest), effects={"lookup": Effect.PURE})
     run = await streamed(code.agent(Agent(name="a", tools=[lookup, note], model=script)))
-    assert json.loads(tool_outputs(run)[0]) == {"value": [{"name": "ada", "age": 36}, "noted ada urgent=False"], "stdout": ""}
+    assert json.loads(tool_outputs(run)[0]) == {
+        "value": [{"name": "ada", "age": 36}, "noted ada urgent=False"],
+        "stdout": "",
+    }
     assert code.last_result is not None and code.last_result.report.claimed == 1
     assert [t.name for t in script.tools_seen[0]] == ["run_code"]
     description = script.tools_seen[0][0].description
-    assert "- lookup(name)  [" in description and "    Find a user." in description and "- note(text, urgent" in description
+    assert (
+        "- lookup(name)  [" in description
+        and "    Find a user." in description
+        and "- note(text, urgent" in description
+    )
     moments = dict(started)
     (stream_end,) = script.stream_ended
     assert moments["lookup ada"] < stream_end < moments["note ada"]
@@ -204,7 +249,9 @@ async def test_a_tool_that_takes_the_run_context_gets_it_and_starts_once_invoked
 
     script = Script(['greet("ada")\n'])
     code = PysolateCodeTool(Host(guest_factory=in_process_guest), effects={"greet": Effect.PURE})
-    run = await streamed(code.agent(Agent(name="a", tools=[greet], model=script)), context={"hello": "hej"})
+    run = await streamed(
+        code.agent(Agent(name="a", tools=[greet], model=script)), context={"hello": "hej"}
+    )
     assert json.loads(tool_outputs(run)[0]) == {"value": "hej, ada", "stdout": ""}
     assert code.last_result is not None and code.last_result.report.claimed == 1
     (stream_end,) = script.stream_ended
@@ -229,7 +276,10 @@ async def test_runner_run_runs_the_whole_code_and_says_once_that_nothing_streame
     (warned,) = caught_pysolate(caught)
     assert warned.category is NotStreamingWarning
     text = str(warned.message)
-    assert "the run_code call's code arrived whole (Runner.run" in text and "Runner.run_streamed(code.agent(agent), ...)" in text
+    assert (
+        "the run_code call's code arrived whole (Runner.run" in text
+        and "Runner.run_streamed(code.agent(agent), ...)" in text
+    )
     assert [r.report.setup_warnings for r in results] == [(text,), (text,)]
     assert results[0].report.claimed == 2  # speculation at seal still overlaps the reads
 
@@ -287,9 +337,16 @@ async def test_a_failing_program_is_reported_to_the_model_with_its_line() -> Non
     host = Host(guest_factory=in_process_guest)
     host.register("docs", Docs())
     code = PysolateCodeTool(host)
-    run = await streamed(code.agent(Agent(name="a", model=Script(['docs.save("x")\nprint("hi")\n1 / 0\n']))))
+    run = await streamed(
+        code.agent(Agent(name="a", model=Script(['docs.save("x")\nprint("hi")\n1 / 0\n'])))
+    )
     (output,) = tool_outputs(run)
-    assert "line 3" in output and "ZeroDivisionError" in output and "docs.save (ok)" in output and "hi" in output
+    assert (
+        "line 3" in output
+        and "ZeroDivisionError" in output
+        and "docs.save (ok)" in output
+        and "hi" in output
+    )
 
 
 async def test_tools_the_runner_must_wrap_stay_with_the_model() -> None:
@@ -304,6 +361,8 @@ async def test_tools_the_runner_must_wrap_stay_with_the_model() -> None:
         return name
 
     plain = Agent(name="a", tools=[delete, lookup], model=Script([]))
-    agent = PysolateCodeTool(Host(guest_factory=in_process_guest), effects={"lookup": Effect.PURE}).agent(plain)
+    agent = PysolateCodeTool(
+        Host(guest_factory=in_process_guest), effects={"lookup": Effect.PURE}
+    ).agent(plain)
     assert [t.name for t in agent.tools] == ["run_code", "delete"]
     assert plain.tools == [delete, lookup]  # the plain agent is unchanged

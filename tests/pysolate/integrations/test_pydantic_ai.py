@@ -100,7 +100,9 @@ class Script:
         if not self.programs:
             return ModelResponse(parts=[TextPart("done")])
         arguments = json.dumps({"code": self.programs.pop(0)})
-        return ModelResponse(parts=[ToolCallPart("run_code", arguments, tool_call_id=f"call_{len(self.requests)}")])
+        return ModelResponse(
+            parts=[ToolCallPart("run_code", arguments, tool_call_id=f"call_{len(self.requests)}")]
+        )
 
 
 def tool_returns(messages: list[ModelMessage], outcome: str = "success") -> list[ToolReturnPart]:
@@ -149,7 +151,9 @@ async def test_agent_tools_are_program_functions_and_only_qualified_ones_start_e
     script = Script(['u = lookup("ada")\nn = note(u["name"])\n[u, n]\n'])
     agent = Agent(
         FunctionModel(stream_function=script),
-        capabilities=[PysolateCodeMode(Host(guest_factory=in_process_guest), effects={"lookup": Effect.PURE})],
+        capabilities=[
+            PysolateCodeMode(Host(guest_factory=in_process_guest), effects={"lookup": Effect.PURE})
+        ],
     )
 
     @agent.tool_plain
@@ -167,7 +171,10 @@ async def test_agent_tools_are_program_functions_and_only_qualified_ones_start_e
 
     run = await agent.run("who is ada?")
     (returned,) = tool_returns(run.all_messages())
-    assert returned.content == {"value": [{"name": "ada", "age": 36}, "noted ada urgent=False"], "stdout": ""}
+    assert returned.content == {
+        "value": [{"name": "ada", "age": 36}, "noted ada urgent=False"],
+        "stdout": "",
+    }
     assert returned.metadata.report.claimed == 1
     assert [t.name for t in script.tools_seen[0]] == ["run_code"]
     description = script.tools_seen[0][0].description
@@ -210,7 +217,9 @@ async def test_without_streaming_the_code_still_runs() -> None:
     host = Host(guest_factory=in_process_guest)
     host.register("docs", docs)
     script = Script([PROGRAM])
-    agent = Agent(FunctionModel(function=script.whole), capabilities=[PysolateCodeMode(host, stream=False)])
+    agent = Agent(
+        FunctionModel(function=script.whole), capabilities=[PysolateCodeMode(host, stream=False)]
+    )
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         run = await agent.run("go")
@@ -239,7 +248,10 @@ async def test_a_model_that_cannot_stream_runs_each_program_whole_and_says_so_on
     (warned,) = [w for w in caught if issubclass(w.category, PysolateWarning)]
     assert warned.category is NotStreamingWarning
     text = str(warned.message)
-    assert "run_code call's code arrived whole (the model cannot stream: FunctionModel(function=...)" in text
+    assert (
+        "run_code call's code arrived whole (the model cannot stream: FunctionModel(function=...)"
+        in text
+    )
     assert "FunctionModel(stream_function=...)" in text and "PysolateCodeMode(stream=False)" in text
     for run in runs:
         (returned,) = tool_returns(run.all_messages())
@@ -254,7 +266,9 @@ async def test_a_model_that_cannot_stream_runs_each_program_whole_and_says_so_on
 async def test_test_model_runs_the_example_program() -> None:
     """``TestModel`` writes the ``code`` argument from the parameter's ``examples``: a
     valid program, so the run ends ``ok`` instead of exhausting the retries on ``'a'``."""
-    agent = Agent(TestModel(), capabilities=[PysolateCodeMode(Host(guest_factory=in_process_guest))])
+    agent = Agent(
+        TestModel(), capabilities=[PysolateCodeMode(Host(guest_factory=in_process_guest))]
+    )
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         run = await agent.run("go")
@@ -269,7 +283,10 @@ async def test_unqualified_agent_tools_are_said_once_with_the_fix() -> None:
     setup naming the tools and the fix (not a second one from the Host about the same
     tools), over two runs; both runs' reports carry it."""
     script = Script([])
-    agent = Agent(FunctionModel(stream_function=script), capabilities=[PysolateCodeMode(Host(guest_factory=in_process_guest))])
+    agent = Agent(
+        FunctionModel(stream_function=script),
+        capabilities=[PysolateCodeMode(Host(guest_factory=in_process_guest))],
+    )
 
     @agent.tool_plain
     def lookup(name: str) -> str:
@@ -287,12 +304,20 @@ async def test_unqualified_agent_tools_are_said_once_with_the_fix() -> None:
     text = str(warned.message)
     assert text.startswith("PysolateCodeMode: none of the agent's tools (lookup) may start early")
     assert "PysolateCodeMode(effects={'lookup': Effect.PURE})" in text
-    assert [tool_returns(r.all_messages())[0].metadata.report.setup_warnings for r in runs] == [(text,), (text,)]
+    assert [tool_returns(r.all_messages())[0].metadata.report.setup_warnings for r in runs] == [
+        (text,),
+        (text,),
+    ]
 
 
 async def test_a_typo_in_effects_is_refused() -> None:
     script = Script(["1\n"])
-    agent = Agent(FunctionModel(stream_function=script), capabilities=[PysolateCodeMode(Host(guest_factory=in_process_guest), effects={"lookpu": Effect.PURE})])
+    agent = Agent(
+        FunctionModel(stream_function=script),
+        capabilities=[
+            PysolateCodeMode(Host(guest_factory=in_process_guest), effects={"lookpu": Effect.PURE})
+        ],
+    )
 
     @agent.tool_plain
     def lookup(name: str) -> str:
@@ -308,7 +333,9 @@ async def test_the_run_span_records_the_tool_call_and_conversation() -> None:
     provider.add_span_processor(SimpleSpanProcessor(exporter))
     host = Host(guest_factory=in_process_guest, instrument=OTelInstrument(tracer_provider=provider))
     host.register("docs", Docs())
-    agent = Agent(FunctionModel(stream_function=Script([PROGRAM])), capabilities=[PysolateCodeMode(host)])
+    agent = Agent(
+        FunctionModel(stream_function=Script([PROGRAM])), capabilities=[PysolateCodeMode(host)]
+    )
     run = await agent.run("go")
     (span,) = [s for s in exporter.get_finished_spans() if s.name == "pysolate.run"]
     assert span.attributes is not None

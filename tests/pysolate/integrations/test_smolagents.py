@@ -54,8 +54,14 @@ class ScriptedModel(Model):
                 text = text[: text.index(stop)]
         return text
 
-    def generate(self, messages: list[Any], stop_sequences: list[str] | None = None, **kwargs: Any) -> ChatMessage:
-        return ChatMessage(role=MessageRole.ASSISTANT, content=self._next(stop_sequences), token_usage=TokenUsage(1, 1))
+    def generate(
+        self, messages: list[Any], stop_sequences: list[str] | None = None, **kwargs: Any
+    ) -> ChatMessage:
+        return ChatMessage(
+            role=MessageRole.ASSISTANT,
+            content=self._next(stop_sequences),
+            token_usage=TokenUsage(1, 1),
+        )
 
     def generate_stream(
         self, messages: list[Any], stop_sequences: list[str] | None = None, **kwargs: Any
@@ -162,7 +168,9 @@ def test_streamed_code_action_claims_qualified_reads_and_equals_the_sequential_r
     save (unqualified) runs only after; the result is the sequential run's."""
     agent, executor, model, backend = make_agent([reply(PROGRAM)], effects={"lookup": Effect.PURE})
     try:
-        assert agent.run("Summarise alpha and beta") == len("alpha is documented" + "beta is documented")
+        assert agent.run("Summarise alpha and beta") == len(
+            "alpha is documented" + "beta is documented"
+        )
         result = executor.last_result
         assert result is not None
         assert result.report.claimed == 2
@@ -236,7 +244,9 @@ def test_an_error_becomes_the_observation_and_the_agent_recovers() -> None:
 
 
 def test_a_syntax_error_is_rejected_with_nothing_run() -> None:
-    agent, _, _, backend = make_agent([reply('save("k", "v")\nif True\n    pass'), reply('final_answer(1)')])
+    agent, _, _, backend = make_agent(
+        [reply('save("k", "v")\nif True\n    pass'), reply("final_answer(1)")]
+    )
     try:
         assert agent.run("try") == 1
         assert "SyntaxError" in str(agent.memory.steps[1].error)
@@ -261,7 +271,9 @@ def test_code_the_agent_rewrites_runs_as_rewritten() -> None:
 
 
 def test_without_streaming_the_code_still_runs_in_pysolate() -> None:
-    agent, executor, _, _ = make_agent([reply(PROGRAM)], effects={"lookup": Effect.PURE}, stream=False)
+    agent, executor, _, _ = make_agent(
+        [reply(PROGRAM)], effects={"lookup": Effect.PURE}, stream=False
+    )
     try:
         assert agent.run("go") == len("alpha is documented" + "beta is documented")
         assert executor.last_result is not None and executor.last_result.report.logical == 4
@@ -303,11 +315,17 @@ def test_tools_effects_names_none_of_are_said_once_with_the_fix() -> None:
     (warned,) = [w for w in caught if issubclass(w.category, PysolateWarning)]
     assert warned.category is UnqualifiedToolsWarning
     text = str(warned.message)
-    assert text.startswith("PysolateExecutor: none of the agent's tools (lookup, save) may start early")
+    assert text.startswith(
+        "PysolateExecutor: none of the agent's tools (lookup, save) may start early"
+    )
     assert "PysolateExecutor(effects={'lookup': Effect.PURE})" in text
-    assert executor.last_result is not None and executor.last_result.report.setup_warnings == (text,)
+    assert executor.last_result is not None and executor.last_result.report.setup_warnings == (
+        text,
+    )
 
-    agent, executor, _, _ = make_agent([reply(PROGRAM)], effects={"save": Effect.WRITE, "lookup": Effect.LIVE_READ})
+    agent, executor, _, _ = make_agent(
+        [reply(PROGRAM)], effects={"save": Effect.WRITE, "lookup": Effect.LIVE_READ}
+    )
     try:
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
@@ -336,11 +354,20 @@ def test_default_host_runs_the_isolated_guest() -> None:
     backend = Backend()
     model = ScriptedModel([reply(PROGRAM)])
     executor = PysolateExecutor(effects={"lookup": Effect.PURE})
-    agent = CodeAgent(tools=backend.tools(), model=executor.streaming(model), executor=executor, stream_outputs=True, verbosity_level=0)
+    agent = CodeAgent(
+        tools=backend.tools(),
+        model=executor.streaming(model),
+        executor=executor,
+        stream_outputs=True,
+        verbosity_level=0,
+    )
     try:
         assert agent.run("go") == len("alpha is documented" + "beta is documented")
         assert executor.last_result is not None
-        assert executor.last_result.isolation is not None and executor.last_result.isolation.level != "in_process"
+        assert (
+            executor.last_result.isolation is not None
+            and executor.last_result.isolation.level != "in_process"
+        )
         assert executor.last_result.report.claimed == 2
     finally:
         agent.cleanup()
@@ -364,7 +391,10 @@ def test_misuse_is_refused_clearly() -> None:
 def test_variables_persist_across_actions_and_equal_the_sequential_session() -> None:
     """Like smolagents' own executor, an action sees what earlier ones assigned; each
     action equals the same turn of a session run sequentially."""
-    steps = [reply('pages = [lookup(t) for t in ["alpha", "beta"]]\nprint(len(pages))'), reply("final_answer(pages[1])")]
+    steps = [
+        reply('pages = [lookup(t) for t in ["alpha", "beta"]]\nprint(len(pages))'),
+        reply("final_answer(pages[1])"),
+    ]
     agent, executor, _, _ = make_agent(list(steps), effects={"lookup": Effect.PURE})
     reference_agent, reference, _, _ = make_agent(list(steps), speculate=False)
     try:
@@ -381,7 +411,7 @@ def test_variables_persist_across_actions_and_equal_the_sequential_session() -> 
 def test_additional_args_are_globals_and_speculation_knows_them() -> None:
     """``additional_args`` become plain-data globals; the loop over them starts its reads
     while the model streams (the session knows the globals earlier turns left)."""
-    code = 'found = [lookup(t) for t in topics]\nfinal_answer(len(found))'
+    code = "found = [lookup(t) for t in topics]\nfinal_answer(len(found))"
     agent, executor, _, _ = make_agent([reply(code)], effects={"lookup": Effect.PURE})
     try:
         assert agent.run("go", additional_args={"topics": ["alpha", "beta", "gamma"]}) == 3
@@ -404,7 +434,12 @@ def test_an_action_that_stops_the_guest_says_the_variables_are_gone() -> None:
     """A CPU limit stops the session's Guest mid-turn: that action's error says the state
     is lost (nothing is replayed behind the model's back) and the next action runs in a new
     session."""
-    steps = [reply("x = 1"), reply("while True:\n    pass"), reply("final_answer(x)"), reply("final_answer(3)")]
+    steps = [
+        reply("x = 1"),
+        reply("while True:\n    pass"),
+        reply("final_answer(x)"),
+        reply("final_answer(3)"),
+    ]
     host = Host(limits=GuestLimits(cpu_time=1.0))
     agent, _, _, _ = make_agent(steps, host=host, stream=False)
     agent.max_steps = 4
@@ -420,8 +455,13 @@ CODE = 'x = lookup("a")\nif x:\n    print(x)  \n\nfinal_answer(x)'
 
 
 @settings(max_examples=150, deadline=None)
-@given(st.lists(st.integers(min_value=1, max_value=12), min_size=1, max_size=40), st.sampled_from(["\n", "  \n\t", ""]))
-def test_code_tail_forwards_only_a_prefix_of_what_smolagents_parses(cuts: list[int], lead: str) -> None:
+@given(
+    st.lists(st.integers(min_value=1, max_value=12), min_size=1, max_size=40),
+    st.sampled_from(["\n", "  \n\t", ""]),
+)
+def test_code_tail_forwards_only_a_prefix_of_what_smolagents_parses(
+    cuts: list[int], lead: str
+) -> None:
     """Whatever the chunking, the code forwarded is a prefix of the parsed code (so the
     executor can seal it), and all of it once the closing tag has streamed."""
     from smolagents.utils import parse_code_blobs

@@ -25,4 +25,8 @@ class LocalHandle:
 
     def __getattr__(self, name: str) -> types.SimpleNamespace:
         method: Callable[..., Any] = getattr(self.node, name)
-        return types.SimpleNamespace(remote=lambda *args, **kwargs: asyncio.shield(asyncio.ensure_future(method(*args, **kwargs))))
+        return types.SimpleNamespace(
+            remote=lambda *args, **kwargs: asyncio.shield(
+                asyncio.ensure_future(method(*args, **kwargs))
+            )
+        )

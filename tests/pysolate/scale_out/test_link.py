@@ -25,7 +25,9 @@ class Tools:
     def __init__(self) -> None:
         self.calls: list[tuple[str, tuple[object, ...]]] = []
 
-    async def __call__(self, capability: str, method: str, args: tuple[object, ...], kwargs: dict[str, object]) -> object:
+    async def __call__(
+        self, capability: str, method: str, args: tuple[object, ...], kwargs: dict[str, object]
+    ) -> object:
         self.calls.append((method, args))
         if method == "boom":
             raise ToolFailure("KeyError", "no such doc", ("nope",))
@@ -40,7 +42,9 @@ async def _local(source: str) -> GuestOutcome:
         await guest.aclose()
 
 
-async def _remote(factory: RayGuestFactory, source: str, tools: Tools | None = None) -> GuestOutcome:
+async def _remote(
+    factory: RayGuestFactory, source: str, tools: Tools | None = None
+) -> GuestOutcome:
     guest = await factory(CAPS, LIMITS)
     try:
         return await guest.run(source, tools or Tools())
@@ -73,7 +77,12 @@ async def test_a_remote_guest_gives_the_local_outcome(source: str) -> None:
     async with _factory(handle) as factory:
         remote = await _remote(factory, source)
     local = await _local(source)
-    assert (remote.status, remote.value, remote.stdout, remote.error) == (local.status, local.value, local.stdout, local.error)
+    assert (remote.status, remote.value, remote.stdout, remote.error) == (
+        local.status,
+        local.value,
+        local.stdout,
+        local.error,
+    )
     assert remote.isolation == local.isolation
     stats = await handle.node.stats()
     assert stats["live"] == 0 and stats["alive_pids"] == [], "nothing left running on the node"
@@ -93,7 +102,9 @@ class _Hanging:
     def __init__(self) -> None:
         self.cancelled = 0
 
-    async def __call__(self, capability: str, method: str, args: tuple[object, ...], kwargs: dict[str, object]) -> object:
+    async def __call__(
+        self, capability: str, method: str, args: tuple[object, ...], kwargs: dict[str, object]
+    ) -> object:
         try:
             await anyio.sleep(30)
         except anyio.get_cancelled_exc_class():
@@ -119,14 +130,22 @@ class _Intruder(GuestNode):
     token, before the real hello: neither may reach a Guest."""
 
     async def start(self, gid, capabilities, limits, host, port, token, link_bytes, isolation=None):  # type: ignore[no-untyped-def]
-        for hello in ({"t": "hello", "gid": "0" * 16, "token": token}, {"t": "hello", "gid": gid, "token": "f" * 64}, {"junk": 1}):
+        for hello in (
+            {"t": "hello", "gid": "0" * 16, "token": token},
+            {"t": "hello", "gid": gid, "token": "f" * 64},
+            {"junk": 1},
+        ):
             async with await anyio.connect_tcp(host, port) as stream:
                 body = json.dumps(hello).encode()
                 await stream.send(struct.pack(">I", len(body)) + body)
-                with pytest.raises((anyio.EndOfStream, anyio.BrokenResourceError, ConnectionResetError)):
+                with pytest.raises(
+                    (anyio.EndOfStream, anyio.BrokenResourceError, ConnectionResetError)
+                ):
                     with anyio.fail_after(5):
                         await stream.receive()  # the Host closes it without a word
-        return await super().start(gid, capabilities, limits, host, port, token, link_bytes, isolation)
+        return await super().start(
+            gid, capabilities, limits, host, port, token, link_bytes, isolation
+        )
 
 
 async def test_a_hello_with_a_wrong_token_or_unknown_guest_is_dropped() -> None:
@@ -179,7 +198,9 @@ async def test_cancelling_a_run_kills_the_remote_guest() -> None:
     handle = LocalHandle()
     started = anyio.Event()
 
-    async def slow(capability: str, method: str, args: tuple[object, ...], kwargs: dict[str, object]) -> object:
+    async def slow(
+        capability: str, method: str, args: tuple[object, ...], kwargs: dict[str, object]
+    ) -> object:
         started.set()
         await anyio.sleep(30)
         return None
@@ -190,7 +211,9 @@ async def test_cancelling_a_run_kills_the_remote_guest() -> None:
             tg.start_soon(guest.run, "docs.search(1)", slow)
             await started.wait()
             tg.cancel_scope.cancel()
-    with anyio.fail_after(10):  # the kill is asked for before the cancellation propagates; reaping may lag under load
+    with anyio.fail_after(
+        10
+    ):  # the kill is asked for before the cancellation propagates; reaping may lag under load
         while (stats := await handle.node.stats())["alive_pids"] or stats["live"]:
             await anyio.sleep(0.05)
     assert stats["closed"] == 1
@@ -218,7 +241,6 @@ async def test_guests_go_round_robin_over_agents() -> None:
         for _ in range(4):
             assert (await _remote(factory, "1")).status == "ok"
     assert [(await h.node.stats())["runs"] for h in (first, second)] == [2, 2]
-
 
 
 async def test_a_large_outcome_is_decoded_in_steps_and_equals_the_local_one() -> None:

@@ -34,7 +34,9 @@ CAPS = {"docs": ["search"]}
 LIMITS = GuestLimits(wall_time=10)
 
 
-async def _echo(capability: str, method: str, args: tuple[object, ...], kwargs: dict[str, object]) -> object:
+async def _echo(
+    capability: str, method: str, args: tuple[object, ...], kwargs: dict[str, object]
+) -> object:
     return args
 
 
@@ -85,7 +87,9 @@ async def test_a_connection_that_stays_silent_is_dropped_at_its_deadline() -> No
             talker = await anyio.connect_tcp("127.0.0.1", port)
             await talker.send(b"hello")
             with anyio.fail_after(5):
-                with pytest.raises((anyio.EndOfStream, anyio.BrokenResourceError, ConnectionResetError)):
+                with pytest.raises(
+                    (anyio.EndOfStream, anyio.BrokenResourceError, ConnectionResetError)
+                ):
                     await quiet.receive()  # closed by the listener, without a word
             stats = hellos.statistics()
             tasks.cancel_scope.cancel()
@@ -192,7 +196,9 @@ def test_a_full_descriptor_table_does_not_end_the_factory(tmp_path: Path) -> Non
     free again the same factory answers every one of them (junk hellos, counted)."""
     script = tmp_path / "emfile.py"
     script.write_text(_EMFILE_SCRIPT)
-    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=60, check=False)
+    done = subprocess.run(
+        [sys.executable, str(script)], capture_output=True, text=True, timeout=60, check=False
+    )
     assert done.returncode == 0, done.stderr[-2000:]
     report = json.loads(done.stdout.strip().splitlines()[-1])
     assert report["failures"] >= 1 and report["rejected"] == 8

@@ -39,7 +39,10 @@ def cluster() -> Iterator[dict[str, object]]:
     workers = [nodes.add_node(num_cpus=1, resources={AGENT_RESOURCE: 1}) for _ in range(2)]
     ray.init(address=nodes.address, include_dashboard=False, log_to_driver=False)
     try:
-        yield {"head": ray.get_runtime_context().get_node_id(), "workers": {w.node_id for w in workers}}
+        yield {
+            "head": ray.get_runtime_context().get_node_id(),
+            "workers": {w.node_id for w in workers},
+        }
     finally:
         ray.shutdown()
         nodes.shutdown()
@@ -50,7 +53,12 @@ async def test_the_guest_contract_holds_on_ray_nodes(cluster, source: str) -> No
     async with RayGuestFactory() as factory:
         remote = await _remote(factory, source)
     local = await _local(source)
-    assert (remote.status, remote.value, remote.stdout, remote.error) == (local.status, local.value, local.stdout, local.error)
+    assert (remote.status, remote.value, remote.stdout, remote.error) == (
+        local.status,
+        local.value,
+        local.stdout,
+        local.error,
+    )
     assert remote.isolation == local.isolation
 
 
@@ -122,17 +130,28 @@ async def test_cancelling_a_run_leaves_nothing_on_the_node(cluster) -> None:
     assert all(s["live"] == 0 for s in stats)
 
 
-@settings(max_examples=EQUIVALENCE_PROGRAMS, deadline=None, suppress_health_check=list(HealthCheck), derandomize=True)
+@settings(
+    max_examples=EQUIVALENCE_PROGRAMS,
+    deadline=None,
+    suppress_health_check=list(HealthCheck),
+    derandomize=True,
+)
 @given(programs(max_statements=5), conditions())
-def test_streamed_runs_on_ray_guests_equal_their_local_sequential_twins(cluster, source, case) -> None:
+def test_streamed_runs_on_ray_guests_equal_their_local_sequential_twins(
+    cluster, source, case
+) -> None:
     async def pair() -> Pair:
         ref_host, ref_tools = build_host(case, start_subprocess_guest)
         reference = await ref_host.run_source(source, speculate=False)
         async with RayGuestFactory() as factory:
             host, tools = build_host(case, factory)
             chunks = stream_of(source, case)
-            speculative = await host.run_stream(chunks, code="markdown" if case.markdown else "raw", policy=case.policy)
-        return Pair(source, reference, speculative, ref_tools, tools, chunks.ended, host.method_specs())  # type: ignore[arg-type]
+            speculative = await host.run_stream(
+                chunks, code="markdown" if case.markdown else "raw", policy=case.policy
+            )
+        return Pair(
+            source, reference, speculative, ref_tools, tools, chunks.ended, host.method_specs()
+        )  # type: ignore[arg-type]
 
     result = anyio.run(pair)
     assert result.speculative.isolation == result.reference.isolation
@@ -148,10 +167,14 @@ def _alive(pid: int) -> bool:
         return stat.read().rsplit(")", 1)[1].split()[0] != "Z"
 
 
-
 def _pool_host() -> Host:
     host = Host(instrument=None)
-    host.register("docs", scripted_tool(search=Script(lambda query: [query.upper()], effect=Effect.PURE, latency=0.01)))
+    host.register(
+        "docs",
+        scripted_tool(
+            search=Script(lambda query: [query.upper()], effect=Effect.PURE, latency=0.01)
+        ),
+    )
     return host
 
 

@@ -9,7 +9,9 @@ import sys
 
 
 def test_ray_guests_smoke() -> None:
-    done = subprocess.run([sys.executable, "-m", "pysolate.ray._smoke"], capture_output=True, text=True, timeout=300)
+    done = subprocess.run(
+        [sys.executable, "-m", "pysolate.ray._smoke"], capture_output=True, text=True, timeout=300
+    )
     assert done.returncode == 0, done.stdout + done.stderr[-3000:]
     report = json.loads(done.stdout.strip().splitlines()[-1])
     assert report["runs"] == 8 and report["differences"] == [], "two event loops, one cluster"
