@@ -25,7 +25,7 @@ SANDBOX_ROOT = "/pysolate"
 """Where the package sources appear inside the namespace sandbox."""
 
 
-_CHILD_SOURCES = ("occurrences", "pysolate/_guest", "pysolate/_guest_errors.py")
+_CHILD_SOURCES = ("occurrences", "pysolate/_guest/child", "pysolate/_guest_errors.py")
 """The only Host paths the child reads (relative to ``PACKAGE_ROOT``)."""
 
 INTERPRETER_FLAGS = ("-I", "-S", "-B", "-X", "utf8")
@@ -183,6 +183,6 @@ def bwrap_argv(bwrap: str, python: str, scratch_bytes: int) -> list[str]:
         "/tmp",
         python,
         *INTERPRETER_FLAGS,
-        f"{SANDBOX_ROOT}/pysolate/_guest/_child.py",
+        f"{SANDBOX_ROOT}/pysolate/_guest/child/_child.py",
     ]
     return argv
