@@ -165,19 +165,23 @@ class RunScope(Receipts):
                 self._host_sharing.taint(capability)  # type: ignore[union-attr]
         self._physical += 1
         if self.trace is NULL_RUN:
-            return execute(
-                self._targets[capability],
-                cap,
-                call,
-                threads=self._threads,
-                early=False,
-                timeout=self._timeout,
-                encode=self._encode,
-                new_scope=self._new_scope,
-                clock=self._clock,
-                retried=self._rerun,
-            )
+            return self._execute(cap, call)
         return self._traced(cap, call, key)
+
+    def _execute(self, cap: CapabilityMethod, call: BoundCall) -> Awaitable[object]:
+        """The program's own execution of ``call`` (traced or not)."""
+        return execute(
+            self._targets[call.capability],
+            cap,
+            call,
+            threads=self._threads,
+            early=False,
+            timeout=self._timeout,
+            encode=self._encode,
+            new_scope=self._new_scope,
+            clock=self._clock,
+            retried=self._rerun,
+        )
 
     def _rerun(self) -> None:
         """A read ran again (``execute``: its timeout may have been early work's): one more
@@ -203,18 +207,7 @@ class RunScope(Receipts):
         )
         try:
             with observation.activated():
-                result = await execute(
-                    self._targets[capability],
-                    cap,
-                    call,
-                    threads=self._threads,
-                    early=False,
-                    timeout=self._timeout,
-                    encode=self._encode,
-                    new_scope=self._new_scope,
-                    clock=self._clock,
-                    retried=self._rerun,
-                )
+                result = await self._execute(cap, call)
         except BaseException as exc:
             observation.completed(error=exc)
             raise
