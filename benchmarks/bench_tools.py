@@ -32,7 +32,11 @@ import anyio.lowlevel
 
 from pysolate import Effect, Host, Workspace, capability
 from pysolate._guest_api import GuestFactory, SessionGuestFactory
-from pysolate._workspace._workspace import VERSION
+
+try:
+    from pysolate._workspace._workspace import VERSION
+except ImportError:  # a baseline tree from before the rooms (broker_cpu.py --baseline)
+    from pysolate._workspace import VERSION  # type: ignore[attr-defined,no-redef]
 from pysolate.streams import Chunk, play
 from pysolate.testing import Script, in_process_guest, in_process_session, scripted_tool
 
