@@ -299,9 +299,8 @@ class BranchSpeculation:
         """Start ``node`` as the ``k``-th write, on a fork of ``lineage[k]``; False to stop
         the walk (it must wait, or the chain closed)."""
         if node.effect is not Effect.WRITE:
-            chain.closed = (
-                True  # an ``unknown`` call: never early, and every write after it waits for it
-            )
+            # an ``unknown`` call: never early, and every write after it waits for it
+            chain.closed = True
             return False
         if node.discardable or node.args is None or node.kwargs is None:
             return False  # may still turn certain, or its arguments known

@@ -154,9 +154,8 @@ class PrefixParser:
         self._changed = False  # feed() changed what pending() reads since it last looked
         # (group line, ")" in the text it used, complete lines it used) of the last provisional parse found
         self._found = (0, 0, 0)
-        self._last_pending: Pending | None = (
-            None  # the last provisional parse found, of group ``_found[0]``
-        )
+        # the last provisional parse found, of group ``_found[0]``
+        self._last_pending: Pending | None = None
         self._exit_at = (0, 0)  # (group line, complete lines) up to the group's last ``_EXIT`` line
         self._statements: list[ast.stmt] = []  # accepted statements; append-only
         self._end = 0  # characters covered by _statements (the groups parsed so far)

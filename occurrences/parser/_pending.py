@@ -252,9 +252,8 @@ def _repair(text: str, at_paren: bool) -> tuple[str, tuple[int, int]] | None:
     stack: list[_Block] = []  # open bodies while tokenizing
     brackets: list[str] = []
     separated: list[bool] = []  # per open bracket: it holds an element-level comma
-    cut: tuple[int, int, tuple[str, ...]] | None = (
-        None  # (row, col, open brackets) after a comma or ")"
-    )
+    # (row, col, open brackets) after a comma or ")"
+    cut: tuple[int, int, tuple[str, ...]] | None = None
     first: str | None = None  # first token of the current logical line
     line_start = 1
     last = ""  # last significant token of the current logical line

@@ -104,12 +104,10 @@ class RunScope(Receipts):
         self._encode = registry.encode
         self.trace = trace
         self.session_turn = objects.session_turn
-        self._epochs = (
-            objects.epochs
-        )  # the objects' own: a formal write counts in the epoch early work sees
-        self._host_sharing = (
-            sharing  # told of writes that reach a registered object (``HostSharing.tainting``)
-        )
+        # the objects' own: a formal write counts in the epoch early work sees
+        self._epochs = objects.epochs
+        # told of writes that reach a registered object (``HostSharing.tainting``)
+        self._host_sharing = sharing
         self._tainting = (
             frozenset() if sharing is None else sharing.tainting(self._registrations, self._targets)
         )
@@ -286,9 +284,8 @@ class RunScope(Receipts):
             formal = claims.begin_formal(key)
         shared_from = None
         try:
-            sharing = (
-                self.sharing
-            )  # (its admission is the one gate of the Host's table: contract 8)
+            # its admission is the one gate of the Host's table: contract 8
+            sharing = self.sharing
             if sharing is not None and sharing.admits_formal(call, key):
                 result, shared_from = await sharing.formal(
                     call, key, lambda: self._formal(reg.methods[method], call, key)

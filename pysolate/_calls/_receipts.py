@@ -56,12 +56,10 @@ class Receipts:
         }
         self._branch_total = sum(self._branch_bytes.values())
         self._t0: float | None = None  # anyio.current_time() at the first call or start()
-        self._clock: Callable[[], float] = (
-            anyio.current_time
-        )  # the same clock, looked up at start()
-        self._new_scope: Callable[[], anyio.CancelScope] = (
-            anyio.CancelScope
-        )  # the backend's own class, after start()
+        # the same clock, looked up at start()
+        self._clock: Callable[[], float] = anyio.current_time
+        # the backend's own class, after start()
+        self._new_scope: Callable[[], anyio.CancelScope] = anyio.CancelScope
 
     def start(self) -> None:
         """Start the run's clock (receipt times are relative to it)."""

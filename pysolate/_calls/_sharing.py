@@ -332,9 +332,8 @@ class RunSharing:
         except BaseException as exc:
             thread_runs_on = table.leave(entry, obs.probe) and entry.waiters == 0
             if own and thread_runs_on:
-                obs.probe.in_thread = (
-                    True  # nobody waits, but its thread cannot be stopped: ``late``
-                )
+                # nobody waits, but its thread cannot be stopped: ``late``
+                obs.probe.in_thread = True
             # (a call that runs on for other runs' waiters is theirs now: this run stopped
             # waiting for it in time, its early work ends ``cancelled``)
             if not own:

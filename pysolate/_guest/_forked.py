@@ -213,9 +213,8 @@ class _Server:
     """One fork server process and its control socket (one of each kind per Host process)."""
 
     def __init__(self, namespaces: bool) -> None:
-        self.namespaces = (
-            namespaces  # started inside bubblewrap; its children make their own namespaces
-        )
+        # started inside bubblewrap; its children make their own namespaces
+        self.namespaces = namespaces
         self._lock = threading.Lock()
         self._process: subprocess.Popen[bytes] | None = None
         self._control: socket.socket | None = None

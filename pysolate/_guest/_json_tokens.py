@@ -63,9 +63,8 @@ class TokenReader:
 
     def __init__(self, text: str, controls: bool = True) -> None:
         self.text = text
-        self.controls = (
-            controls  # the text may hold a control character (else strings need no check for one)
-        )
+        # the text may hold a control character (else strings need no check for one)
+        self.controls = controls
         self.pos = 0
         self.units = 0  # work since the last step
         self.tokens = 0  # work in all

@@ -115,9 +115,8 @@ class SubprocessGuest:
         self._limits = limits
         self.isolation = isolation
         self._scratch = scratch  # temp dir we created (no-namespace plans only); removed on close
-        self._cgroup: GuestCgroup | None = (
-            None  # holds the whole process tree, where one could be made
-        )
+        # holds the whole process tree, where one could be made
+        self._cgroup: GuestCgroup | None = None
         self._startup_seconds = startup_seconds
         self._state = _State.READY
         self._calls = 0

@@ -151,9 +151,8 @@ class CodeReader:
         self._events = events_of(stream)
         self._index = 0
         self._started: float | None = None
-        self._clock: Callable[[], float] = (
-            anyio.current_time
-        )  # the running loop's, once reading starts (``_clock.loop_clock``)
+        # the running loop's, once reading starts (``_backend.loop_clock``)
+        self._clock: Callable[[], float] = anyio.current_time
         self._last = 0.0  # when the current wait for an event began (meaningful while ``_waiting``)
         self._waiting = False  # a read is waiting for the stream's next event
         self._watched = False  # inside ``watched``: the timeouts are being enforced
