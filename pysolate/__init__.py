@@ -12,8 +12,8 @@ if TYPE_CHECKING:
     from occurrences import MethodSpec as MethodSpec
     from scheduler import LanePolicy as LanePolicy
 
-    from ._calls._sharing import ShareConfig as ShareConfig
-    from ._calls._sharing import ShareStatistics as ShareStatistics
+    from ._calls._share_config import ShareConfig as ShareConfig
+    from ._calls._share_config import ShareStatistics as ShareStatistics
     from ._exceptions import ApplyConflict as ApplyConflict
     from ._exceptions import CommitError as CommitError
     from ._exceptions import GuestStartError as GuestStartError

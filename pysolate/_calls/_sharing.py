@@ -54,10 +54,7 @@ from scheduler import (
 from .._guest_api import ToolFailure
 from ..tracing import ObservationTrace, RunTrace
 from ._execute import BoundCall, Registration
-from ._share_config import ShareConfig as ShareConfig
-from ._share_config import ShareStatistics as ShareStatistics
-from ._share_config import estimated_chars
-from ._share_config import share_config as share_config
+from ._share_config import ShareConfig, ShareStatistics, estimated_chars
 
 
 class HostSharing:

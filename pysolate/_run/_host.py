@@ -28,7 +28,8 @@ from scheduler import LanePolicy, Probe
 from .._calls._broker import CALL_TIMEOUT, BoundCall, Registration, RunScope
 from .._calls._registry import Registry, new_run_id
 from .._calls._run_objects import RunObjects
-from .._calls._sharing import HostSharing, ShareConfig, ShareStatistics, share_config
+from .._calls._share_config import ShareConfig, ShareStatistics, share_config
+from .._calls._sharing import HostSharing
 from .._calls._threads import ThreadStatistics, WorkerThreads
 from .._exceptions import IsolationUnavailable, RegistrationError
 from .._guest_api import GuestFactory, GuestLimits, Isolation, SessionGuestFactory
